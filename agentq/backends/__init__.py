@@ -1,0 +1,64 @@
+"""Queue backends and the factory that picks one from a URL.
+
+``sqlite:///path/to.db`` (the embedded default) and
+``spanner://projects/P/instances/I/databases/D``. Each backend module is imported
+only when its URL is opened, so the Spanner client is never loaded for SQLite.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from agentq.backends.base import (
+    LEASE_SECONDS,
+    Backend,
+    Message,
+    QueueStats,
+    RedeliveryPolicy,
+    Renewal,
+    Transaction,
+)
+from agentq.clock import Clock
+from agentq.errors import ConfigError
+
+__all__ = [
+    "LEASE_SECONDS",
+    "Backend",
+    "Message",
+    "QueueStats",
+    "RedeliveryPolicy",
+    "Renewal",
+    "Transaction",
+    "open_backend",
+]
+
+
+def open_backend(url: str, *, clock: Clock | None = None, **options: Any) -> Backend:
+    """Open the backend named by ``url``.
+
+    ``options`` are passed to the backend (for SQLite: ``durability``,
+    ``redelivery``, ``busy_timeout``, ``poll_interval``).
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigError(
+            f"invalid database URL {url!r}: expected sqlite:///path/to.db or "
+            "spanner://projects/P/instances/I/databases/D"
+        )
+    scheme = url.split("://", 1)[0].lower()
+    if scheme == "sqlite":
+        from agentq.backends.sqlite import open_sqlite
+
+        return open_sqlite(url, clock, options)
+    if scheme == "spanner":
+        try:
+            module = importlib.import_module("agentq.backends.spanner")
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("agentq"):
+                raise ConfigError("this agentq build has no Spanner backend") from exc
+            raise ConfigError(
+                "the Spanner backend needs google-cloud-spanner: pip install 'agentq[spanner]'"
+            ) from exc
+        backend: Backend = module.open_spanner(url, clock, options)
+        return backend
+    raise ConfigError(f"unknown database URL scheme {scheme!r} in {url!r} (known: sqlite, spanner)")

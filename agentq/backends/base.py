@@ -1,0 +1,215 @@
+"""The queue backend contract: Spanner queues, as a Python protocol.
+
+One :class:`Backend` protocol of semantic queue operations; every backend
+(``sqlite``, ``spanner``) implements it and passes the same conformance suite in
+``tests/conformance``. A backend knows nothing about tools, agents or policies.
+
+Semantics (mirroring Spanner queues):
+
+* ``transact(fn)`` runs ``fn(tx)`` in one read-write transaction and retries the
+  whole function on transient aborts, so ``fn`` must not have outside effects.
+* ``tx.send`` inserts a message; an existing key fails the transaction.
+* ``tx.ack(must_exist=True)`` deletes by key; deleting nothing fails the whole
+  transaction (the stale worker's results are not committed).
+* ``stream`` yields batches of ready messages, each leased for
+  :data:`LEASE_SECONDS`; ``renew`` extends leases by the same amount.
+* A message whose lease expires without ack is redelivered after a backoff
+  (:class:`RedeliveryPolicy`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar
+
+from agentq.clock import Clock
+from agentq.spec import Key, QueueSpec
+
+__all__ = [
+    "LEASE_SECONDS",
+    "Backend",
+    "Message",
+    "QueueStats",
+    "RedeliveryPolicy",
+    "Renewal",
+    "Transaction",
+]
+
+T = TypeVar("T")
+
+#: Lease length on receive and on renew; fixed, as in Spanner.
+LEASE_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Message:
+    """One leased message, as RECEIVE returns it."""
+
+    queue: str
+    key: Key
+    payload: Any
+    deliver_time: datetime
+    lease_token: str
+    lease_expiry: datetime
+    last_in_batch: bool
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """One row of RENEWLEASE: ``new_token`` is None when the message was already
+    acknowledged but the old token had not expired yet."""
+
+    old_token: str
+    new_token: str | None
+    lease_expiry: datetime
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """A queue's depth and health, named after Spanner's queue metrics."""
+
+    queue: str
+    depth: int
+    ready: int
+    scheduled: int
+    leased: int
+    backing_off: int
+    oldest_unacked_age: float | None
+    lease_expirations: int
+    ttl_dropped: int
+
+
+@dataclass(frozen=True)
+class RedeliveryPolicy:
+    """When a message whose lease expired becomes ready again.
+
+    During the first ``exponential_phase`` after its delivery time, the n-th
+    expiry waits ``initial * multiplier ** (n - 1)`` seconds (capped at
+    ``max_delay``); after that, every redelivery waits ``later_delay``. The
+    defaults follow Spanner's documented behaviour: exponential backoff during a
+    message's first hour, then hourly.
+    """
+
+    initial: float = 1.0
+    multiplier: float = 2.0
+    max_delay: float = 600.0
+    exponential_phase: timedelta = timedelta(hours=1)
+    later_delay: float = 3600.0
+
+    def delay(self, expirations: int, age: float) -> float:
+        """Seconds between the ``expirations``-th lease expiry and redelivery."""
+        if age >= self.exponential_phase.total_seconds():
+            return self.later_delay
+        exponent = min(max(expirations - 1, 0), 64)
+        return float(min(self.initial * self.multiplier**exponent, self.max_delay))
+
+
+class Transaction(Protocol):
+    """A read-write transaction: queue mutations, records and application SQL."""
+
+    @property
+    def now(self) -> datetime:
+        """The transaction's time (used as the default delivery time)."""
+        ...
+
+    def send(
+        self,
+        queue: str,
+        key: Sequence[Any] | Any,
+        payload: Any,
+        deliver_time: datetime | None = None,
+    ) -> None:
+        """Insert a message; deliver at ``deliver_time`` (default: now)."""
+        ...
+
+    def ack(self, queue: str, key: Sequence[Any] | Any, must_exist: bool = True) -> bool:
+        """Delete a message by key; returns whether it existed.
+
+        With ``must_exist`` a missing message raises MessageNotFound and the
+        whole transaction is rolled back, even if the caller catches it.
+        """
+        ...
+
+    def execute(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        """Run the application's own SQL in this transaction; returns rows."""
+        ...
+
+    def get_record(self, table: str, key: str) -> dict[str, Any] | None:
+        """Read a JSON record of the runtime's own state."""
+        ...
+
+    def put_record(self, table: str, key: str, value: Mapping[str, Any]) -> None:
+        """Insert or replace a JSON record."""
+        ...
+
+    def insert_record(self, table: str, key: str, value: Mapping[str, Any]) -> bool:
+        """Insert a record unless the key exists; returns whether it was inserted."""
+        ...
+
+    def delete_record(self, table: str, key: str) -> bool:
+        """Delete a record; returns whether it existed."""
+        ...
+
+
+class Backend(Protocol):
+    """A database with Spanner-queue semantics."""
+
+    clock: Clock
+    redelivery: RedeliveryPolicy
+
+    @property
+    def url(self) -> str:
+        """The URL this backend was opened with (credentials removed)."""
+        ...
+
+    def create_queue(self, spec: QueueSpec) -> None:
+        """Create the queue if absent; an existing queue with another spec is an error."""
+        ...
+
+    def queue_spec(self, name: str) -> QueueSpec:
+        """The spec of an existing queue (QueueNotFound otherwise)."""
+        ...
+
+    def queues(self) -> list[str]:
+        """Names of all queues."""
+        ...
+
+    def transact(self, fn: Callable[[Transaction], T]) -> T:
+        """Run ``fn(tx)`` in one read-write transaction, retried on transient aborts."""
+        ...
+
+    def stream(
+        self, queue: str, max_batch_size: int = 1, max_duration: float = 0.0
+    ) -> Iterator[list[Message]]:
+        """Yield batches of leased ready messages for up to ``max_duration`` seconds.
+
+        With ``max_duration=0`` it tries once and stops. The last message of
+        each batch has ``last_in_batch`` set.
+        """
+        ...
+
+    def renew(self, queue: str, tokens: Sequence[str]) -> list[Renewal]:
+        """Extend leases; see :class:`Renewal` for the rows returned."""
+        ...
+
+    def stats(self, queue: str) -> QueueStats:
+        """Depth, ready, scheduled, leased and oldest age of a queue."""
+        ...
+
+    def get_record(self, table: str, key: str) -> dict[str, Any] | None:
+        """Read one record outside a transaction (strong read)."""
+        ...
+
+    def list_records(
+        self, table: str, prefix: str = "", limit: int | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Records of a table whose key starts with ``prefix``, in key order."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; never blocks for long."""
+        ...

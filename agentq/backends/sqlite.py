@@ -1,0 +1,798 @@
+"""The embedded SQLite backend (the default).
+
+Spanner-queue semantics on one SQLite file. Settings, and why:
+
+* WAL journal: readers never block the writer, and several processes can share
+  the file.
+* ``synchronous=FULL`` by default: a commit is on disk when ``transact``
+  returns. ``durability="normal"`` trades the last commits before a power loss
+  (never corruption) for speed.
+* Every write, including leasing, runs in ``BEGIN IMMEDIATE``: the write lock
+  is taken up front, so two workers (threads or processes) can never lease the
+  same message, and WAL never has to fail a reader-turned-writer with BUSY.
+* ``busy_timeout`` makes a second process wait for the lock instead of failing;
+  a transaction that still meets BUSY is retried as a whole (tenacity).
+* One connection per backend object, guarded by a lock: the engine serialises
+  writers anyway, and a single connection avoids in-process lock contention.
+
+Each queue is a table named like the queue. Besides the key columns,
+``payload`` and ``deliver_time`` (microseconds since the epoch) it keeps
+``agentq_*`` system columns: a never-reused message id (AUTOINCREMENT, so a
+token can never match a later message with the same key), the lease sequence
+and expiry, the expiry count for backoff, and ``agentq_visible_at``, the single
+indexed time at which the message is next receivable.
+
+Receivers wake promptly: an in-process notification on commit, and across
+processes a ``PRAGMA data_version`` check every few milliseconds, which reads
+only the WAL index in shared memory.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import sqlite3
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from agentq.backends.base import (
+    LEASE_SECONDS,
+    Message,
+    QueueStats,
+    RedeliveryPolicy,
+    Renewal,
+    Transaction,
+)
+from agentq.clock import Clock, SystemClock, from_micros, to_micros
+from agentq.errors import (
+    BackendUnavailable,
+    ConfigError,
+    DuplicateKey,
+    MessageNotFound,
+    QueueNotFound,
+    TransactionAborted,
+    TransactionError,
+)
+from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec, validate_identifier
+
+__all__ = ["SQLiteBackend"]
+
+T = TypeVar("T")
+
+_LEASE_MICROS = int(LEASE_SECONDS * 1_000_000)
+_SQL_TYPES = {KeyType.INT: "INTEGER", KeyType.STR: "TEXT", KeyType.BYTES: "BLOB"}
+_TOKEN_PREFIX = "aq1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS agentq_queues (
+    name TEXT PRIMARY KEY,
+    spec TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS agentq_queue_counters (
+    queue TEXT PRIMARY KEY,
+    lease_expirations INTEGER NOT NULL DEFAULT 0,
+    ttl_dropped INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS agentq_records (
+    tbl TEXT NOT NULL,
+    k TEXT NOT NULL,
+    v TEXT NOT NULL,
+    PRIMARY KEY (tbl, k)
+) WITHOUT ROWID;
+"""
+
+
+def _is_busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in str(exc) or "busy" in str(exc)
+    )
+
+
+class _Notifier:
+    """Wakes in-process receivers of one database file when a commit may have
+    made messages ready."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: set[threading.Event] = set()
+
+    def subscribe(self, event: threading.Event) -> None:
+        with self._lock:
+            self._events.add(event)
+
+    def unsubscribe(self, event: threading.Event) -> None:
+        with self._lock:
+            self._events.discard(event)
+
+    def notify(self) -> None:
+        with self._lock:
+            events = list(self._events)
+        for event in events:
+            event.set()
+
+
+_notifiers: weakref.WeakValueDictionary[str, _Notifier] = weakref.WeakValueDictionary()
+_notifiers_lock = threading.Lock()
+
+
+def _notifier_for(path: str) -> _Notifier:
+    with _notifiers_lock:
+        notifier = _notifiers.get(path)
+        if notifier is None:
+            notifier = _Notifier()
+            _notifiers[path] = notifier
+        return notifier
+
+
+def _encode_token(queue: str, msg_id: int, seq: int, expiry: int) -> str:
+    raw = f"{_TOKEN_PREFIX}|{queue}|{msg_id}|{seq}|{expiry}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_token(queue: str, token: object) -> tuple[int, int, int] | None:
+    """(message id, lease sequence, expiry micros), or None if unparsable."""
+    if not isinstance(token, str) or not token or len(token) > 512:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        prefix, q, msg_id, seq, expiry = raw.split("|")
+        if prefix != _TOKEN_PREFIX or q != queue:
+            return None
+        return int(msg_id), int(seq), int(expiry)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return None
+
+
+class _QueueSQL:
+    """Prepared SQL text of one queue (identifiers already validated)."""
+
+    def __init__(self, spec: QueueSpec) -> None:
+        self.spec = spec
+        q = f'"{spec.name}"'
+        keys = [f'"{c.name}"' for c in spec.key]
+        self.key_list = ", ".join(keys)
+        self.key_where = " AND ".join(f"{k} = ?" for k in keys)
+        self.insert = (
+            f"INSERT INTO {q} ({self.key_list}, payload, deliver_time, agentq_visible_at) "
+            f"VALUES ({', '.join('?' * len(keys))}, ?, ?, ?)"
+        )
+        self.delete = f"DELETE FROM {q} WHERE {self.key_where}"
+        self.select_ready = (
+            f"SELECT agentq_msg_id, {self.key_list}, payload, deliver_time, agentq_lease_seq, "
+            f"agentq_lease_expiry, agentq_expirations FROM {q} "
+            "WHERE agentq_visible_at <= ? ORDER BY agentq_visible_at, agentq_msg_id LIMIT ?"
+        )
+        self.update_lease = (
+            f"UPDATE {q} SET agentq_lease_seq = ?, agentq_lease_expiry = ?, "
+            "agentq_visible_at = ?, agentq_expirations = ? WHERE agentq_msg_id = ?"
+        )
+        self.select_by_id = (
+            f"SELECT agentq_lease_seq, deliver_time, agentq_expirations FROM {q} "
+            "WHERE agentq_msg_id = ?"
+        )
+        self.next_visible = f"SELECT MIN(agentq_visible_at) FROM {q}"
+        self.ttl_delete = f"DELETE FROM {q} WHERE deliver_time < ?"
+        self.stats = (
+            "SELECT COUNT(*), "
+            "COALESCE(SUM(agentq_visible_at <= :now), 0), "
+            "COALESCE(SUM(agentq_lease_expiry IS NULL AND deliver_time > :now), 0), "
+            "COALESCE(SUM(agentq_lease_expiry > :now), 0), "
+            "MIN(CASE WHEN deliver_time <= :now THEN deliver_time END) "
+            f"FROM {q}"
+        )
+
+    def ddl(self, parent_keys: list[str] | None) -> list[str]:
+        spec = self.spec
+        cols = [f'"{c.name}" {_SQL_TYPES[c.type]} NOT NULL' for c in spec.key]
+        payload_type = "BLOB" if spec.payload is PayloadType.BYTES else "TEXT"
+        fk = ""
+        if spec.parent is not None and parent_keys is not None:
+            child = ", ".join(f'"{c.name}"' for c in spec.key[: len(parent_keys)])
+            parent = ", ".join(f'"{k}"' for k in parent_keys)
+            fk = (
+                f',\n    FOREIGN KEY ({child}) REFERENCES "{spec.parent}" ({parent}) '
+                "ON DELETE CASCADE"
+            )
+        table = (
+            f'CREATE TABLE IF NOT EXISTS "{spec.name}" (\n'
+            "    agentq_msg_id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+            f"    {', '.join(cols)},\n"
+            f"    payload {payload_type} NOT NULL,\n"
+            "    deliver_time INTEGER NOT NULL,\n"
+            "    agentq_visible_at INTEGER NOT NULL,\n"
+            "    agentq_lease_seq INTEGER NOT NULL DEFAULT 0,\n"
+            "    agentq_lease_expiry INTEGER,\n"
+            "    agentq_expirations INTEGER NOT NULL DEFAULT 0,\n"
+            f"    UNIQUE ({self.key_list}){fk}\n)"
+        )
+        stmts = [
+            table,
+            f'CREATE INDEX IF NOT EXISTS "{spec.name}_agentq_visible" '
+            f'ON "{spec.name}" (agentq_visible_at, agentq_msg_id)',
+        ]
+        if spec.ttl is not None:
+            stmts.append(
+                f'CREATE INDEX IF NOT EXISTS "{spec.name}_agentq_deliver" '
+                f'ON "{spec.name}" (deliver_time)'
+            )
+        return stmts
+
+
+def _spec_to_json(spec: QueueSpec) -> str:
+    import json
+
+    return json.dumps(
+        {
+            "name": spec.name,
+            "key": [[c.name, c.type.value] for c in spec.key],
+            "payload": spec.payload.value,
+            "parent": spec.parent,
+            "ttl": spec.ttl.total_seconds() if spec.ttl else None,
+            "max_payload_bytes": spec.max_payload_bytes,
+        },
+        sort_keys=True,
+    )
+
+
+def _spec_from_json(text: str) -> QueueSpec:
+    import json
+
+    d = json.loads(text)
+    return QueueSpec(
+        d["name"],
+        tuple(KeyColumn(n, KeyType(t)) for n, t in d["key"]),
+        payload=PayloadType(d["payload"]),
+        parent=d["parent"],
+        ttl=timedelta(seconds=d["ttl"]) if d["ttl"] else None,
+        max_payload_bytes=d["max_payload_bytes"],
+    )
+
+
+class _SQLiteTransaction(Transaction):
+    def __init__(self, backend: SQLiteBackend, conn: sqlite3.Connection, now: int) -> None:
+        self._backend = backend
+        self._conn = conn
+        self._now = now
+        self.doomed: TransactionError | None = None
+        self.sent = False
+
+    @property
+    def now(self) -> datetime:
+        return from_micros(self._now)
+
+    def _doom(self, exc: TransactionError) -> TransactionError:
+        # Like Spanner, a failed insert or ASSERT_ROWS_MODIFIED cannot be caught and
+        # continued: the transaction will not commit whatever fn does next.
+        self.doomed = exc
+        return exc
+
+    def send(
+        self,
+        queue: str,
+        key: Sequence[Any] | Any,
+        payload: Any,
+        deliver_time: datetime | None = None,
+    ) -> None:
+        sql = self._backend._queue_sql(queue, self._conn)
+        spec = sql.spec
+        parts = spec.check_key(key)
+        data = spec.encode_payload(payload)
+        when = self._now if deliver_time is None else to_micros(deliver_time)
+        # A past delivery time is clamped to now, as Spanner does.
+        when = max(when, self._now)
+        try:
+            self._conn.execute(sql.insert, (*parts, data, when, when))
+        except sqlite3.IntegrityError as exc:
+            if "FOREIGN KEY" in str(exc):
+                raise self._doom(
+                    TransactionError(
+                        f"queue {queue!r}: no parent row in {spec.parent!r} for key {parts!r}"
+                    )
+                ) from exc
+            raise self._doom(
+                DuplicateKey(f"queue {queue!r} already has a message with key {parts!r}")
+            ) from exc
+        self.sent = True
+
+    def ack(self, queue: str, key: Sequence[Any] | Any, must_exist: bool = True) -> bool:
+        sql = self._backend._queue_sql(queue, self._conn)
+        parts = sql.spec.check_key(key)
+        deleted = self._conn.execute(sql.delete, parts).rowcount
+        if deleted == 0 and must_exist:
+            raise self._doom(
+                MessageNotFound(
+                    f"queue {queue!r} has no message with key {parts!r} (already acknowledged)"
+                )
+            )
+        return deleted > 0
+
+    def execute(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        return list(self._conn.execute(sql, params).fetchall())
+
+    def get_record(self, table: str, key: str) -> dict[str, Any] | None:
+        return _get_record(self._conn, table, key)
+
+    def put_record(self, table: str, key: str, value: Mapping[str, Any]) -> None:
+        self._conn.execute(
+            "INSERT OR REPLACE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
+            (validate_identifier(table, "record table"), key, _dumps(value)),
+        )
+
+    def insert_record(self, table: str, key: str, value: Mapping[str, Any]) -> bool:
+        cur = self._conn.execute(
+            "INSERT OR IGNORE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
+            (validate_identifier(table, "record table"), key, _dumps(value)),
+        )
+        return cur.rowcount > 0
+
+    def delete_record(self, table: str, key: str) -> bool:
+        cur = self._conn.execute("DELETE FROM agentq_records WHERE tbl = ? AND k = ?", (table, key))
+        return cur.rowcount > 0
+
+
+def _dumps(value: Mapping[str, Any]) -> str:
+    import json
+
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def _get_record(conn: sqlite3.Connection, table: str, key: str) -> dict[str, Any] | None:
+    import json
+
+    row = conn.execute(
+        "SELECT v FROM agentq_records WHERE tbl = ? AND k = ?", (table, key)
+    ).fetchone()
+    return None if row is None else dict(json.loads(row[0]))
+
+
+class SQLiteBackend:
+    """Spanner-queue semantics on an embedded SQLite database.
+
+    ``path`` is a file path or ``":memory:"``. Open it through
+    :func:`agentq.open_backend` with ``sqlite:///path/to.db``.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        clock: Clock | None = None,
+        durability: str = "full",
+        redelivery: RedeliveryPolicy | None = None,
+        busy_timeout: float = 30.0,
+        poll_interval: float = 0.002,
+        ttl_sweep_interval: float = 1.0,
+    ) -> None:
+        if durability not in ("full", "normal"):
+            raise ConfigError(f"durability must be 'full' or 'normal', not {durability!r}")
+        self.clock: Clock = clock or SystemClock()
+        self.redelivery = redelivery or RedeliveryPolicy()
+        self.durability = durability
+        self.poll_interval = poll_interval
+        self.ttl_sweep_interval = ttl_sweep_interval
+        self._memory = path == ":memory:"
+        self._path = path if self._memory else os.path.abspath(path)
+        self._busy_timeout = busy_timeout
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._specs: dict[str, _QueueSQL] = {}
+        self._last_sweep: dict[str, float] = {}
+        self._closed = False
+        notifier_key = f"memory:{id(self)}" if self._memory else self._path
+        self._notifier = _notifier_for(notifier_key)
+        self._conn = self._connect()
+        self._poll_conn = None if self._memory else self._connect()
+        self._poll_lock = threading.Lock()
+        with self._lock:
+            self._conn.executescript(_SCHEMA)
+
+    # -- connections -------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self._path,
+                isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+                check_same_thread=False,  # guarded by self._lock
+                timeout=self._busy_timeout,
+            )
+            if not self._memory:
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise BackendUnavailable(f"{self._path}: cannot enable WAL (got {mode})")
+            conn.execute(f"PRAGMA synchronous={self.durability.upper()}")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise BackendUnavailable(f"cannot open SQLite database {self._path!r}: {exc}") from exc
+        return conn
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:///{self._path}"
+
+    @property
+    def path(self) -> str:
+        """Database file path, or ``:memory:``."""
+        return self._path
+
+    def _now(self) -> int:
+        return to_micros(self.clock.now())
+
+    # -- queues --------------------------------------------------------------
+
+    def create_queue(self, spec: QueueSpec) -> None:
+        def create(tx: _SQLiteTransaction) -> None:
+            conn = tx._conn
+            row = conn.execute(
+                "SELECT spec FROM agentq_queues WHERE name = ?", (spec.name,)
+            ).fetchone()
+            wanted = _spec_to_json(spec)
+            if row is not None:
+                if row[0] != wanted:
+                    raise ConfigError(
+                        f"queue {spec.name!r} already exists with a different spec: {row[0]}"
+                    )
+                return
+            parent_keys = None
+            if spec.parent is not None:
+                info = conn.execute(f'PRAGMA table_info("{spec.parent}")').fetchall()
+                parent_keys = [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5] > 0]
+                if not parent_keys:
+                    raise ConfigError(
+                        f"queue {spec.name!r}: parent table {spec.parent!r} does not exist "
+                        "or has no primary key"
+                    )
+                prefix = [c.name for c in spec.key[: len(parent_keys)]]
+                if [p.lower() for p in prefix] != [k.lower() for k in parent_keys]:
+                    raise ConfigError(
+                        f"queue {spec.name!r}: its leading key columns {prefix} must be the "
+                        f"primary key of {spec.parent!r} {parent_keys}"
+                    )
+            for stmt in _QueueSQL(spec).ddl(parent_keys):
+                conn.execute(stmt)
+            conn.execute(
+                "INSERT INTO agentq_queues (name, spec) VALUES (?, ?)", (spec.name, wanted)
+            )
+
+        self.transact(create)  # type: ignore[arg-type]
+        with self._lock:
+            self._specs[spec.name] = _QueueSQL(spec)
+
+    def _queue_sql(self, name: str, conn: sqlite3.Connection | None = None) -> _QueueSQL:
+        sql = self._specs.get(name)
+        if sql is not None:
+            return sql
+        validate_identifier(name, "queue name")
+        with self._lock:
+            row = (
+                (conn or self._conn)
+                .execute("SELECT spec FROM agentq_queues WHERE name = ?", (name,))
+                .fetchone()
+            )
+        if row is None:
+            raise QueueNotFound(f"queue {name!r} does not exist; create it first")
+        sql = _QueueSQL(_spec_from_json(row[0]))
+        self._specs[name] = sql
+        return sql
+
+    def queue_spec(self, name: str) -> QueueSpec:
+        return self._queue_sql(name).spec
+
+    def queues(self) -> list[str]:
+        with self._lock:
+            rows = self._conn.execute("SELECT name FROM agentq_queues ORDER BY name").fetchall()
+        return [r[0] for r in rows]
+
+    # -- transactions -------------------------------------------------------
+
+    def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``body`` inside BEGIN IMMEDIATE ... COMMIT, retrying on BUSY."""
+        if self._closed:
+            raise BackendUnavailable("backend is closed")
+        if getattr(self._local, "in_tx", False):
+            raise TransactionError("transactions cannot be nested")
+        retrying = Retrying(
+            retry=retry_if_exception(_is_busy),
+            wait=wait_random_exponential(multiplier=0.005, max=0.5),
+            stop=stop_after_delay(self._busy_timeout),
+            sleep=self.clock.sleep,
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt, self._lock:
+                    self._local.in_tx = True
+                    try:
+                        self._conn.execute("BEGIN IMMEDIATE")
+                        try:
+                            result = body(self._conn)
+                            self._conn.execute("COMMIT")
+                        except BaseException:
+                            if self._conn.in_transaction:
+                                self._conn.execute("ROLLBACK")
+                            raise
+                    finally:
+                        self._local.in_tx = False
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise TransactionAborted(
+                    f"database {self._path!r} stayed locked for {self._busy_timeout}s"
+                ) from exc
+            raise
+        return result
+
+    def transact(self, fn: Callable[[Transaction], T]) -> T:
+        sent = False
+
+        def body(conn: sqlite3.Connection) -> T:
+            nonlocal sent
+            tx = _SQLiteTransaction(self, conn, self._now())
+            result = fn(tx)
+            if tx.doomed is not None:
+                raise tx.doomed
+            sent = tx.sent
+            return result
+
+        result = self._write(body)
+        if sent:
+            self._notifier.notify()
+        return result
+
+    # -- receiving -----------------------------------------------------------
+
+    def _lease(self, queue: str, max_batch_size: int) -> tuple[list[Message], int | None]:
+        """Lease up to ``max_batch_size`` ready messages; also return the next
+        time a message becomes visible when none is ready."""
+        sql = self._queue_sql(queue)
+        spec = sql.spec
+        nkeys = len(spec.key)
+        policy = self.redelivery
+
+        def body(conn: sqlite3.Connection) -> tuple[list[Message], int | None]:
+            now = self._now()
+            self._maybe_sweep_ttl(conn, sql, now)
+            rows = conn.execute(sql.select_ready, (now, max_batch_size)).fetchall()
+            if not rows:
+                return [], conn.execute(sql.next_visible).fetchone()[0]
+            expiry = now + _LEASE_MICROS
+            updates = []
+            messages = []
+            expired = 0
+            for i, row in enumerate(rows):
+                msg_id = row[0]
+                key = tuple(row[1 : 1 + nkeys])
+                payload, deliver, seq, prev_expiry, expirations = row[1 + nkeys :]
+                if prev_expiry is not None:
+                    # Leased before and never acked: that lease expired.
+                    expirations += 1
+                    expired += 1
+                seq += 1
+                backoff = policy.delay(expirations + 1, (now - deliver) / 1e6)
+                visible = expiry + int(backoff * 1_000_000)
+                updates.append((seq, expiry, visible, expirations, msg_id))
+                messages.append(
+                    Message(
+                        queue=queue,
+                        key=key,
+                        payload=spec.decode_payload(payload),
+                        deliver_time=from_micros(deliver),
+                        lease_token=_encode_token(queue, msg_id, seq, expiry),
+                        lease_expiry=from_micros(expiry),
+                        last_in_batch=i == len(rows) - 1,
+                    )
+                )
+            conn.executemany(sql.update_lease, updates)
+            if expired:
+                self._count(conn, queue, "lease_expirations", expired)
+            return messages, None
+
+        return self._write(body)
+
+    def _count(self, conn: sqlite3.Connection, queue: str, column: str, n: int) -> None:
+        conn.execute(
+            f"INSERT INTO agentq_queue_counters (queue, {column}) VALUES (?, ?) "
+            f"ON CONFLICT (queue) DO UPDATE SET {column} = {column} + excluded.{column}",
+            (queue, n),
+        )
+
+    def _maybe_sweep_ttl(self, conn: sqlite3.Connection, sql: _QueueSQL, now: int) -> None:
+        ttl = sql.spec.ttl
+        if ttl is None:
+            return
+        mono = self.clock.monotonic()
+        last = self._last_sweep.get(sql.spec.name)
+        if last is not None and mono - last < self.ttl_sweep_interval:
+            return
+        self._last_sweep[sql.spec.name] = mono
+        cutoff = now - int(ttl.total_seconds() * 1_000_000)
+        dropped = conn.execute(sql.ttl_delete, (cutoff,)).rowcount
+        if dropped:
+            self._count(conn, sql.spec.name, "ttl_dropped", dropped)
+
+    def stream(
+        self, queue: str, max_batch_size: int = 1, max_duration: float = 0.0
+    ) -> Iterator[list[Message]]:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+        if max_duration < 0:
+            raise ValueError(f"max_duration must not be negative, got {max_duration}")
+        self._queue_sql(queue)  # fail fast on an unknown queue
+        return self._stream(queue, max_batch_size, max_duration)
+
+    def _stream(
+        self, queue: str, max_batch_size: int, max_duration: float
+    ) -> Iterator[list[Message]]:
+        deadline = self.clock.monotonic() + max_duration
+        event = threading.Event()
+        self._notifier.subscribe(event)
+        try:
+            while not self._closed:
+                event.clear()
+                version = self._data_version()
+                batch, next_visible = self._lease(queue, max_batch_size)
+                if batch:
+                    yield batch
+                    continue
+                remaining = deadline - self.clock.monotonic()
+                if remaining <= 0:
+                    return
+                if next_visible is not None:
+                    until_visible = (next_visible - self._now()) / 1e6
+                    remaining = min(remaining, max(until_visible, 0.0))
+                self._wait_for_change(event, version, remaining)
+        finally:
+            self._notifier.unsubscribe(event)
+
+    def _data_version(self) -> int | None:
+        if self._poll_conn is None:
+            return None
+        with self._poll_lock:
+            return int(self._poll_conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def _wait_for_change(self, event: threading.Event, version: int | None, timeout: float) -> None:
+        end = self.clock.monotonic() + timeout
+        while not self._closed:
+            left = end - self.clock.monotonic()
+            if left <= 0:
+                return
+            if self.clock.wait(event, min(left, self.poll_interval)):
+                return
+            if version is not None and self._data_version() != version:
+                return
+
+    def renew(self, queue: str, tokens: Sequence[str]) -> list[Renewal]:
+        sql = self._queue_sql(queue)
+        parsed = [(t, _decode_token(queue, t)) for t in tokens]
+        policy = self.redelivery
+
+        def body(conn: sqlite3.Connection) -> list[Renewal]:
+            now = self._now()
+            out: list[Renewal] = []
+            for token, info in parsed:
+                if info is None:
+                    continue  # unparsable: no row
+                msg_id, seq, expiry = info
+                if expiry <= now:
+                    continue  # expired: no row
+                row = conn.execute(sql.select_by_id, (msg_id,)).fetchone()
+                if row is None or row[0] != seq:
+                    # Acknowledged (or superseded) while the token is still unexpired.
+                    out.append(Renewal(token, None, from_micros(expiry)))
+                    continue
+                _, deliver, expirations = row
+                new_seq = seq + 1
+                new_expiry = now + _LEASE_MICROS
+                backoff = policy.delay(expirations + 1, (now - deliver) / 1e6)
+                conn.execute(
+                    sql.update_lease,
+                    (
+                        new_seq,
+                        new_expiry,
+                        new_expiry + int(backoff * 1_000_000),
+                        expirations,
+                        msg_id,
+                    ),
+                )
+                out.append(
+                    Renewal(
+                        token,
+                        _encode_token(queue, msg_id, new_seq, new_expiry),
+                        from_micros(new_expiry),
+                    )
+                )
+            return out
+
+        return self._write(body)
+
+    # -- inspection and records ----------------------------------------------
+
+    def stats(self, queue: str) -> QueueStats:
+        sql = self._queue_sql(queue)
+        now = self._now()
+        with self._lock:
+            total, ready, scheduled, leased, oldest = self._conn.execute(
+                sql.stats, {"now": now}
+            ).fetchone()
+            counters = self._conn.execute(
+                "SELECT lease_expirations, ttl_dropped FROM agentq_queue_counters WHERE queue = ?",
+                (queue,),
+            ).fetchone() or (0, 0)
+        return QueueStats(
+            queue=queue,
+            depth=total,
+            ready=ready,
+            scheduled=scheduled,
+            leased=leased,
+            backing_off=total - ready - scheduled - leased,
+            oldest_unacked_age=None if oldest is None else (now - oldest) / 1e6,
+            lease_expirations=counters[0],
+            ttl_dropped=counters[1],
+        )
+
+    def get_record(self, table: str, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            return _get_record(self._conn, table, key)
+
+    def list_records(
+        self, table: str, prefix: str = "", limit: int | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        import json
+
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT k, v FROM agentq_records WHERE tbl = ? AND k >= ? ORDER BY k LIMIT ?",
+                (table, prefix, -1 if limit is None else limit * 4 + 16),
+            ).fetchall()
+        out = [(k, dict(json.loads(v))) for k, v in rows if k.startswith(prefix)]
+        return out if limit is None else out[:limit]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            self._conn.close()
+        if self._poll_conn is not None:
+            with self._poll_lock:
+                self._poll_conn.close()
+        self._notifier.notify()
+
+    def __enter__(self) -> SQLiteBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteBackend({self._path!r}, durability={self.durability!r})"
+
+
+def open_sqlite(url: str, clock: Clock | None, options: Mapping[str, Any]) -> SQLiteBackend:
+    """Open ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``sqlite:///:memory:``."""
+    parts = urlsplit(url)
+    if parts.netloc:
+        raise ConfigError(f"SQLite URL {url!r} must not have a host: use sqlite:///path/to.db")
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if not path:
+        raise ConfigError(f"SQLite URL {url!r} has no path: use sqlite:///path/to.db")
+    kwargs: dict[str, Any] = {}
+    for name, values in parse_qs(parts.query).items():
+        if name != "durability":
+            raise ConfigError(f"unknown SQLite URL option {name!r} (known: durability)")
+        kwargs["durability"] = values[-1]
+    kwargs.update(options)
+    return SQLiteBackend(path, clock=clock, **kwargs)

@@ -1,0 +1,160 @@
+"""Time, injected.
+
+Every time-dependent rule in agentq (leases, delivery times, backoff, TTL,
+escalations) reads time through a :class:`Clock`. Production code uses
+:class:`SystemClock`; tests use :class:`FakeClock`, whose :meth:`FakeClock.advance`
+moves time forward and wakes every sleeper whose deadline has passed, so a
+72-hour escalation is tested in microseconds instead of waited for.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+__all__ = ["Clock", "FakeClock", "SystemClock", "from_micros", "to_micros"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Source of time for everything in agentq."""
+
+    def now(self) -> datetime:
+        """Current wall-clock time, timezone-aware UTC."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes backwards (for durations)."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Block the calling thread for ``seconds`` of this clock's time."""
+        ...
+
+    def wait(self, event: threading.Event, timeout: float) -> bool:
+        """Block until ``event`` is set or ``timeout`` seconds of this clock pass.
+
+        Returns whether the event is set. Callers re-check their own condition
+        after waking either way.
+        """
+        ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+    def wait(self, event: threading.Event, timeout: float) -> bool:
+        return event.wait(max(timeout, 0.0))
+
+    def __repr__(self) -> str:
+        return "SystemClock()"
+
+
+class FakeClock:
+    """A clock that moves only when told to.
+
+    ``sleep`` and ``wait`` block the calling thread (in real time) until another
+    thread calls :meth:`advance` past their deadline, or the event is set.
+    """
+
+    def __init__(self, start: datetime | None = None) -> None:
+        if start is None:
+            start = datetime(2026, 1, 1, tzinfo=UTC)
+        if start.tzinfo is None:
+            raise ValueError("FakeClock start must be timezone-aware")
+        self._now = start.astimezone(UTC)
+        self._mono = 0.0
+        self._lock = threading.Lock()
+        self._sleepers: list[tuple[float, int, threading.Event]] = []
+        self._seq = itertools.count()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def monotonic(self) -> float:
+        with self._lock:
+            return self._mono
+
+    def advance(self, seconds: float | timedelta) -> datetime:
+        """Move time forward and wake sleepers whose deadline has passed."""
+        delta = seconds.total_seconds() if isinstance(seconds, timedelta) else float(seconds)
+        if delta < 0:
+            raise ValueError("FakeClock cannot go backwards")
+        with self._lock:
+            self._now += timedelta(seconds=delta)
+            self._mono += delta
+            due: list[threading.Event] = []
+            while self._sleepers and self._sleepers[0][0] <= self._mono:
+                due.append(heapq.heappop(self._sleepers)[2])
+            now = self._now
+        for event in due:
+            event.set()
+        return now
+
+    def set(self, when: datetime) -> None:
+        """Jump to an absolute time (never backwards)."""
+        self.advance((when - self.now()).total_seconds())
+
+    def _register(self, timeout: float, event: threading.Event) -> None:
+        with self._lock:
+            deadline = self._mono + max(timeout, 0.0)
+            if deadline <= self._mono:
+                event.set()
+                return
+            heapq.heappush(self._sleepers, (deadline, next(self._seq), event))
+
+    def sleep(self, seconds: float) -> None:
+        event = threading.Event()
+        self._register(seconds, event)
+        event.wait()
+
+    def wait(self, event: threading.Event, timeout: float) -> bool:
+        if event.is_set():
+            return True
+        timer = threading.Event()
+        self._register(timeout, timer)
+        # Wake on whichever comes first: the caller's event or the fake deadline.
+        # A short real-time poll on the caller's event keeps this free of helper threads.
+        while not event.is_set() and not timer.is_set():
+            event.wait(0.002)
+        return event.is_set()
+
+    @property
+    def sleepers(self) -> int:
+        """Number of threads currently waiting on this clock (test signal)."""
+        with self._lock:
+            return len(self._sleepers)
+
+    def __repr__(self) -> str:
+        return f"FakeClock({self._now.isoformat()})"
+
+
+def to_micros(when: datetime) -> int:
+    """Microseconds since the Unix epoch for a timezone-aware datetime."""
+    if when.tzinfo is None:
+        raise ValueError(f"naive datetime {when!r}: agentq needs timezone-aware times")
+    delta = when - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(micros: int) -> datetime:
+    """Inverse of :func:`to_micros`, in UTC."""
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

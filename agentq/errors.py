@@ -1,0 +1,124 @@
+"""agentq's exceptions.
+
+Every error agentq raises derives from :class:`AgentQError`. Driver errors
+(``sqlite3``, ``google.api_core``) are mapped once, in their backend, to the most
+specific class here, with the original kept as ``__cause__``.
+
+::
+
+    AgentQError
+    ├── ConfigError                  bad configuration, URL, policy or tools file
+    ├── InvalidIdentifier            a queue/column/table name that is not a safe SQL identifier
+    ├── InvalidMessage               a key or payload that does not fit the queue's spec
+    │   └── PayloadTooLarge
+    ├── QueueNotFound
+    ├── TransactionError             the transaction did not commit
+    │   ├── DuplicateKey             send of a key that already exists
+    │   ├── MessageNotFound          ack(must_exist=True) of a missing message (stale worker)
+    │   └── TransactionAborted       retries of a transient abort were exhausted
+    ├── LeaseError                   a lease could not be used (expired, lost)
+    ├── BackendUnavailable           the database cannot be reached or opened
+    ├── ToolError
+    │   ├── UnknownTool
+    │   └── InvalidArguments         an agent's arguments failed validation
+    ├── PolicyViolation              the executor refused what a policy forbids
+    ├── TaskNotFound
+    └── ApprovalError                unknown approval, or already decided
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentQError",
+    "ApprovalError",
+    "BackendUnavailable",
+    "ConfigError",
+    "DuplicateKey",
+    "InvalidArguments",
+    "InvalidIdentifier",
+    "InvalidMessage",
+    "LeaseError",
+    "MessageNotFound",
+    "PayloadTooLarge",
+    "PolicyViolation",
+    "QueueNotFound",
+    "TaskNotFound",
+    "ToolError",
+    "TransactionAborted",
+    "TransactionError",
+    "UnknownTool",
+]
+
+
+class AgentQError(Exception):
+    """Base class of every agentq error."""
+
+
+class ConfigError(AgentQError):
+    """Configuration, URL, policy file or tools directory is invalid."""
+
+
+class InvalidIdentifier(AgentQError, ValueError):
+    """A name is not a valid SQL identifier (letters, digits, underscore; not starting
+    with a digit; at most 128 characters; not reserved for agentq)."""
+
+
+class InvalidMessage(AgentQError, ValueError):
+    """A message key or payload does not match the queue's spec."""
+
+
+class PayloadTooLarge(InvalidMessage):
+    """A payload is larger than the queue's limit."""
+
+
+class QueueNotFound(AgentQError):
+    """The queue has not been created in this database."""
+
+
+class TransactionError(AgentQError):
+    """The transaction did not commit; none of its writes were applied."""
+
+
+class DuplicateKey(TransactionError):
+    """A message with this key already exists in the queue."""
+
+
+class MessageNotFound(TransactionError):
+    """ack(must_exist=True) found no message: it was already acknowledged
+    (typically by another delivery after this worker's lease expired)."""
+
+
+class TransactionAborted(TransactionError):
+    """The transaction kept aborting on transient conflicts and retries ran out."""
+
+
+class LeaseError(AgentQError):
+    """A lease is no longer held."""
+
+
+class BackendUnavailable(AgentQError):
+    """The database cannot be opened or reached."""
+
+
+class ToolError(AgentQError):
+    """A tool is unknown or was called wrongly."""
+
+
+class UnknownTool(ToolError, LookupError):
+    """No tool with this name is registered."""
+
+
+class InvalidArguments(ToolError, ValueError):
+    """An agent's arguments for a tool failed validation."""
+
+
+class PolicyViolation(AgentQError):
+    """A policy forbids this action (host not allowed, approval required, ...)."""
+
+
+class TaskNotFound(AgentQError, LookupError):
+    """No task with this id exists."""
+
+
+class ApprovalError(AgentQError):
+    """The approval does not exist or has already been decided."""

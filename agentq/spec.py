@@ -1,0 +1,171 @@
+"""Queue declarations: :class:`QueueSpec` and identifier validation.
+
+A queue is declared once, like Spanner's ``CREATE QUEUE``: ordered key columns
+with types, a payload type, an optional parent table it is interleaved in, and
+an optional TTL. Every name is validated here, before it can reach any SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any
+
+from agentq.errors import InvalidIdentifier, InvalidMessage, PayloadTooLarge
+
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "Key",
+    "KeyColumn",
+    "KeyType",
+    "PayloadType",
+    "QueueSpec",
+    "validate_identifier",
+]
+
+_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,127}$")
+# Names agentq and the engines keep for themselves.
+_RESERVED_PREFIXES = ("agentq_", "sqlite_", "spanner_")
+# Spanner recommends payloads under 4 KB; larger data belongs out of band. The hard
+# limit here is generous but finite so a runaway agent cannot bloat the queue.
+DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
+
+Key = tuple[int | str | bytes, ...]
+
+
+def validate_identifier(name: object, what: str = "identifier") -> str:
+    """Return ``name`` if it is a safe SQL identifier, else raise InvalidIdentifier."""
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise InvalidIdentifier(
+            f"invalid {what} {name!r}: use a letter followed by up to 127 letters, "
+            "digits or underscores"
+        )
+    if name.lower().startswith(_RESERVED_PREFIXES):
+        raise InvalidIdentifier(f"invalid {what} {name!r}: the prefix is reserved")
+    return name
+
+
+class KeyType(StrEnum):
+    """Type of a key column."""
+
+    INT = "int"
+    STR = "str"
+    BYTES = "bytes"
+
+
+class PayloadType(StrEnum):
+    """Type of a queue's payload: raw bytes, or a JSON document."""
+
+    BYTES = "bytes"
+    JSON = "json"
+
+
+@dataclass(frozen=True)
+class KeyColumn:
+    """One primary-key column of a queue."""
+
+    name: str
+    type: KeyType
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.name, "key column name")
+        object.__setattr__(self, "type", KeyType(self.type))
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """Declaration of a queue.
+
+    ``parent`` names a table the queue is interleaved in (Spanner
+    ``INTERLEAVE IN PARENT ... ON DELETE CASCADE``): the queue's leading key
+    columns must be the parent's primary key, and deleting a parent row deletes
+    its messages. ``ttl`` drops messages whose delivery time is older than it.
+    """
+
+    name: str
+    key: tuple[KeyColumn, ...]
+    payload: PayloadType = PayloadType.BYTES
+    parent: str | None = None
+    ttl: timedelta | None = None
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.name, "queue name")
+        key = tuple(col if isinstance(col, KeyColumn) else KeyColumn(*col) for col in self.key)
+        if not key:
+            raise InvalidIdentifier(f"queue {self.name!r} needs at least one key column")
+        names = [col.name.lower() for col in key]
+        if len(set(names)) != len(names):
+            raise InvalidIdentifier(f"queue {self.name!r} has duplicate key column names")
+        if any(n in _SYSTEM_COLUMNS for n in names):
+            raise InvalidIdentifier(
+                f"queue {self.name!r}: key column names {sorted(_SYSTEM_COLUMNS)} are reserved"
+            )
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "payload", PayloadType(self.payload))
+        if self.parent is not None:
+            validate_identifier(self.parent, "parent table name")
+        if self.ttl is not None and self.ttl <= timedelta(0):
+            raise ValueError(f"queue {self.name!r}: ttl must be positive")
+        if self.max_payload_bytes <= 0:
+            raise ValueError(f"queue {self.name!r}: max_payload_bytes must be positive")
+
+    @classmethod
+    def simple(cls, name: str, **kwargs: Any) -> QueueSpec:
+        """A queue keyed by one string column ``id``."""
+        return cls(name, (KeyColumn("id", KeyType.STR),), **kwargs)
+
+    def check_key(self, key: object) -> Key:
+        """Validate a key against the key columns and return it as a tuple."""
+        parts = key if isinstance(key, tuple | list) else (key,)
+        if len(parts) != len(self.key):
+            raise InvalidMessage(
+                f"queue {self.name!r} expects a key of {len(self.key)} part(s) "
+                f"({', '.join(c.name for c in self.key)}), got {len(parts)}"
+            )
+        for col, value in zip(self.key, parts, strict=True):
+            expected = _PYTHON_TYPES[col.type]
+            if isinstance(value, bool) or not isinstance(value, expected):
+                raise InvalidMessage(
+                    f"queue {self.name!r}: key column {col.name!r} must be "
+                    f"{col.type.value}, got {type(value).__name__}"
+                )
+        return tuple(parts)
+
+    def encode_payload(self, payload: object) -> bytes:
+        """Validate a payload and return its stored bytes (UTF-8 JSON for JSON queues)."""
+        if self.payload is PayloadType.BYTES:
+            if not isinstance(payload, bytes | bytearray | memoryview):
+                raise InvalidMessage(
+                    f"queue {self.name!r} takes bytes payloads, got {type(payload).__name__}"
+                )
+            data = bytes(payload)
+        else:
+            try:
+                data = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
+            except (TypeError, ValueError) as exc:
+                raise InvalidMessage(f"queue {self.name!r} takes JSON payloads: {exc}") from exc
+        if len(data) > self.max_payload_bytes:
+            raise PayloadTooLarge(
+                f"payload of {len(data)} bytes for queue {self.name!r} exceeds the limit of "
+                f"{self.max_payload_bytes} bytes; store large data out of band and send a "
+                "reference"
+            )
+        return data
+
+    def decode_payload(self, data: bytes) -> Any:
+        """Inverse of :meth:`encode_payload`."""
+        if self.payload is PayloadType.BYTES:
+            return bytes(data)
+        return json.loads(data)
+
+
+_SYSTEM_COLUMNS = frozenset({"payload", "deliver_time", "delivertime"})
+_PYTHON_TYPES: dict[KeyType, type | tuple[type, ...]] = {
+    KeyType.INT: int,
+    KeyType.STR: str,
+    KeyType.BYTES: bytes,
+}
