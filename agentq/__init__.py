@@ -7,6 +7,7 @@ with the semantics of Google Cloud Spanner queues. The public API is exactly
 
 from __future__ import annotations
 
+from agentq.approvals import ApprovalInfo, ApprovalNotice, ApprovalStatus
 from agentq.backends import (
     LEASE_SECONDS,
     Backend,
@@ -18,6 +19,7 @@ from agentq.backends import (
     open_backend,
 )
 from agentq.clock import Clock, FakeClock, SystemClock
+from agentq.context import Checkpoint, ToolContext
 from agentq.errors import (
     AgentQError,
     ApprovalError,
@@ -38,7 +40,14 @@ from agentq.errors import (
     TransactionError,
     UnknownTool,
 )
+from agentq.executor import Worker, WorkerStats
+from agentq.faults import FaultPoints, WorkerCrash
+from agentq.ledger import TaskInfo, TaskStatus
+from agentq.policies import Policy, load_policies
+from agentq.retry import PermanentError, RetryLater, RetryPolicy
+from agentq.runtime import Decision, Runtime
 from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec
+from agentq.tools import ToolDef, ToolRegistry, tool
 
 __version__ = "0.1.0"
 
@@ -46,12 +55,18 @@ __all__ = [
     "LEASE_SECONDS",
     "AgentQError",
     "ApprovalError",
+    "ApprovalInfo",
+    "ApprovalNotice",
+    "ApprovalStatus",
     "Backend",
     "BackendUnavailable",
+    "Checkpoint",
     "Clock",
     "ConfigError",
+    "Decision",
     "DuplicateKey",
     "FakeClock",
+    "FaultPoints",
     "InvalidArguments",
     "InvalidIdentifier",
     "InvalidMessage",
@@ -62,18 +77,33 @@ __all__ = [
     "MessageNotFound",
     "PayloadTooLarge",
     "PayloadType",
+    "PermanentError",
+    "Policy",
     "PolicyViolation",
     "QueueNotFound",
     "QueueSpec",
     "QueueStats",
     "RedeliveryPolicy",
     "Renewal",
+    "RetryLater",
+    "RetryPolicy",
+    "Runtime",
     "SystemClock",
+    "TaskInfo",
     "TaskNotFound",
+    "TaskStatus",
+    "ToolContext",
+    "ToolDef",
     "ToolError",
+    "ToolRegistry",
     "Transaction",
     "TransactionAborted",
     "TransactionError",
     "UnknownTool",
+    "Worker",
+    "WorkerCrash",
+    "WorkerStats",
+    "load_policies",
     "open_backend",
+    "tool",
 ]

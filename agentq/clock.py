@@ -110,13 +110,22 @@ class FakeClock:
         """Jump to an absolute time (never backwards)."""
         self.advance((when - self.now()).total_seconds())
 
-    def _register(self, timeout: float, event: threading.Event) -> None:
+    def _register(
+        self, timeout: float, event: threading.Event
+    ) -> tuple[float, int, threading.Event]:
         with self._lock:
-            deadline = self._mono + max(timeout, 0.0)
-            if deadline <= self._mono:
+            entry = (self._mono + max(timeout, 0.0), next(self._seq), event)
+            if entry[0] <= self._mono:
                 event.set()
-                return
-            heapq.heappush(self._sleepers, (deadline, next(self._seq), event))
+            else:
+                heapq.heappush(self._sleepers, entry)
+            return entry
+
+    def _unregister(self, entry: tuple[float, int, threading.Event]) -> None:
+        with self._lock:
+            if entry in self._sleepers:
+                self._sleepers.remove(entry)
+                heapq.heapify(self._sleepers)
 
     def sleep(self, seconds: float) -> None:
         event = threading.Event()
@@ -127,11 +136,14 @@ class FakeClock:
         if event.is_set():
             return True
         timer = threading.Event()
-        self._register(timeout, timer)
-        # Wake on whichever comes first: the caller's event or the fake deadline.
-        # A short real-time poll on the caller's event keeps this free of helper threads.
-        while not event.is_set() and not timer.is_set():
-            event.wait(0.002)
+        entry = self._register(timeout, timer)
+        try:
+            # Wake on whichever comes first: the caller's event or the fake deadline.
+            # A short real-time poll on the caller's event avoids helper threads.
+            while not event.is_set() and not timer.is_set():
+                event.wait(0.001)
+        finally:
+            self._unregister(entry)
         return event.is_set()
 
     @property
@@ -139,6 +151,18 @@ class FakeClock:
         """Number of threads currently waiting on this clock (test signal)."""
         with self._lock:
             return len(self._sleepers)
+
+    def wait_for_sleepers(self, count: int, timeout: float = 10.0) -> None:
+        """Block (real time, bounded) until at least ``count`` threads wait on this clock.
+
+        Tests use it as a signal that background threads are idle before they
+        advance time, instead of sleeping.
+        """
+        end = time.monotonic() + timeout
+        while self.sleepers < count:
+            if time.monotonic() > end:
+                raise TimeoutError(f"expected {count} sleepers, have {self.sleepers}")
+            time.sleep(0.0005)
 
     def __repr__(self) -> str:
         return f"FakeClock({self._now.isoformat()})"

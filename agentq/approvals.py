@@ -1,0 +1,61 @@
+"""Approvals and escalations.
+
+Requesting approval records the pending approval, the action task (status
+``awaiting_approval``, no queue message yet) and schedules an escalation
+message, all in the decision's transaction. Approving commits the decision,
+deletes the escalation message and sends the action, in one transaction; if
+the escalation fires first, its handler escalates and the approval records it,
+and a later approval still works. A race between the two leaves one outcome:
+the approval's delete makes the running escalation's completion ack fail, so
+nothing of that escalation is recorded.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["ApprovalInfo", "ApprovalNotice", "ApprovalStatus"]
+
+
+class ApprovalStatus(StrEnum):
+    """State of an approval request."""
+
+    PENDING = "pending"
+    ESCALATED = "escalated"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class ApprovalInfo(BaseModel):
+    """An approval request as recorded."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    approval_id: str
+    task_id: str
+    tool: str
+    args: dict[str, Any]
+    status: ApprovalStatus
+    reason: str = ""
+    requested_at: datetime
+    escalate_at: datetime | None = None
+    escalation_task_id: str | None = None
+    escalated_at: datetime | None = None
+    decided_at: datetime | None = None
+    decided_by: str | None = None
+    decision_note: str | None = None
+
+
+class ApprovalNotice(BaseModel):
+    """Arguments of the notification and escalation tools for an approval."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approval_id: str
+    tool: str
+    args: dict[str, Any]
+    reason: str = ""

@@ -1,0 +1,139 @@
+"""The HTTP client handlers use to call external APIs.
+
+Every request carries ``Idempotency-Key: <task_id>``, so the external system
+applies a task's side effect once however often it is delivered. The transport
+refuses hosts the tool's policy does not allow (the agent's arguments cannot
+change that), retries transient failures in place with tenacity, and turns
+HTTP 429/503 into :class:`~agentq.retry.RetryLater` honouring ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from collections.abc import Sequence
+
+import httpx
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    retry_if_result,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from agentq.clock import Clock
+from agentq.errors import PolicyViolation
+from agentq.retry import RetryLater
+
+__all__ = ["IDEMPOTENCY_HEADER", "PolicyTransport", "host_allowed", "tool_http_client"]
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+_RETRY_IN_PLACE = {502, 504}
+_THROTTLED = {429, 503}
+
+
+def host_allowed(host: str, patterns: Sequence[str]) -> bool:
+    """Exact host match, or ``*.example.com`` for subdomains of example.com."""
+    host = host.lower().rstrip(".")
+    for pattern in patterns:
+        if pattern.startswith("*."):
+            if host.endswith(pattern[1:]) and host != pattern[2:]:
+                return True
+        elif host == pattern:
+            return True
+    return False
+
+
+def _retry_after(response: httpx.Response, clock: Clock, default: float) -> float:
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return default
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return default
+    return max((when - clock.now()).total_seconds(), 0.0)
+
+
+class PolicyTransport(httpx.BaseTransport):
+    """Wraps a transport: host allow-list, idempotency key, in-place retries."""
+
+    def __init__(
+        self,
+        inner: httpx.BaseTransport,
+        *,
+        tool: str,
+        task_id: str,
+        allowed_hosts: Sequence[str],
+        clock: Clock,
+        attempts: int = 3,
+        throttle_default: float = 1.0,
+    ) -> None:
+        self._inner = inner
+        self._tool = tool
+        self._task_id = task_id
+        self._allowed = tuple(allowed_hosts)
+        self._clock = clock
+        self._attempts = attempts
+        self._throttle_default = throttle_default
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.scheme not in ("http", "https"):
+            raise PolicyViolation(f"tool {self._tool!r}: scheme {request.url.scheme!r} refused")
+        if not host_allowed(request.url.host, self._allowed):
+            raise PolicyViolation(
+                f"tool {self._tool!r} may not call host {request.url.host!r} "
+                f"(allowed: {', '.join(self._allowed) or 'none'})"
+            )
+        request.headers[IDEMPOTENCY_HEADER] = self._task_id
+        retrying = Retrying(
+            retry=retry_if_exception_type(httpx.TransportError)
+            | retry_if_result(lambda r: r.status_code in _RETRY_IN_PLACE),
+            wait=wait_exponential(multiplier=0.1, max=2.0),
+            stop=stop_after_attempt(self._attempts),
+            sleep=self._clock.sleep,
+            # Out of attempts: hand back the last 502/504 or re-raise the last error.
+            retry_error_callback=lambda state: state.outcome.result(),  # type: ignore[union-attr]
+        )
+        response: httpx.Response = retrying(self._send, request)
+        if response.status_code in _THROTTLED:
+            after = _retry_after(response, self._clock, self._throttle_default)
+            response.close()
+            raise RetryLater(after, f"{request.url.host} answered {response.status_code}")
+        return response
+
+    def _send(self, request: httpx.Request) -> httpx.Response:
+        response = self._inner.handle_request(request)
+        if response.status_code in _RETRY_IN_PLACE:
+            response.read()
+        return response
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def tool_http_client(
+    *,
+    tool: str,
+    task_id: str,
+    allowed_hosts: Sequence[str],
+    clock: Clock,
+    timeout: float = 30.0,
+    transport: httpx.BaseTransport | None = None,
+) -> httpx.Client:
+    """An httpx client for one task's handler."""
+    return httpx.Client(
+        transport=PolicyTransport(
+            transport or httpx.HTTPTransport(),
+            tool=tool,
+            task_id=task_id,
+            allowed_hosts=allowed_hosts,
+            clock=clock,
+        ),
+        timeout=timeout,
+        follow_redirects=False,
+    )

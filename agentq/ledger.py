@@ -1,0 +1,76 @@
+"""The results ledger: every task's status, attempts, result or error.
+
+Ledger records are written in the same transactions as the queue operations
+they describe, so the ledger and the queues never disagree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["TERMINAL", "Tables", "TaskInfo", "TaskStatus"]
+
+
+class Tables:
+    """Record tables of the runtime's own state."""
+
+    TASKS = "tasks"
+    IDEMPOTENCY = "idempotency"
+    APPROVALS = "approvals"
+    ORDERING = "ordering"
+    DEAD_LETTERS = "dead_letters"
+    HOLDS = "holds"
+
+
+class TaskStatus(StrEnum):
+    """Where a task is in its life.
+
+    ``failed`` means the last attempt failed and a retry is scheduled at
+    ``next_attempt_at``; ``dead`` means agentq gave up and the task is in the
+    dead-letter queue.
+    """
+
+    AWAITING_APPROVAL = "awaiting_approval"
+    QUEUED = "queued"
+    RUNNING = "running"
+    FAILED = "failed"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({TaskStatus.SUCCEEDED, TaskStatus.DEAD, TaskStatus.CANCELLED})
+
+
+class TaskInfo(BaseModel):
+    """A task as the ledger records it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    task_id: str
+    tool: str
+    kind: str = "action"
+    status: TaskStatus
+    attempt: int
+    failures: int = 0
+    deliveries: int = 0
+    args: dict[str, Any]
+    result: Any = None
+    error: str | None = None
+    ordering_key: str | None = None
+    approval_id: str | None = None
+    idempotency_key: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    next_attempt_at: datetime | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the task reached a final status."""
+        return self.status in TERMINAL

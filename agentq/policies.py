@@ -1,0 +1,206 @@
+"""Policies: what an agent may do, enforced by the executor.
+
+Policies are TOML files in a directory (``policies/`` by default), validated by
+pydantic. Several files are merged; a tool configured twice is an error. Example::
+
+    [defaults]
+    max_attempts = 5
+    backoff_initial = "1s"
+    backoff_max = "5m"
+
+    [tools.execute_refund]
+    allowed_hosts = ["127.0.0.1", "payments.example.com"]
+    rate_limit_per_second = 20
+
+    [[approvals]]
+    tool = "execute_refund"
+    field = "amount"
+    above = 100
+    escalate_after = "72h"
+
+The agent supplies only a tool name and arguments; every limit here is read
+by the runtime from these files, never from the arguments.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agentq.errors import ConfigError
+from agentq.retry import RetryPolicy
+
+__all__ = ["ApprovalRule", "Policy", "ToolPolicy", "load_policies", "parse_duration"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+def parse_duration(value: object) -> timedelta:
+    """``"72h"``, ``"30m"``, ``"1.5s"``, ``"250ms"``, ``"2d"`` or a number of seconds."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (m := _DURATION.match(value)):
+        seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    else:
+        raise ValueError(f"invalid duration {value!r}: use e.g. '72h', '30m', '10s' or seconds")
+    if seconds < 0:
+        raise ValueError(f"duration {value!r} must not be negative")
+    return timedelta(seconds=seconds)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Defaults(_Strict):
+    """Defaults for every tool."""
+
+    max_attempts: int = Field(default=5, ge=1, le=1000)
+    backoff_initial: timedelta = timedelta(seconds=1)
+    backoff_max: timedelta = timedelta(minutes=5)
+    escalate_after: timedelta = timedelta(hours=72)
+    escalation_tool: str = "escalate"
+    notify_tool: str | None = "request_approval"
+
+    @field_validator("backoff_initial", "backoff_max", "escalate_after", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> timedelta:
+        return parse_duration(v)
+
+
+class ToolPolicy(_Strict):
+    """Limits for one tool."""
+
+    allowed_hosts: tuple[str, ...] = ()
+    rate_limit_per_second: float | None = Field(default=None, gt=0)
+    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    timeout: timedelta | None = None
+    requires_approval: bool = False
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> timedelta | None:
+        return None if v is None else parse_duration(v)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for host in v:
+            if not re.fullmatch(r"(\*\.)?[A-Za-z0-9.\-\[\]:]+", host):
+                raise ValueError(f"invalid host pattern {host!r}")
+        return tuple(h.lower() for h in v)
+
+
+class ApprovalRule(_Strict):
+    """A tool call needs a human when ``args[field] > above`` (or always, if no field)."""
+
+    tool: str
+    field: str | None = None
+    above: float | None = None
+    escalate_after: timedelta | None = None
+    escalation_tool: str | None = None
+    notify_tool: str | None = None
+
+    @field_validator("escalate_after", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> timedelta | None:
+        return None if v is None else parse_duration(v)
+
+    def applies(self, args: Mapping[str, Any]) -> bool:
+        """Whether these (already validated) arguments need approval."""
+        if self.field is None:
+            return True
+        value = args.get(self.field)
+        if value is None:
+            return True  # a rule on a missing field fails closed
+        try:
+            return float(value) > (self.above if self.above is not None else float("-inf"))
+        except (TypeError, ValueError):
+            return True
+
+
+class Policy(_Strict):
+    """All policies in force: defaults, per-tool limits and approval rules."""
+
+    defaults: Defaults = Defaults()
+    tools: dict[str, ToolPolicy] = {}
+    approvals: tuple[ApprovalRule, ...] = ()
+
+    def for_tool(self, tool: str) -> ToolPolicy:
+        """The tool's limits (an unconfigured tool may call no host)."""
+        return self.tools.get(tool, ToolPolicy())
+
+    def retry_policy(self, tool: str, tool_max_attempts: int | None = None) -> RetryPolicy:
+        """Retry settings: tool policy, then the tool's declaration, then defaults."""
+        configured = self.for_tool(tool).max_attempts
+        return RetryPolicy(
+            max_attempts=configured or tool_max_attempts or self.defaults.max_attempts,
+            initial=self.defaults.backoff_initial.total_seconds(),
+            max_delay=self.defaults.backoff_max.total_seconds(),
+        )
+
+    def approval_rule(self, tool: str, args: Mapping[str, Any]) -> ApprovalRule | None:
+        """The rule that makes this call need a human, if any."""
+        for rule in self.approvals:
+            if rule.tool == tool and rule.applies(args):
+                return rule
+        if self.for_tool(tool).requires_approval:
+            return ApprovalRule(tool=tool)
+        return None
+
+    def escalation_delay(self, rule: ApprovalRule | None) -> timedelta:
+        """How long an approval may wait before it escalates."""
+        if rule is not None and rule.escalate_after is not None:
+            return rule.escalate_after
+        return self.defaults.escalate_after
+
+
+def load_policies(path: str | Path | None) -> Policy:
+    """Load and merge every ``*.toml`` policy file in a directory (or one file).
+
+    ``None`` gives the default policy (no approvals, no hosts allowed).
+    """
+    if path is None:
+        return Policy()
+    root = Path(path)
+    if root.is_dir():
+        files = sorted(root.glob("*.toml"))
+    elif root.is_file():
+        files = [root]
+    else:
+        raise ConfigError(f"policy path {str(root)!r} does not exist")
+    merged: dict[str, Any] = {"tools": {}, "approvals": []}
+    for file in files:
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"policy file {file}: {exc}") from exc
+        unknown = set(data) - {"defaults", "tools", "approvals"}
+        if unknown:
+            raise ConfigError(
+                f"policy file {file}: unknown section(s) {sorted(unknown)} "
+                "(known: defaults, tools, approvals)"
+            )
+        if "defaults" in data:
+            if "defaults" in merged:
+                raise ConfigError(f"policy file {file}: [defaults] is already set in another file")
+            merged["defaults"] = data["defaults"]
+        for tool, settings in data.get("tools", {}).items():
+            if tool in merged["tools"]:
+                raise ConfigError(f"policy file {file}: tool {tool!r} is configured twice")
+            merged["tools"][tool] = settings
+        merged["approvals"].extend(data.get("approvals", []))
+    try:
+        return Policy.model_validate(merged)
+    except ValidationError as exc:
+        where = ", ".join(str(f) for f in files)
+        raise ConfigError(f"invalid policy in {where}:\n{exc}") from exc

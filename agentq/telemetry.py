@@ -1,0 +1,73 @@
+"""OpenTelemetry spans and metrics.
+
+Spans: ``agentq.enqueue`` when a decision enqueues a task and ``agentq.execute``
+when a worker runs it, linked through the W3C trace context carried in the task
+envelope. Metrics are named after Spanner's queue metrics (send, ack, lease
+expiration) plus task outcomes and duration. agentq only uses the global
+providers the application installs; with none installed, all of this is a no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from opentelemetry import metrics, propagate, trace
+from opentelemetry.trace import Link, Span, SpanKind
+
+__all__ = ["Telemetry"]
+
+
+class Telemetry:
+    """agentq's tracer and instruments."""
+
+    def __init__(self) -> None:
+        self.tracer = trace.get_tracer("agentq")
+        meter = metrics.get_meter("agentq")
+        self.sent = meter.create_counter(
+            "agentq.queue.message_send_count", description="messages sent"
+        )
+        self.acked = meter.create_counter(
+            "agentq.queue.message_ack_count", description="messages acknowledged"
+        )
+        self.outcomes = meter.create_counter(
+            "agentq.task.outcomes", description="task executions by outcome"
+        )
+        self.stale = meter.create_counter(
+            "agentq.task.stale_completions",
+            description="completions refused because another delivery already acked",
+        )
+        self.duration = meter.create_histogram(
+            "agentq.task.duration", unit="s", description="handler run time"
+        )
+
+    def inject(self) -> dict[str, str]:
+        """The current trace context, to carry in an envelope."""
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        return carrier
+
+    @contextmanager
+    def enqueue_span(self, tool: str, task_id: str) -> Iterator[Span]:
+        """Span around enqueuing one task."""
+        with self.tracer.start_as_current_span(
+            f"agentq.enqueue {tool}",
+            kind=SpanKind.PRODUCER,
+            attributes={"agentq.tool": tool, "agentq.task_id": task_id},
+        ) as span:
+            yield span
+
+    @contextmanager
+    def execute_span(
+        self, tool: str, task_id: str, attempt: int, carrier: Mapping[str, str]
+    ) -> Iterator[Span]:
+        """Span around one execution, linked to the enqueue span."""
+        parent = trace.get_current_span(propagate.extract(dict(carrier))).get_span_context()
+        links = [Link(parent)] if parent.is_valid else []
+        with self.tracer.start_as_current_span(
+            f"agentq.execute {tool}",
+            kind=SpanKind.CONSUMER,
+            links=links,
+            attributes={"agentq.tool": tool, "agentq.task_id": task_id, "agentq.attempt": attempt},
+        ) as span:
+            yield span

@@ -1,0 +1,232 @@
+"""Tools: named handlers with pydantic argument and result models.
+
+A tool module lives in a tools directory (``tools/`` by default) and is loaded
+by path, never installed as a package::
+
+    from pydantic import BaseModel
+    from agentq import ToolContext, tool
+
+    class RefundArgs(BaseModel):
+        order_id: str
+        amount: float
+
+    class RefundResult(BaseModel):
+        refund_id: str
+
+    @tool(queue="payments", max_attempts=6)
+    def execute_refund(ctx: ToolContext, args: RefundArgs) -> RefundResult:
+        ...
+
+The argument and result models come from the handler's annotations. The
+argument model's JSON schema is what an agent framework shows the model
+(:meth:`ToolRegistry.schemas`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, get_type_hints
+
+from pydantic import BaseModel, ValidationError
+
+from agentq.errors import ConfigError, InvalidArguments, UnknownTool
+
+__all__ = ["ToolDef", "ToolRegistry", "tool"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+_ATTR = "__agentq_tool__"
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    """A tool: its handler, models and per-tool settings."""
+
+    name: str
+    handler: Callable[..., Any]
+    args_model: type[BaseModel]
+    result_model: type[BaseModel] | None
+    queue: str = "tasks"
+    description: str = ""
+    max_attempts: int | None = None
+    timeout: float | None = None
+    renew_leases: bool = True
+    requires_approval: bool = False
+    is_async: bool = False
+
+    def validate_args(self, args: object) -> BaseModel:
+        """Validate untrusted arguments; the error names each bad field."""
+        if isinstance(args, self.args_model):
+            args = args.model_dump(mode="json")
+        if not isinstance(args, Mapping):
+            raise InvalidArguments(
+                f"tool {self.name!r} takes an object of arguments, got {type(args).__name__}"
+            )
+        try:
+            return self.args_model.model_validate(dict(args))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(args)'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            raise InvalidArguments(f"invalid arguments for tool {self.name!r}: {problems}") from exc
+
+    def dump_result(self, result: object) -> Any:
+        """The handler's result as JSON-compatible data, checked against the result model."""
+        if self.result_model is None:
+            if isinstance(result, BaseModel):
+                return result.model_dump(mode="json")
+            return result
+        model = self.result_model.model_validate(
+            result.model_dump() if isinstance(result, BaseModel) else result
+        )
+        return model.model_dump(mode="json")
+
+    def schema(self) -> dict[str, Any]:
+        """OpenAI-style function-calling schema of this tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.args_model.model_json_schema(),
+            },
+        }
+
+
+def tool(
+    name: str | None = None,
+    *,
+    queue: str = "tasks",
+    description: str | None = None,
+    max_attempts: int | None = None,
+    timeout: float | None = None,
+    renew_leases: bool = True,
+    requires_approval: bool = False,
+) -> Callable[[F], F]:
+    """Declare a tool handler ``fn(ctx, args) -> result`` (sync or async)."""
+
+    def decorate(fn: F) -> F:
+        tool_name = name or fn.__name__
+        if not _NAME.match(tool_name):
+            raise ConfigError(f"invalid tool name {tool_name!r}")
+        hints = get_type_hints(fn)
+        params = list(inspect.signature(fn).parameters)
+        if len(params) != 2:
+            raise ConfigError(f"tool {tool_name!r}: handler must take (ctx, args)")
+        args_model = hints.get(params[1])
+        if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
+            raise ConfigError(
+                f"tool {tool_name!r}: annotate the args parameter with a pydantic model"
+            )
+        result_model = hints.get("return")
+        if not (isinstance(result_model, type) and issubclass(result_model, BaseModel)):
+            result_model = None
+        definition = ToolDef(
+            name=tool_name,
+            handler=fn,
+            args_model=args_model,
+            result_model=result_model,
+            queue=queue,
+            description=description or inspect.getdoc(fn) or "",
+            max_attempts=max_attempts,
+            timeout=timeout,
+            renew_leases=renew_leases,
+            requires_approval=requires_approval,
+            is_async=inspect.iscoroutinefunction(fn),
+        )
+        setattr(fn, _ATTR, definition)
+        return fn
+
+    return decorate
+
+
+class ToolRegistry:
+    """The tools a runtime knows, by name."""
+
+    def __init__(self, tools: Iterable[ToolDef] = ()) -> None:
+        self._tools: dict[str, ToolDef] = {}
+        for t in tools:
+            self.add(t)
+
+    def add(self, definition: ToolDef | Callable[..., Any]) -> ToolDef:
+        """Register a :class:`ToolDef` or a function decorated with :func:`tool`."""
+        if not isinstance(definition, ToolDef):
+            found = getattr(definition, _ATTR, None)
+            if not isinstance(found, ToolDef):
+                raise ConfigError(f"{definition!r} is not decorated with @agentq.tool")
+            definition = found
+        existing = self._tools.get(definition.name)
+        if existing is not None and existing.handler is not definition.handler:
+            raise ConfigError(f"tool {definition.name!r} is defined twice")
+        self._tools[definition.name] = definition
+        return definition
+
+    def load_dir(self, path: str | Path) -> list[ToolDef]:
+        """Import every ``*.py`` in a directory by path and register its tools."""
+        root = Path(path)
+        if not root.is_dir():
+            raise ConfigError(f"tools directory {str(root)!r} does not exist")
+        found: list[ToolDef] = []
+        for file in sorted(root.glob("*.py")):
+            if file.name.startswith("_"):
+                continue
+            module = _import_path(file)
+            for value in vars(module).values():
+                definition = getattr(value, _ATTR, None)
+                if isinstance(definition, ToolDef) and value is definition.handler:
+                    found.append(self.add(definition))
+        return found
+
+    def get(self, name: str) -> ToolDef:
+        """The tool called ``name`` (UnknownTool lists the known ones)."""
+        try:
+            return self._tools[name]
+        except KeyError:
+            known = ", ".join(sorted(self._tools)) or "none"
+            raise UnknownTool(f"unknown tool {name!r} (known: {known})") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Any:
+        return iter(self._tools.values())
+
+    def names(self) -> list[str]:
+        """Sorted tool names."""
+        return sorted(self._tools)
+
+    def queues(self) -> set[str]:
+        """Every queue a registered tool uses."""
+        return {t.queue for t in self._tools.values()}
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """OpenAI-style function schemas of every tool."""
+        return [self._tools[n].schema() for n in self.names()]
+
+
+def _import_path(file: Path) -> Any:
+    # A private, path-derived module name: tool folders are content, not packages,
+    # and two deployments' "tools/refunds.py" must not collide in sys.modules.
+    digest = hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:12]
+    module_name = f"_agentq_tools_{digest}_{file.stem}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"cannot load tool module {file}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise ConfigError(f"tool module {file} failed to import: {exc}") from exc
+    return module

@@ -1,0 +1,32 @@
+"""Approval notifications: ask approvers, and escalate when nobody answers."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from agentq import ApprovalNotice, PermanentError, ToolContext, tool
+
+
+class Notified(BaseModel):
+    notification_id: str
+
+
+def _post(ctx: ToolContext, path: str, notice: ApprovalNotice) -> Notified:
+    base = ctx.settings.get("notifications_url")
+    if not base:
+        raise PermanentError("setting 'notifications_url' is not configured")
+    response = ctx.http.post(f"{base}{path}", json=notice.model_dump())
+    response.raise_for_status()
+    return Notified(notification_id=response.json()["notification_id"])
+
+
+@tool(queue="notifications", max_attempts=10)
+def request_approval(ctx: ToolContext, args: ApprovalNotice) -> Notified:
+    """Tell the approvers that an action waits for their decision."""
+    return _post(ctx, "/notifications", args)
+
+
+@tool(queue="notifications", max_attempts=10)
+def escalate(ctx: ToolContext, args: ApprovalNotice) -> Notified:
+    """Escalate an approval nobody decided in time to the on-call manager."""
+    return _post(ctx, "/escalations", args)
