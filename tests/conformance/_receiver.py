@@ -1,7 +1,8 @@
 """Helper process for the multi-process tests: receives from a shared SQLite file.
 
 Usage: python -m tests.conformance._receiver URL QUEUE MODE
-MODE drain: lease batches of 10 and ack them until the queue stays empty; print keys.
+MODE drain: print "ready", then lease batches of 10 and ack them until the queue stays
+            empty; print keys.
 MODE wait:  print "ready", block in one stream for up to 20 s, print the first key and
             the wall-clock time it arrived.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from agentq.backends import open_backend
 from agentq.clock import SystemClock
@@ -22,8 +24,15 @@ def main() -> None:
     if mode == "drain":
         got = []
         idle_rounds = 0
+        print("ready", flush=True)
+        go = Path(url.removeprefix("sqlite:///") + ".sent")  # the parent has sent everything
         while idle_rounds < 3:
-            batch = [m for b in backend.stream(queue, 10, max_duration=0.05) for m in b]
+            batch = []
+            for b in backend.stream(queue, 10, max_duration=0.05):
+                batch = b
+                break
+            if not go.exists():
+                continue
             if not batch:
                 idle_rounds += 1
                 continue

@@ -32,8 +32,11 @@ def test_processes_never_lease_the_same_message(tmp_path: Path) -> None:
     backend = open_backend(url, clock=SystemClock(), durability="normal")
     backend.create_queue(QueueSpec.simple("Jobs"))
     keys = [f"m{i:04}" for i in range(1500)]
-    backend.transact(lambda tx: [tx.send("Jobs", k, b"x") for k in keys])
     procs = [_spawn(url, "drain") for _ in range(3)]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    backend.transact(lambda tx: [tx.send("Jobs", k, b"x") for k in keys])
+    (tmp_path / "shared.db.sent").touch()
     received: list[str] = []
     per_process = []
     for p in procs:
