@@ -363,9 +363,15 @@ class Worker:
                     log.info("claim of %s skipped: %s", msg.key, exc)
         for label in labels:
             self._count(label)
+        kept = []
         for inflight in runnable:
-            rt.faults.hit("after_lease", task_id=inflight.task_id)
-        return runnable
+            try:
+                rt.faults.hit("after_lease", task_id=inflight.task_id)
+            except WorkerCrash:
+                self._count("crashed")  # abandoned while leased: redelivered later
+                continue
+            kept.append(inflight)
+        return kept
 
     def _claim_one(self, tx: Decision, msg: Message, labels: list[str]) -> _Inflight | None:
         rt = self.runtime

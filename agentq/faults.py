@@ -62,9 +62,14 @@ class FaultPoints:
             return
         with self._lock:
             armed = self._armed.get(point)
-            if armed is None or not armed[0](info):
+        # The condition runs outside the lock: a test may block in it.
+        if armed is None or not armed[0](info):
+            return
+        with self._lock:
+            current = self._armed.get(point)
+            if current is None:
                 return
-            when, exc, times = armed
+            when, exc, times = current
             if times <= 1:
                 del self._armed[point]
             else:
