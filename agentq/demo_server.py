@@ -110,7 +110,9 @@ class DemoAPI:
 
     def start(self) -> DemoAPI:
         """Serve in a background thread."""
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._thread.start()
         return self
 
