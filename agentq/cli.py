@@ -1,28 +1,87 @@
-"""The ``agentq`` command line."""
+"""The ``agentq`` command line.
+
+``agentq demo`` runs the refund bot end to end; ``agentq worker`` serves
+tasks; ``agentq inspect`` shows queue health; ``agentq dlq list|replay`` manages
+dead letters; ``agentq tasks`` lists the ledger; ``agentq bench`` measures.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from agentq.backends import open_backend
-from agentq.errors import AgentQError
+from agentq.errors import AgentQError, ConfigError
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
-DEFAULT_DB = "sqlite:///agentq.db"
+DEFAULT_DB = os.environ.get("AGENTQ_DB", "sqlite:///agentq.db")
+
+
+def _settings(pairs: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--setting expects KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def _runtime(args: argparse.Namespace) -> Any:
+    from agentq.demo import find_project_dir
+    from agentq.runtime import Runtime
+
+    tools = find_project_dir("tools", args.tools)
+    policies = find_project_dir("policies", args.policies)
+    return Runtime(
+        args.db, tools=tools, policies=policies, settings=_settings(getattr(args, "setting", []))
+    )
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from agentq.demo import format_summary, run_demo
+
+    summary = run_demo(
+        requests=args.requests, seed=args.seed, tools=args.tools, policies=args.policies,
+        crash=not args.no_crash, out=(lambda _m: None) if args.json else print,
+    )  # fmt: skip
+    print(summary.to_json() if args.json else format_summary(summary))
+    return 0 if summary.ok else 1
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    rt = _runtime(args)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    worker = rt.worker(concurrency=args.concurrency, queues=args.queue or None)
+    print(f"agentq worker on {args.db}: queues {', '.join(worker.queues)}", flush=True)
+    try:
+        worker.run(stop)
+    finally:
+        rt.close()
+    print(f"agentq worker stopped: {dict(worker.stats)}", flush=True)
+    return 0
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     backend = open_backend(args.db)
     try:
         rows = [backend.stats(name) for name in backend.queues()]
+        dead = len(backend.list_records("dead_letters"))
     finally:
         backend.close()
     if args.json:
-        print(json.dumps([r.__dict__ for r in rows], indent=2))
+        print(json.dumps({"queues": [r.__dict__ for r in rows], "dead_letters": dead}, indent=2))
         return 0
     header = (
         "queue",
@@ -43,7 +102,42 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             r.lease_expirations, r.ttl_dropped,
         )  # fmt: skip
         print("  ".join(f"{c!s:>10}" for c in cells))
+    print(f"dead letters: {dead}")
     return 0
+
+
+def _cmd_dlq(args: argparse.Namespace) -> int:
+    rt = _runtime(args)
+    try:
+        if args.action == "list":
+            for entry in rt.dead_letters():
+                print(json.dumps(entry, sort_keys=True))
+            return 0
+        ids = args.task_ids or [e["task_id"] for e in rt.dead_letters()]
+        for task_id in ids:
+            info = rt.replay(task_id)
+            print(f"replayed {task_id} as attempt {info.attempt}")
+        return 0
+    finally:
+        rt.close()
+
+
+def _cmd_tasks(args: argparse.Namespace) -> int:
+    rt = _runtime(args)
+    try:
+        for t in rt.tasks(args.status):
+            print(json.dumps(t.model_dump(mode="json"), sort_keys=True))
+    finally:
+        rt.close()
+    return 0
+
+
+def _add_runtime_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=DEFAULT_DB, help="database URL (default: %(default)s)")
+    p.add_argument("--tools", help="tools directory (default: ./tools)")
+    p.add_argument("--policies", help="policies directory (default: ./policies)")
+    p.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
+                   help="setting handed to tool handlers (repeatable)")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,12 +145,38 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentq", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
+    demo = sub.add_parser("demo", help="run the refund bot end to end on SQLite")
+    demo.add_argument("--requests", type=int, default=24, help="refund requests (default 24)")
+    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--tools")
+    demo.add_argument("--policies")
+    demo.add_argument("--no-crash", action="store_true", help="skip the killed worker")
+    demo.add_argument("--json", action="store_true", help="print only the JSON summary")
+    demo.set_defaults(func=_cmd_demo)
+
+    worker = sub.add_parser("worker", help="serve tasks until SIGTERM/SIGINT")
+    _add_runtime_args(worker)
+    worker.add_argument("--concurrency", type=int, default=8)
+    worker.add_argument("--queue", action="append", help="serve only this queue (repeatable)")
+    worker.set_defaults(func=_cmd_worker)
+
     inspect = sub.add_parser(
         "inspect", help="depth, ready, scheduled, leased, oldest age per queue"
     )
     inspect.add_argument("--db", default=DEFAULT_DB, help="database URL (default: %(default)s)")
     inspect.add_argument("--json", action="store_true", help="print JSON")
     inspect.set_defaults(func=_cmd_inspect)
+
+    dlq = sub.add_parser("dlq", help="dead-letter queue")
+    dlq.add_argument("action", choices=["list", "replay"])
+    dlq.add_argument("task_ids", nargs="*", help="tasks to replay (default: all)")
+    _add_runtime_args(dlq)
+    dlq.set_defaults(func=_cmd_dlq)
+
+    tasks = sub.add_parser("tasks", help="list the results ledger (JSON lines)")
+    tasks.add_argument("--status", help="only tasks with this status")
+    _add_runtime_args(tasks)
+    tasks.set_defaults(func=_cmd_tasks)
     return parser
 
 

@@ -35,6 +35,7 @@ class _State:
     applied: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     missing_key: int = 0
     faults: list[tuple[str, int, float | None]] = field(default_factory=list)
+    stalls: dict[str, tuple[threading.Event, threading.Event]] = field(default_factory=dict)
 
 
 class DemoAPI:
@@ -84,6 +85,11 @@ class DemoAPI:
                     }
                     state.responses[(path, key)] = (200, response)
                     state.applied.append((path, body | {"idempotency_key": key}))
+                    stall = state.stalls.pop(str(body.get("order_id")), None)
+                if stall is not None:
+                    # The charge is applied; the answer is held back (a crash window).
+                    stall[0].set()
+                    stall[1].wait(30)
                 self._reply(200, response)
 
             def _reply(
@@ -96,7 +102,10 @@ class DemoAPI:
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client died mid-request (the demo kills a worker on purpose)
 
         self._server = ThreadingHTTPServer((host, 0), Handler)
         self._server.daemon_threads = True
@@ -131,6 +140,17 @@ class DemoAPI:
         """Answer the next request to ``path`` with ``status`` (and Retry-After)."""
         with self.state.lock:
             self.state.faults.append((path, status, retry_after))
+
+    def stall_after_applying(self, order_id: str) -> tuple[threading.Event, threading.Event]:
+        """The next refund of ``order_id`` is applied, then its answer waits.
+
+        Returns (received, release): ``received`` is set once the charge is
+        applied; the answer is sent when ``release`` is set.
+        """
+        received, release = threading.Event(), threading.Event()
+        with self.state.lock:
+            self.state.stalls[order_id] = (received, release)
+        return received, release
 
     def applied(self, path: str = "/refunds") -> list[dict[str, Any]]:
         """Bodies of requests that took effect (first use of their key)."""

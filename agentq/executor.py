@@ -72,8 +72,9 @@ class _Inflight:
     lease_expiry: datetime
     record: dict[str, Any]
     definition: ToolDef | None
-    started: float
-    deadline: float | None
+    timeout: float | None
+    started: float = 0.0
+    deadline: float | None = None  # set when the handler starts
     timed_out: bool = False
     lost: bool = False
 
@@ -158,7 +159,12 @@ class Worker:
         self._stats_lock = threading.Lock()
         self._inflight: dict[str, _Inflight] = {}
         self._lock = threading.Condition()
-        self._free = concurrency
+        # Tasks leased by this worker and not yet finished (running or waiting for a
+        # handler thread). Receivers lease only while it is below the capacity; they
+        # never hold a reservation while waiting, so an idle queue cannot starve a
+        # busy one.
+        self._outstanding = 0
+        self.capacity = 2 * concurrency
         self._pending_commits = 0
         self._outcomes: queue_mod.Queue[_Outcome | None] = queue_mod.Queue()
         self._buckets: dict[str, _TokenBucket] = {}
@@ -211,11 +217,10 @@ class Worker:
                 rounds += 1
                 got = 0
                 for name in self.queues:
-                    n = self._take_slots(self.batch_size, block=False)
+                    n = self._room(block=False)
                     if not n:
                         break
                     batch = self._receive(name, n, 0.0)
-                    self._give_slots(n - len(batch))
                     got += len(batch)
                     if batch:
                         self._dispatch(batch)
@@ -270,20 +275,19 @@ class Worker:
 
     # -- slots ---------------------------------------------------------------------
 
-    def _take_slots(self, want: int, block: bool, stop: threading.Event | None = None) -> int:
+    def _room(self, block: bool, stop: threading.Event | None = None) -> int:
+        """How many tasks a receiver may lease now (waiting for room if ``block``)."""
         with self._lock:
-            while self._free == 0:
+            while self._outstanding >= self.capacity:
                 if not block or (stop is not None and stop.is_set()):
                     return 0
                 self._lock.wait(0.1)
-            n = min(want, self._free)
-            self._free -= n
-            return n
+            return min(self.batch_size, self.capacity - self._outstanding)
 
-    def _give_slots(self, n: int) -> None:
+    def _done(self, n: int) -> None:
         if n:
             with self._lock:
-                self._free += n
+                self._outstanding -= n
                 self._lock.notify_all()
 
     # -- receiving and claiming ------------------------------------------------------
@@ -302,30 +306,30 @@ class Worker:
     def _receive_loop(self, queue: str, stop: threading.Event) -> None:
         failures = 0
         while not stop.is_set():
-            n = self._take_slots(self.batch_size, block=True, stop=stop)
+            n = self._room(block=True, stop=stop)
             if not n:
                 continue
             try:
                 batch = self._receive(queue, n, self.receive_timeout)
                 failures = 0
             except AgentQError as exc:
-                self._give_slots(n)
                 failures += 1
                 log.warning("receive from %s failed (%s); retrying", queue, exc)
                 self.clock.wait(stop, min(0.1 * 2**failures, 5.0))
                 continue
-            self._give_slots(n - len(batch))
             if batch:
                 self._dispatch(batch)
 
     def _dispatch(self, batch: list[Message]) -> None:
+        with self._lock:
+            self._outstanding += len(batch)
         try:
             runnable = self._claim(batch)
         except Exception:
-            self._give_slots(len(batch))
+            self._done(len(batch))
             log.exception("claiming a batch failed; its leases will expire and be redelivered")
             return
-        self._give_slots(len(batch) - len(runnable))
+        self._done(len(batch) - len(runnable))
         assert self._pool is not None
         for inflight in runnable:
             with self._lock:
@@ -422,8 +426,6 @@ class Worker:
         now = _iso(tx.now)
         rec.update(status=TaskStatus.RUNNING, started_at=now, updated_at=now)
         tx.tx.put_record(Tables.TASKS, rec["task_id"], rec)
-        timeout = self._timeout(definition)
-        start = self.clock.monotonic()
         return _Inflight(
             queue=msg.queue,
             key=tuple(msg.key),
@@ -431,8 +433,7 @@ class Worker:
             lease_expiry=msg.lease_expiry,
             record=rec,
             definition=definition,
-            started=start,
-            deadline=None if timeout is None else start + timeout,
+            timeout=self._timeout(definition),
         )
 
     def _timeout(self, definition: ToolDef | None) -> float | None:
@@ -483,7 +484,7 @@ class Worker:
             if current is inflight:
                 del self._inflight[inflight.task_id]
             self._pending_commits += 1
-            self._free += 1
+            self._outstanding -= 1
             self._lock.notify_all()
         if inflight.timed_out:
             # The monitor already gave this run up and scheduled a retry.
@@ -497,6 +498,9 @@ class Worker:
         rec = inflight.record
         definition = inflight.definition
         start = self.clock.monotonic()
+        inflight.started = start
+        if inflight.timeout is not None:
+            inflight.deadline = start + inflight.timeout
         ctx: ToolContext | None = None
         try:
             with rt.telemetry.execute_span(

@@ -658,10 +658,13 @@ class SQLiteBackend:
             self._notifier.unsubscribe(event)
 
     def _data_version(self) -> int | None:
-        if self._poll_conn is None:
+        if self._poll_conn is None or self._closed:
             return None
         with self._poll_lock:
-            return int(self._poll_conn.execute("PRAGMA data_version").fetchone()[0])
+            try:
+                return int(self._poll_conn.execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.ProgrammingError:  # closed by another thread meanwhile
+                return None
 
     def _wait_for_change(self, event: threading.Event, version: int | None, timeout: float) -> None:
         end = self.clock.monotonic() + timeout

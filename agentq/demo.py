@@ -1,0 +1,384 @@
+"""``agentq demo``: the refund bot end to end on the embedded SQLite backend.
+
+What happens, in about fifteen seconds of real time:
+
+1. A payments / notifications / shipping API starts on loopback. It honours
+   ``Idempotency-Key``: a repeated key gets the first answer and is never
+   charged twice.
+2. A worker **process** (``agentq worker``) starts; the first refund is made to
+   stall inside the payments API after the charge is applied, and the demo
+   kills that process with SIGKILL: the worst crash window (external effect
+   done, result not committed).
+3. A simulated agent decides on a stream of refund requests: each decision
+   writes the order's state and enqueues the refund in one transaction. Small
+   refunds run at once; large ones wait for a human (policy), with an
+   escalation timer (3 s here instead of 72 h). Some are approved in time, one
+   is rejected, the rest escalate, and one is approved after escalating.
+4. An in-process worker serves everything, including the killed worker's task
+   once its lease expires (10 s, as in Spanner), which calls the API again
+   with the same key: the API answers from its idempotency store.
+5. A summary: tasks by outcome, refunds executed, duplicate charges prevented,
+   escalations fired and cancelled, and a check that nothing was charged twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from agentq.approvals import ApprovalStatus
+from agentq.clock import Clock, SystemClock
+from agentq.demo_server import DemoAPI
+from agentq.errors import ConfigError
+from agentq.ledger import TaskStatus
+from agentq.policies import load_policies
+from agentq.runtime import Decision, Runtime
+
+__all__ = ["DemoSummary", "find_project_dir", "run_demo"]
+
+ESCALATE_AFTER = timedelta(seconds=3)
+
+
+@dataclass
+class DemoSummary:
+    """What the demo did; ``ok`` says whether every check held."""
+
+    refund_requests: int = 0
+    auto_approved: int = 0
+    needed_approval: int = 0
+    approved_in_time: int = 0
+    approved_after_escalation: int = 0
+    rejected: int = 0
+    shipments_requested: int = 0
+    tasks_by_outcome: dict[str, int] = field(default_factory=dict)
+    refunds_executed: int = 0
+    refund_api_calls: int = 0
+    duplicate_charges_prevented: int = 0
+    charged_twice: int = 0
+    escalations_fired: int = 0
+    escalations_cancelled: int = 0
+    worker_crashes: int = 0
+    crashed_task_completed_once: bool = False
+    orders_consistent: bool = False
+    stale_completions: int = 0
+    elapsed_seconds: float = 0.0
+    checks: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Every check passed."""
+        return all(self.checks.values())
+
+    def to_json(self) -> str:
+        """The summary as JSON."""
+        return json.dumps(asdict(self) | {"ok": self.ok}, indent=2, sort_keys=True)
+
+
+def find_project_dir(name: str, given: str | None) -> Path:
+    """``tools/`` or ``policies/``: as given, else in the current directory, else
+    beside the agentq package (a source checkout)."""
+    candidates = [Path(given)] if given else [Path.cwd() / name, Path(__file__).parents[1] / name]
+    for path in candidates:
+        if path.is_dir():
+            return path
+    raise ConfigError(
+        f"cannot find the {name}/ folder (looked in {', '.join(str(c) for c in candidates)}); "
+        f"run from the project directory or pass --{name} PATH"
+    )
+
+
+def run_demo(
+    *,
+    requests: int = 24,
+    seed: int = 7,
+    tools: str | None = None,
+    policies: str | None = None,
+    workdir: str | None = None,
+    crash: bool = True,
+    out: Callable[[str], None] = print,
+) -> DemoSummary:
+    """Run the refund-bot demo and return its summary."""
+    clock: Clock = SystemClock()
+    started = clock.monotonic()
+    tools_dir = find_project_dir("tools", tools)
+    policies_dir = find_project_dir("policies", policies)
+    policy = load_policies(policies_dir)
+    # Accelerated escalations: 3 s instead of 72 h, so the demo shows them firing.
+    policy = policy.model_copy(
+        update={
+            "approvals": tuple(
+                r.model_copy(update={"escalate_after": ESCALATE_AFTER}) for r in policy.approvals
+            )
+        }
+    )
+    tmp = tempfile.TemporaryDirectory(prefix="agentq-demo-") if workdir is None else None
+    root = Path(workdir or (tmp.name if tmp else "."))
+    db_url = f"sqlite:///{root / 'demo.db'}"
+    summary = DemoSummary()
+    rng = random.Random(seed)
+
+    def say(msg: str) -> None:
+        out(f"[{clock.monotonic() - started:5.1f}s] {msg}")
+
+    with DemoAPI() as api:
+        settings = {
+            "payments_url": api.url,
+            "notifications_url": api.url,
+            "shipping_url": api.url,
+            "orders_table": "orders",
+        }
+        rt = Runtime(db_url, tools=tools_dir, policies=policy, clock=clock, settings=settings)
+        try:
+            say(f"database {db_url}; loopback API at {api.url}")
+            rt.transact(
+                lambda tx: tx.execute(
+                    "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount REAL, "
+                    "state TEXT NOT NULL, refund_id TEXT)"
+                )
+            )
+            crash_order = "order-000"
+            crashed_task: str | None = None
+            if crash:
+                crashed_task = _crash_a_worker(
+                    rt, api, db_url, tools_dir, policies_dir, crash_order, say
+                )
+                summary.worker_crashes = 1
+            # A transient outage the runtime must ride out (503 with Retry-After).
+            api.fail_next("/refunds", 503, retry_after=1)
+            worker = rt.worker(concurrency=8).start()
+            say("in-process worker started (8 handler threads)")
+            large: list[tuple[str, str]] = []
+            first = 1 if crash else 0
+            for i in range(first, requests):
+                order = f"order-{i:03}"
+                amount = round(
+                    rng.uniform(150, 900) if rng.random() < 0.3 else rng.uniform(5, 100), 2
+                )
+                task = rt.transact(_decide(order, amount, ship=i % 4 == 0))
+                summary.refund_requests += 1
+                summary.shipments_requested += i % 4 == 0
+                if task.status == TaskStatus.AWAITING_APPROVAL:
+                    summary.needed_approval += 1
+                    large.append((order, task.approval_id or ""))
+                else:
+                    summary.auto_approved += 1
+                clock.sleep(0.05)
+            if crash:
+                summary.refund_requests += 1
+                summary.auto_approved += 1
+            say(
+                f"agent decided {summary.refund_requests} refunds: {summary.auto_approved} "
+                f"auto-approved, {summary.needed_approval} waiting for a human"
+            )
+            # Humans: approve half in time, reject one, let the rest escalate.
+            clock.sleep(0.5)
+            decided = large[: len(large) // 2]
+            for order, approval_id in decided:
+                rt.approve(approval_id, by="alice", note=f"checked {order}")
+                summary.approved_in_time += 1
+            if len(large) > len(decided) + 1:
+                order, approval_id = large[len(decided)]
+                rt.reject(approval_id, by="alice", note="duplicate request")
+                summary.rejected += 1
+                decided = [*decided, (order, approval_id)]
+            waiting = [a for a in large if a not in decided]
+            say(
+                f"humans approved {summary.approved_in_time}, rejected {summary.rejected}; "
+                f"{len(waiting)} left to escalate after {ESCALATE_AFTER.total_seconds():g}s"
+            )
+            _wait_for(rt, clock, say, lambda: all(
+                rt.approval(a).status == ApprovalStatus.ESCALATED for _, a in waiting
+            ), "escalations")  # fmt: skip
+            if waiting:
+                rt.approve(waiting[0][1], by="manager", note="approved after escalation")
+                summary.approved_after_escalation = 1
+                say("a manager approved one escalated refund (late approval still works)")
+            _wait_for(rt, clock, say, lambda: _all_settled(rt), "all tasks")
+            worker.stop()
+            summary.stale_completions = worker.stats["stale_completion"]
+            _fill_summary(rt, api, summary, crashed_task)
+        finally:
+            rt.close()
+    summary.elapsed_seconds = round(clock.monotonic() - started, 2)
+    if tmp is not None:
+        tmp.cleanup()
+    return summary
+
+
+def _decide(order: str, amount: float, ship: bool) -> Callable[[Decision], Any]:
+    """The agent's decision: order state and the tool calls it implies, atomically."""
+
+    def decide(tx: Decision) -> Any:
+        tx.execute(
+            "INSERT INTO orders (id, amount, state) VALUES (?, ?, 'refund_decided')",
+            (order, amount),
+        )
+        task = tx.enqueue(
+            "execute_refund",
+            {"order_id": order, "amount": amount, "reason": "damaged in transit"},
+            idempotency_key=f"refund:{order}",
+            reason=f"refund {amount:.2f} for {order}",
+        )
+        if ship:
+            tx.enqueue(
+                "request_shipping",
+                {
+                    "order_id": order,
+                    "address": "1 Loopback Way, 127.0.0.1",
+                    "items": ["replacement"],
+                },
+                ordering_key=order,
+            )
+        return task
+
+    return decide
+
+
+def _crash_a_worker(
+    rt: Runtime,
+    api: DemoAPI,
+    db_url: str,
+    tools_dir: Path,
+    policies_dir: Path,
+    order: str,
+    say: Callable[[str], None],
+) -> str:
+    """Start a worker process, let it charge a refund, and kill it before it commits."""
+    received, release = api.stall_after_applying(order)
+    cmd = [
+        sys.executable, "-m", "agentq.cli", "worker", "--db", db_url, "--tools", str(tools_dir),
+        "--policies", str(policies_dir), "--queue", "payments", "--concurrency", "1",
+        "--setting", f"payments_url={api.url}", "--setting", "orders_table=orders",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    say(f"worker process {proc.pid} started")
+    task = rt.transact(_decide(order, 42.0, ship=False))
+    if not received.wait(30):
+        proc.kill()
+        raise RuntimeError(
+            f"worker process did not pick up the task: {proc.stderr.read() if proc.stderr else ''}"
+        )
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    if proc.stderr is not None:
+        proc.stderr.close()
+    release.set()
+    say(
+        f"killed worker {proc.pid} (SIGKILL) after the payments API charged {order}, "
+        "before its result committed; the task will be redelivered when its lease expires"
+    )
+    return str(task.task_id)
+
+
+def _all_settled(rt: Runtime) -> bool:
+    for task in rt.tasks():
+        if task.status == TaskStatus.AWAITING_APPROVAL:
+            approval = rt.approval(task.approval_id or "")
+            if approval.status in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED):
+                continue  # a human has not answered: settled for the demo
+        if not task.done:
+            return False
+    return True
+
+
+def _wait_for(
+    rt: Runtime, clock: Clock, say: Callable[[str], None], cond: Callable[[], bool], what: str
+) -> None:
+    last = -1.0
+    deadline = clock.monotonic() + 45
+    while not cond():
+        now = clock.monotonic()
+        if now > deadline:
+            raise RuntimeError(f"demo timed out waiting for {what}")
+        if now - last >= 2:
+            counts = Counter(t.status.value for t in rt.tasks())
+            say(
+                "waiting for "
+                + what
+                + ": "
+                + ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+            )
+            last = now
+        clock.sleep(0.1)
+
+
+def _fill_summary(rt: Runtime, api: DemoAPI, s: DemoSummary, crashed_task: str | None) -> None:
+    tasks = rt.tasks()
+    s.tasks_by_outcome = dict(sorted(Counter(f"{t.tool}:{t.status.value}" for t in tasks).items()))
+    s.refunds_executed = len(api.applied("/refunds"))
+    s.refund_api_calls = api.requests("/refunds")
+    s.duplicate_charges_prevented = api.replays("/refunds")
+    s.charged_twice = sum(1 for n in api.charges_per_key("/refunds").values() if n > 1)
+    escalations = [t for t in tasks if t.kind == "escalation"]
+    s.escalations_fired = sum(1 for t in escalations if t.status == TaskStatus.SUCCEEDED)
+    s.escalations_cancelled = sum(1 for t in escalations if t.status == TaskStatus.CANCELLED)
+    succeeded_refunds = {
+        t.args["order_id"]
+        for t in tasks
+        if t.tool == "execute_refund" and t.status == TaskStatus.SUCCEEDED
+    }
+    refunded_orders = {
+        r[0]
+        for r in rt.transact(
+            lambda tx: tx.execute("SELECT id FROM orders WHERE state = 'refunded'")
+        )
+    }
+    s.orders_consistent = succeeded_refunds == refunded_orders
+    if crashed_task is not None:
+        info = rt.task(crashed_task)
+        s.crashed_task_completed_once = (
+            info.status == TaskStatus.SUCCEEDED
+            and info.deliveries >= 2
+            and api.charges_per_key("/refunds").get(crashed_task) == 1
+        )
+    s.checks = {
+        "nothing charged twice": s.charged_twice == 0,
+        "every executed refund is recorded once": s.refunds_executed == len(succeeded_refunds),
+        "order states match refund results": s.orders_consistent,
+        "escalations fired for unanswered approvals": s.escalations_fired >= 1,
+        "escalations cancelled by approvals": s.escalations_cancelled >= 1,
+        "no task dead or stuck": all(t.status != TaskStatus.DEAD for t in tasks),
+    }
+    if crashed_task is not None:
+        s.checks["killed worker's task completed once"] = s.crashed_task_completed_once
+
+
+def format_summary(s: DemoSummary) -> str:
+    """Human-readable summary."""
+    rows = [
+        ("refund requests decided", s.refund_requests),
+        ("  auto-approved (<= 100)", s.auto_approved),
+        ("  needed a human", s.needed_approval),
+        ("  approved in time", s.approved_in_time),
+        ("  approved after escalation", s.approved_after_escalation),
+        ("  rejected", s.rejected),
+        ("shipments requested", s.shipments_requested),
+        ("refunds executed (charged)", s.refunds_executed),
+        ("refund API calls", s.refund_api_calls),
+        ("duplicate charges prevented", s.duplicate_charges_prevented),
+        ("charged twice", s.charged_twice),
+        ("escalations fired", s.escalations_fired),
+        ("escalations cancelled", s.escalations_cancelled),
+        ("worker processes killed", s.worker_crashes),
+        ("stale completions refused", s.stale_completions),
+        ("elapsed", f"{s.elapsed_seconds:.1f}s"),
+    ]
+    lines = ["", "== agentq demo summary =="]
+    lines += [f"  {k:<32} {v}" for k, v in rows]
+    lines.append("  tasks by outcome:")
+    lines += [f"    {k:<36} {v}" for k, v in s.tasks_by_outcome.items()]
+    lines.append("  checks:")
+    lines += [f"    [{'ok' if v else 'FAILED'}] {k}" for k, v in s.checks.items()]
+    lines.append("RESULT: " + ("all checks passed" if s.ok else "SOME CHECKS FAILED"))
+    return "\n".join(lines)
