@@ -173,6 +173,7 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self._pool: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
         self._started = False
 
     # -- lifecycle ---------------------------------------------------------------
@@ -202,7 +203,12 @@ class Worker:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
+            loop, thread = self._loop, self._loop_thread
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(timeout)
+                if not thread.is_alive():
+                    loop.close()
             self._loop = None
         self._started = False
 
@@ -569,8 +575,9 @@ class Worker:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="agentq-async", daemon=True).start()
-                self._loop = loop
+                thread = threading.Thread(target=loop.run_forever, name="agentq-async", daemon=True)
+                thread.start()
+                self._loop, self._loop_thread = loop, thread
             return self._loop
 
     def _rate_limit(self, tool: str) -> None:

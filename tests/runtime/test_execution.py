@@ -1,0 +1,275 @@
+"""Executor behaviour with small in-test tools: ordering keys, checkpoints, async
+handlers, timeouts, rate limits and handler state writes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agentq import (
+    Checkpoint,
+    Decision,
+    FakeClock,
+    PermanentError,
+    Policy,
+    Runtime,
+    TaskStatus,
+    ToolContext,
+    tool,
+)
+
+RUNS: list[tuple[str, int]] = []
+GATE = threading.Event()
+ENTERED = threading.Event()
+
+
+class Step(BaseModel):
+    name: str
+    n: int = 0
+
+
+class Done(BaseModel):
+    name: str
+    attempt: int
+
+
+@tool(queue="work")
+def record(ctx: ToolContext, args: Step) -> Done:
+    RUNS.append((args.name, ctx.attempt))
+    if args.name.startswith("fail-once") and ctx.attempt == 1:
+        raise RuntimeError("transient")
+    if args.name.startswith("permanent"):
+        raise PermanentError("bad request")
+    return Done(name=args.name, attempt=ctx.attempt)
+
+
+@tool(queue="work")
+def counted(ctx: ToolContext, args: Step) -> Done | Checkpoint:
+    state = ctx.checkpoint_state or {"done": 0}
+    done = int(state["done"]) + 1
+    RUNS.append((args.name, done))
+    if done < args.n:
+        return ctx.checkpoint({"done": done}, after=60)
+    return Done(name=args.name, attempt=ctx.attempt)
+
+
+@tool(queue="work")
+async def async_tool(ctx: ToolContext, args: Step) -> Done:
+    RUNS.append((args.name, ctx.attempt))
+    return Done(name=args.name, attempt=ctx.attempt)
+
+
+@tool(queue="slow", timeout=5)
+def slow(ctx: ToolContext, args: Step) -> Done:
+    if ctx.attempt == 1:
+        ENTERED.set()
+        GATE.wait(10)
+    return Done(name=args.name, attempt=ctx.attempt)
+
+
+@tool(queue="work")
+def writes_state(ctx: ToolContext, args: Step) -> Done:
+    ctx.on_commit(lambda tx: tx.execute("INSERT INTO log VALUES (?)", (args.name,)))
+    if args.n:
+        ctx.on_commit(lambda tx: tx.enqueue("record", {"name": f"{args.name}-follow-up"}))
+    return Done(name=args.name, attempt=ctx.attempt)
+
+
+@pytest.fixture
+def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
+    RUNS.clear()
+    GATE.clear()
+    ENTERED.clear()
+    policy = Policy.model_validate(
+        {"defaults": {"backoff_initial": "1s", "max_attempts": 3},
+         "tools": {"record": {"rate_limit_per_second": 1000}}}
+    )  # fmt: skip
+    runtime = Runtime(
+        f"sqlite:///{tmp_path / 'x.db'}",
+        tools=[record, counted, async_tool, slow, writes_state],
+        policies=policy,
+        clock=clock,
+    )
+    yield runtime
+    GATE.set()
+    runtime.close()
+
+
+def run_all(rt: Runtime, clock: FakeClock, rounds: int = 20) -> None:
+    """Drain, then jump to the next scheduled attempt, until nothing is left."""
+    for _ in range(rounds):
+        rt.worker().drain()
+        pending = [t for t in rt.tasks() if not t.done and t.next_attempt_at]
+        if not pending:
+            return
+        clock.set(max(clock.now(), min(t.next_attempt_at for t in pending if t.next_attempt_at)))
+
+
+def test_ordering_key_runs_one_at_a_time_in_order(rt: Runtime, clock: FakeClock) -> None:
+    def decide(tx: Decision) -> None:
+        tx.enqueue("record", {"name": "fail-once-a1"}, ordering_key="order-1")
+        tx.enqueue("record", {"name": "a2"}, ordering_key="order-1")
+        tx.enqueue("record", {"name": "a3"}, ordering_key="order-1")
+        tx.enqueue("record", {"name": "b1"}, ordering_key="order-2")
+
+    rt.transact(decide)
+    rt.worker().drain()
+    # a1 failed and holds back a2 and a3; b1 (another key) ran.
+    assert RUNS == [("fail-once-a1", 1), ("b1", 1)] or RUNS == [("b1", 1), ("fail-once-a1", 1)]
+    run_all(rt, clock)
+    order_1 = [name for name, _ in RUNS if name != "b1"]
+    assert order_1 == ["fail-once-a1", "fail-once-a1", "a2", "a3"]
+    assert all(t.status == TaskStatus.SUCCEEDED for t in rt.tasks())
+
+
+def test_cancelling_a_waiting_ordered_task_releases_nothing_out_of_order(
+    rt: Runtime, clock: FakeClock
+) -> None:
+    ids = rt.transact(
+        lambda tx: [tx.enqueue("record", {"name": n}, ordering_key="k").task_id for n in "xyz"]
+    )
+    assert rt.cancel(ids[1]) is True
+    run_all(rt, clock)
+    assert [n for n, _ in RUNS] == ["x", "z"]
+    assert rt.task(ids[1]).status == TaskStatus.CANCELLED
+
+
+def test_scheduled_task_is_a_timer_cancelled_in_a_transaction(
+    rt: Runtime, clock: FakeClock
+) -> None:
+    timer = rt.transact(
+        lambda tx: tx.schedule("record", {"name": "reminder"}, at=tx.now.replace(year=2026, day=4))
+    )
+    rt.worker().drain()
+    assert RUNS == []
+    rt.transact(lambda tx: tx.cancel(timer.task_id))
+    clock.advance(4 * 86400)
+    rt.worker().drain()
+    assert RUNS == []
+    assert rt.task(timer.task_id).status == TaskStatus.CANCELLED
+
+
+def test_permanent_error_goes_straight_to_the_dead_letter_queue(rt: Runtime) -> None:
+    task = rt.enqueue_action("record", {"name": "permanent-x"})
+    rt.worker().drain()
+    info = rt.task(task.task_id)
+    assert info.status == TaskStatus.DEAD
+    assert info.error == "PermanentError: bad request"
+    assert len(RUNS) == 1
+
+
+def test_checkpoints_ack_and_resend_with_state(rt: Runtime, clock: FakeClock) -> None:
+    task = rt.enqueue_action("counted", {"name": "long", "n": 3})
+    rt.worker().drain()
+    info = rt.task(task.task_id)
+    assert info.status == TaskStatus.QUEUED and info.attempt == 2
+    clock.advance(59)
+    rt.worker().drain()
+    assert len(RUNS) == 1
+    clock.advance(1)
+    rt.worker().drain()
+    clock.advance(60)
+    rt.worker().drain()
+    assert RUNS == [("long", 1), ("long", 2), ("long", 3)]
+    assert rt.task(task.task_id).status == TaskStatus.SUCCEEDED
+
+
+def test_async_handlers_and_async_enqueue(rt: Runtime) -> None:
+    import asyncio
+
+    async def agent() -> str:
+        task = await rt.aenqueue_action("async_tool", {"name": "from-async"}, idempotency_key="a")
+        again = await rt.aenqueue_action("async_tool", {"name": "from-async"}, idempotency_key="a")
+        assert again.task_id == task.task_id
+        return task.task_id
+
+    task_id = asyncio.run(agent())
+    rt.worker().drain()
+    info = asyncio.run(rt.atask(task_id))
+    assert info.status == TaskStatus.SUCCEEDED
+    assert info.result == {"name": "from-async", "attempt": 1}
+
+
+def test_timeout_gives_up_the_run_and_its_late_result_is_not_recorded(
+    rt: Runtime, clock: FakeClock
+) -> None:
+    task = rt.enqueue_action("slow", {"name": "s"})
+    worker = rt.worker(monitor_interval=1.0)
+    t = threading.Thread(target=worker.drain)
+    t.start()
+    assert ENTERED.wait(10)
+    for _ in range(5):
+        clock.wait_for_sleepers(1)
+        clock.advance(1)
+    t.join(10)  # drain returns once the timeout's failure is committed
+    info = rt.task(task.task_id)
+    assert worker.stats["timed_out"] == 1
+    assert info.status == TaskStatus.FAILED and "timeout" in (info.error or "")
+    assert info.attempt == 2
+    GATE.set()  # the overrunning handler finally returns; its completion must fail
+    run_all(rt, clock)
+    info = rt.task(task.task_id)
+    assert info.status == TaskStatus.SUCCEEDED
+    assert info.result == {"name": "s", "attempt": 2}
+
+
+def test_handler_state_writes_and_follow_ups_commit_with_the_result(rt: Runtime) -> None:
+    rt.transact(lambda tx: tx.execute("CREATE TABLE log (name TEXT)"))
+    task = rt.enqueue_action("writes_state", {"name": "w", "n": 1})
+    rt.worker().drain()
+    assert rt.task(task.task_id).status == TaskStatus.SUCCEEDED
+    assert rt.transact(lambda tx: tx.execute("SELECT name FROM log")) == [("w",)]
+    assert ("w-follow-up", 1) in RUNS
+
+
+def test_failing_state_write_fails_the_attempt_and_records_nothing(
+    rt: Runtime, clock: FakeClock
+) -> None:
+    # No "log" table: the on_commit write fails, so the result must not be recorded.
+    task = rt.enqueue_action("writes_state", {"name": "w"})
+    rt.worker().drain()
+    info = rt.task(task.task_id)
+    assert info.status == TaskStatus.FAILED
+    assert "no such table" in (info.error or "")
+    assert info.result is None
+
+
+def test_group_commit_isolates_a_stale_completion(rt: Runtime, clock: FakeClock) -> None:
+    """Six completions reach the committer together; one of them is stale (its task was
+    cancelled while it ran). The group's transaction fails on that ack and the
+    committer falls back to one at a time: the five others are recorded."""
+    from agentq import WorkerCrash
+
+    ids = [rt.enqueue_action("record", {"name": f"g{i}"}).task_id for i in range(7)]
+    victim = ids[3]
+    worker = rt.worker(concurrency=7, batch_size=7)
+
+    def cancel_victim(info: dict[str, Any]) -> bool:
+        if info.get("task_id") == victim:
+            rt.cancel(victim)  # deletes its message while its handler is done but uncommitted
+        return False
+
+    held = threading.Event()
+
+    def hold_first_commit(info: dict[str, Any]) -> bool:
+        if not held.is_set():
+            held.set()
+            for _ in range(2000):  # until the other six outcomes wait in the committer's queue
+                if worker._outcomes.qsize() >= 6:
+                    break
+                threading.Event().wait(0.005)
+        return False
+
+    rt.faults.arm("after_external_call", WorkerCrash(), when=cancel_victim, times=100)
+    rt.faults.arm("before_completion_commit", WorkerCrash(), when=hold_first_commit, times=100)
+    worker.drain()
+    assert worker.stats["stale_completion"] == 1
+    assert worker.stats["succeeded"] == 6
+    statuses = {i: rt.task(i).status for i in ids}
+    assert statuses.pop(victim) == TaskStatus.CANCELLED
+    assert set(statuses.values()) == {TaskStatus.SUCCEEDED}
