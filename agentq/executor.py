@@ -41,9 +41,11 @@ from agentq.context import Checkpoint, ToolContext
 from agentq.envelope import TaskEnvelope
 from agentq.errors import (
     AgentQError,
+    BackendUnavailable,
     MessageNotFound,
     PolicyViolation,
     ToolError,
+    TransactionAborted,
     TransactionError,
 )
 from agentq.faults import WorkerCrash
@@ -125,7 +127,8 @@ class Worker:
     ``concurrency`` handlers run at once; ``batch_size`` caps one lease;
     ``group_commit`` caps how many completions share one transaction;
     ``max_deliveries`` dead-letters an attempt whose deliveries never complete
-    (a poison task that kills its worker).
+    (a poison task that kills its worker); ``prefetch`` is how many leased tasks
+    may wait for a free handler (their leases are renewed meanwhile).
     """
 
     def __init__(
@@ -140,6 +143,7 @@ class Worker:
         max_deliveries: int = 5,
         renew_margin: float = 2.5,
         monitor_interval: float = 0.5,
+        prefetch: int | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -164,7 +168,7 @@ class Worker:
         # never hold a reservation while waiting, so an idle queue cannot starve a
         # busy one.
         self._outstanding = 0
-        self.capacity = 2 * concurrency
+        self.capacity = concurrency + (concurrency if prefetch is None else prefetch)
         self._pending_commits = 0
         self._outcomes: queue_mod.Queue[_Outcome | None] = queue_mod.Queue()
         self._buckets: dict[str, _TokenBucket] = {}
@@ -705,6 +709,11 @@ class Worker:
             return "stale_completion"
         except WorkerCrash:
             return "crashed"
+        except (BackendUnavailable, TransactionAborted) as exc:
+            log.warning(
+                "could not commit %s (%s); it will be redelivered", outcome.inflight.task_id, exc
+            )
+            return "commit_failed"
         except Exception as exc:
             if outcome.kind != "success":
                 log.exception("could not record the failure of %s", outcome.inflight.task_id)

@@ -176,7 +176,7 @@ def test_stale_worker_completion_fails_and_records_nothing(
     task = refund(rt, 40)
     release = threading.Event()
     entered = threading.Event()
-    stale_worker = rt.worker(concurrency=1)  # busy with the task, it takes no other
+    stale_worker = rt.worker(concurrency=1, prefetch=0)  # busy with the task, it takes no other
 
     def slow_then_crash_window(info: dict[str, object]) -> bool:
         entered.set()
