@@ -5,8 +5,6 @@ with the semantics of Google Cloud Spanner queues. The public API is exactly
 ``__all__``; everything else is private.
 """
 
-from __future__ import annotations
-
 from agentq.approvals import ApprovalInfo, ApprovalNotice, ApprovalStatus
 from agentq.backends import (
     LEASE_SECONDS,

@@ -68,10 +68,12 @@ class FakeClock:
     """A clock that moves only when told to.
 
     ``sleep`` and ``wait`` block the calling thread (in real time) until another
-    thread calls :meth:`advance` past their deadline, or the event is set.
+    thread calls :meth:`advance` past their deadline, or the event is set. With
+    ``auto_advance=True``, ``sleep`` instead moves time forward itself, which suits
+    single-threaded tests of backoff schedules.
     """
 
-    def __init__(self, start: datetime | None = None) -> None:
+    def __init__(self, start: datetime | None = None, *, auto_advance: bool = False) -> None:
         if start is None:
             start = datetime(2026, 1, 1, tzinfo=UTC)
         if start.tzinfo is None:
@@ -81,6 +83,8 @@ class FakeClock:
         self._lock = threading.Lock()
         self._sleepers: list[tuple[float, int, threading.Event]] = []
         self._seq = itertools.count()
+        self.auto_advance = auto_advance
+        self.slept = 0.0
 
     def now(self) -> datetime:
         with self._lock:
@@ -128,6 +132,10 @@ class FakeClock:
                 heapq.heapify(self._sleepers)
 
     def sleep(self, seconds: float) -> None:
+        if self.auto_advance:
+            self.slept += max(seconds, 0.0)
+            self.advance(max(seconds, 0.0))
+            return
         event = threading.Event()
         self._register(seconds, event)
         event.wait()
