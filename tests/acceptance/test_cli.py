@@ -1,0 +1,93 @@
+"""The CLI: worker as a real process with SIGTERM, inspect, tasks, dlq list/replay."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentq import Runtime, TaskStatus
+from agentq.demo_server import DemoAPI
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def agentq(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentq.cli", *args], cwd=cwd, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+
+
+def test_worker_process_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'w.db'}"
+    with DemoAPI() as api:
+        rt = Runtime(db, tools=ROOT / "tools", policies=ROOT / "policies")
+        ids = [rt.enqueue_action("execute_refund", {"order_id": f"c{i}", "amount": 5}).task_id
+               for i in range(20)]  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentq.cli", "worker", "--db", db, "--setting",
+             f"payments_url={api.url}"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if all(rt.task(i).status == TaskStatus.SUCCEEDED for i in ids):
+                    break
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == 0, err
+        assert "stopped" in out
+        assert all(rt.task(i).status == TaskStatus.SUCCEEDED for i in ids)
+        assert len(api.applied()) == 20
+        rt.close()
+
+
+def test_inspect_tasks_and_dead_letter_replay(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'd.db'}"
+    rt = Runtime(db, tools=ROOT / "tools", policies=ROOT / "policies",
+                 settings={"payments_url": "http://not-allowed.example"})  # fmt: skip
+    task = rt.enqueue_action("execute_refund", {"order_id": "x", "amount": 5})
+    rt.worker().drain()
+    assert rt.task(task.task_id).status == TaskStatus.DEAD
+    rt.close()
+
+    inspect = agentq("inspect", "--db", db, "--json")
+    assert inspect.returncode == 0, inspect.stderr
+    report = json.loads(inspect.stdout)
+    assert report["dead_letters"] == 1
+    assert {q["queue"] for q in report["queues"]} >= {"payments", "escalations"}
+
+    listed = agentq("dlq", "list", "--db", db)
+    assert json.loads(listed.stdout.splitlines()[0])["task_id"] == task.task_id
+
+    with DemoAPI() as api:
+        replay = agentq("dlq", "replay", task.task_id, "--db", db)
+        assert f"replayed {task.task_id} as attempt 2" in replay.stdout
+        rt = Runtime(db, tools=ROOT / "tools", policies=ROOT / "policies",
+                     settings={"payments_url": api.url})  # fmt: skip
+        rt.worker().drain()
+        assert rt.task(task.task_id).status == TaskStatus.SUCCEEDED
+        rt.close()
+
+    tasks = agentq("tasks", "--db", db, "--status", "succeeded")
+    assert task.task_id in tasks.stdout
+
+
+def test_bad_database_url_is_a_clear_error() -> None:
+    proc = agentq("inspect", "--db", "postgres://nope")
+    assert proc.returncode == 2
+    assert "unknown database URL scheme 'postgres'" in proc.stderr
+    assert "Traceback" not in proc.stderr
