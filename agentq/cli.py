@@ -101,7 +101,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             r.queue, r.depth, r.ready, r.scheduled, r.leased, r.backing_off, oldest,
             r.lease_expirations, r.ttl_dropped,
         )  # fmt: skip
-        print("  ".join(f"{c!s:>10}" for c in cells))
+        print("  ".join(f"{'-' if c is None else c!s:>10}" for c in cells))
     print(f"dead letters: {dead}")
     return 0
 

@@ -68,17 +68,21 @@ class Renewal:
 
 @dataclass(frozen=True)
 class QueueStats:
-    """A queue's depth and health, named after Spanner's queue metrics."""
+    """A queue's depth and health, named after Spanner's queue metrics.
+
+    ``None`` means the backend cannot tell from SQL (Spanner reports leases,
+    expirations and TTL drops as Cloud Monitoring metrics).
+    """
 
     queue: str
     depth: int
     ready: int
     scheduled: int
-    leased: int
-    backing_off: int
+    leased: int | None
+    backing_off: int | None
     oldest_unacked_age: float | None
-    lease_expirations: int
-    ttl_dropped: int
+    lease_expirations: int | None
+    ttl_dropped: int | None
 
 
 @dataclass(frozen=True)
