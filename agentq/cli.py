@@ -73,6 +73,25 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_init(args: argparse.Namespace) -> int:
+    rt = _runtime(args)
+    try:
+        backend = rt.backend
+        statements = getattr(backend, "ddl", None)
+        if statements is None:
+            queues = ", ".join(backend.queues())
+            print(f"{args.db}: queues {queues} and the runtime's tables are ready")
+            return 0
+        if args.print_ddl:
+            print(";\n".join(statements()) + ";")
+            return 0
+        backend.apply_ddl()
+        print(f"applied {len(statements())} DDL statement(s) to {args.db}")
+        return 0
+    finally:
+        rt.close()
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
     backend = open_backend(args.db)
     try:
@@ -159,6 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--concurrency", type=int, default=8)
     worker.add_argument("--queue", action="append", help="serve only this queue (repeatable)")
     worker.set_defaults(func=_cmd_worker)
+
+    init = sub.add_parser("init", help="create the runtime's tables and queues (Spanner: DDL)")
+    _add_runtime_args(init)
+    init.add_argument("--print-ddl", action="store_true", help="print the DDL instead")
+    init.set_defaults(func=_cmd_init)
 
     inspect = sub.add_parser(
         "inspect", help="depth, ready, scheduled, leased, oldest age per queue"

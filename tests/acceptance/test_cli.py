@@ -91,3 +91,13 @@ def test_bad_database_url_is_a_clear_error() -> None:
     assert proc.returncode == 2
     assert "unknown database URL scheme 'postgres'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_init_prints_spanner_ddl_for_both_dialects() -> None:
+    pytest.importorskip("google.cloud.spanner")
+    base = "spanner://projects/p/instances/i/databases/d?endpoint=127.0.0.1:1"
+    gsql = agentq("init", "--db", base, "--print-ddl")
+    assert gsql.returncode == 0, gsql.stderr
+    assert "CREATE QUEUE IF NOT EXISTS payments (task_id STRING(MAX) NOT NULL, attempt INT64 NOT NULL, Payload JSON NOT NULL) PRIMARY KEY (task_id, attempt);" in gsql.stdout  # noqa: E501
+    pg = agentq("init", "--db", base + "&dialect=postgresql", "--print-ddl")
+    assert "CREATE QUEUE IF NOT EXISTS payments (task_id varchar NOT NULL" in pg.stdout
