@@ -151,6 +151,23 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from agentq.bench import format_table, run_bench
+
+    result = run_bench(
+        db=args.db, tasks=args.tasks, workers=args.workers, concurrency=args.concurrency,
+        batch=args.batch, payload_bytes=args.payload_bytes, durability=args.durability,
+        repeats=args.repeats, latency_samples=args.latency_samples,
+        progress=(lambda _m: None) if args.json else (lambda m: print(m, flush=True)),
+    )  # fmt: skip
+    text = json.dumps(result, indent=2)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    print(text if args.json else "\n" + format_table(result))
+    return 0
+
+
 def _add_runtime_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", default=DEFAULT_DB, help="database URL (default: %(default)s)")
     p.add_argument("--tools", help="tools directory (default: ./tools)")
@@ -172,6 +189,22 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-crash", action="store_true", help="skip the killed worker")
     demo.add_argument("--json", action="store_true", help="print only the JSON summary")
     demo.set_defaults(func=_cmd_demo)
+
+    bench = sub.add_parser("bench", help="measure throughput and latency on a fresh database")
+    bench.add_argument(
+        "--db", help="sqlite:///DIR/x.db: where the fresh databases go (default: temp)"
+    )
+    bench.add_argument("--tasks", type=int, default=2000)
+    bench.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    bench.add_argument("--concurrency", type=int, default=16, help="handlers per worker")
+    bench.add_argument("--batch", type=int, default=50, help="lease batch size")
+    bench.add_argument("--payload-bytes", type=int, default=0)
+    bench.add_argument("--durability", choices=["full", "normal"], default="full")
+    bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument("--latency-samples", type=int, default=90)
+    bench.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    bench.add_argument("--out", default="bench-results.json", help="write JSON here ('' to skip)")
+    bench.set_defaults(func=_cmd_bench)
 
     worker = sub.add_parser("worker", help="serve tasks until SIGTERM/SIGINT")
     _add_runtime_args(worker)

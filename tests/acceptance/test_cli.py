@@ -98,6 +98,10 @@ def test_init_prints_spanner_ddl_for_both_dialects() -> None:
     base = "spanner://projects/p/instances/i/databases/d?endpoint=127.0.0.1:1"
     gsql = agentq("init", "--db", base, "--print-ddl")
     assert gsql.returncode == 0, gsql.stderr
-    assert "CREATE QUEUE IF NOT EXISTS payments (task_id STRING(MAX) NOT NULL, attempt INT64 NOT NULL, Payload JSON NOT NULL) PRIMARY KEY (task_id, attempt);" in gsql.stdout  # noqa: E501
+    expected = (
+        "CREATE QUEUE IF NOT EXISTS payments (task_id STRING(MAX) NOT NULL, "
+        "attempt INT64 NOT NULL, Payload JSON NOT NULL) PRIMARY KEY (task_id, attempt);"
+    )
+    assert expected in gsql.stdout
     pg = agentq("init", "--db", base + "&dialect=postgresql", "--print-ddl")
     assert "CREATE QUEUE IF NOT EXISTS payments (task_id varchar NOT NULL" in pg.stdout

@@ -1,0 +1,367 @@
+"""``agentq bench``: throughput and latency on a fresh database, beside the disk's floor.
+
+Every figure is a median over ``repeats`` runs with min and max, because these
+machines are noisy. Measured, at the chosen durability:
+
+* ``raw_commits_per_s`` — single-row SQLite commits on the same disk: the floor
+  every other figure should be read against;
+* ``decisions_per_s`` — transactions that each write one application row and
+  enqueue one task;
+* ``enqueue_action_per_s`` — the idempotent one-call API;
+* ``tasks_per_s_<n>w`` — a burst of no-op tasks (enqueued in one transaction)
+  leased, run and completed (result + ledger + ack) by ``n`` worker processes;
+* ``latency_*`` — commit of an enqueue to handler start, for an idle worker in
+  the same process and in another process (p50 / p99 / max, ms);
+* ``idle_worker_cpu_percent`` — CPU of an idle worker process.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentq.errors import ConfigError
+
+__all__ = ["format_table", "run_bench"]
+
+_NOOP_TOOL = """
+import time
+from pydantic import BaseModel
+from agentq import ToolContext, tool
+
+class NoopArgs(BaseModel):
+    n: int = 0
+    pad: str = ""
+
+class NoopResult(BaseModel):
+    started: float
+
+@tool(queue="bench")
+def noop(ctx: ToolContext, args: NoopArgs) -> NoopResult:
+    return NoopResult(started=time.time())
+"""
+
+_WORKER = """
+import sys, signal, threading
+from agentq import Runtime
+url, tools, concurrency, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rt = Runtime(url, tools=tools)
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *a: stop.set())
+w = rt.worker(concurrency=concurrency, batch_size=batch, queues=["bench"])
+print("ready", flush=True)
+w.run(stop)
+rt.close()
+"""
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+    }
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+class _Env:
+    """A fresh database file and the no-op tool, in a temporary directory."""
+
+    def __init__(self, root: Path, durability: str, name: str) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))
+        self.tools = self.dir / "tools"
+        self.tools.mkdir()
+        (self.tools / "noop.py").write_text(_NOOP_TOOL)
+        self.path = self.dir / "bench.db"
+        self.url = f"sqlite:///{self.path}?durability={durability}"
+
+    def runtime(self) -> Any:
+        from agentq.runtime import Runtime
+
+        return Runtime(self.url, tools=self.tools)
+
+
+def _raw_commits(env: _Env, n: int, durability: str) -> float:
+    conn = sqlite3.connect(env.path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={durability.upper()}")
+    conn.execute("CREATE TABLE raw (id INTEGER PRIMARY KEY, v TEXT)")
+    start = time.perf_counter()
+    for i in range(n):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO raw (v) VALUES (?)", (f"row-{i}",))
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return n / elapsed
+
+
+def _decisions(env: _Env, n: int, pad: str) -> float:
+    rt = env.runtime()
+    rt.transact(lambda tx: tx.execute("CREATE TABLE app (id INTEGER PRIMARY KEY, v TEXT)"))
+
+    def decide(i: int) -> Callable[[Any], Any]:
+        def fn(tx: Any) -> Any:
+            tx.execute("INSERT INTO app (v) VALUES (?)", (f"decision-{i}",))
+            return tx.enqueue("noop", {"n": i, "pad": pad})
+
+        return fn
+
+    start = time.perf_counter()
+    for i in range(n):
+        rt.transact(decide(i))
+    elapsed = time.perf_counter() - start
+    rt.close()
+    return n / elapsed
+
+
+def _enqueue_actions(env: _Env, n: int, pad: str) -> float:
+    rt = env.runtime()
+    start = time.perf_counter()
+    for i in range(n):
+        rt.enqueue_action("noop", {"n": i, "pad": pad}, idempotency_key=f"call-{i}")
+    elapsed = time.perf_counter() - start
+    rt.close()
+    return n / elapsed
+
+
+def _spawn_workers(
+    env: _Env, count: int, concurrency: int, batch: int
+) -> list[subprocess.Popen[str]]:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, env.url, str(env.tools), str(concurrency), str(batch)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+    for p in procs:
+        assert p.stdout is not None
+        line = p.stdout.readline().strip()
+        if line != "ready":
+            err = p.stderr.read() if p.stderr else ""
+            raise RuntimeError(f"bench worker failed to start: {line} {err[-2000:]}")
+    return procs
+
+
+def _stop_workers(procs: list[subprocess.Popen[str]]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+
+
+def _end_to_end(env: _Env, n: int, workers: int, concurrency: int, batch: int, pad: str) -> float:
+    rt = env.runtime()
+    procs = _spawn_workers(env, workers, concurrency, batch)
+    try:
+        start = time.perf_counter()
+        for chunk in range(0, n, 1000):
+            rt.transact(
+                lambda tx, c=chunk: [
+                    tx.enqueue("noop", {"n": i, "pad": pad}) for i in range(c, min(c + 1000, n))
+                ]
+            )
+        deadline = start + 600
+        while rt.backend.stats("bench").depth > 0:
+            if time.perf_counter() > deadline:
+                raise RuntimeError("bench tasks did not finish in 10 minutes")
+            time.sleep(0.002)
+        elapsed = time.perf_counter() - start
+    finally:
+        _stop_workers(procs)
+    done = sum(1 for t in rt.tasks("succeeded"))
+    rt.close()
+    if done != n:
+        raise RuntimeError(f"only {done} of {n} bench tasks succeeded")
+    return n / elapsed
+
+
+def _latency(env: _Env, samples: int, in_process: bool) -> list[float]:
+    rt = env.runtime()
+    procs: list[subprocess.Popen[str]] = []
+    worker = None
+    if in_process:
+        worker = rt.worker(concurrency=4, queues=["bench"]).start()
+    else:
+        procs = _spawn_workers(env, 1, 4, 4)
+    try:
+        time.sleep(0.3)  # let the worker settle into its idle wait
+        gaps = []
+        for i in range(samples):
+            task = rt.enqueue_action("noop", {"n": i})
+            committed = time.time()
+            deadline = time.perf_counter() + 10
+            while True:
+                info = rt.task(task.task_id)
+                if info.status == "succeeded":
+                    break
+                if time.perf_counter() > deadline:
+                    raise RuntimeError("latency sample did not run in 10 s")
+                time.sleep(0.001)
+            gaps.append((info.result["started"] - committed) * 1000)
+            time.sleep(0.02)  # idle again before the next sample
+    finally:
+        if worker is not None:
+            worker.stop()
+        _stop_workers(procs)
+        rt.close()
+    return gaps
+
+
+def _idle_cpu(env: _Env, seconds: float = 2.0) -> float:
+    procs = _spawn_workers(env, 1, 4, 4)
+    try:
+        time.sleep(0.5)
+        pid = procs[0].pid
+        ticks = os.sysconf("SC_CLK_TCK")
+
+        def cpu() -> float:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / ticks
+
+        before, t0 = cpu(), time.perf_counter()
+        time.sleep(seconds)
+        return 100 * (cpu() - before) / (time.perf_counter() - t0)
+    finally:
+        _stop_workers(procs)
+
+
+def run_bench(
+    *,
+    db: str | None = None,
+    tasks: int = 2000,
+    workers: int = 2,
+    concurrency: int = 16,
+    batch: int = 50,
+    payload_bytes: int = 0,
+    durability: str = "full",
+    repeats: int = 3,
+    latency_samples: int = 100,
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run every measurement ``repeats`` times and return medians with min and max."""
+    if db is not None and not db.startswith("sqlite:"):
+        if db.startswith("spanner:"):
+            from agentq.backends import open_backend
+
+            open_backend(db).close()  # a clear error without credentials
+            raise ConfigError(
+                "agentq bench measures the embedded engine; a Spanner database is measured "
+                "by its own metrics (this run would bill a real instance)"
+            )
+        raise ConfigError(f"agentq bench needs a sqlite:/// URL, not {db!r}")
+    if durability not in ("full", "normal"):
+        raise ConfigError("--durability must be full or normal")
+    root = (
+        Path(db[len("sqlite:///") :]).parent
+        if db
+        else Path(tempfile.mkdtemp(prefix="agentq-bench-"))
+    )
+    root.mkdir(parents=True, exist_ok=True)
+    pad = "x" * payload_bytes
+    results: dict[str, list[float]] = {}
+    lat_same: list[float] = []
+    lat_other: list[float] = []
+
+    def record(name: str, value: float) -> None:
+        results.setdefault(name, []).append(value)
+        progress(f"  {name}: {value:,.1f}")
+
+    for r in range(repeats):
+        progress(f"repeat {r + 1}/{repeats}")
+        record(
+            "raw_commits_per_s",
+            _raw_commits(_Env(root, durability, "raw"), min(tasks, 2000), durability),
+        )
+        record("decisions_per_s", _decisions(_Env(root, durability, "dec"), min(tasks, 2000), pad))
+        record(
+            "enqueue_action_per_s",
+            _enqueue_actions(_Env(root, durability, "act"), min(tasks, 2000), pad),
+        )
+        for w in sorted({1, workers}):
+            env = _Env(root, durability, f"e2e{w}")
+            record(f"tasks_per_s_{w}w", _end_to_end(env, tasks, w, concurrency, batch, pad))
+        lat_same += _latency(_Env(root, durability, "lat1"), latency_samples // repeats or 1, True)
+        lat_other += _latency(
+            _Env(root, durability, "lat2"), latency_samples // repeats or 1, False
+        )
+    progress("idle worker CPU")
+    idle = _idle_cpu(_Env(root, durability, "idle"))
+    out: dict[str, Any] = {
+        "settings": {
+            "tasks": tasks, "workers": workers, "concurrency": concurrency, "batch": batch,
+            "payload_bytes": payload_bytes, "durability": durability, "repeats": repeats,
+            "python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version,
+            "cpus": os.cpu_count(),
+        },
+        "throughput": {name: _stats(vals) for name, vals in results.items()},
+        "latency_ms": {
+            "same_process": _lat(lat_same),
+            "other_process": _lat(lat_other),
+        },
+        "idle_worker_cpu_percent": round(idle, 2),
+    }  # fmt: skip
+    raw = out["throughput"]["raw_commits_per_s"]["median"]
+    out["fraction_of_raw"] = {
+        name: round(v["median"] / raw, 3)
+        for name, v in out["throughput"].items()
+        if name != "raw_commits_per_s"
+    }
+    return out
+
+
+def _lat(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    return {
+        "p50": round(_percentile(values, 0.5), 2),
+        "p99": round(_percentile(values, 0.99), 2),
+        "max": round(max(values), 2),
+        "samples": len(values),
+    }
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The result as a text table."""
+    s = result["settings"]
+    lines = [
+        f"agentq bench: {s['tasks']} tasks, {s['workers']} workers x {s['concurrency']} handlers, "
+        f"batch {s['batch']}, payload {s['payload_bytes']} B, synchronous={s['durability'].upper()}, "
+        f"{s['repeats']} repeats, Python {s['python']}, SQLite {s['sqlite']}, {s['cpus']} CPUs",
+        "",
+        f"{'measure':<28}{'median':>12}{'min':>12}{'max':>12}{'x raw':>9}",
+    ]
+    for name, v in result["throughput"].items():
+        frac = result["fraction_of_raw"].get(name)
+        lines.append(
+            f"{name:<28}{v['median']:>12,.0f}{v['min']:>12,.0f}{v['max']:>12,.0f}"
+            f"{'' if frac is None else f'{frac:>9.2f}'}"
+        )
+    lines.append("")
+    lines.append(f"{'enqueue -> handler start':<28}{'p50 ms':>12}{'p99 ms':>12}{'max ms':>12}")
+    for where, v in result["latency_ms"].items():
+        if v:
+            lines.append(f"{where:<28}{v['p50']:>12.2f}{v['p99']:>12.2f}{v['max']:>12.2f}")
+    lines.append("")
+    lines.append(f"idle worker CPU: {result['idle_worker_cpu_percent']:.2f}%")
+    return "\n".join(lines)

@@ -1,0 +1,45 @@
+"""A quick smoke test of `agentq bench` (figures are reported, never asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_runs_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentq.cli", "bench", "--db", f"sqlite:///{tmp_path}/b.db",
+         "--tasks", "60", "--repeats", "1", "--latency-samples", "3", "--workers", "2",
+         "--durability", "normal", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "tasks_per_s_2w" in proc.stdout and "same_process" in proc.stdout
+    result = json.loads(out.read_text())
+    assert set(result["throughput"]) == {
+        "raw_commits_per_s", "decisions_per_s", "enqueue_action_per_s",
+        "tasks_per_s_1w", "tasks_per_s_2w",
+    }  # fmt: skip
+    assert result["latency_ms"]["other_process"]["samples"] == 3
+    assert all(v["median"] > 0 for v in result["throughput"].values())
+
+
+def test_bench_on_spanner_without_credentials_is_a_clear_message(tmp_path: Path) -> None:
+    pytest.importorskip("google.cloud.spanner")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NO_GCE_CHECK": "True",
+           "GCE_METADATA_HOST": "127.0.0.1:9", "GCE_METADATA_IP": "127.0.0.1:9"}  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentq.cli", "bench", "--db",
+         "spanner://projects/p/instances/i/databases/d"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "no Google Cloud credentials for Spanner" in proc.stderr
+    assert "Traceback" not in proc.stderr
