@@ -200,7 +200,8 @@ class Decision:
         self.tx.put_record(Tables.APPROVALS, approval_id, rec)
         self._cancel_escalation(rec)
         task = self._task_record(rec["task_id"])
-        return self._finish(task, TaskStatus.CANCELLED, error=f"rejected by {by}: {note}".strip())
+        self._finish(task, TaskStatus.CANCELLED, error=f"rejected by {by}: {note}".strip())
+        return TaskInfo.model_validate(task)
 
     # -- internals -------------------------------------------------------------
 
@@ -302,8 +303,7 @@ class Decision:
         task_id = f"tsk_{uuid.uuid4().hex}"
         name = definition.name if definition else str(tool_name)
         now = _iso(self.now)
-        with rt.telemetry.enqueue_span(name, task_id):
-            trace = rt.telemetry.inject()
+        trace = rt.telemetry.enqueue_trace(name, task_id)
         rec: dict[str, Any] = {
             "task_id": task_id,
             "tool": name,
@@ -334,10 +334,7 @@ class Decision:
         return TaskInfo.model_validate(rec)
 
     def _send(self, rec: Mapping[str, Any], deliver: datetime | None) -> None:
-        envelope = envelope_of(rec)
-        self.tx.send(
-            rec["queue"], envelope.message_key(), envelope.model_dump(mode="json"), deliver
-        )
+        self.tx.send(rec["queue"], (rec["task_id"], rec["attempt"]), envelope_payload(rec), deliver)
         self.runtime.telemetry.sent.add(1, {"queue": rec["queue"]})
 
     def _finish(
@@ -347,7 +344,7 @@ class Decision:
         *,
         result: Any = None,
         error: str | None = None,
-    ) -> TaskInfo:
+    ) -> None:
         """Record a final status and let the next task of its ordering key go."""
         now = _iso(self.now)
         rec.update(status=status, result=result, error=error, updated_at=now, finished_at=now)
@@ -358,7 +355,29 @@ class Decision:
             nxt = ordering.release(self.tx, key, rec["task_id"])
             if nxt is not None:
                 self._send(self._task_record(nxt), None)
-        return TaskInfo.model_validate(rec)
+
+
+def envelope_payload(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON envelope of a task's current attempt, built from its ledger record.
+
+    Built directly (it is on the hot path of every enqueue); a test checks that
+    :class:`TaskEnvelope` validates it and round-trips it unchanged.
+    """
+    return {
+        "v": 1,
+        "task_id": rec["task_id"],
+        "tool": rec["tool"],
+        "args": rec["args"],
+        "attempt": rec["attempt"],
+        "failures": rec.get("failures", 0),
+        "throttles": rec.get("throttles", 0),
+        "kind": rec.get("kind", "action"),
+        "ordering_key": rec.get("ordering_key"),
+        "approval_id": rec.get("approval_id"),
+        "checkpoint": rec.get("checkpoint"),
+        "trace": rec.get("trace") or {},
+        "enqueued_at": rec["created_at"],
+    }
 
 
 def envelope_of(rec: Mapping[str, Any]) -> TaskEnvelope:
@@ -432,11 +451,11 @@ class Runtime:
 
     # -- decisions ---------------------------------------------------------------
 
-    def transact(self, fn: Callable[[Decision], T]) -> T:
+    def transact(self, fn: Callable[[Decision], T], *, durable: bool = True) -> T:
         """Run ``fn(tx)`` in one transaction: application SQL and task operations
         commit together or not at all. ``fn`` may be re-run on a transient abort,
         so it must not have outside effects."""
-        return self.backend.transact(lambda tx: fn(Decision(self, tx)))
+        return self.backend.transact(lambda tx: fn(Decision(self, tx)), durable=durable)
 
     def enqueue_action(
         self,

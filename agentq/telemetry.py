@@ -41,6 +41,19 @@ class Telemetry:
             "agentq.task.duration", unit="s", description="handler run time"
         )
 
+    @staticmethod
+    def tracing() -> bool:
+        """Whether the application installed a tracer provider (else spans are skipped:
+        a no-op span still costs microseconds on every task)."""
+        return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+    def enqueue_trace(self, tool: str, task_id: str) -> dict[str, str]:
+        """Record the enqueue span and return the trace context to carry."""
+        if not self.tracing():
+            return {}
+        with self.enqueue_span(tool, task_id):
+            return self.inject()
+
     def inject(self) -> dict[str, str]:
         """The current trace context, to carry in an envelope."""
         carrier: dict[str, str] = {}
@@ -62,6 +75,9 @@ class Telemetry:
         self, tool: str, task_id: str, attempt: int, carrier: Mapping[str, str]
     ) -> Iterator[Span]:
         """Span around one execution, linked to the enqueue span."""
+        if not self.tracing():
+            yield trace.INVALID_SPAN
+            return
         parent = trace.get_current_span(propagate.extract(dict(carrier))).get_span_context()
         links = [Link(parent)] if parent.is_valid else []
         with self.tracer.start_as_current_span(

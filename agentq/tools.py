@@ -84,6 +84,8 @@ class ToolDef:
             if isinstance(result, BaseModel):
                 return result.model_dump(mode="json")
             return result
+        if type(result) is self.result_model:
+            return result.model_dump(mode="json")
         model = self.result_model.model_validate(
             result.model_dump() if isinstance(result, BaseModel) else result
         )

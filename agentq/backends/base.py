@@ -182,8 +182,13 @@ class Backend(Protocol):
         """Names of all queues."""
         ...
 
-    def transact(self, fn: Callable[[Transaction], T]) -> T:
-        """Run ``fn(tx)`` in one read-write transaction, retried on transient aborts."""
+    def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
+        """Run ``fn(tx)`` in one read-write transaction, retried on transient aborts.
+
+        ``durable=False`` allows a backend to skip forcing this commit to disk
+        (still atomic, and durable across a process crash): for bookkeeping whose
+        loss on power failure only causes an earlier redelivery.
+        """
         ...
 
     def stream(

@@ -380,7 +380,8 @@ class SpannerBackend:
             return {f"p{i}": v for i, v in enumerate(params, start=1)}
         raise ConfigError("GoogleSQL takes named parameters: pass a dict for @name placeholders")
 
-    def transact(self, fn: Callable[[Transaction], T]) -> T:
+    def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
+        # Every Spanner commit is durable; ``durable`` is accepted for the contract.
         if self._closed:
             raise BackendUnavailable("backend is closed")
         state: dict[str, _SpannerTransaction] = {}

@@ -499,12 +499,22 @@ class SQLiteBackend:
 
     # -- transactions -------------------------------------------------------
 
-    def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``body`` inside BEGIN IMMEDIATE ... COMMIT, retrying on BUSY."""
+    def _write(self, body: Callable[[sqlite3.Connection], T], durable: bool = True) -> T:
+        """Run ``body`` inside BEGIN IMMEDIATE ... COMMIT, retrying on BUSY.
+
+        The first attempt runs directly; only a BUSY error (another process held
+        the lock past ``busy_timeout``) builds the tenacity retry loop, keeping
+        the common path cheap.
+        """
         if self._closed:
             raise BackendUnavailable("backend is closed")
         if getattr(self._local, "in_tx", False):
             raise TransactionError("transactions cannot be nested")
+        try:
+            return self._write_once(body, durable)
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
         retrying = Retrying(
             retry=retry_if_exception(_is_busy),
             wait=wait_random_exponential(multiplier=0.005, max=0.5),
@@ -513,29 +523,41 @@ class SQLiteBackend:
             reraise=True,
         )
         try:
-            for attempt in retrying:
-                with attempt, self._lock:
-                    self._local.in_tx = True
-                    try:
-                        self._conn.execute("BEGIN IMMEDIATE")
-                        try:
-                            result = body(self._conn)
-                            self._conn.execute("COMMIT")
-                        except BaseException:
-                            if self._conn.in_transaction:
-                                self._conn.execute("ROLLBACK")
-                            raise
-                    finally:
-                        self._local.in_tx = False
+            result: T = retrying(self._write_once, body, durable)
+            return result
         except sqlite3.OperationalError as exc:
             if _is_busy(exc):
                 raise TransactionAborted(
                     f"database {self._path!r} stayed locked for {self._busy_timeout}s"
                 ) from exc
             raise
+
+    def _write_once(self, body: Callable[[sqlite3.Connection], T], durable: bool) -> T:
+        relax = not durable and self.durability == "full"
+        with self._lock:
+            self._local.in_tx = True
+            try:
+                if relax:
+                    # Lease bookkeeping need not reach the disk before we go on: if a
+                    # power loss drops it, the message is simply redelivered sooner.
+                    # The next durable commit syncs these WAL frames too.
+                    self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = body(self._conn)
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
+                finally:
+                    if relax:
+                        self._conn.execute("PRAGMA synchronous=FULL")
+            finally:
+                self._local.in_tx = False
         return result
 
-    def transact(self, fn: Callable[[Transaction], T]) -> T:
+    def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
         sent = False
 
         def body(conn: sqlite3.Connection) -> T:
@@ -547,7 +569,7 @@ class SQLiteBackend:
             sent = tx.sent
             return result
 
-        result = self._write(body)
+        result = self._write(body, durable)
         if sent:
             self._notifier.notify()
         return result
@@ -600,7 +622,7 @@ class SQLiteBackend:
                 self._count(conn, queue, "lease_expirations", expired)
             return messages, None
 
-        return self._write(body)
+        return self._write(body, durable=False)
 
     def _count(self, conn: sqlite3.Connection, queue: str, column: str, n: int) -> None:
         conn.execute(
@@ -719,7 +741,7 @@ class SQLiteBackend:
                 )
             return out
 
-        return self._write(body)
+        return self._write(body, durable=False)
 
     # -- inspection and records ----------------------------------------------
 

@@ -1,0 +1,32 @@
+"""The hot-path envelope builder agrees with the envelope model."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from agentq.envelope import TaskEnvelope
+from agentq.executor import _looks_like_envelope
+from agentq.runtime import envelope_of, envelope_payload
+
+REC = {
+    "task_id": "tsk_1", "tool": "execute_refund", "args": {"amount": 5}, "attempt": 3,
+    "failures": 1, "throttles": 2, "kind": "action", "ordering_key": "o-1",
+    "approval_id": None, "checkpoint": {"done": 2}, "trace": {"traceparent": "00-x"},
+    "created_at": datetime(2026, 1, 1, tzinfo=UTC).isoformat(),
+}  # fmt: skip
+
+
+def test_envelope_payload_validates_and_round_trips() -> None:
+    payload = envelope_payload(REC)
+    model = TaskEnvelope.model_validate(payload)
+    assert model == envelope_of(REC)
+    assert model.model_dump(mode="json") == payload
+
+
+def test_structural_check_accepts_only_a_matching_envelope() -> None:
+    payload = envelope_payload(REC)
+    assert _looks_like_envelope(payload, ("tsk_1", 3))
+    assert not _looks_like_envelope(payload, ("tsk_1", 2))
+    assert not _looks_like_envelope(payload | {"args": "x"}, ("tsk_1", 3))
+    assert not _looks_like_envelope({"tool": 42}, ("tsk_1", 3))
+    assert not _looks_like_envelope(b"raw", ("tsk_1", 3))
