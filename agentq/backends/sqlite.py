@@ -136,6 +136,68 @@ def _notifier_for(path: str) -> _Notifier:
         return notifier
 
 
+class _Watcher:
+    """Notices commits by other processes: while any receiver waits, one thread per
+    backend checks ``PRAGMA data_version`` every ``poll_interval`` (it reads the
+    WAL index in shared memory, not the file) and wakes the waiting receivers.
+    Idle when nobody waits. It polls in real time whatever the clock: it watches
+    the file, not application time.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, notifier: _Notifier, poll_interval: float) -> None:
+        self._conn = conn
+        self._notifier = notifier
+        self._interval = poll_interval
+        self._cond = threading.Condition()
+        self._waiters = 0
+        self._last: int | None = None
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _version(self) -> int | None:
+        try:
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.ProgrammingError:  # closed meanwhile
+            return None
+
+    def enter(self) -> None:
+        with self._cond:
+            if self._waiters == 0:
+                self._last = self._version()  # baseline taken before the caller re-leases
+            self._waiters += 1
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="agentq-sqlite-watch", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+
+    def leave(self) -> None:
+        with self._cond:
+            self._waiters -= 1
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            with self._cond:
+                while self._waiters == 0 and not self._closed.is_set():
+                    self._cond.wait()
+                version = self._version()
+                changed = version is not None and version != self._last
+                self._last = version
+            if changed:
+                self._notifier.notify()
+            self._closed.wait(self._interval)
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._cond:
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(1.0)
+        with self._cond:
+            self._conn.close()
+
+
 def _encode_token(queue: str, msg_id: int, seq: int, expiry: int) -> str:
     raw = f"{_TOKEN_PREFIX}|{queue}|{msg_id}|{seq}|{expiry}".encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -395,8 +457,9 @@ class SQLiteBackend:
         notifier_key = f"memory:{id(self)}" if self._memory else self._path
         self._notifier = _notifier_for(notifier_key)
         self._conn = self._connect()
-        self._poll_conn = None if self._memory else self._connect()
-        self._poll_lock = threading.Lock()
+        self._watcher = (
+            None if self._memory else _Watcher(self._connect(), self._notifier, poll_interval)
+        )
         with self._lock:
             self._conn.executescript(_SCHEMA)
 
@@ -660,11 +723,13 @@ class SQLiteBackend:
     ) -> Iterator[list[Message]]:
         deadline = self.clock.monotonic() + max_duration
         event = threading.Event()
+        # Subscribe before the first lease so no commit between the lease and the
+        # wait can be missed (in process: the notifier; across processes: the watcher).
         self._notifier.subscribe(event)
+        watching = False
         try:
             while not self._closed:
                 event.clear()
-                version = self._data_version()
                 batch, next_visible = self._lease(queue, max_batch_size)
                 if batch:
                     yield batch
@@ -675,29 +740,15 @@ class SQLiteBackend:
                 if next_visible is not None:
                     until_visible = (next_visible - self._now()) / 1e6
                     remaining = min(remaining, max(until_visible, 0.0))
-                self._wait_for_change(event, version, remaining)
+                if not watching and self._watcher is not None:
+                    self._watcher.enter()
+                    watching = True
+                    continue  # lease once more: a commit may have landed before the watch
+                self.clock.wait(event, remaining)
         finally:
+            if watching and self._watcher is not None:
+                self._watcher.leave()
             self._notifier.unsubscribe(event)
-
-    def _data_version(self) -> int | None:
-        if self._poll_conn is None or self._closed:
-            return None
-        with self._poll_lock:
-            try:
-                return int(self._poll_conn.execute("PRAGMA data_version").fetchone()[0])
-            except sqlite3.ProgrammingError:  # closed by another thread meanwhile
-                return None
-
-    def _wait_for_change(self, event: threading.Event, version: int | None, timeout: float) -> None:
-        end = self.clock.monotonic() + timeout
-        while not self._closed:
-            left = end - self.clock.monotonic()
-            if left <= 0:
-                return
-            if self.clock.wait(event, min(left, self.poll_interval)):
-                return
-            if version is not None and self._data_version() != version:
-                return
 
     def renew(self, queue: str, tokens: Sequence[str]) -> list[Renewal]:
         sql = self._queue_sql(queue)
@@ -791,9 +842,8 @@ class SQLiteBackend:
         self._closed = True
         with self._lock:
             self._conn.close()
-        if self._poll_conn is not None:
-            with self._poll_lock:
-                self._poll_conn.close()
+        if self._watcher is not None:
+            self._watcher.close()
         self._notifier.notify()
 
     def __enter__(self) -> SQLiteBackend:

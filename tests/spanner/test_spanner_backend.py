@@ -284,11 +284,13 @@ def test_rows_of_a_held_open_stream_arrive_before_it_ends(
     got_first = threading.Event()
     server_saw: list[bool] = []
     cancelled = threading.Event()
+    recorded = threading.Event()
 
     def stream(request: Any, context: Any) -> Any:
         context.add_callback(cancelled.set)
         yield partial(row(1, "a", b"x", "t", True), metadata=receive_md(backend.dialect.postgres))
         server_saw.append(got_first.wait(5))  # still open: the client must have the row
+        recorded.set()
         while context.is_active():
             time.sleep(0.01)
 
@@ -297,6 +299,7 @@ def test_rows_of_a_held_open_stream_arrive_before_it_ends(
     first = next(it)
     got_first.set()
     assert first[0].key == (1, "a")
+    assert recorded.wait(5)
     it.close()  # the worker stops reading: the RPC is cancelled
     assert cancelled.wait(5)
     assert server_saw == [True]
