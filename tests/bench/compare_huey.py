@@ -1,0 +1,128 @@
+"""Compare agentq with Huey (SQLite storage) on the same no-op workload, side by side.
+
+Not part of the test run. Usage, from the project's virtual environment:
+
+    python tests/bench/compare_huey.py --tasks 5000 --repeats 3
+
+Huey is installed into a throwaway virtual environment (it never touches the
+project's). Both run with durable commits (SQLite WAL, synchronous=FULL:
+Huey's ``fsync=True``), two worker processes, tasks enqueued before the workers
+start so that enqueue speed is not part of the figure, and a no-op task that
+records when it started. Throughput is measured from the first task start to
+the last one, so process start-up is not counted either; every task's result is
+stored (Huey's result store; agentq's ledger, committed atomically with the ack).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HUEY_RUN = r"""
+import json, os, subprocess, sys, time
+from pathlib import Path
+root = Path(sys.argv[1]); n = int(sys.argv[2]); workers = sys.argv[3]
+(root / "hueyapp.py").write_text(
+    "import time\n"
+    "from huey import SqliteHuey\n"
+    f"huey = SqliteHuey(filename={str(root / 'huey.db')!r}, fsync=True, journal_mode='wal')\n"
+    "@huey.task()\n"
+    "def noop(i):\n"
+    "    return time.time()\n"
+)
+sys.path.insert(0, str(root))
+from hueyapp import huey, noop
+results = [noop(i) for i in range(n)]
+consumer = subprocess.Popen(
+    [os.path.join(os.path.dirname(sys.executable), "huey_consumer"), "hueyapp.huey",
+     "-w", workers, "-k", "process", "-d", "0.001", "-m", "0.01", "-C", "-q"],
+    cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+)
+deadline = time.time() + 600
+while huey.result_count() < n:
+    if time.time() > deadline:
+        raise SystemExit("huey did not finish")
+    time.sleep(0.01)
+consumer.terminate(); consumer.wait(30)
+starts = sorted(r.get() for r in results)
+print(json.dumps({"tasks_per_s": (n - 1) / (starts[-1] - starts[0])}))
+"""
+
+
+def huey_env(root: Path) -> Path:
+    venv = root / "huey-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "huey>=3.5,<4"], check=True)
+    return venv / "bin" / "python"
+
+
+def run_huey(python: Path, n: int, workers: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run(
+            [str(python), "-c", HUEY_RUN, tmp, str(n), str(workers)],
+            check=True, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["tasks_per_s"])
+
+
+def run_agentq(n: int, workers: int, concurrency: int, batch: int) -> float:
+    from agentq.bench import _Env, _spawn_workers, _stop_workers
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = _Env(Path(tmp), "full", "cmp")
+        rt = env.runtime()
+        for chunk in range(0, n, 1000):
+            rt.transact(
+                lambda tx, c=chunk: [
+                    tx.enqueue("noop", {"n": i}) for i in range(c, min(c + 1000, n))
+                ]
+            )
+        procs = _spawn_workers(env, workers, concurrency, batch)
+        try:
+            deadline = time.monotonic() + 600
+            while rt.backend.stats("bench").depth > 0:
+                if time.monotonic() > deadline:
+                    raise SystemExit("agentq did not finish")
+                time.sleep(0.01)
+        finally:
+            _stop_workers(procs)
+        starts = sorted(t.result["started"] for t in rt.tasks("succeeded"))
+        rt.close()
+    assert len(starts) == n, f"{len(starts)} of {n} succeeded"
+    return (n - 1) / (starts[-1] - starts[0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", type=int, default=5000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        print("installing huey into a throwaway virtual environment ...", flush=True)
+        python = huey_env(Path(tmp))
+        huey, ours = [], []
+        for r in range(args.repeats):
+            huey.append(run_huey(python, args.tasks, args.workers))
+            ours.append(run_agentq(args.tasks, args.workers, args.concurrency, args.batch))
+            print(f"repeat {r + 1}: huey {huey[-1]:,.0f} tasks/s, agentq {ours[-1]:,.0f} tasks/s",
+                  flush=True)  # fmt: skip
+    h, a = statistics.median(huey), statistics.median(ours)
+    print(json.dumps({
+        "tasks": args.tasks, "workers": args.workers, "repeats": args.repeats,
+        "huey_tasks_per_s": {"median": h, "min": min(huey), "max": max(huey)},
+        "agentq_tasks_per_s": {"median": a, "min": min(ours), "max": max(ours)},
+        "ratio_agentq_over_huey": round(a / h, 2),
+    }, indent=2))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
