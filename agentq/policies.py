@@ -100,6 +100,9 @@ class ToolPolicy(_Strict):
         return tuple(h.lower() for h in v)
 
 
+_UNCONFIGURED = ToolPolicy()
+
+
 class ApprovalRule(_Strict):
     """A tool call needs a human when ``args[field] > above`` (or always, if no field)."""
 
@@ -137,7 +140,7 @@ class Policy(_Strict):
 
     def for_tool(self, tool: str) -> ToolPolicy:
         """The tool's limits (an unconfigured tool may call no host)."""
-        return self.tools.get(tool, ToolPolicy())
+        return self.tools.get(tool, _UNCONFIGURED)
 
     def retry_policy(self, tool: str, tool_max_attempts: int | None = None) -> RetryPolicy:
         """Retry settings: tool policy, then the tool's declaration, then defaults."""

@@ -11,11 +11,28 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import Link, Span, SpanKind
 
 __all__ = ["Telemetry"]
+
+
+class _Gated:
+    """An instrument that does nothing until the application installs a meter
+    provider (a no-op instrument still costs microseconds per task)."""
+
+    def __init__(self, instrument: Any) -> None:
+        self._instrument = instrument
+
+    def add(self, amount: float, attributes: Mapping[str, str] | None = None) -> None:
+        if Telemetry.metering():
+            self._instrument.add(amount, attributes)
+
+    def record(self, amount: float, attributes: Mapping[str, str] | None = None) -> None:
+        if Telemetry.metering():
+            self._instrument.record(amount, attributes)
 
 
 class Telemetry:
@@ -24,22 +41,31 @@ class Telemetry:
     def __init__(self) -> None:
         self.tracer = trace.get_tracer("agentq")
         meter = metrics.get_meter("agentq")
-        self.sent = meter.create_counter(
-            "agentq.queue.message_send_count", description="messages sent"
+        self.sent = _Gated(
+            meter.create_counter("agentq.queue.message_send_count", description="messages sent")
         )
-        self.acked = meter.create_counter(
-            "agentq.queue.message_ack_count", description="messages acknowledged"
+        self.acked = _Gated(
+            meter.create_counter(
+                "agentq.queue.message_ack_count", description="messages acknowledged"
+            )
         )
-        self.outcomes = meter.create_counter(
-            "agentq.task.outcomes", description="task executions by outcome"
+        self.outcomes = _Gated(
+            meter.create_counter("agentq.task.outcomes", description="task executions by outcome")
         )
-        self.stale = meter.create_counter(
-            "agentq.task.stale_completions",
-            description="completions refused because another delivery already acked",
+        self.stale = _Gated(
+            meter.create_counter(
+                "agentq.task.stale_completions",
+                description="completions refused because another delivery already acked",
+            )
         )
-        self.duration = meter.create_histogram(
-            "agentq.task.duration", unit="s", description="handler run time"
+        self.duration = _Gated(
+            meter.create_histogram("agentq.task.duration", unit="s", description="handler run time")
         )
+
+    @staticmethod
+    def metering() -> bool:
+        """Whether the application installed a meter provider (else skip instruments)."""
+        return type(metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider"
 
     @staticmethod
     def tracing() -> bool:

@@ -391,19 +391,28 @@ class _SQLiteTransaction(Transaction):
     def put_record(self, table: str, key: str, value: Mapping[str, Any]) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
-            (validate_identifier(table, "record table"), key, _dumps(value)),
+            (_record_table(table), key, _dumps(value)),
         )
 
     def insert_record(self, table: str, key: str, value: Mapping[str, Any]) -> bool:
         cur = self._conn.execute(
             "INSERT OR IGNORE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
-            (validate_identifier(table, "record table"), key, _dumps(value)),
+            (_record_table(table), key, _dumps(value)),
         )
         return cur.rowcount > 0
 
     def delete_record(self, table: str, key: str) -> bool:
         cur = self._conn.execute("DELETE FROM agentq_records WHERE tbl = ? AND k = ?", (table, key))
         return cur.rowcount > 0
+
+
+_RECORD_TABLES: set[str] = set()
+
+
+def _record_table(table: str) -> str:
+    if table not in _RECORD_TABLES:
+        _RECORD_TABLES.add(validate_identifier(table, "record table"))
+    return table
 
 
 def _dumps(value: Mapping[str, Any]) -> str:
