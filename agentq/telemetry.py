@@ -9,6 +9,7 @@ providers the application installs; with none installed, all of this is a no-op.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -17,6 +18,22 @@ from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import Link, Span, SpanKind
 
 __all__ = ["Telemetry"]
+
+
+_PROVIDERS: tuple[float, bool, bool] = (-1.0, False, False)
+
+
+def _providers() -> tuple[bool, bool]:
+    """(tracing, metering) installed, re-checked at most every second: looking the
+    providers up reads environment variables, too slow for every task."""
+    global _PROVIDERS
+    now = time.monotonic()
+    checked, tracing, metering = _PROVIDERS
+    if now - checked > 1.0 or checked < 0:
+        tracing = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+        metering = type(metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider"
+        _PROVIDERS = (now, tracing, metering)
+    return tracing, metering
 
 
 class _Gated:
@@ -65,13 +82,13 @@ class Telemetry:
     @staticmethod
     def metering() -> bool:
         """Whether the application installed a meter provider (else skip instruments)."""
-        return type(metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider"
+        return _providers()[1]
 
     @staticmethod
     def tracing() -> bool:
         """Whether the application installed a tracer provider (else spans are skipped:
         a no-op span still costs microseconds on every task)."""
-        return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+        return _providers()[0]
 
     def enqueue_trace(self, tool: str, task_id: str) -> dict[str, str]:
         """Record the enqueue span and return the trace context to carry."""
