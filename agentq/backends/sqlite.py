@@ -142,33 +142,53 @@ def _notifier_for(path: str) -> _Notifier:
 
 
 class _Watcher:
-    """Notices commits by other processes: while any receiver waits, one thread per
-    backend checks ``PRAGMA data_version`` every ``poll_interval`` (it reads the
-    WAL index in shared memory, not the file) and wakes the waiting receivers.
-    Idle when nobody waits. It polls in real time whatever the clock: it watches
-    the file, not application time.
+    """Notices commits by other processes and wakes this process's waiting receivers.
+
+    While any receiver waits, one thread per backend polls. A commit always
+    appends frames to the ``-wal`` file, so the cheap check is ``os.stat`` of it
+    (size, modification time); every tenth poll also asks SQLite itself
+    (``PRAGMA data_version``), which catches what the file times can miss (a WAL
+    restart within one timestamp tick). Polling is adaptive: fast right after a
+    change, backing off to ``poll_interval`` while the file is quiet. It polls in
+    real time whatever the clock: it watches the file, not application time.
+    Idle (no polling) when nobody waits.
     """
 
-    def __init__(self, conn: sqlite3.Connection, notifier: _Notifier, poll_interval: float) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, path: str, notifier: _Notifier, poll_interval: float
+    ) -> None:
         self._conn = conn
+        self._wal = path + "-wal"
         self._notifier = notifier
         self._interval = poll_interval
+        self._fast = min(0.001, poll_interval)
         self._cond = threading.Condition()
         self._waiters = 0
-        self._last: int | None = None
+        self._last: tuple[int | None, int, int] | None = None
+        self._polls = 0
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _version(self) -> int | None:
+    def _state(self, ask_sqlite: bool) -> tuple[int | None, int, int]:
         try:
-            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
-        except sqlite3.ProgrammingError:  # closed meanwhile
-            return None
+            st = os.stat(self._wal)
+            file_state = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            file_state = (-1, -1)
+        version = None
+        if ask_sqlite:
+            try:
+                version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.ProgrammingError:  # closed meanwhile
+                version = None
+        elif self._last is not None:
+            version = self._last[0]
+        return (version, *file_state)
 
     def enter(self) -> None:
         with self._cond:
             if self._waiters == 0:
-                self._last = self._version()  # baseline taken before the caller re-leases
+                self._last = self._state(True)  # baseline before the caller re-leases
             self._waiters += 1
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -182,16 +202,21 @@ class _Watcher:
             self._waiters -= 1
 
     def _run(self) -> None:
+        interval = self._fast
         while not self._closed.is_set():
             with self._cond:
                 while self._waiters == 0 and not self._closed.is_set():
                     self._cond.wait()
-                version = self._version()
-                changed = version is not None and version != self._last
-                self._last = version
+                self._polls += 1
+                state = self._state(self._polls % 10 == 0)
+                changed = state != self._last
+                self._last = state
             if changed:
                 self._notifier.notify()
-            self._closed.wait(self._interval)
+                interval = self._fast
+            else:
+                interval = min(interval * 1.25, self._interval)
+            self._closed.wait(interval)
 
     def close(self) -> None:
         self._closed.set()
@@ -450,7 +475,7 @@ class SQLiteBackend:
         durability: str = "full",
         redelivery: RedeliveryPolicy | None = None,
         busy_timeout: float = 30.0,
-        poll_interval: float = 0.002,
+        poll_interval: float = 0.01,
         ttl_sweep_interval: float = 1.0,
     ) -> None:
         if durability not in ("full", "normal"):
@@ -472,7 +497,9 @@ class SQLiteBackend:
         self._notifier = _notifier_for(notifier_key)
         self._conn = self._connect()
         self._watcher = (
-            None if self._memory else _Watcher(self._connect(), self._notifier, poll_interval)
+            None
+            if self._memory
+            else _Watcher(self._connect(), self._path, self._notifier, poll_interval)
         )
         with self._lock:
             self._conn.executescript(_SCHEMA)

@@ -10,6 +10,14 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+EXPECTED = {
+    "refund_bot.ipynb": ["escalated", "succeeded"],
+    "benchmark.ipynb": ["plotted 5 throughput figures", "raw_commits_per_s"],
+}
+
+
+def test_every_notebook_has_expectations() -> None:
+    assert {p.name for p in NOTEBOOKS} == set(EXPECTED)
 
 
 @pytest.mark.slow
@@ -28,4 +36,5 @@ def test_notebook_executes(path: Path) -> None:
     text = "".join(
         str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs
     )
-    assert "escalated" in text and "succeeded" in text
+    for expected in EXPECTED[path.name]:
+        assert expected in text
