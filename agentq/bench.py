@@ -5,6 +5,8 @@ machines are noisy. Measured, at the chosen durability:
 
 * ``raw_commits_per_s`` — single-row SQLite commits on the same disk: the floor
   every other figure should be read against;
+* ``queue_send_per_s`` / ``queue_recv_ack_per_s`` — the queue layer alone: one
+  message sent per transaction; leasing a batch and acking it in one transaction;
 * ``decisions_per_s`` — transactions that each write one application row and
   enqueue one task;
 * ``enqueue_action_per_s`` — the idempotent one-call API;
@@ -17,6 +19,7 @@ machines are noisy. Measured, at the chosen durability:
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import statistics
@@ -106,6 +109,54 @@ def _raw_commits(env: _Env, n: int, durability: str) -> float:
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - start
     conn.close()
+    return n / elapsed
+
+
+def _queue_send(env: _Env, n: int, payload: bytes) -> float:
+    """Queue layer only: one message sent per transaction."""
+    from agentq.backends import open_backend
+    from agentq.spec import QueueSpec
+
+    backend = open_backend(env.url)
+    backend.create_queue(QueueSpec.simple("raw_q"))
+    start = time.perf_counter()
+
+    def send_one(tx: Any, i: int) -> None:
+        tx.send("raw_q", f"m{i}", payload)
+
+    for i in range(n):
+        backend.transact(functools.partial(send_one, i=i))
+    elapsed = time.perf_counter() - start
+    backend.close()
+    return n / elapsed
+
+
+def _queue_receive_ack(env: _Env, n: int, batch: int, payload: bytes) -> float:
+    """Queue layer only: lease a batch, then ack the whole batch in one transaction."""
+    from agentq.backends import open_backend
+    from agentq.spec import QueueSpec
+
+    backend = open_backend(env.url)
+    backend.create_queue(QueueSpec.simple("raw_q"))
+
+    def send_many(tx: Any, first: int) -> None:
+        for i in range(first, min(first + 1000, n)):
+            tx.send("raw_q", f"m{i}", payload)
+
+    def ack_all(tx: Any, messages: list[Any]) -> None:
+        for m in messages:
+            tx.ack("raw_q", m.key)
+
+    for chunk in range(0, n, 1000):
+        backend.transact(functools.partial(send_many, first=chunk))
+    done = 0
+    start = time.perf_counter()
+    while done < n:
+        for messages in backend.stream("raw_q", max_batch_size=batch, max_duration=0):
+            backend.transact(functools.partial(ack_all, messages=messages))
+            done += len(messages)
+    elapsed = time.perf_counter() - start
+    backend.close()
     return n / elapsed
 
 
@@ -292,6 +343,14 @@ def run_bench(
         record(
             "raw_commits_per_s",
             _raw_commits(_Env(root, durability, "raw"), min(tasks, 2000), durability),
+        )
+        record(
+            "queue_send_per_s",
+            _queue_send(_Env(root, durability, "qs"), min(tasks, 2000), pad.encode()),
+        )
+        record(
+            "queue_recv_ack_per_s",
+            _queue_receive_ack(_Env(root, durability, "qr"), tasks, batch, pad.encode()),
         )
         record("decisions_per_s", _decisions(_Env(root, durability, "dec"), min(tasks, 2000), pad))
         record(

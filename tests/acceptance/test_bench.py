@@ -24,7 +24,8 @@ def test_bench_runs_and_writes_json(tmp_path: Path) -> None:
     assert "tasks_per_s_2w" in proc.stdout and "same_process" in proc.stdout
     result = json.loads(out.read_text())
     assert set(result["throughput"]) == {
-        "raw_commits_per_s", "decisions_per_s", "enqueue_action_per_s",
+        "raw_commits_per_s", "queue_send_per_s", "queue_recv_ack_per_s",
+        "decisions_per_s", "enqueue_action_per_s",
         "tasks_per_s_1w", "tasks_per_s_2w",
     }  # fmt: skip
     assert result["latency_ms"]["other_process"]["samples"] == 3

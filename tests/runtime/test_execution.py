@@ -80,18 +80,28 @@ def writes_state(ctx: ToolContext, args: Step) -> Done:
     return Done(name=args.name, attempt=ctx.attempt)
 
 
+STARTS: list[float] = []
+
+
+@tool(queue="limited")
+def limited(ctx: ToolContext, args: Step) -> None:
+    STARTS.append(ctx.clock.monotonic())
+
+
 @pytest.fixture
 def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
     RUNS.clear()
+    STARTS.clear()
     GATE.clear()
     ENTERED.clear()
     policy = Policy.model_validate(
         {"defaults": {"backoff_initial": "1s", "max_attempts": 3},
-         "tools": {"record": {"rate_limit_per_second": 1000}}}
+         "tools": {"record": {"rate_limit_per_second": 1000},
+                   "limited": {"rate_limit_per_second": 2}}}
     )  # fmt: skip
     runtime = Runtime(
         f"sqlite:///{tmp_path / 'x.db'}",
-        tools=[record, counted, async_tool, slow, writes_state],
+        tools=[record, counted, async_tool, slow, writes_state, limited],
         policies=policy,
         clock=clock,
     )
@@ -273,3 +283,23 @@ def test_group_commit_isolates_a_stale_completion(rt: Runtime, clock: FakeClock)
     statuses = {i: rt.task(i).status for i in ids}
     assert statuses.pop(victim) == TaskStatus.CANCELLED
     assert set(statuses.values()) == {TaskStatus.SUCCEEDED}
+
+
+def test_rate_limit_is_enforced_by_the_executor(rt: Runtime, clock: FakeClock) -> None:
+    for i in range(5):
+        rt.enqueue_action("limited", {"name": f"r{i}"})
+    worker = rt.worker(concurrency=5)
+    t = threading.Thread(target=worker.drain)
+    t.start()
+    while t.is_alive():
+        try:
+            clock.wait_for_sleepers(1, timeout=0.5)  # a handler waits for a token
+        except TimeoutError:
+            continue
+        clock.advance(0.25)
+    t.join(10)
+    assert len(STARTS) == 5
+    gaps = [b - a for a, b in zip(sorted(STARTS), sorted(STARTS)[1:], strict=False)]
+    # A bucket of 2 tokens: two start at once, then one every half second.
+    assert sorted(STARTS)[2] - sorted(STARTS)[0] >= 0.5
+    assert sum(gaps) >= 1.5
