@@ -48,6 +48,11 @@ ESCALATION_QUEUE = "escalations"
 _BUILTIN_ESCALATION = "_escalation"
 
 
+def as_timedelta(value: float | timedelta) -> timedelta:
+    """Seconds or a timedelta, as a timedelta."""
+    return value if isinstance(value, timedelta) else timedelta(seconds=value)
+
+
 def _iso(when: datetime) -> str:
     return when.isoformat()
 
@@ -108,11 +113,7 @@ class Decision:
                 return existing
         if at is not None and delay is not None:
             raise ValueError("give either at= or delay=, not both")
-        deliver = at
-        if delay is not None:
-            deliver = self.now + (
-                delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
-            )
+        deliver = at if delay is None else self.now + as_timedelta(delay)
         if rt.policy.approval_rule(tool, validated) or definition.requires_approval:
             approval = self._request_approval(
                 definition, validated, reason, None, ordering_key, idempotency_key
@@ -160,27 +161,12 @@ class Decision:
         """Ask a human to approve a tool call; schedules its escalation."""
         definition = self.runtime.tools.get(tool)
         validated = definition.validate_args(args).model_dump(mode="json")
-        delay = None
-        if escalate_after is not None:
-            delay = (
-                escalate_after
-                if isinstance(escalate_after, timedelta)
-                else timedelta(seconds=escalate_after)
-            )
+        delay = None if escalate_after is None else as_timedelta(escalate_after)
         return self._request_approval(definition, validated, reason, delay, ordering_key, None)
 
     def approve(self, approval_id: str, by: str, note: str = "") -> TaskInfo:
         """Approve: record the decision, cancel the escalation, send the action."""
-        rec = self._open_approval(approval_id)
-        rec.update(
-            status=ApprovalStatus.APPROVED,
-            decided_at=_iso(self.now),
-            decided_by=by,
-            decision_note=note,
-        )
-        self.tx.put_record(Tables.APPROVALS, approval_id, rec)
-        self._cancel_escalation(rec)
-        task = self._task_record(rec["task_id"])
+        task = self._decide(approval_id, ApprovalStatus.APPROVED, by, note)
         task.update(status=TaskStatus.QUEUED, updated_at=_iso(self.now))
         self.tx.put_record(Tables.TASKS, task["task_id"], task)
         key = task.get("ordering_key")
@@ -190,18 +176,19 @@ class Decision:
 
     def reject(self, approval_id: str, by: str, note: str = "") -> TaskInfo:
         """Reject: record the decision, cancel the escalation and the action."""
-        rec = self._open_approval(approval_id)
-        rec.update(
-            status=ApprovalStatus.REJECTED,
-            decided_at=_iso(self.now),
-            decided_by=by,
-            decision_note=note,
-        )
-        self.tx.put_record(Tables.APPROVALS, approval_id, rec)
-        self._cancel_escalation(rec)
-        task = self._task_record(rec["task_id"])
+        task = self._decide(approval_id, ApprovalStatus.REJECTED, by, note)
         self._finish(task, TaskStatus.CANCELLED, error=f"rejected by {by}: {note}".strip())
         return TaskInfo.model_validate(task)
+
+    def _decide(
+        self, approval_id: str, status: ApprovalStatus, by: str, note: str
+    ) -> dict[str, Any]:
+        """Record a human's decision and cancel the escalation; returns the action's record."""
+        rec = self._open_approval(approval_id)
+        rec.update(status=status, decided_at=_iso(self.now), decided_by=by, decision_note=note)
+        self.tx.put_record(Tables.APPROVALS, approval_id, rec)
+        self._cancel_escalation(rec)
+        return self._task_record(rec["task_id"])
 
     # -- internals -------------------------------------------------------------
 
