@@ -58,7 +58,7 @@ def test_decision_commits_state_and_task_together(rt: Runtime, api: DemoAPI) -> 
     task = rt.task(task_id)
     assert task.status == TaskStatus.SUCCEEDED
     assert task.result["amount"] == 25
-    assert [b["idempotency_key"] for b in api.applied()] == [task_id, returned.task_id]
+    assert {b["idempotency_key"] for b in api.applied()} == {task_id, returned.task_id}
 
 
 def test_rollback_leaves_neither_state_nor_task(rt: Runtime, api: DemoAPI) -> None:
