@@ -22,7 +22,7 @@ from agentq.errors import AgentQError, ConfigError
 
 __all__ = ["build_parser", "main"]
 
-DEFAULT_DB = os.environ.get("AGENTQ_DB", "sqlite:///agentq.db")
+DEFAULT_DB = "sqlite:///agentq.db"
 
 
 def _settings(pairs: Sequence[str]) -> dict[str, str]:
@@ -35,15 +35,28 @@ def _settings(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _resolve_db(args: argparse.Namespace) -> str:
+    """--db, else $AGENTQ_DB, else agentq.toml, else the default file."""
+    from agentq.config import load_config
+
+    db: str = (
+        args.db or os.environ.get("AGENTQ_DB") or load_config(args.config).agentq.db or DEFAULT_DB
+    )
+    return db
+
+
 def _runtime(args: argparse.Namespace) -> Any:
+    from agentq.config import load_config
     from agentq.demo import find_project_dir
     from agentq.runtime import Runtime
 
-    tools = find_project_dir("tools", args.tools)
-    policies = find_project_dir("policies", args.policies)
-    return Runtime(
-        args.db, tools=tools, policies=policies, settings=_settings(getattr(args, "setting", []))
-    )
+    config = load_config(args.config)
+    db = _resolve_db(args)
+    tools = find_project_dir("tools", args.tools or config.agentq.tools)
+    policies = find_project_dir("policies", args.policies or config.agentq.policies)
+    settings = config.settings | _settings(getattr(args, "setting", []))
+    args.db = db
+    return Runtime(db, tools=tools, policies=policies, settings=settings)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -93,7 +106,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    backend = open_backend(args.db)
+    backend = open_backend(_resolve_db(args))
     try:
         rows = [backend.stats(name) for name in backend.queues()]
         dead = len(backend.list_records("dead_letters"))
@@ -169,7 +182,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _add_runtime_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", default=DEFAULT_DB, help="database URL (default: %(default)s)")
+    p.add_argument("--config", default="agentq.toml", help="config file (default: %(default)s)")
+    p.add_argument("--db", help=f"database URL (default: $AGENTQ_DB, agentq.toml, or {DEFAULT_DB})")
     p.add_argument("--tools", help="tools directory (default: ./tools)")
     p.add_argument("--policies", help="policies directory (default: ./policies)")
     p.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
@@ -220,7 +234,12 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser(
         "inspect", help="depth, ready, scheduled, leased, oldest age per queue"
     )
-    inspect.add_argument("--db", default=DEFAULT_DB, help="database URL (default: %(default)s)")
+    inspect.add_argument(
+        "--config", default="agentq.toml", help="config file (default: %(default)s)"
+    )
+    inspect.add_argument(
+        "--db", help="database URL (default: $AGENTQ_DB, agentq.toml, or the default)"
+    )
     inspect.add_argument("--json", action="store_true", help="print JSON")
     inspect.set_defaults(func=_cmd_inspect)
 

@@ -105,3 +105,17 @@ def test_init_prints_spanner_ddl_for_both_dialects() -> None:
     assert expected in gsql.stdout
     pg = agentq("init", "--db", base + "&dialect=postgresql", "--print-ddl")
     assert "CREATE QUEUE IF NOT EXISTS payments (task_id varchar NOT NULL" in pg.stdout
+
+
+def test_agentq_toml_supplies_defaults_and_bad_files_are_clear(tmp_path: Path) -> None:
+    (tmp_path / "agentq.toml").write_text(
+        f'[agentq]\ndb = "sqlite:///{tmp_path}/c.db"\ntools = "{ROOT / "tools"}"\n'
+        f'policies = "{ROOT / "policies"}"\n\n[settings]\npayments_url = "http://127.0.0.1:9"\n'
+    )
+    init = agentq("init", cwd=tmp_path)
+    assert init.returncode == 0, init.stderr
+    assert f"sqlite:///{tmp_path}/c.db: queues" in init.stdout
+    (tmp_path / "agentq.toml").write_text("[agentq]\ndatabase = 'x'\n")
+    bad = agentq("init", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "agentq.database" in bad.stderr and "Extra inputs are not permitted" in bad.stderr
