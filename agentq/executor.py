@@ -173,6 +173,7 @@ class Worker:
         self._outcomes: queue_mod.Queue[_Outcome | None] = queue_mod.Queue()
         self._buckets: dict[str, _TokenBucket] = {}
         self._holds: dict[str, datetime] = {}
+        self._hold_reads: dict[str, tuple[float, datetime | None]] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pool: ThreadPoolExecutor | None = None
@@ -483,11 +484,20 @@ class Worker:
         return None
 
     def _hold_until(self, tx: Decision, tool: str) -> datetime | None:
+        """Until when a Retry-After holds this tool back: this worker's own holds at
+        once, other workers' (the holds records) re-read at most every half second,
+        not once per task."""
         local = self._holds.get(tool)
         if local is not None and local > tx.now:
             return local
+        mono = self.clock.monotonic()
+        cached = self._hold_reads.get(tool)
+        if cached is not None and mono - cached[0] < 0.5:
+            return cached[1]
         rec = tx.tx.get_record(Tables.HOLDS, tool)
-        return None if rec is None else datetime.fromisoformat(rec["until"])
+        until = None if rec is None else datetime.fromisoformat(rec["until"])
+        self._hold_reads[tool] = (mono, until)
+        return until
 
     # -- running ----------------------------------------------------------------------
 
@@ -692,6 +702,7 @@ class Worker:
 
         try:
             self.runtime.transact(apply_all)
+            self._count("group_commits")
         except Exception:
             if len(real) == 1:
                 labels = [self._commit_alone(real[0])]
