@@ -18,7 +18,7 @@ any two steps leaves no half-done decision.
 from __future__ import annotations
 
 import asyncio
-import uuid
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -214,7 +214,7 @@ class Decision:
         rt = self.runtime
         rule = rt.policy.approval_rule(definition.name, args)
         delay = delay or rt.policy.escalation_delay(rule)
-        approval_id = f"apr_{uuid.uuid4().hex}"
+        approval_id = f"apr_{os.urandom(16).hex()}"
         task = self._create_task(
             definition, args, "action", ordering_key, idempotency_key, approval_id, None,
             send=False,
@@ -287,10 +287,9 @@ class Decision:
         queue: str | None = None,
     ) -> TaskInfo:
         rt = self.runtime
-        task_id = f"tsk_{uuid.uuid4().hex}"
+        task_id = f"tsk_{os.urandom(16).hex()}"
         name = definition.name if definition else str(tool_name)
-        now_dt = self.now
-        now = _iso(now_dt)
+        now = _iso(self.now)
         trace = rt.telemetry.enqueue_trace(name, task_id)
         rec: dict[str, Any] = {
             "task_id": task_id,
@@ -319,14 +318,7 @@ class Decision:
         if send and (ordering_key is None or ordering.admit(self.tx, ordering_key, task_id)):
             self._send(rec, deliver)
         rt.faults.hit("in_decision", task_id=task_id)
-        # Built without validation: every field is ours and already typed (a test
-        # checks it equals what the ledger returns).
-        return TaskInfo.model_construct(
-            **{k: rec[k] for k in _TASKINFO_PLAIN},
-            status=TaskStatus(rec["status"]),
-            result=None, error=None, created_at=now_dt, updated_at=now_dt,
-            started_at=None, finished_at=None, next_attempt_at=deliver,
-        )  # fmt: skip
+        return TaskInfo.model_validate(rec)
 
     def _send(self, rec: Mapping[str, Any], deliver: datetime | None) -> None:
         self.tx.send(rec["queue"], (rec["task_id"], rec["attempt"]), envelope_payload(rec), deliver)
@@ -350,12 +342,6 @@ class Decision:
             nxt = ordering.release(self.tx, key, rec["task_id"])
             if nxt is not None:
                 self._send(self._task_record(nxt), None)
-
-
-_TASKINFO_PLAIN = (
-    "task_id", "tool", "kind", "attempt", "failures", "deliveries", "args",
-    "ordering_key", "approval_id", "idempotency_key",
-)  # fmt: skip
 
 
 def envelope_payload(rec: Mapping[str, Any]) -> dict[str, Any]:
