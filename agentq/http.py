@@ -23,9 +23,15 @@ from tenacity import (
 
 from agentq.clock import Clock
 from agentq.errors import PolicyViolation
-from agentq.retry import RetryLater
+from agentq.retry import PermanentError, RetryLater
 
-__all__ = ["IDEMPOTENCY_HEADER", "PolicyTransport", "host_allowed", "tool_http_client"]
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "PolicyTransport",
+    "checked",
+    "host_allowed",
+    "tool_http_client",
+]
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _RETRY_IN_PLACE = {502, 504}
@@ -57,6 +63,18 @@ def _retry_after(response: httpx.Response, clock: Clock, default: float) -> floa
     except (TypeError, ValueError):
         return default
     return max((when - clock.now()).total_seconds(), 0.0)
+
+
+def checked(response: httpx.Response, what: str) -> httpx.Response:
+    """Classify an API's answer for the retry machinery: a 5xx is a transient
+    failure (the task is retried with backoff), any other 4xx is permanent (the
+    task goes to the dead-letter queue). 429/503 never get here: the transport
+    already turned them into :class:`RetryLater`."""
+    if response.status_code >= 500:
+        raise RuntimeError(f"{what} failed with {response.status_code}")
+    if response.status_code >= 400:
+        raise PermanentError(f"{what} refused: {response.status_code} {response.text[:200]}")
+    return response
 
 
 class PolicyTransport(httpx.BaseTransport):

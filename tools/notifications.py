@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from agentq import ApprovalNotice, PermanentError, ToolContext, tool
+from agentq.http import checked
 
 
 class Notified(BaseModel):
@@ -15,8 +16,9 @@ def _post(ctx: ToolContext, path: str, notice: ApprovalNotice) -> Notified:
     base = ctx.settings.get("notifications_url")
     if not base:
         raise PermanentError("setting 'notifications_url' is not configured")
-    response = ctx.http.post(f"{base}{path}", json=notice.model_dump())
-    response.raise_for_status()
+    response = checked(
+        ctx.http.post(f"{base}{path}", json=notice.model_dump()), "notifications API"
+    )
     return Notified(notification_id=response.json()["notification_id"])
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agentq import PermanentError, ToolContext, tool
+from agentq.http import checked
 
 
 class RefundArgs(BaseModel):
@@ -28,12 +29,7 @@ def execute_refund(ctx: ToolContext, args: RefundArgs) -> RefundResult:
     base = ctx.settings.get("payments_url")
     if not base:
         raise PermanentError("setting 'payments_url' is not configured")
-    response = ctx.http.post(f"{base}/refunds", json=args.model_dump())
-    if response.status_code >= 500:
-        raise RuntimeError(f"payments API error {response.status_code}")
-    if response.status_code >= 400:
-        raise PermanentError(f"payments API refused: {response.status_code} {response.text[:200]}")
-    data = response.json()
+    data = checked(ctx.http.post(f"{base}/refunds", json=args.model_dump()), "payments API").json()
     result = RefundResult(refund_id=data["refund_id"], status=data["status"], amount=args.amount)
     if ctx.settings.get("orders_table"):
         # The order's state changes in the same transaction as the result and the ack.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agentq import PermanentError, ToolContext, tool
+from agentq.http import checked
 
 
 class ShipArgs(BaseModel):
@@ -24,10 +25,7 @@ def request_shipping(ctx: ToolContext, args: ShipArgs) -> Shipment:
     base = ctx.settings.get("shipping_url")
     if not base:
         raise PermanentError("setting 'shipping_url' is not configured")
-    response = ctx.http.post(f"{base}/shipments", json=args.model_dump())
-    if response.status_code >= 500:
-        raise RuntimeError(f"shipping API error {response.status_code}")
-    if response.status_code >= 400:
-        raise PermanentError(f"shipping API refused: {response.status_code}")
-    data = response.json()
+    data = checked(
+        ctx.http.post(f"{base}/shipments", json=args.model_dump()), "shipping API"
+    ).json()
     return Shipment(shipment_id=data["shipment_id"], status=data["status"])

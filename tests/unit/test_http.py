@@ -81,3 +81,15 @@ def test_503_retry_after_as_http_date() -> None:
     with pytest.raises(RetryLater) as info:
         c.get("https://api.example.com/")
     assert info.value.after == 120
+
+
+def test_checked_classifies_api_answers() -> None:
+    from agentq import PermanentError
+    from agentq.http import checked
+
+    ok = httpx.Response(200, json={"a": 1})
+    assert checked(ok, "api") is ok
+    with pytest.raises(RuntimeError, match="api failed with 500"):
+        checked(httpx.Response(500), "api")
+    with pytest.raises(PermanentError, match="api refused: 422"):
+        checked(httpx.Response(422, text="bad amount"), "api")
