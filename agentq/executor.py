@@ -5,7 +5,7 @@ A :class:`Worker` has four kinds of threads:
 * receivers (one per queue) lease batches of ready tasks, only as many as there
   are free handler slots, and claim them in one transaction (ledger ``running``,
   delivery count, policy checks, dead-lettering of corrupt envelopes);
-* a pool of ``concurrency`` handler threads (async handlers run on one event
+* ``concurrency`` handler threads fed from a queue (async handlers run on one event
   loop thread);
 * a monitor that renews leases about 7.5 s into their 10 s and times out
   handlers that overrun their tool's timeout (their lease is then given up and
@@ -27,7 +27,6 @@ import queue as queue_mod
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -124,7 +123,7 @@ class _TokenBucket:
 class Worker:
     """Executes tasks from a runtime's queues.
 
-    ``concurrency`` handlers run at once; ``batch_size`` caps one lease;
+    ``concurrency`` handler threads run tasks; ``batch_size`` caps one lease;
     ``group_commit`` caps how many completions share one transaction;
     ``max_deliveries`` dead-letters an attempt whose deliveries never complete
     (a poison task that kills its worker); ``prefetch`` is how many leased tasks
@@ -170,13 +169,15 @@ class Worker:
         self._outstanding = 0
         self.capacity = concurrency + (concurrency if prefetch is None else prefetch)
         self._pending_commits = 0
-        self._outcomes: queue_mod.Queue[_Outcome | None] = queue_mod.Queue()
+        # SimpleQueue: a C queue without futures or task accounting; handing a task
+        # to a handler thread and its outcome to the committer is on the hot path.
+        self._outcomes: queue_mod.SimpleQueue[_Outcome | None] = queue_mod.SimpleQueue()
+        self._work: queue_mod.SimpleQueue[_Inflight | None] = queue_mod.SimpleQueue()
         self._buckets: dict[str, _TokenBucket] = {}
         self._holds: dict[str, datetime] = {}
         self._hold_reads: dict[str, tuple[float, datetime | None]] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._pool: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._started = False
@@ -188,7 +189,14 @@ class Worker:
             return
         self._started = True
         self._stop.clear()
-        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="agentq-handler")
+        # A fresh work queue per start: handler threads of an earlier run that still
+        # finish an overrunning task will find their exit marker in the old one.
+        self._work = queue_mod.SimpleQueue()
+        work = self._work
+        for i in range(self.concurrency):
+            threading.Thread(
+                target=self._handler_loop, args=(work,), name=f"agentq-handler-{i}", daemon=True
+            ).start()
         for target, name in ((self._monitor_loop, "monitor"), (self._commit_loop, "committer")):
             t = threading.Thread(target=target, name=f"agentq-{name}", daemon=True)
             t.start()
@@ -204,9 +212,8 @@ class Worker:
         for t in self._threads:
             t.join(timeout)
         self._threads.clear()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        for _ in range(self.concurrency):
+            self._work.put(None)  # handler threads exit once idle
         if self._loop is not None:
             loop, thread = self._loop, self._loop_thread
             loop.call_soon_threadsafe(loop.stop)
@@ -341,11 +348,11 @@ class Worker:
             log.exception("claiming a batch failed; its leases will expire and be redelivered")
             return
         self._done(len(batch) - len(runnable))
-        assert self._pool is not None
-        for inflight in runnable:
-            with self._lock:
+        with self._lock:
+            for inflight in runnable:
                 self._inflight[inflight.task_id] = inflight
-            self._pool.submit(self._run_and_report, inflight)
+        for inflight in runnable:
+            self._work.put(inflight)
 
     def _claim(self, batch: list[Message]) -> list[_Inflight]:
         rt = self.runtime
@@ -500,6 +507,13 @@ class Worker:
         return until
 
     # -- running ----------------------------------------------------------------------
+
+    def _handler_loop(self, work: queue_mod.SimpleQueue[_Inflight | None]) -> None:
+        while True:
+            inflight = work.get()
+            if inflight is None:
+                return
+            self._run_and_report(inflight)
 
     def _run_and_report(self, inflight: _Inflight) -> None:
         outcome = self._run(inflight)
