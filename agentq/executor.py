@@ -39,7 +39,6 @@ from agentq.backends import Message
 from agentq.context import Checkpoint, ToolContext
 from agentq.envelope import TaskEnvelope
 from agentq.errors import (
-    AgentQError,
     BackendUnavailable,
     MessageNotFound,
     PolicyViolation,
@@ -330,9 +329,12 @@ class Worker:
             try:
                 batch = self._receive(queue, n, self.receive_timeout)
                 failures = 0
-            except AgentQError as exc:
+            except Exception as exc:
+                # A receiver must outlive any failure (database briefly unavailable, a
+                # driver error): a dead receiver would silently stop serving its queue.
                 failures += 1
-                log.warning("receive from %s failed (%s); retrying", queue, exc)
+                self._count("receive_errors")
+                log.warning("receive from %s failed (%r); retrying", queue, exc)
                 self.clock.wait(stop, min(0.1 * 2**failures, 5.0))
                 continue
             if batch:

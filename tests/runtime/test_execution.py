@@ -303,3 +303,33 @@ def test_rate_limit_is_enforced_by_the_executor(rt: Runtime, clock: FakeClock) -
     # A bucket of 2 tokens: two start at once, then one every half second.
     assert sorted(STARTS)[2] - sorted(STARTS)[0] >= 0.5
     assert sum(gaps) >= 1.5
+
+
+def test_a_receiver_survives_a_failing_receive() -> None:
+    """A driver error while receiving must not silently stop a queue's receiver."""
+    import time
+
+    from agentq import SystemClock
+
+    runtime = Runtime("sqlite:///:memory:", tools=[record], clock=SystemClock())
+    real_stream = runtime.backend.stream
+    calls = {"n": 0}
+
+    def flaky_stream(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("driver hiccup")
+        return real_stream(*args, **kwargs)
+
+    runtime.backend.stream = flaky_stream  # type: ignore[method-assign]
+    worker = runtime.worker(receive_timeout=0.05).start()
+    try:
+        task = runtime.enqueue_action("record", {"name": "after-hiccup"})
+        deadline = time.monotonic() + 10
+        while runtime.task(task.task_id).status != TaskStatus.SUCCEEDED:
+            assert time.monotonic() < deadline, "the receiver died"
+            time.sleep(0.01)
+    finally:
+        worker.stop()
+        runtime.close()
+    assert worker.stats["receive_errors"] == 1
