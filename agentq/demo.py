@@ -348,7 +348,7 @@ def _fill_summary(rt: Runtime, api: DemoAPI, s: DemoSummary, crashed_task: str |
         "order states match refund results": s.orders_consistent,
         "escalations fired for unanswered approvals": s.escalations_fired >= 1,
         "escalations cancelled by approvals": s.escalations_cancelled >= 1,
-        "no task dead or stuck": all(t.status != TaskStatus.DEAD for t in tasks),
+        "no task dead-lettered": all(t.status != TaskStatus.DEAD for t in tasks),
     }
     if crashed_task is not None:
         s.checks["killed worker's task completed once"] = s.crashed_task_completed_once

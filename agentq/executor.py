@@ -50,7 +50,7 @@ from agentq.faults import WorkerCrash
 from agentq.http import tool_http_client
 from agentq.ledger import TERMINAL, Tables, TaskStatus
 from agentq.retry import PermanentError, RetryLater
-from agentq.runtime import _BUILTIN_ESCALATION, Decision, _iso
+from agentq.runtime import _BUILTIN_ESCALATION, ESCALATION_QUEUE, Decision, _iso
 from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
@@ -91,7 +91,6 @@ class _Outcome:
     exc: BaseException | None = None
     checkpoint: Checkpoint | None = None
     on_commit: list[Any] = field(default_factory=list)
-    duration: float = 0.0
 
 
 class WorkerStats(Counter[str]):
@@ -147,8 +146,6 @@ class Worker:
             raise ValueError("concurrency must be at least 1")
         self.runtime = runtime
         self.clock = runtime.clock
-        from agentq.runtime import ESCALATION_QUEUE
-
         self.queues = list(queues or sorted(runtime.tools.queues() | {ESCALATION_QUEUE}))
         self.concurrency = concurrency
         self.batch_size = batch_size or concurrency
@@ -256,7 +253,6 @@ class Worker:
         """Serve until ``stop`` is set (or :meth:`stop` is called): no new leases
         after that; in-flight tasks finish and commit, or are left to redelivery."""
         stop = stop or threading.Event()
-        self._external_stop = stop
         self._start_services()
         receivers = [
             threading.Thread(target=self._receive_loop, args=(q, stop), name=f"agentq-recv-{q}")

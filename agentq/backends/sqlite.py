@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 import random
 import sqlite3
@@ -326,8 +327,6 @@ class _QueueSQL:
 
 
 def _spec_to_json(spec: QueueSpec) -> str:
-    import json
-
     return json.dumps(
         {
             "name": spec.name,
@@ -342,8 +341,6 @@ def _spec_to_json(spec: QueueSpec) -> str:
 
 
 def _spec_from_json(text: str) -> QueueSpec:
-    import json
-
     d = json.loads(text)
     return QueueSpec(
         d["name"],
@@ -449,14 +446,10 @@ def _record_table(table: str) -> str:
 
 
 def _dumps(value: Mapping[str, Any]) -> str:
-    import json
-
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
 def _get_record(conn: sqlite3.Connection, table: str, key: str) -> dict[str, Any] | None:
-    import json
-
     row = conn.execute(
         "SELECT v FROM agentq_records WHERE tbl = ? AND k = ?", (table, key)
     ).fetchone()
@@ -870,15 +863,17 @@ class SQLiteBackend:
     def list_records(
         self, table: str, prefix: str = "", limit: int | None = None
     ) -> list[tuple[str, dict[str, Any]]]:
-        import json
-
+        # Keys with the prefix form one contiguous range of the primary key.
+        sql = "SELECT k, v FROM agentq_records WHERE tbl = ? AND k >= ?"
+        params: list[Any] = [table, prefix]
+        if prefix:
+            sql += " AND k < ?"
+            params.append(prefix[:-1] + chr(ord(prefix[-1]) + 1))
+        sql += " ORDER BY k LIMIT ?"
+        params.append(-1 if limit is None else limit)
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT k, v FROM agentq_records WHERE tbl = ? AND k >= ? ORDER BY k LIMIT ?",
-                (table, prefix, -1 if limit is None else limit * 4 + 16),
-            ).fetchall()
-        out = [(k, dict(json.loads(v))) for k, v in rows if k.startswith(prefix)]
-        return out if limit is None else out[:limit]
+            rows = self._conn.execute(sql, params).fetchall()
+        return [(k, dict(json.loads(v))) for k, v in rows]
 
     def close(self) -> None:
         if self._closed:

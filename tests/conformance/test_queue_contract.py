@@ -537,3 +537,19 @@ def test_stream_ends_after_max_duration(q: Harness) -> None:
     q.clock.advance(31)
     t.join(10)
     assert not t.is_alive() and result == []
+
+
+@pytest.mark.needs("state")
+def test_records_list_by_prefix_in_key_order_with_limit(harness: Harness) -> None:
+    keys = ["a:1", "a:2", "a:3", "a;", "ab", "b:1"]
+
+    def fn(tx: Transaction) -> None:
+        for k in reversed(keys):
+            tx.put_record("things", k, {"k": k})
+        tx.put_record("other", "a:9", {"k": "other"})
+
+    harness.backend.transact(fn)
+    assert [k for k, _ in harness.backend.list_records("things", "a:")] == ["a:1", "a:2", "a:3"]
+    assert [k for k, _ in harness.backend.list_records("things", "a:", limit=2)] == ["a:1", "a:2"]
+    assert [k for k, _ in harness.backend.list_records("things")] == sorted(keys)
+    assert harness.backend.list_records("things", "zz") == []
