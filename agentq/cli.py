@@ -25,6 +25,22 @@ __all__ = ["build_parser", "main"]
 DEFAULT_DB = "sqlite:///agentq.db"
 
 
+def _positive(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    """argparse type: an integer of at least 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
 def _settings(pairs: Sequence[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
@@ -196,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="run the refund bot end to end on SQLite")
-    demo.add_argument("--requests", type=int, default=24, help="refund requests (default 24)")
+    demo.add_argument("--requests", type=_positive, default=24, help="refund requests (default 24)")
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument("--tools")
     demo.add_argument("--policies")
@@ -208,21 +224,21 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--db", help="sqlite:///DIR/x.db: where the fresh databases go (default: temp)"
     )
-    bench.add_argument("--tasks", type=int, default=2000)
-    bench.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
-    bench.add_argument("--concurrency", type=int, default=16, help="handlers per worker")
-    bench.add_argument("--batch", type=int, default=50, help="lease batch size")
-    bench.add_argument("--payload-bytes", type=int, default=0)
+    bench.add_argument("--tasks", type=_positive, default=2000)
+    bench.add_argument("--workers", type=_positive, default=2, help="worker processes (default 2)")
+    bench.add_argument("--concurrency", type=_positive, default=16, help="handlers per worker")
+    bench.add_argument("--batch", type=_positive, default=50, help="lease batch size")
+    bench.add_argument("--payload-bytes", type=_non_negative, default=0)
     bench.add_argument("--durability", choices=["full", "normal"], default="full")
-    bench.add_argument("--repeats", type=int, default=3)
-    bench.add_argument("--latency-samples", type=int, default=90)
+    bench.add_argument("--repeats", type=_positive, default=3)
+    bench.add_argument("--latency-samples", type=_positive, default=90)
     bench.add_argument("--json", action="store_true", help="print JSON instead of the table")
     bench.add_argument("--out", default="bench-results.json", help="write JSON here ('' to skip)")
     bench.set_defaults(func=_cmd_bench)
 
     worker = sub.add_parser("worker", help="serve tasks until SIGTERM/SIGINT")
     _add_runtime_args(worker)
-    worker.add_argument("--concurrency", type=int, default=8)
+    worker.add_argument("--concurrency", type=_positive, default=8)
     worker.add_argument("--queue", action="append", help="serve only this queue (repeatable)")
     worker.set_defaults(func=_cmd_worker)
 
@@ -263,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
-    except AgentQError as exc:
+    except (AgentQError, ValueError) as exc:
         print(f"agentq: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

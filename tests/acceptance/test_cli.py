@@ -119,3 +119,18 @@ def test_agentq_toml_supplies_defaults_and_bad_files_are_clear(tmp_path: Path) -
     bad = agentq("init", cwd=tmp_path)
     assert bad.returncode == 2
     assert "agentq.database" in bad.stderr and "Extra inputs are not permitted" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["worker", "--concurrency", "0"], "--concurrency: must be at least 1"),
+        (["bench", "--tasks", "0"], "--tasks: must be at least 1"),
+        (["bench", "--payload-bytes", "-1"], "--payload-bytes: must not be negative"),
+    ],
+)
+def test_bad_numbers_are_clear_errors(args: list[str], message: str) -> None:
+    proc = agentq(*args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
