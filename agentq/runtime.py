@@ -33,6 +33,7 @@ from agentq.clock import Clock
 from agentq.envelope import TaskEnvelope, TaskKind
 from agentq.errors import ApprovalError, ConfigError, InvalidArguments, TaskNotFound
 from agentq.faults import FaultPoints
+from agentq.ids import new_task_id
 from agentq.ledger import TERMINAL, Tables, TaskInfo, TaskStatus
 from agentq.policies import Policy, load_policies
 from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec
@@ -287,7 +288,7 @@ class Decision:
         queue: str | None = None,
     ) -> TaskInfo:
         rt = self.runtime
-        task_id = f"tsk_{os.urandom(16).hex()}"
+        task_id = new_task_id(self.now if rt.backend.ordered_keys else None)
         name = definition.name if definition else str(tool_name)
         now = _iso(self.now)
         trace = rt.telemetry.enqueue_trace(name, task_id)

@@ -164,6 +164,9 @@ class Backend(Protocol):
 
     clock: Clock
     redelivery: RedeliveryPolicy
+    #: Whether keys that grow with time are cheap here (B-tree locality: SQLite)
+    #: rather than a write hotspot (key-range splits: Spanner).
+    ordered_keys: bool
 
     @property
     def url(self) -> str:

@@ -317,6 +317,7 @@ class SpannerBackend:
         self.clock: Clock = clock or SystemClock()
         # Spanner decides redelivery itself; the policy here only documents it.
         self.redelivery = redelivery or RedeliveryPolicy()
+        self.ordered_keys = False  # keys growing with time would hotspot one split
         self.database = database
         self.dialect = Dialect(postgres)
         self.transaction_timeout = transaction_timeout

@@ -22,6 +22,7 @@ from agentq import (
     ToolContext,
     tool,
 )
+from agentq.clock import to_micros
 
 RUNS: list[tuple[str, int]] = []
 GATE = threading.Event()
@@ -333,3 +334,15 @@ def test_a_receiver_survives_a_failing_receive() -> None:
         worker.stop()
         runtime.close()
     assert worker.stats["receive_errors"] == 1
+
+
+def test_sqlite_task_ids_follow_the_clock_so_one_burst_shares_pages(
+    rt: Runtime, clock: FakeClock
+) -> None:
+    first = rt.enqueue_action("record", {"name": "x"})
+    clock.advance(0.001)
+    burst = rt.transact(lambda tx: [tx.enqueue("record", {"name": f"n{i}"}) for i in range(50)])
+    assert int(first.task_id[4:18], 16) == to_micros(clock.now()) - 1000
+    assert {t.task_id[4:18] for t in burst} == {f"{to_micros(clock.now()):014x}"}
+    assert all(first.task_id < t.task_id for t in burst)
+    assert len({t.task_id for t in burst}) == 50

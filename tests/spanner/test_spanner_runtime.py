@@ -12,6 +12,7 @@ from google.protobuf.struct_pb2 import Value
 from pydantic import BaseModel
 
 from agentq import FakeClock, Runtime, TaskStatus, ToolContext, open_backend, tool
+from agentq.clock import to_micros
 
 from .conftest import spanner_url
 from .mock_server import partial, row_type, sv
@@ -43,6 +44,8 @@ def test_one_task_life_over_spanner(mock_server: Any, svc: Any) -> None:
 
     # 1. Enqueue: ledger record and the send mutation commit together.
     task = rt.enqueue_action("echo", {"text": "hello"}, idempotency_key="call-1")
+    # Random ids: ids growing with time would send every insert to one split.
+    assert int(task.task_id[4:18], 16) != to_micros(clock.now())
     (commit,) = svc.of(CommitRequest)
     ops = [CommitRequest.pb(commit).mutations[i].WhichOneof("operation")
            for i in range(len(commit.mutations))]  # fmt: skip
