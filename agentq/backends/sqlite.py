@@ -12,8 +12,11 @@ Spanner-queue semantics on one SQLite file. Settings, and why:
 * Every write, including leasing, runs in ``BEGIN IMMEDIATE``: the write lock
   is taken up front, so two workers (threads or processes) can never lease the
   same message, and WAL never has to fail a reader-turned-writer with BUSY.
-* ``busy_timeout`` makes a second process wait for the lock instead of failing;
-  a transaction that still meets BUSY is retried as a whole (tenacity).
+* agentq processes queue for the write lock on a file lock beside the database
+  (:mod:`agentq.backends.writer_lock`), so busy workers alternate promptly
+  instead of sleeping in SQLite's busy handler; ``busy_timeout`` still makes any
+  other writer wait instead of failing, and a transaction that meets BUSY is
+  retried as a whole (tenacity).
 * One connection per backend object, guarded by a lock: the engine serialises
   writers anyway, and a single connection avoids in-process lock contention.
 
@@ -62,6 +65,7 @@ from agentq.backends.base import (
     Renewal,
     Transaction,
 )
+from agentq.backends.writer_lock import WriterLock
 from agentq.clock import Clock, SystemClock, from_micros, to_micros
 from agentq.errors import (
     BackendUnavailable,
@@ -478,6 +482,7 @@ class SQLiteBackend:
             raise ConfigError(f"durability must be 'full' or 'normal', not {durability!r}")
         self.clock: Clock = clock or SystemClock()
         self.redelivery = redelivery or RedeliveryPolicy()
+        self.ordered_keys = True  # one B-tree per table: locality, no hotspot
         self.durability = durability
         self.poll_interval = poll_interval
         self.ttl_sweep_interval = ttl_sweep_interval
@@ -492,6 +497,7 @@ class SQLiteBackend:
         notifier_key = f"memory:{id(self)}" if self._memory else self._path
         self._notifier = _notifier_for(notifier_key)
         self._conn = self._connect()
+        self._writer = None if self._memory else WriterLock(self._path, busy_timeout)
         self._watcher = (
             None
             if self._memory
@@ -642,15 +648,21 @@ class SQLiteBackend:
                     # power loss drops it, the message is simply redelivered sooner.
                     # The next durable commit syncs these WAL frames too.
                     self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.execute("BEGIN IMMEDIATE")
+                writer = self._writer
+                if writer is not None:
+                    writer.acquire()
                 try:
-                    result = body(self._conn)
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
-                    raise
+                    self._conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        result = body(self._conn)
+                        self._conn.execute("COMMIT")
+                    except BaseException:
+                        if self._conn.in_transaction:
+                            self._conn.execute("ROLLBACK")
+                        raise
                 finally:
+                    if writer is not None:
+                        writer.release()
                     if relax:
                         self._conn.execute("PRAGMA synchronous=FULL")
             finally:
@@ -881,6 +893,8 @@ class SQLiteBackend:
         self._closed = True
         with self._lock:
             self._conn.close()
+            if self._writer is not None:
+                self._writer.close()
         if self._watcher is not None:
             self._watcher.close()
         self._notifier.notify()
