@@ -330,6 +330,16 @@ class _QueueSQL:
         return stmts
 
 
+def _decode_or_raw(spec: QueueSpec, data: bytes) -> Any:
+    """The payload, or its raw text if it is not valid JSON (written around agentq):
+    the consumer then sees a malformed payload and can dead-letter it, instead of
+    a lease that fails forever."""
+    try:
+        return spec.decode_payload(data)
+    except ValueError:
+        return bytes(data).decode("utf-8", errors="replace")
+
+
 def _spec_to_json(spec: QueueSpec) -> str:
     return json.dumps(
         {
@@ -696,45 +706,47 @@ class SQLiteBackend:
         nkeys = len(spec.key)
         policy = self.redelivery
 
-        def body(conn: sqlite3.Connection) -> tuple[list[Message], int | None]:
+        def body(conn: sqlite3.Connection) -> tuple[list[Any], int, int | None]:
             now = self._now()
             self._maybe_sweep_ttl(conn, sql, now)
             rows = conn.execute(sql.select_ready, (now, max_batch_size)).fetchall()
             if not rows:
-                return [], conn.execute(sql.next_visible).fetchone()[0]
+                return [], now, conn.execute(sql.next_visible).fetchone()[0]
             expiry = now + _LEASE_MICROS
             updates = []
-            messages = []
             expired = 0
-            for i, row in enumerate(rows):
-                msg_id = row[0]
-                key = tuple(row[1 : 1 + nkeys])
-                payload, deliver, seq, prev_expiry, expirations = row[1 + nkeys :]
+            for row in rows:
+                deliver, seq, prev_expiry, expirations = row[2 + nkeys :]
                 if prev_expiry is not None:
                     # Leased before and never acked: that lease expired.
                     expirations += 1
                     expired += 1
-                seq += 1
                 backoff = policy.delay(expirations + 1, (now - deliver) / 1e6)
                 visible = expiry + int(backoff * 1_000_000)
-                updates.append((seq, expiry, visible, expirations, msg_id))
-                messages.append(
-                    Message(
-                        queue=queue,
-                        key=key,
-                        payload=spec.decode_payload(payload),
-                        deliver_time=from_micros(deliver),
-                        lease_token=_encode_token(queue, msg_id, seq, expiry),
-                        lease_expiry=from_micros(expiry),
-                        last_in_batch=i == len(rows) - 1,
-                    )
-                )
+                updates.append((seq + 1, expiry, visible, expirations, row[0]))
             conn.executemany(sql.update_lease, updates)
             if expired:
                 self._count(conn, queue, "lease_expirations", expired)
-            return messages, None
+            return rows, expiry, None
 
-        return self._write(body, durable=False)
+        rows, expiry, next_visible = self._write(body, durable=False)
+        # Messages are built after COMMIT: decoding payloads and encoding tokens need
+        # not hold the write lock that every other writer is waiting for.
+        last = len(rows) - 1
+        lease_expiry = from_micros(expiry)
+        messages = [
+            Message(
+                queue=queue,
+                key=tuple(row[1 : 1 + nkeys]),
+                payload=_decode_or_raw(spec, row[1 + nkeys]),
+                deliver_time=from_micros(row[2 + nkeys]),
+                lease_token=_encode_token(queue, row[0], row[3 + nkeys] + 1, expiry),
+                lease_expiry=lease_expiry,
+                last_in_batch=i == last,
+            )
+            for i, row in enumerate(rows)
+        ]
+        return messages, next_visible
 
     def _count(self, conn: sqlite3.Connection, queue: str, column: str, n: int) -> None:
         conn.execute(

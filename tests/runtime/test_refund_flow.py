@@ -319,6 +319,21 @@ def test_corrupt_envelope_goes_to_the_dead_letter_queue(rt: Runtime) -> None:
     assert rt.backend.stats("payments").depth == 0  # not redelivered forever
 
 
+def test_payload_that_is_not_json_goes_to_the_dead_letter_queue(rt: Runtime) -> None:
+    # Written around agentq (a manual fix gone wrong): the lease must not fail forever.
+    rt.transact(lambda tx: tx.execute(
+        'INSERT INTO "payments" (task_id, attempt, payload, deliver_time, agentq_visible_at, '
+        "agentq_lease_seq) VALUES ('tsk_raw', 1, CAST('{not json' AS BLOB), 0, 0, 7)"
+    ))  # fmt: skip
+    good = refund(rt, 10)
+    rt.worker().drain()
+    assert rt.task(good.task_id).status == TaskStatus.SUCCEEDED
+    [dead] = rt.dead_letters()
+    assert dead["task_id"] == "tsk_raw" and dead["payload"] == "{not json"
+    assert "corrupt envelope" in dead["error"]
+    assert rt.backend.stats("payments").depth == 0
+
+
 # -- policy enforcement ----------------------------------------------------------------------
 
 
