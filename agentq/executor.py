@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import httpx
 from pydantic import ValidationError
@@ -91,6 +91,10 @@ class _Outcome:
     exc: BaseException | None = None
     checkpoint: Checkpoint | None = None
     on_commit: list[Any] = field(default_factory=list)
+
+
+class _RecordReader(Protocol):
+    def get_record(self, table: str, key: str) -> dict[str, Any] | None: ...
 
 
 class WorkerStats(Counter[str]):
@@ -353,8 +357,101 @@ class Worker:
             self._work.put(inflight)
 
     def _claim(self, batch: list[Message]) -> list[_Inflight]:
+        """Mark a leased batch running (delivery count, ``started_at``) and return
+        what may run.
+
+        The common case is prepared outside any write transaction: the ledger
+        records are read, checked and updated in memory, then swapped in with one
+        compare-and-swap write, so the write lock (one writer at a time on SQLite)
+        is held only for the swap. Anything unusual (a record changed since the
+        read, a stale or poison message, a hold, an approval to check, a corrupt
+        envelope) is claimed the careful way: read and decided inside the
+        transaction.
+        """
         rt = self.runtime
         labels: list[str] = []
+        fast, slow = self._plan_claims(batch)
+        runnable: list[_Inflight] = []
+        if fast:
+            items = [(inf.task_id, version, inf.record) for inf, version, _ in fast]
+            try:
+                # Bookkeeping: after a power loss it may be lost, which only
+                # undercounts a delivery by one.
+                changed = set(
+                    rt.transact(
+                        lambda tx: tx.tx.replace_records(Tables.TASKS, items), durable=False
+                    )
+                )
+            except TransactionError:
+                changed = {inf.task_id for inf, _, _ in fast}
+            for inf, _, msg in fast:
+                if inf.task_id in changed:
+                    slow.append(msg)  # written since the read: decide again, in the tx
+                else:
+                    runnable.append(inf)
+        if slow:
+            runnable.extend(self._claim_in_transaction(slow, labels))
+        for label in labels:
+            self._count(label)
+        kept = []
+        for inflight in runnable:
+            try:
+                rt.faults.hit("after_lease", task_id=inflight.task_id)
+            except WorkerCrash:
+                self._count("crashed")  # abandoned while leased: redelivered later
+                continue
+            kept.append(inflight)
+        return kept
+
+    def _plan_claims(
+        self, batch: list[Message]
+    ) -> tuple[list[tuple[_Inflight, str, Message]], list[Message]]:
+        """Split a batch into claims prepared from a read (with the version read)
+        and messages to claim inside a transaction."""
+        rt = self.runtime
+        wellformed = [m for m in batch if _looks_like_envelope(m.payload, m.key)]
+        stored = (
+            rt.backend.read_records(Tables.TASKS, [str(m.key[0]) for m in wellformed])
+            if wellformed
+            else {}
+        )
+        now = rt.clock.now()
+        fast: list[tuple[_Inflight, str, Message]] = []
+        slow: list[Message] = []
+        for msg in batch:
+            found = stored.get(str(msg.key[0])) if msg in wellformed else None
+            inflight = None if found is None else self._prepare_claim(msg, found.value, now)
+            if inflight is None or found is None:
+                slow.append(msg)
+            else:
+                fast.append((inflight, found.version, msg))
+        return fast, slow
+
+    def _prepare_claim(self, msg: Message, rec: dict[str, Any], now: datetime) -> _Inflight | None:
+        """The running record of an ordinary delivery, or None to decide in a
+        transaction (every branch that writes more than the claim goes there)."""
+        rt = self.runtime
+        if rec["status"] in TERMINAL or rec["attempt"] != msg.key[1]:
+            return None
+        deliveries = rec.get("deliveries", 0) + 1
+        if deliveries > self.max_deliveries:
+            return None
+        definition: ToolDef | None = None
+        if rec["tool"] != _BUILTIN_ESCALATION:
+            if rec["tool"] not in rt.tools:
+                return None
+            definition = rt.tools.get(rec["tool"])
+            hold = self._hold_until(rt.backend, now, rec["tool"])
+            if (hold is not None and hold > now) or self._needs_approval(rec, definition):
+                return None
+        stamp = _iso(now)
+        rec.update(
+            status=TaskStatus.RUNNING, started_at=stamp, updated_at=stamp, deliveries=deliveries
+        )
+        return self._make_inflight(msg, rec, definition)
+
+    def _claim_in_transaction(self, batch: list[Message], labels: list[str]) -> list[_Inflight]:
+        rt = self.runtime
 
         def claim_all(tx: Decision) -> list[_Inflight]:
             labels.clear()
@@ -366,9 +463,7 @@ class Worker:
             return out
 
         try:
-            # The claim (running, delivery count) is bookkeeping: after a power loss
-            # it may be lost, which only undercounts a delivery by one.
-            runnable = rt.transact(claim_all, durable=False)
+            return rt.transact(claim_all, durable=False)
         except TransactionError:
             # One message (already acked elsewhere, say) must not block the others.
             runnable = []
@@ -383,17 +478,7 @@ class Worker:
                         runnable.append(inflight)
                 except TransactionError as exc:
                     log.info("claim of %s skipped: %s", msg.key, exc)
-        for label in labels:
-            self._count(label)
-        kept = []
-        for inflight in runnable:
-            try:
-                rt.faults.hit("after_lease", task_id=inflight.task_id)
-            except WorkerCrash:
-                self._count("crashed")  # abandoned while leased: redelivered later
-                continue
-            kept.append(inflight)
-        return kept
+            return runnable
 
     def _claim_one(self, tx: Decision, msg: Message, labels: list[str]) -> _Inflight | None:
         rt = self.runtime
@@ -432,7 +517,7 @@ class Worker:
                 labels.append("dead")
                 return None
             definition = rt.tools.get(rec["tool"])
-            hold = self._hold_until(tx, rec["tool"])
+            hold = self._hold_until(tx.tx, tx.now, rec["tool"])
             if hold is not None and hold > tx.now:
                 self._reschedule(tx, rec, msg.queue, msg.key, hold, status=TaskStatus.QUEUED,
                                  error=rec.get("error"))  # fmt: skip
@@ -446,6 +531,11 @@ class Worker:
         now = _iso(tx.now)
         rec.update(status=TaskStatus.RUNNING, started_at=now, updated_at=now)
         tx.tx.put_record(Tables.TASKS, rec["task_id"], rec)
+        return self._make_inflight(msg, rec, definition)
+
+    def _make_inflight(
+        self, msg: Message, rec: dict[str, Any], definition: ToolDef | None
+    ) -> _Inflight:
         return _Inflight(
             queue=msg.queue,
             key=tuple(msg.key),
@@ -464,15 +554,18 @@ class Worker:
             return configured.total_seconds()
         return definition.timeout
 
+    def _needs_approval(self, rec: dict[str, Any], definition: ToolDef) -> bool:
+        if rec.get("kind", "action") != "action":
+            return False
+        rule = self.runtime.policy.approval_rule(definition.name, rec["args"])
+        return rule is not None or definition.requires_approval
+
     def _policy_violation(
         self, tx: Decision, rec: dict[str, Any], definition: ToolDef
     ) -> str | None:
         """The executor's own check: approval rules are read from policy and the
         approval record, never from the task's arguments or envelope."""
-        if rec.get("kind", "action") != "action":
-            return None
-        rule = self.runtime.policy.approval_rule(definition.name, rec["args"])
-        if rule is None and not definition.requires_approval:
+        if not self._needs_approval(rec, definition):
             return None
         approval_id = rec.get("approval_id")
         approval = tx.tx.get_record(Tables.APPROVALS, approval_id) if approval_id else None
@@ -488,18 +581,18 @@ class Worker:
             )
         return None
 
-    def _hold_until(self, tx: Decision, tool: str) -> datetime | None:
+    def _hold_until(self, reader: _RecordReader, now: datetime, tool: str) -> datetime | None:
         """Until when a Retry-After holds this tool back: this worker's own holds at
         once, other workers' (the holds records) re-read at most every half second,
         not once per task."""
         local = self._holds.get(tool)
-        if local is not None and local > tx.now:
+        if local is not None and local > now:
             return local
         mono = self.clock.monotonic()
         cached = self._hold_reads.get(tool)
         if cached is not None and mono - cached[0] < 0.5:
             return cached[1]
-        rec = tx.tx.get_record(Tables.HOLDS, tool)
+        rec = reader.get_record(Tables.HOLDS, tool)
         until = None if rec is None else datetime.fromisoformat(rec["until"])
         self._hold_reads[tool] = (mono, until)
         return until

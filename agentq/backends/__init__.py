@@ -17,6 +17,7 @@ from agentq.backends.base import (
     QueueStats,
     RedeliveryPolicy,
     Renewal,
+    StoredRecord,
     Transaction,
 )
 from agentq.clock import Clock
@@ -29,6 +30,7 @@ __all__ = [
     "QueueStats",
     "RedeliveryPolicy",
     "Renewal",
+    "StoredRecord",
     "Transaction",
     "open_backend",
 ]

@@ -34,6 +34,7 @@ __all__ = [
     "QueueStats",
     "RedeliveryPolicy",
     "Renewal",
+    "StoredRecord",
     "Transaction",
 ]
 
@@ -110,6 +111,15 @@ class RedeliveryPolicy:
         return float(min(self.initial * self.multiplier**exponent, self.max_delay))
 
 
+@dataclass(frozen=True)
+class StoredRecord:
+    """A record as read outside a transaction, with an opaque version: a record
+    still at the same version has not been written since."""
+
+    value: dict[str, Any]
+    version: str
+
+
 class Transaction(Protocol):
     """A read-write transaction: queue mutations, records and application SQL."""
 
@@ -156,6 +166,17 @@ class Transaction(Protocol):
 
     def delete_record(self, table: str, key: str) -> bool:
         """Delete a record; returns whether it existed."""
+        ...
+
+    def replace_records(
+        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any]]]
+    ) -> list[str]:
+        """Compare-and-swap: for each ``(key, version, value)``, replace the record
+        if it is still at ``version`` (from :meth:`Backend.read_records`).
+
+        Returns the keys that were not at their version (written or deleted since
+        the read); those records are left as they are and the transaction goes on.
+        """
         ...
 
 
@@ -220,6 +241,11 @@ class Backend(Protocol):
         self, table: str, prefix: str = "", limit: int | None = None
     ) -> list[tuple[str, dict[str, Any]]]:
         """Records of a table whose key starts with ``prefix``, in key order."""
+        ...
+
+    def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
+        """Read many records outside a transaction (strong read), with versions
+        for :meth:`Transaction.replace_records`; missing keys are left out."""
         ...
 
     def close(self) -> None:

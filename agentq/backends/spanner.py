@@ -59,6 +59,7 @@ from agentq.backends.base import (
     QueueStats,
     RedeliveryPolicy,
     Renewal,
+    StoredRecord,
     Transaction,
 )
 from agentq.clock import Clock, SystemClock
@@ -297,6 +298,26 @@ class _SpannerTransaction(Transaction):
             self._txn.delete(RECORDS, KeySet(keys=[[table, key]]))
             self._records[(table, key)] = None
         return existed
+
+    def replace_records(
+        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any]]]
+    ) -> list[str]:
+        d = self._backend.dialect
+        changed = []
+        for key, version, value in items:
+            if (table, key) in self._records:
+                changed.append(key)  # written in this transaction: not the version read
+                continue
+            rows = list(
+                self._txn.execute_sql(
+                    d.record_select(), params=d.param_dict(["tbl", "k"], [table, key])
+                )
+            )
+            if not rows or rows[0][0] != version:
+                changed.append(key)
+                continue
+            self.put_record(table, key, value)
+        return changed
 
 
 class SpannerBackend:
@@ -561,6 +582,21 @@ class SpannerBackend:
                 snap.execute_sql(d.record_select(), params=d.param_dict(["tbl", "k"], [table, key]))
             )
         return None if not rows else dict(json.loads(rows[0][0]))
+
+    def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
+        d = self.dialect
+        out: dict[str, StoredRecord] = {}
+        with self.database.snapshot(multi_use=True) as snap:
+            for key in dict.fromkeys(keys):
+                rows = list(
+                    snap.execute_sql(
+                        d.record_select(), params=d.param_dict(["tbl", "k"], [table, key])
+                    )
+                )
+                if rows:
+                    text = str(rows[0][0])
+                    out[key] = StoredRecord(value=dict(json.loads(text)), version=text)
+        return out
 
     def list_records(
         self, table: str, prefix: str = "", limit: int | None = None

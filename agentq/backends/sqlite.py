@@ -63,6 +63,7 @@ from agentq.backends.base import (
     QueueStats,
     RedeliveryPolicy,
     Renewal,
+    StoredRecord,
     Transaction,
 )
 from agentq.backends.writer_lock import WriterLock
@@ -85,6 +86,7 @@ T = TypeVar("T")
 _random = random.Random()  # seeded from os.urandom; only needs to be unpredictable enough
 
 _LEASE_MICROS = int(LEASE_SECONDS * 1_000_000)
+_IN_CHUNK = 500  # keys per IN (...) list, well under SQLite's bound-parameter limit
 _SQL_TYPES = {KeyType.INT: "INTEGER", KeyType.STR: "TEXT", KeyType.BYTES: "BLOB"}
 _TOKEN_PREFIX = "aq1"
 
@@ -448,6 +450,23 @@ class _SQLiteTransaction(Transaction):
     def delete_record(self, table: str, key: str) -> bool:
         cur = self._conn.execute("DELETE FROM agentq_records WHERE tbl = ? AND k = ?", (table, key))
         return cur.rowcount > 0
+
+    def replace_records(
+        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any]]]
+    ) -> list[str]:
+        # The version is the stored JSON text itself: comparing it is one memcmp in
+        # SQLite, and no other writer can make an equal text mean something else.
+        _record_table(table)
+        execute = self._conn.execute
+        return [
+            key
+            for key, version, value in items
+            if execute(
+                "UPDATE agentq_records SET v = ? WHERE tbl = ? AND k = ? AND v = ?",
+                (_dumps(value), table, key, version),
+            ).rowcount
+            == 0
+        ]
 
 
 _RECORD_TABLES: set[str] = set()
@@ -883,6 +902,22 @@ class SQLiteBackend:
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         with self._lock:
             return _get_record(self._conn, table, key)
+
+    def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
+        out: dict[str, StoredRecord] = {}
+        wanted = list(dict.fromkeys(keys))
+        for first in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[first : first + _IN_CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            with self._lock:
+                rows = self._conn.execute(
+                    f"SELECT k, v FROM agentq_records WHERE tbl = ? AND k IN ({marks})",
+                    (table, *chunk),
+                ).fetchall()
+            # Decoded outside the lock: a writer may use the connection meanwhile.
+            for key, text in rows:
+                out[key] = StoredRecord(value=dict(json.loads(text)), version=text)
+        return out
 
     def list_records(
         self, table: str, prefix: str = "", limit: int | None = None

@@ -553,3 +553,47 @@ def test_records_list_by_prefix_in_key_order_with_limit(harness: Harness) -> Non
     assert [k for k, _ in harness.backend.list_records("things", "a:", limit=2)] == ["a:1", "a:2"]
     assert [k for k, _ in harness.backend.list_records("things")] == sorted(keys)
     assert harness.backend.list_records("things", "zz") == []
+
+
+@pytest.mark.needs("state")
+def test_read_records_returns_values_with_versions_and_skips_missing(harness: Harness) -> None:
+    harness.backend.transact(
+        lambda tx: [tx.put_record("things", k, {"k": k, "n": 1}) for k in ("a", "b")]
+    )
+    read = harness.backend.read_records("things", ["b", "missing", "a", "b"])
+    assert sorted(read) == ["a", "b"]
+    assert read["a"].value == {"k": "a", "n": 1}
+    assert harness.backend.read_records("things", []) == {}
+    many = [f"k{i:04d}" for i in range(1200)]  # more than one IN (...) list
+    harness.backend.transact(lambda tx: [tx.put_record("bulk", k, {"i": k}) for k in many])
+    assert sorted(harness.backend.read_records("bulk", many)) == many
+
+
+@pytest.mark.needs("state")
+def test_replace_records_writes_only_what_is_unchanged_since_the_read(
+    harness: Harness,
+) -> None:
+    b = harness.backend
+    b.transact(lambda tx: [tx.put_record("things", k, {"k": k, "n": 1}) for k in "abcd"])
+    read = b.read_records("things", ["a", "b", "c", "d"])
+    # Meanwhile another writer changes b and deletes c.
+    b.transact(lambda tx: (tx.put_record("things", "b", {"k": "b", "n": 99}),
+                           tx.delete_record("things", "c")))  # fmt: skip
+
+    def swap(tx: Transaction) -> list[str]:
+        changed = tx.replace_records(
+            "things", [(k, read[k].version, {"k": k, "n": 2}) for k in "abcd"]
+        )
+        tx.put_record("things", "e", {"k": "e"})  # the transaction goes on
+        return changed
+
+    assert sorted(b.transact(swap)) == ["b", "c"]
+    assert b.get_record("things", "a") == {"k": "a", "n": 2}
+    assert b.get_record("things", "b") == {"k": "b", "n": 99}  # the newer write stands
+    assert b.get_record("things", "c") is None  # not resurrected
+    assert b.get_record("things", "d") == {"k": "d", "n": 2}
+    assert b.get_record("things", "e") == {"k": "e"}
+    # A version is single-use: the swapped records are at a new version now.
+    assert b.transact(
+        lambda tx: tx.replace_records("things", [("a", read["a"].version, {"n": 3})])
+    ) == ["a"]

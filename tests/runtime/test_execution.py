@@ -4,7 +4,7 @@ handlers, timeouts, rate limits and handler state writes."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,9 @@ from agentq import (
     ToolContext,
     tool,
 )
+from agentq.backends import Message, StoredRecord
 from agentq.clock import to_micros
+from agentq.executor import Worker
 
 RUNS: list[tuple[str, int]] = []
 GATE = threading.Event()
@@ -346,3 +348,38 @@ def test_sqlite_task_ids_follow_the_clock_so_one_burst_shares_pages(
     assert {t.task_id[4:18] for t in burst} == {f"{to_micros(clock.now()):014x}"}
     assert all(first.task_id < t.task_id for t in burst)
     assert len({t.task_id for t in burst}) == 50
+
+
+def test_claims_are_swapped_in_unless_the_record_changed_since_the_read(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tasks = rt.transact(lambda tx: [tx.enqueue("record", {"name": f"n{i}"}) for i in range(3)])
+    victim = tasks[1].task_id
+    real_read = rt.backend.read_records
+
+    def read_then_cancel(table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
+        found = real_read(table, keys)
+        if victim in keys:
+            rt.cancel(victim)  # lands between the claim's read and its write
+        return found
+
+    careful: list[list[str]] = []
+    real_claim = Worker._claim_in_transaction
+
+    def claim_in_transaction(self: Worker, batch: list[Message], labels: list[str]) -> Any:
+        careful.append([m.key[0] for m in batch])
+        return real_claim(self, batch, labels)
+
+    monkeypatch.setattr(rt.backend, "read_records", read_then_cancel)
+    monkeypatch.setattr(Worker, "_claim_in_transaction", claim_in_transaction)
+    worker = rt.worker()
+    worker.drain()
+    # Only the changed record was decided again inside a transaction: it was cancelled.
+    assert careful == [[victim]]
+    assert sorted(name for name, _ in RUNS) == ["n0", "n2"]
+    assert rt.task(victim).status == TaskStatus.CANCELLED
+    assert worker.stats["stale_message"] == 1
+    for t in (tasks[0], tasks[2]):
+        done = rt.task(t.task_id)
+        assert done.status == TaskStatus.SUCCEEDED and done.deliveries == 1
+        assert done.started_at is not None
