@@ -19,6 +19,12 @@ Spanner-queue semantics on one SQLite file. Settings, and why:
   retried as a whole (tenacity).
 * One connection per backend object, guarded by a lock: the engine serialises
   writers anyway, and a single connection avoids in-process lock contention.
+* Group commit: threads that queue for that connection while a transaction runs
+  join it, each in a savepoint (a failing transaction rolls back only itself),
+  and the last one commits them all with one fsync. Many agents deciding at
+  once therefore commit faster than the disk's single-commit rate; a lone caller
+  is unaffected. Reads outside a transaction first commit an open group, so they
+  never see uncommitted work.
 
 Each queue is a table named like the queue. Besides the key columns,
 ``payload`` and ``deliver_time`` (microseconds since the epoch) it keeps
@@ -40,6 +46,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import os
 import random
 import sqlite3
@@ -107,6 +114,30 @@ CREATE TABLE IF NOT EXISTS agentq_records (
     PRIMARY KEY (tbl, k)
 ) WITHOUT ROWID;
 """
+
+
+log = logging.getLogger("agentq.sqlite")
+
+_MAX_GROUP = 64  # transactions per group commit: bounds how long the first one waits
+
+
+class _CommitGroup:
+    """Transactions that share one BEGIN ... COMMIT (and one fsync)."""
+
+    __slots__ = ("done", "durable", "error", "members", "relaxed")
+
+    def __init__(self, *, durable: bool, relaxed: bool) -> None:
+        self.durable = durable
+        self.relaxed = relaxed
+        self.members = 0
+        # Created by the first member that waits (under the connection lock, as is
+        # every set): a lone transaction never needs one.
+        self.done: threading.Event | None = None
+        self.error: BaseException | None = None
+
+    def wake(self) -> None:
+        if self.done is not None:
+            self.done.set()
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -520,6 +551,11 @@ class SQLiteBackend:
         self._busy_timeout = busy_timeout
         self._lock = threading.RLock()
         self._local = threading.local()
+        # Group commit: how many threads are queued for the connection (by
+        # durability: only like joins like), and the transaction they may join.
+        self._arrivals = [0, 0]  # [bookkeeping, durable]
+        self._arrivals_lock = threading.Lock()
+        self._group: _CommitGroup | None = None
         self._specs: dict[str, _QueueSQL] = {}
         self._last_sweep: dict[str, float] = {}
         self._closed = False
@@ -613,6 +649,7 @@ class SQLiteBackend:
             return sql
         validate_identifier(name, "queue name")
         with self._lock:
+            self._settle()
             row = (
                 (conn or self._conn)
                 .execute("SELECT spec FROM agentq_queues WHERE name = ?", (name,))
@@ -629,6 +666,7 @@ class SQLiteBackend:
 
     def queues(self) -> list[str]:
         with self._lock:
+            self._settle()
             rows = self._conn.execute("SELECT name FROM agentq_queues ORDER BY name").fetchall()
         return [r[0] for r in rows]
 
@@ -668,35 +706,152 @@ class SQLiteBackend:
             raise
 
     def _write_once(self, body: Callable[[sqlite3.Connection], T], durable: bool) -> T:
-        relax = not durable and self.durability == "full"
-        with self._lock:
+        """Run ``body`` in the open commit group, or open one, and return once the
+        group has committed.
+
+        Group commit: threads that queue for the connection while a transaction
+        runs join it, each in its own savepoint (a failing body rolls back only
+        itself), and the last of them commits all with one fsync. A lone caller
+        pays one uncontended counter update; its transaction is opened and
+        committed as before.
+        """
+        kind = int(durable)
+        with self._arrivals_lock:
+            self._arrivals[kind] += 1
+        self._lock.acquire()
+        with self._arrivals_lock:
+            self._arrivals[kind] -= 1
+        waiting: _CommitGroup | None = None
+        try:
             self._local.in_tx = True
-            try:
-                if relax:
-                    # Lease bookkeeping need not reach the disk before we go on: if a
-                    # power loss drops it, the message is simply redelivered sooner.
-                    # The next durable commit syncs these WAL frames too.
-                    self._conn.execute("PRAGMA synchronous=NORMAL")
-                writer = self._writer
-                if writer is not None:
-                    writer.acquire()
-                try:
-                    self._conn.execute("BEGIN IMMEDIATE")
-                    try:
-                        result = body(self._conn)
-                        self._conn.execute("COMMIT")
-                    except BaseException:
-                        if self._conn.in_transaction:
-                            self._conn.execute("ROLLBACK")
-                        raise
-                finally:
-                    if writer is not None:
-                        writer.release()
-                    if relax:
-                        self._conn.execute("PRAGMA synchronous=FULL")
-            finally:
-                self._local.in_tx = False
+            group = self._group
+            if group is not None and group.durable != durable:
+                # A group committed at NORMAL cannot carry a durable transaction, and
+                # bookkeeping should not wait for an fsync it does not need.
+                self._commit_group_quietly()
+                group = None
+            if group is None:
+                group = self._open_group(durable)
+                result = self._run_first(group, body)
+            else:
+                result = self._run_joined(group, body)
+            if self._arrivals[kind] and group.members < _MAX_GROUP:
+                waiting = group  # whoever joins next commits, or hands on again
+                if group.done is None:
+                    group.done = threading.Event()
+            else:
+                self._commit_group()
+        finally:
+            self._local.in_tx = False
+            self._lock.release()
+        if waiting is not None:
+            assert waiting.done is not None
+            waiting.done.wait()
+            if waiting.error is not None:
+                raise TransactionAborted(str(waiting.error)) from waiting.error
         return result
+
+    def _open_group(self, durable: bool) -> _CommitGroup:
+        relax = not durable and self.durability == "full"
+        if relax:
+            # Lease bookkeeping need not reach the disk before we go on: if a
+            # power loss drops it, the message is simply redelivered sooner.
+            # The next durable commit syncs these WAL frames too.
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+        writer = self._writer
+        if writer is not None:
+            writer.acquire()
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._close_group_state(relax)
+            raise
+        group = _CommitGroup(durable=not relax, relaxed=relax)
+        self._group = group
+        return group
+
+    def _run_first(self, group: _CommitGroup, body: Callable[[sqlite3.Connection], T]) -> T:
+        # Nobody else is in the transaction yet: a failure rolls back all of it.
+        try:
+            result = body(self._conn)
+        except BaseException:
+            self._group = None
+            try:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+            finally:
+                self._close_group_state(group.relaxed)
+                group.wake()
+            raise
+        group.members += 1
+        return result
+
+    def _run_joined(self, group: _CommitGroup, body: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._conn
+        conn.execute("SAVEPOINT agentq_member")
+        try:
+            result = body(conn)
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK TO agentq_member")
+                conn.execute("RELEASE agentq_member")
+                if group.members and not self._arrivals[int(group.durable)]:
+                    self._commit_group_quietly()  # the others' work must not wait on us
+            else:
+                # SQLite rolled the whole transaction back (disk full, I/O error):
+                # the members before us lost their work too and must be told.
+                self._fail_group(exc)
+            raise
+        conn.execute("RELEASE agentq_member")
+        group.members += 1
+        return result
+
+    def _commit_group(self) -> None:
+        """COMMIT the open group (the caller holds the lock) and wake its members."""
+        group = self._group
+        if group is None:
+            return
+        self._group = None
+        try:
+            self._conn.execute("COMMIT")
+        except BaseException as exc:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            group.error = TransactionAborted(
+                f"the commit shared with other transactions failed, nothing was written: {exc}"
+            )
+            raise
+        finally:
+            self._close_group_state(group.relaxed)
+            group.wake()
+
+    def _commit_group_quietly(self) -> None:
+        try:
+            self._commit_group()
+        except Exception:
+            log.warning("a group commit failed; its members were told", exc_info=True)
+
+    def _fail_group(self, exc: BaseException) -> None:
+        group, self._group = self._group, None
+        if group is None:
+            return
+        group.error = TransactionAborted(
+            f"rolled back with another transaction of its commit group ({exc}); retry it"
+        )
+        self._close_group_state(group.relaxed)
+        group.wake()
+
+    def _close_group_state(self, relaxed: bool) -> None:
+        if self._writer is not None:
+            self._writer.release()
+        if relaxed:
+            self._conn.execute("PRAGMA synchronous=FULL")
+
+    def _settle(self) -> None:
+        """Commit an open group before this thread reads outside a transaction (the
+        caller holds the lock): a read must never see uncommitted members."""
+        if self._group is not None and not getattr(self._local, "in_tx", False):
+            self._commit_group_quietly()
 
     def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
         sent = False
@@ -880,6 +1035,7 @@ class SQLiteBackend:
         sql = self._queue_sql(queue)
         now = self._now()
         with self._lock:
+            self._settle()
             total, ready, scheduled, leased, oldest = self._conn.execute(
                 sql.stats, {"now": now}
             ).fetchone()
@@ -901,6 +1057,7 @@ class SQLiteBackend:
 
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         with self._lock:
+            self._settle()
             return _get_record(self._conn, table, key)
 
     def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
@@ -910,6 +1067,7 @@ class SQLiteBackend:
             chunk = wanted[first : first + _IN_CHUNK]
             marks = ", ".join("?" * len(chunk))
             with self._lock:
+                self._settle()
                 rows = self._conn.execute(
                     f"SELECT k, v FROM agentq_records WHERE tbl = ? AND k IN ({marks})",
                     (table, *chunk),
@@ -931,6 +1089,7 @@ class SQLiteBackend:
         sql += " ORDER BY k LIMIT ?"
         params.append(-1 if limit is None else limit)
         with self._lock:
+            self._settle()
             rows = self._conn.execute(sql, params).fetchall()
         return [(k, dict(json.loads(v))) for k, v in rows]
 
@@ -939,6 +1098,7 @@ class SQLiteBackend:
             return
         self._closed = True
         with self._lock:
+            self._settle()
             self._conn.close()
             if self._writer is not None:
                 self._writer.close()

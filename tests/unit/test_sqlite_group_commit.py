@@ -1,0 +1,145 @@
+"""SQLite group commit: transactions queued behind a running one share its COMMIT,
+each in its own savepoint, and stay atomic and isolated."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentq.backends import Transaction
+from agentq.backends.sqlite import SQLiteBackend
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> Iterator[SQLiteBackend]:
+    b = SQLiteBackend(str(tmp_path / "g.db"))
+    yield b
+    b.close()
+
+
+def _wait_for_arrivals(backend: SQLiteBackend, n: int) -> None:
+    for _ in range(10_000):
+        if sum(backend._arrivals) >= n:
+            return
+        threading.Event().wait(0.001)
+    raise AssertionError(f"{n} writers never queued")
+
+
+def test_queued_transactions_share_one_commit_and_a_failure_undoes_only_itself(
+    backend: SQLiteBackend,
+) -> None:
+    statements: list[str] = []
+    backend._conn.set_trace_callback(statements.append)
+    release = threading.Event()
+    errors: list[BaseException] = []
+
+    def first(tx: Transaction) -> None:
+        tx.put_record("t", "first", {"ok": True})
+        release.wait(10)  # hold the connection until the others queue behind us
+
+    def good(tx: Transaction) -> None:
+        tx.put_record("t", "good", {"ok": True})
+
+    def bad(tx: Transaction) -> None:
+        tx.put_record("t", "bad", {"ok": False})
+        raise ValueError("the decision changed its mind")
+
+    def run(fn: object) -> None:
+        try:
+            backend.transact(fn)  # type: ignore[arg-type]
+        except ValueError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(fn,)) for fn in (first, good, bad)]
+    threads[0].start()
+    while not any(s.startswith("INSERT OR REPLACE") for s in statements):
+        threading.Event().wait(0.001)
+    threads[1].start()
+    threads[2].start()
+    _wait_for_arrivals(backend, 2)
+    release.set()
+    for t in threads:
+        t.join(10)
+    backend._conn.set_trace_callback(None)
+    assert [str(e) for e in errors] == ["the decision changed its mind"]
+    assert backend.get_record("t", "first") == {"ok": True}
+    assert backend.get_record("t", "good") == {"ok": True}
+    assert backend.get_record("t", "bad") is None
+    assert statements.count("COMMIT") == 1  # three transactions, one commit
+    assert statements.count("ROLLBACK TO agentq_member") == 1
+
+
+def test_concurrent_transactions_stay_atomic_and_readers_never_see_a_half(
+    backend: SQLiteBackend,
+) -> None:
+    stop = threading.Event()
+    torn: list[str] = []
+
+    def writer(w: int) -> None:
+        for i in range(60):
+
+            def fn(tx: Transaction, i: int = i) -> None:
+                tx.put_record("pairs", f"a-{w}-{i}", {"i": i})
+                tx.put_record("pairs", f"b-{w}-{i}", {"i": i})
+                if i % 5 == 0:
+                    raise KeyError("abandoned")
+
+            try:
+                backend.transact(fn)
+            except KeyError:
+                pass
+
+    def reader() -> None:
+        while not stop.is_set():
+            keys = {k for k, _ in backend.list_records("pairs")}
+            for k in keys:
+                twin = ("b" if k[0] == "a" else "a") + k[1:]
+                if twin not in keys:
+                    torn.append(k)
+
+    r = threading.Thread(target=reader)
+    r.start()
+    writers = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join(60)
+    stop.set()
+    r.join(10)
+    keys = {k for k, _ in backend.list_records("pairs")}
+    assert torn == []
+    assert len(keys) == 8 * 48 * 2  # every fifth transaction rolled back, alone
+    assert not any(k.endswith(("-0", "-5")) for k in keys)
+
+
+def test_a_durable_transaction_never_rides_a_group_committed_at_normal(
+    backend: SQLiteBackend,
+) -> None:
+    statements: list[str] = []
+    backend._conn.set_trace_callback(statements.append)
+    release = threading.Event()
+
+    def lease_like(tx: Transaction) -> None:
+        tx.put_record("t", "bookkeeping", {})
+        release.wait(10)
+
+    t1 = threading.Thread(target=lambda: backend.transact(lease_like, durable=False))
+    t1.start()
+    while "BEGIN IMMEDIATE" not in statements:
+        threading.Event().wait(0.001)
+    t2 = threading.Thread(target=lambda: backend.transact(
+        lambda tx: tx.put_record("t", "decision", {})))  # fmt: skip
+    t2.start()
+    _wait_for_arrivals(backend, 1)
+    release.set()
+    t1.join(10)
+    t2.join(10)
+    backend._conn.set_trace_callback(None)
+    assert statements.count("COMMIT") == 2
+    # The durable one began after the NORMAL group had committed and FULL was restored.
+    second_begin = [i for i, s in enumerate(statements) if s == "BEGIN IMMEDIATE"][1]
+    assert "PRAGMA synchronous=FULL" in statements[:second_begin]
+    assert backend.get_record("t", "decision") == {}
