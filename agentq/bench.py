@@ -8,8 +8,10 @@ machines are noisy. Measured, at the chosen durability:
 * ``queue_send_per_s`` / ``queue_recv_ack_per_s`` — the queue layer alone: one
   message sent per transaction; leasing a batch and acking it in one transaction;
 * ``decisions_per_s`` — transactions that each write one application row and
-  enqueue one task;
-* ``enqueue_action_per_s`` — the idempotent one-call API;
+  enqueue one task, one caller;
+* ``enqueue_action_per_s`` — the idempotent one-call API, one caller;
+* ``decisions_per_s_<n>_callers`` / ``enqueue_action_per_s_<n>_callers`` — the
+  same from ``n`` threads at once, whose transactions share commits;
 * ``tasks_per_s_<n>w`` — a burst of no-op tasks (enqueued in one transaction)
   leased, run and completed (result + ledger + ack) by ``n`` worker processes;
 * ``latency_*`` — commit of an enqueue to handler start, for an idle worker in
@@ -26,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -160,7 +163,33 @@ def _queue_receive_ack(env: _Env, n: int, batch: int, payload: bytes) -> float:
     return n / elapsed
 
 
-def _decisions(env: _Env, n: int, pad: str) -> float:
+def _in_threads(callers: int, n: int, one: Callable[[int], object]) -> float:
+    """Calls ``one(i)`` for ``i`` in ``range(n)`` from ``callers`` threads; calls/s."""
+    per = max(1, n // callers)
+    failures: list[BaseException] = []
+
+    def caller(c: int) -> None:
+        try:
+            for i in range(c * per, (c + 1) * per):
+                one(i)
+        except BaseException as exc:  # reported below, not swallowed with the thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=caller, args=(c,)) for c in range(callers)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    if failures:
+        raise failures[0]
+    return per * callers / elapsed
+
+
+def _decisions(env: _Env, n: int, pad: str, callers: int = 1) -> float:
+    """Transactions that each write one application row and enqueue one task, from
+    ``callers`` threads (several agents deciding at once share commits)."""
     rt = env.runtime()
     rt.transact(lambda tx: tx.execute("CREATE TABLE app (id INTEGER PRIMARY KEY, v TEXT)"))
 
@@ -171,22 +200,23 @@ def _decisions(env: _Env, n: int, pad: str) -> float:
 
         return fn
 
-    start = time.perf_counter()
-    for i in range(n):
-        rt.transact(decide(i))
-    elapsed = time.perf_counter() - start
+    rate = _in_threads(callers, n, lambda i: rt.transact(decide(i)))
+    rows = rt.transact(lambda tx: tx.execute("SELECT COUNT(*) FROM app"))[0][0]
     rt.close()
-    return n / elapsed
+    if rows != max(1, n // callers) * callers:
+        raise RuntimeError(f"bench decisions: {rows} rows committed")
+    return rate
 
 
-def _enqueue_actions(env: _Env, n: int, pad: str) -> float:
+def _enqueue_actions(env: _Env, n: int, pad: str, callers: int = 1) -> float:
     rt = env.runtime()
-    start = time.perf_counter()
-    for i in range(n):
-        rt.enqueue_action("noop", {"n": i, "pad": pad}, idempotency_key=f"call-{i}")
-    elapsed = time.perf_counter() - start
+    rate = _in_threads(
+        callers,
+        n,
+        lambda i: rt.enqueue_action("noop", {"n": i, "pad": pad}, idempotency_key=f"call-{i}"),
+    )
     rt.close()
-    return n / elapsed
+    return rate
 
 
 def _spawn_workers(
@@ -308,9 +338,15 @@ def run_bench(
     durability: str = "full",
     repeats: int = 3,
     latency_samples: int = 100,
+    callers: int = 8,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Run every measurement ``repeats`` times and return medians with min and max."""
+    """Run every measurement ``repeats`` times and return medians with min and max.
+
+    ``callers`` threads also run the decision and enqueue-action measures at once,
+    as an agent framework serving many conversations would (their commits are
+    shared: group commit); 1 skips those.
+    """
     if db is not None and not db.startswith("sqlite:"):
         if db.startswith("spanner:"):
             from agentq.backends import open_backend
@@ -352,11 +388,18 @@ def run_bench(
             "queue_recv_ack_per_s",
             _queue_receive_ack(_Env(root, durability, "qr"), tasks, batch, pad.encode()),
         )
-        record("decisions_per_s", _decisions(_Env(root, durability, "dec"), min(tasks, 2000), pad))
-        record(
-            "enqueue_action_per_s",
-            _enqueue_actions(_Env(root, durability, "act"), min(tasks, 2000), pad),
-        )
+        n = min(tasks, 2000)
+        record("decisions_per_s", _decisions(_Env(root, durability, "dec"), n, pad))
+        record("enqueue_action_per_s", _enqueue_actions(_Env(root, durability, "act"), n, pad))
+        if callers > 1:
+            record(
+                f"decisions_per_s_{callers}_callers",
+                _decisions(_Env(root, durability, "decn"), 2 * n, pad, callers),
+            )
+            record(
+                f"enqueue_action_per_s_{callers}_callers",
+                _enqueue_actions(_Env(root, durability, "actn"), 2 * n, pad, callers),
+            )
         for w in sorted({1, workers}):
             env = _Env(root, durability, f"e2e{w}")
             record(f"tasks_per_s_{w}w", _end_to_end(env, tasks, w, concurrency, batch, pad))
@@ -369,6 +412,7 @@ def run_bench(
     out: dict[str, Any] = {
         "settings": {
             "tasks": tasks, "workers": workers, "concurrency": concurrency, "batch": batch,
+            "callers": callers,
             "payload_bytes": payload_bytes, "durability": durability, "repeats": repeats,
             "python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version,
             "cpus": os.cpu_count(),
@@ -408,19 +452,19 @@ def format_table(result: dict[str, Any]) -> str:
         f"batch {s['batch']}, payload {s['payload_bytes']} B, synchronous={s['durability'].upper()}, "
         f"{s['repeats']} repeats, Python {s['python']}, SQLite {s['sqlite']}, {s['cpus']} CPUs",
         "",
-        f"{'measure':<28}{'median':>12}{'min':>12}{'max':>12}{'x raw':>9}",
+        f"{'measure':<34}{'median':>12}{'min':>12}{'max':>12}{'x raw':>9}",
     ]
     for name, v in result["throughput"].items():
         frac = result["fraction_of_raw"].get(name)
         lines.append(
-            f"{name:<28}{v['median']:>12,.0f}{v['min']:>12,.0f}{v['max']:>12,.0f}"
+            f"{name:<34}{v['median']:>12,.0f}{v['min']:>12,.0f}{v['max']:>12,.0f}"
             f"{'' if frac is None else f'{frac:>9.2f}'}"
         )
     lines.append("")
-    lines.append(f"{'enqueue -> handler start':<28}{'p50 ms':>12}{'p99 ms':>12}{'max ms':>12}")
+    lines.append(f"{'enqueue -> handler start':<34}{'p50 ms':>12}{'p99 ms':>12}{'max ms':>12}")
     for where, v in result["latency_ms"].items():
         if v:
-            lines.append(f"{where:<28}{v['p50']:>12.2f}{v['p99']:>12.2f}{v['max']:>12.2f}")
+            lines.append(f"{where:<34}{v['p50']:>12.2f}{v['p99']:>12.2f}{v['max']:>12.2f}")
     lines.append("")
     lines.append(f"idle worker CPU: {result['idle_worker_cpu_percent']:.2f}%")
     return "\n".join(lines)

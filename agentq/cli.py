@@ -186,7 +186,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     result = run_bench(
         db=args.db, tasks=args.tasks, workers=args.workers, concurrency=args.concurrency,
         batch=args.batch, payload_bytes=args.payload_bytes, durability=args.durability,
-        repeats=args.repeats, latency_samples=args.latency_samples,
+        repeats=args.repeats, latency_samples=args.latency_samples, callers=args.callers,
         progress=(lambda _m: None) if args.json else (lambda m: print(m, flush=True)),
     )  # fmt: skip
     text = json.dumps(result, indent=2)
@@ -228,6 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--workers", type=_positive, default=2, help="worker processes (default 2)")
     bench.add_argument("--concurrency", type=_positive, default=16, help="handlers per worker")
     bench.add_argument("--batch", type=_positive, default=50, help="lease batch size")
+    bench.add_argument(
+        "--callers", type=_positive, default=8,
+        help="threads deciding at once for the concurrent decision figures (1: skip them)",
+    )  # fmt: skip
     bench.add_argument("--payload-bytes", type=_non_negative, default=0)
     bench.add_argument("--durability", choices=["full", "normal"], default="full")
     bench.add_argument("--repeats", type=_positive, default=3)

@@ -17,7 +17,7 @@ def test_bench_runs_and_writes_json(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "agentq.cli", "bench", "--db", f"sqlite:///{tmp_path}/b.db",
          "--tasks", "60", "--repeats", "1", "--latency-samples", "3", "--workers", "2",
-         "--durability", "normal", "--out", str(out)],
+         "--durability", "normal", "--callers", "4", "--out", str(out)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -26,9 +26,11 @@ def test_bench_runs_and_writes_json(tmp_path: Path) -> None:
     assert set(result["throughput"]) == {
         "raw_commits_per_s", "queue_send_per_s", "queue_recv_ack_per_s",
         "decisions_per_s", "enqueue_action_per_s",
+        "decisions_per_s_4_callers", "enqueue_action_per_s_4_callers",
         "tasks_per_s_1w", "tasks_per_s_2w",
     }  # fmt: skip
     assert result["latency_ms"]["other_process"]["samples"] == 3
+    assert result["settings"]["callers"] == 4
     assert all(v["median"] > 0 for v in result["throughput"].values())
 
 
