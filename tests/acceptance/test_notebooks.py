@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 EXPECTED = {
     "refund_bot.ipynb": ["escalated", "succeeded"],
-    "benchmark.ipynb": ["plotted 7 throughput figures", "raw_commits_per_s"],
+    "benchmark.ipynb": ["plotted 9 throughput figures", "raw_commits_per_s"],
 }
 
 
