@@ -825,7 +825,7 @@ class SQLiteBackend:
         except BaseException:
             self._close_group_state(relax)
             raise
-        group = _CommitGroup(durable=not relax, relaxed=relax)
+        group = _CommitGroup(durable=durable, relaxed=relax)
         self._group = group
         return group
 

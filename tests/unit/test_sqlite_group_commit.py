@@ -13,9 +13,9 @@ from agentq.backends import Transaction
 from agentq.backends.sqlite import SQLiteBackend
 
 
-@pytest.fixture
-def backend(tmp_path: Path) -> Iterator[SQLiteBackend]:
-    b = SQLiteBackend(str(tmp_path / "g.db"))
+@pytest.fixture(params=["full", "normal"])
+def backend(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SQLiteBackend]:
+    b = SQLiteBackend(str(tmp_path / "g.db"), durability=request.param)
     yield b
     b.close()
 
@@ -118,6 +118,8 @@ def test_concurrent_transactions_stay_atomic_and_readers_never_see_a_half(
 def test_a_durable_transaction_never_rides_a_group_committed_at_normal(
     backend: SQLiteBackend,
 ) -> None:
+    if backend.durability == "normal":
+        pytest.skip("everything commits at NORMAL")
     statements: list[str] = []
     backend._conn.set_trace_callback(statements.append)
     release = threading.Event()
