@@ -35,7 +35,7 @@ import httpx
 from pydantic import ValidationError
 
 from agentq.approvals import ApprovalStatus
-from agentq.backends import Message
+from agentq.backends import EncodedRecord, Message, encode_record
 from agentq.context import Checkpoint, ToolContext
 from agentq.envelope import TaskEnvelope
 from agentq.errors import (
@@ -50,7 +50,7 @@ from agentq.faults import WorkerCrash
 from agentq.http import tool_http_client
 from agentq.ledger import TERMINAL, Tables, TaskStatus
 from agentq.retry import PermanentError, RetryLater
-from agentq.runtime import _BUILTIN_ESCALATION, ESCALATION_QUEUE, Decision, _iso
+from agentq.runtime import _BUILTIN_ESCALATION, ESCALATION_QUEUE, Decision, _iso, finish_record
 from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
@@ -91,6 +91,9 @@ class _Outcome:
     exc: BaseException | None = None
     checkpoint: Checkpoint | None = None
     on_commit: list[Any] = field(default_factory=list)
+    # The succeeded ledger record, encoded by the handler thread for a plain
+    # success, so the committer only writes it (see _encode_success).
+    final: EncodedRecord | None = None
 
 
 class _RecordReader(Protocol):
@@ -373,7 +376,7 @@ class Worker:
         fast, slow = self._plan_claims(batch)
         runnable: list[_Inflight] = []
         if fast:
-            items = [(inf.task_id, version, inf.record) for inf, version, _ in fast]
+            items = [(inf.task_id, version, encode_record(inf.record)) for inf, version, _ in fast]
             try:
                 # Bookkeeping: after a power loss it may be lost, which only
                 # undercounts a delivery by one.
@@ -620,7 +623,21 @@ class Worker:
             self._count("late_after_timeout")
             self._finished_commit(1)
             return
+        if outcome.kind == "success":
+            self._encode_success(outcome)
         self._outcomes.put(outcome)
+
+    def _encode_success(self, outcome: _Outcome) -> None:
+        """Build and encode the succeeded record here, in the handler thread, when
+        the commit only has to write it: the committer holds the write lock that
+        every other writer (and process) waits for. Escalations, handler writes
+        and ordering keys do more in the commit and take the general path."""
+        rec = outcome.inflight.record
+        if outcome.on_commit or rec.get("kind") == "escalation" or rec.get("ordering_key"):
+            return
+        final = dict(rec)
+        finish_record(final, TaskStatus.SUCCEEDED, _iso(self.clock.now()), result=outcome.result)
+        outcome.final = encode_record(final)
 
     def _run(self, inflight: _Inflight) -> _Outcome:
         rt = self.runtime
@@ -855,6 +872,9 @@ class Worker:
         # The strict ack above proves no one else finished or cancelled this task
         # since the claim, so the claimed record is current.
         rec = inf.record
+        if o.final is not None:
+            tx.tx.put_record(Tables.TASKS, inf.task_id, o.final)
+            return "succeeded"
         if o.kind == "success":
             for fn in o.on_commit:
                 fn(tx)

@@ -334,15 +334,28 @@ class Decision:
         error: str | None = None,
     ) -> None:
         """Record a final status and let the next task of its ordering key go."""
-        now = _iso(self.now)
-        rec.update(status=status, result=result, error=error, updated_at=now, finished_at=now)
-        rec["next_attempt_at"] = None
+        finish_record(rec, status, _iso(self.now), result=result, error=error)
         self.tx.put_record(Tables.TASKS, rec["task_id"], rec)
         key = rec.get("ordering_key")
         if key:
             nxt = ordering.release(self.tx, key, rec["task_id"])
             if nxt is not None:
                 self._send(self._task_record(nxt), None)
+
+
+def finish_record(
+    rec: dict[str, Any],
+    status: TaskStatus,
+    now: str,
+    *,
+    result: Any = None,
+    error: str | None = None,
+) -> None:
+    """Set a ledger record's final status (``now`` as ISO text), in place."""
+    rec.update(
+        status=status, result=result, error=error, updated_at=now, finished_at=now,
+        next_attempt_at=None,
+    )  # fmt: skip
 
 
 def envelope_payload(rec: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,12 +13,14 @@ from typing import Any
 from agentq.backends.base import (
     LEASE_SECONDS,
     Backend,
+    EncodedRecord,
     Message,
     QueueStats,
     RedeliveryPolicy,
     Renewal,
     StoredRecord,
     Transaction,
+    encode_record,
 )
 from agentq.clock import Clock
 from agentq.errors import ConfigError
@@ -26,12 +28,14 @@ from agentq.errors import ConfigError
 __all__ = [
     "LEASE_SECONDS",
     "Backend",
+    "EncodedRecord",
     "Message",
     "QueueStats",
     "RedeliveryPolicy",
     "Renewal",
     "StoredRecord",
     "Transaction",
+    "encode_record",
     "open_backend",
 ]
 

@@ -19,6 +19,7 @@ Semantics (mirroring Spanner queues):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -30,12 +31,14 @@ from agentq.spec import Key, QueueSpec
 __all__ = [
     "LEASE_SECONDS",
     "Backend",
+    "EncodedRecord",
     "Message",
     "QueueStats",
     "RedeliveryPolicy",
     "Renewal",
     "StoredRecord",
     "Transaction",
+    "encode_record",
 ]
 
 T = TypeVar("T")
@@ -111,6 +114,24 @@ class RedeliveryPolicy:
         return float(min(self.initial * self.multiplier**exponent, self.max_delay))
 
 
+class EncodedRecord(str):
+    """A record already encoded by :func:`encode_record`: a transaction stores it
+    as it is, so the encoding can happen before the transaction, off the write
+    lock that every other writer waits for."""
+
+    __slots__ = ()
+
+
+def encode_record(value: Mapping[str, Any]) -> EncodedRecord:
+    """Encode a record the way every backend stores it (compact JSON)."""
+    return EncodedRecord(json.dumps(value, separators=(",", ":"), default=str))
+
+
+def record_text(value: Mapping[str, Any] | EncodedRecord) -> str:
+    """The stored text of a record value, encoding it unless it already is."""
+    return value if isinstance(value, EncodedRecord) else encode_record(value)
+
+
 @dataclass(frozen=True)
 class StoredRecord:
     """A record as read outside a transaction, with an opaque version: a record
@@ -156,8 +177,8 @@ class Transaction(Protocol):
         """Read a JSON record of the runtime's own state."""
         ...
 
-    def put_record(self, table: str, key: str, value: Mapping[str, Any]) -> None:
-        """Insert or replace a JSON record."""
+    def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
+        """Insert or replace a JSON record (a mapping, or one encoded beforehand)."""
         ...
 
     def insert_record(self, table: str, key: str, value: Mapping[str, Any]) -> bool:
@@ -169,7 +190,7 @@ class Transaction(Protocol):
         ...
 
     def replace_records(
-        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any]]]
+        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord]]
     ) -> list[str]:
         """Compare-and-swap: for each ``(key, version, value)``, replace the record
         if it is still at ``version`` (from :meth:`Backend.read_records`).

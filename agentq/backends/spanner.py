@@ -55,12 +55,14 @@ from google.cloud.spanner_v1.keyset import KeySet
 from google.cloud.spanner_v1.streamed import StreamedResultSet
 
 from agentq.backends.base import (
+    EncodedRecord,
     Message,
     QueueStats,
     RedeliveryPolicy,
     Renewal,
     StoredRecord,
     Transaction,
+    record_text,
 )
 from agentq.clock import Clock, SystemClock
 from agentq.errors import (
@@ -280,9 +282,9 @@ class _SpannerTransaction(Transaction):
         )
         return None if not rows else dict(json.loads(rows[0][0]))
 
-    def put_record(self, table: str, key: str, value: Mapping[str, Any]) -> None:
+    def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
         validate_identifier(table, "record table")
-        text = json.dumps(value, separators=(",", ":"), default=str)
+        text = record_text(value)
         self._txn.insert_or_update(RECORDS, columns=("tbl", "k", "v"), values=[(table, key, text)])
         self._records[(table, key)] = json.loads(text)
 
@@ -300,7 +302,7 @@ class _SpannerTransaction(Transaction):
         return existed
 
     def replace_records(
-        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any]]]
+        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord]]
     ) -> list[str]:
         d = self._backend.dialect
         changed = []

@@ -77,12 +77,14 @@ from tenacity import (
 
 from agentq.backends.base import (
     LEASE_SECONDS,
+    EncodedRecord,
     Message,
     QueueStats,
     RedeliveryPolicy,
     Renewal,
     StoredRecord,
     Transaction,
+    record_text,
 )
 from agentq.backends.writer_lock import WriterLock
 from agentq.clock import Clock, SystemClock, from_micros, to_micros
@@ -524,7 +526,7 @@ class _SQLiteTransaction(Transaction):
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         return _get_record(self._conn, table, key)
 
-    def put_record(self, table: str, key: str, value: Mapping[str, Any]) -> None:
+    def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
             (_record_table(table), key, _dumps(value)),
@@ -542,7 +544,7 @@ class _SQLiteTransaction(Transaction):
         return cur.rowcount > 0
 
     def replace_records(
-        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any]]]
+        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord]]
     ) -> list[str]:
         # The version is the stored JSON text itself: comparing it is one memcmp in
         # SQLite, and no other writer can make an equal text mean something else.
@@ -568,8 +570,7 @@ def _record_table(table: str) -> str:
     return table
 
 
-def _dumps(value: Mapping[str, Any]) -> str:
-    return json.dumps(value, separators=(",", ":"), default=str)
+_dumps = record_text
 
 
 def _get_record(conn: sqlite3.Connection, table: str, key: str) -> dict[str, Any] | None:

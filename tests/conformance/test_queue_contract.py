@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentq.backends import LEASE_SECONDS, Message, Transaction
+from agentq.backends import LEASE_SECONDS, Message, Transaction, encode_record
 from agentq.errors import (
     DuplicateKey,
     InvalidIdentifier,
@@ -597,3 +597,21 @@ def test_replace_records_writes_only_what_is_unchanged_since_the_read(
     assert b.transact(
         lambda tx: tx.replace_records("things", [("a", read["a"].version, {"n": 3})])
     ) == ["a"]
+
+
+@pytest.mark.needs("state")
+def test_a_record_encoded_beforehand_is_stored_as_the_same_record(harness: Harness) -> None:
+    value = {"k": "a", "nested": {"n": [1, 2]}, "text": "naïve ✓"}
+    encoded = encode_record(value)
+
+    def fn(tx: Transaction) -> dict[str, Any] | None:
+        tx.put_record("things", "a", encoded)
+        return tx.get_record("things", "a")  # read-your-writes sees the record
+
+    assert harness.backend.transact(fn) == value
+    assert harness.backend.get_record("things", "a") == value
+    version = harness.backend.read_records("things", ["a"])["a"].version
+    changed = harness.backend.transact(
+        lambda tx: tx.replace_records("things", [("a", version, encode_record({"k": "b"}))])
+    )
+    assert changed == [] and harness.backend.get_record("things", "a") == {"k": "b"}

@@ -383,3 +383,27 @@ def test_claims_are_swapped_in_unless_the_record_changed_since_the_read(
         done = rt.task(t.task_id)
         assert done.status == TaskStatus.SUCCEEDED and done.deliveries == 1
         assert done.started_at is not None
+
+
+def test_a_plain_success_commits_the_record_encoded_by_its_handler_thread(
+    rt: Runtime, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    finished: list[str] = []
+    real_finish = Decision._finish
+
+    def spy(self: Decision, rec: dict[str, Any], *a: Any, **kw: Any) -> None:
+        finished.append(rec["task_id"])
+        real_finish(self, rec, *a, **kw)
+
+    monkeypatch.setattr(Decision, "_finish", spy)
+    plain = rt.enqueue_action("record", {"name": "plain"})
+    ordered = rt.enqueue_action("record", {"name": "ordered"}, ordering_key="k")
+    rt.worker().drain()
+    # The ordered one releases its successor in the commit: the general path.
+    assert finished == [ordered.task_id]
+    for t in (plain, ordered):
+        done = rt.task(t.task_id)
+        assert done.status == TaskStatus.SUCCEEDED and done.error is None
+        assert done.result == {"name": t.args["name"], "attempt": 1}
+        assert done.finished_at == done.updated_at == clock.now()
+        assert done.next_attempt_at is None and done.deliveries == 1
