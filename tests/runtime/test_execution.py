@@ -20,6 +20,7 @@ from agentq import (
     Runtime,
     TaskStatus,
     ToolContext,
+    WorkerCrash,
     tool,
 )
 from agentq.backends import Message, StoredRecord
@@ -253,11 +254,9 @@ def test_failing_state_write_fails_the_attempt_and_records_nothing(
 
 
 def test_group_commit_isolates_a_stale_completion(rt: Runtime, clock: FakeClock) -> None:
-    """Six completions reach the committer together; one of them is stale (its task was
-    cancelled while it ran). The group's transaction fails on that ack and the
-    committer falls back to one at a time: the five others are recorded."""
-    from agentq import WorkerCrash
-
+    """Seven completions reach the committer together; one of them is stale (its task
+    was cancelled while it ran). The group's transaction fails on that ack and the
+    committer falls back to one at a time: the six others are recorded."""
     ids = [rt.enqueue_action("record", {"name": f"g{i}"}).task_id for i in range(7)]
     victim = ids[3]
     worker = rt.worker(concurrency=7, batch_size=7)
@@ -267,20 +266,27 @@ def test_group_commit_isolates_a_stale_completion(rt: Runtime, clock: FakeClock)
             rt.cancel(victim)  # deletes its message while its handler is done but uncommitted
         return False
 
-    held = threading.Event()
+    class HeldUntilSeven:
+        """The committer's queue: its first take waits until all seven outcomes are in."""
 
-    def hold_first_commit(info: dict[str, Any]) -> bool:
-        if not held.is_set():
-            held.set()
-            for _ in range(2000):  # until the other six outcomes wait in the committer's queue
-                if worker._outcomes.qsize() >= 6:
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.first = inner, True
+
+        def get(self) -> Any:
+            for _ in range(2000):
+                if not self.first or self.inner.qsize() >= 7:
                     break
                 threading.Event().wait(0.005)
-        return False
+            self.first = False
+            return self.inner.get()
 
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    worker._outcomes = HeldUntilSeven(worker._outcomes)  # type: ignore[assignment]
     rt.faults.arm("after_external_call", WorkerCrash(), when=cancel_victim, times=100)
-    rt.faults.arm("before_completion_commit", WorkerCrash(), when=hold_first_commit, times=100)
     worker.drain()
+    assert worker.stats["group_commits"] == 0  # the group of seven failed as a whole
     assert worker.stats["stale_completion"] == 1
     assert worker.stats["succeeded"] == 6
     statuses = {i: rt.task(i).status for i in ids}
