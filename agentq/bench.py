@@ -309,7 +309,7 @@ def _latency(env: _Env, samples: int, in_process: bool) -> list[float]:
     return gaps
 
 
-def _idle_cpu(env: _Env, seconds: float = 2.0) -> float:
+def _idle_cpu(env: _Env, seconds: float = 5.0) -> float:
     procs = _spawn_workers(env, 1, 4, 4)
     try:
         time.sleep(0.5)

@@ -765,7 +765,9 @@ class SQLiteBackend:
                 ) from exc
             raise
 
-    def _write_once(self, body: Callable[[sqlite3.Connection], T], durable: bool) -> T:
+    def _write_once(
+        self, body: Callable[[sqlite3.Connection], T], durable: bool, retry: bool = True
+    ) -> T:
         """Run ``body`` in the open commit group, or open one, and return once the
         group has committed.
 
@@ -808,7 +810,12 @@ class SQLiteBackend:
             assert waiting.done is not None
             waiting.done.wait()
             if waiting.error is not None:
-                raise TransactionAborted(str(waiting.error)) from waiting.error
+                if not retry:
+                    raise TransactionAborted(str(waiting.error)) from waiting.error
+                # Our body succeeded; the shared COMMIT failed (or another member's
+                # error rolled everything back). Nothing of ours was written: run it
+                # again on its own, as transact may re-run a function on an abort.
+                return self._write_once(body, durable, retry=False)
         return result
 
     def _open_group(self, durable: bool) -> _CommitGroup:

@@ -3,9 +3,11 @@ each in its own savepoint, and stay atomic and isolated."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,3 +147,57 @@ def test_a_durable_transaction_never_rides_a_group_committed_at_normal(
     second_begin = [i for i, s in enumerate(statements) if s == "BEGIN IMMEDIATE"][1]
     assert "PRAGMA synchronous=FULL" in statements[:second_begin]
     assert backend.get_record("t", "decision") == {}
+
+
+class _FailingCommit:
+    """The backend's connection, with its next COMMIT failing (a disk error, say)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.fail_next_commit = True
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "COMMIT" and self.fail_next_commit:
+            self.fail_next_commit = False
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def test_when_the_shared_commit_fails_the_waiting_members_run_again_alone(
+    backend: SQLiteBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(backend, "_conn", _FailingCommit(backend._conn))
+    queued = threading.Event()
+    errors: list[BaseException] = []
+
+    def first(tx: Transaction) -> None:
+        tx.put_record("t", "first", {"ok": True})
+        queued.wait(10)  # until the second one queues behind us: it will commit for both
+
+    def second(tx: Transaction) -> None:
+        tx.put_record("t", "second", {"ok": True})
+
+    def run(fn: Any) -> None:
+        try:
+            backend.transact(fn)
+        except sqlite3.OperationalError as exc:
+            errors.append(exc)
+
+    a = threading.Thread(target=run, args=(first,))
+    a.start()
+    while backend._group is None:  # the first one runs, holding the connection
+        threading.Event().wait(0.001)
+    b = threading.Thread(target=run, args=(second,))
+    b.start()
+    _wait_for_arrivals(backend, 1)
+    queued.set()
+    a.join(10)
+    b.join(10)
+    # The second committed the group; its COMMIT failed, so it reports the error.
+    # The first had only waited: nothing of it was written, so it ran again, alone.
+    assert [str(e) for e in errors] == ["disk I/O error"]
+    assert backend.get_record("t", "first") == {"ok": True}
+    assert backend.get_record("t", "second") is None
