@@ -363,12 +363,13 @@ class Worker:
         """Mark a leased batch running (delivery count, ``started_at``) and return
         what may run.
 
-        The common case is prepared outside any write transaction: the ledger
-        records are read, checked and updated in memory, then swapped in with one
-        compare-and-swap write, so the write lock (one writer at a time on SQLite)
-        is held only for the swap. Anything unusual (a record changed since the
-        read, a stale or poison message, a hold, an approval to check, a corrupt
-        envelope) is claimed the careful way: read and decided inside the
+        On a single-writer backend (SQLite) the common case is prepared outside any
+        write transaction: the ledger records are read, checked and updated in
+        memory, then swapped in with one compare-and-swap write, so the write lock
+        that every other writer waits for is held only for the swap. Anything
+        unusual (a record changed since the read, a stale or poison message, a
+        hold, an approval to check, a corrupt envelope), and every claim on other
+        backends, is decided the careful way: read and written inside the
         transaction.
         """
         rt = self.runtime
@@ -412,6 +413,8 @@ class Worker:
         """Split a batch into claims prepared from a read (with the version read)
         and messages to claim inside a transaction."""
         rt = self.runtime
+        if not rt.backend.single_writer:
+            return [], list(batch)  # reading first would only add a read per task
         wellformed = [m for m in batch if _looks_like_envelope(m.payload, m.key)]
         stored = (
             rt.backend.read_records(Tables.TASKS, [str(m.key[0]) for m in wellformed])

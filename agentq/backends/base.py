@@ -209,6 +209,10 @@ class Backend(Protocol):
     #: Whether keys that grow with time are cheap here (B-tree locality: SQLite)
     #: rather than a write hotspot (key-range splits: Spanner).
     ordered_keys: bool
+    #: Whether writes are serialised, one transaction at a time (SQLite): then work
+    #: moved out of a write transaction (read first, swap in) speeds every writer
+    #: up; where transactions run side by side (Spanner) it only adds reads.
+    single_writer: bool
 
     @property
     def url(self) -> str:

@@ -341,6 +341,7 @@ class SpannerBackend:
         # Spanner decides redelivery itself; the policy here only documents it.
         self.redelivery = redelivery or RedeliveryPolicy()
         self.ordered_keys = False  # keys growing with time would hotspot one split
+        self.single_writer = False
         self.database = database
         self.dialect = Dialect(postgres)
         self.transaction_timeout = transaction_timeout

@@ -413,3 +413,18 @@ def test_a_plain_success_commits_the_record_encoded_by_its_handler_thread(
         assert done.result == {"name": t.args["name"], "attempt": 1}
         assert done.finished_at == done.updated_at == clock.now()
         assert done.next_attempt_at is None and done.deliveries == 1
+
+
+def test_backends_with_concurrent_writers_claim_inside_the_transaction(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On Spanner reading first would add a read per task and save nothing.
+    monkeypatch.setattr(rt.backend, "single_writer", False)
+    monkeypatch.setattr(
+        rt.backend, "read_records", lambda *a: pytest.fail("read outside the transaction")
+    )
+    tasks = rt.transact(lambda tx: [tx.enqueue("record", {"name": f"n{i}"}) for i in range(3)])
+    rt.worker().drain()
+    for t in tasks:
+        done = rt.task(t.task_id)
+        assert done.status == TaskStatus.SUCCEEDED and done.deliveries == 1
