@@ -415,17 +415,14 @@ class Worker:
         rt = self.runtime
         if not rt.backend.single_writer:
             return [], list(batch)  # reading first would only add a read per task
-        wellformed = [m for m in batch if _looks_like_envelope(m.payload, m.key)]
-        stored = (
-            rt.backend.read_records(Tables.TASKS, [str(m.key[0]) for m in wellformed])
-            if wellformed
-            else {}
-        )
+        checked = [(m, _looks_like_envelope(m.payload, m.key)) for m in batch]
+        keys = [str(m.key[0]) for m, wellformed in checked if wellformed]
+        stored = rt.backend.read_records(Tables.TASKS, keys) if keys else {}
         now = rt.clock.now()
         fast: list[tuple[_Inflight, str, Message]] = []
         slow: list[Message] = []
-        for msg in batch:
-            found = stored.get(str(msg.key[0])) if msg in wellformed else None
+        for msg, wellformed in checked:
+            found = stored.get(str(msg.key[0])) if wellformed else None
             inflight = None if found is None else self._prepare_claim(msg, found.value, now)
             if inflight is None or found is None:
                 slow.append(msg)
