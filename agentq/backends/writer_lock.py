@@ -20,10 +20,14 @@ others but never hang them.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import threading
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: SQLite's own locking only
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["WriterLock"]
 
@@ -44,19 +48,21 @@ class WriterLock:
         self.path = f"{db_path}-agentq.lock"
         self.timeout = timeout
         self._pause = threading.Event()  # never set: only its timed wait is used
-        self._fd: int | None
+        self._fd: int | None = None
+        self._held = False
+        if fcntl is None:
+            return
         try:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             # A read-only directory, say: SQLite's own locking still orders writers.
             log.info("no writer lock %s (%s): SQLite busy handling only", self.path, exc)
             self._fd = None
-        self._held = False
 
     def acquire(self) -> bool:
         """Take the lock, waiting up to ``timeout``; returns whether it is held."""
         fd = self._fd
-        if fd is None:
+        if fd is None or fcntl is None:
             return False
         pause = _FIRST_PAUSE
         waited = 0.0
@@ -76,7 +82,7 @@ class WriterLock:
             pause = min(pause * 2, _MAX_PAUSE)
 
     def release(self) -> None:
-        if self._held and self._fd is not None:
+        if self._held and self._fd is not None and fcntl is not None:
             self._held = False
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
