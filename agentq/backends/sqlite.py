@@ -204,8 +204,8 @@ class _Watcher:
     which every commit writes. On Linux it blocks on an inotify watch of that
     file (``inotify_simple``): no CPU while nothing happens, woken within
     microseconds of a commit by any process. It still checks the file every
-    ``_SAFETY_POLL`` seconds in case the watch is lost (the WAL replaced by a
-    foreign tool, say).
+    ``_SAFETY_POLL`` seconds, and if the watch is lost (the WAL deleted or
+    replaced by a foreign tool, say) it polls until it can watch the new file.
 
     Where inotify is unavailable it polls: ``os.stat`` of the WAL (size,
     modification time) and every tenth time ``PRAGMA data_version``, which
@@ -230,13 +230,14 @@ class _Watcher:
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
         self._inotify: Any = None
+        self._watching = False  # an inotify watch of the WAL is in place
         self._wake_r, self._wake_w = os.pipe()
         self.events = 0  # wake-ups by a file event (inotify), for tests and debugging
 
     @property
     def blocking(self) -> bool:
         """Whether the watch blocks on inotify rather than polling."""
-        return self._inotify is not None
+        return self._watching
 
     def _state(self, ask_sqlite: bool) -> tuple[int | None, int, int]:
         try:
@@ -283,8 +284,9 @@ class _Watcher:
                 return
         try:
             self._inotify.add_watch(self._wal, _WATCH_FLAGS)
+            self._watching = True
         except OSError:
-            pass  # no WAL file yet: the safety poll notices it, and we try again then
+            self._watching = False  # no WAL file just now: poll, and try again each time
 
     def _run(self) -> None:
         interval = self._fast
@@ -301,7 +303,9 @@ class _Watcher:
                 interval = self._fast
             else:
                 interval = min(interval * 1.25, self._interval)
-            if self._inotify is not None:
+            if self._inotify is not None and not self._watching:
+                self._watch()
+            if self._watching:
                 self._wait_for_event()
             else:
                 self._closed.wait(interval)

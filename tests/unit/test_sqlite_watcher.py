@@ -56,3 +56,41 @@ def test_a_foreign_commit_wakes_a_waiting_receiver(
     finally:
         backend.close()
         receiver.join(30)
+
+
+def test_without_a_file_to_watch_it_polls_and_watches_once_the_file_appears(
+    tmp_path: Path,
+) -> None:
+    if sqlite_backend._INotify is None:
+        pytest.skip("no inotify on this platform")
+    db = tmp_path / "w.db"
+    backend = SQLiteBackend(str(db), clock=SystemClock())
+    backend.create_queue(QueueSpec.simple("Jobs"))
+    assert backend._watcher is not None
+    missing = tmp_path / "elsewhere-wal"
+    backend._watcher._wal = str(missing)  # as if the WAL had been deleted
+    got: list[list[Message]] = []
+    receiver = threading.Thread(
+        target=lambda: got.extend(backend.stream("Jobs", 10, max_duration=20))
+    )
+    receiver.start()
+    try:
+        time.sleep(0.3)
+        assert not backend._watcher.blocking  # polling (PRAGMA data_version) instead
+        raw = sqlite3.connect(db, isolation_level=None)
+        now = to_micros(backend.clock.now())
+        sent_at = time.monotonic()
+        raw.execute(backend._queue_sql("Jobs").insert, ("ping", b'"x"', now, now, 7))
+        raw.close()
+        while not got and time.monotonic() - sent_at < 10:
+            time.sleep(0.001)
+        assert got and time.monotonic() - sent_at < 2.0
+        missing.write_bytes(b"")  # the file is back: the next check watches it
+        for _ in range(200):
+            if backend._watcher.blocking:
+                break
+            time.sleep(0.01)
+        assert backend._watcher.blocking
+    finally:
+        backend.close()
+        receiver.join(30)
