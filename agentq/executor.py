@@ -62,6 +62,7 @@ log = logging.getLogger("agentq.worker")
 
 OutcomeKind = Literal["success", "failure", "checkpoint", "crash"]
 _PERMANENT = (PermanentError, PolicyViolation, ToolError, ValidationError)
+_STOP_CHECK_SECONDS = 0.25
 
 
 @dataclass
@@ -268,7 +269,11 @@ class Worker:
         for t in receivers:
             t.start()
         try:
-            stop.wait()
+            # A timed wait: a SIGTERM handler (stop.set) runs only once the main
+            # thread wakes, and a signal the kernel hands to another thread does not
+            # wake an untimed wait, so the worker would never notice it.
+            while not stop.wait(_STOP_CHECK_SECONDS):
+                pass
         finally:
             stop.set()
             for t in receivers:
