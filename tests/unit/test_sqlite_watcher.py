@@ -20,6 +20,17 @@ from agentq.spec import QueueSpec
 pytestmark = pytest.mark.slow
 
 
+def _wait_until_watching(backend: SQLiteBackend) -> None:
+    """Until the receiver waits and the watcher thread has run its first check."""
+    watcher = backend._watcher
+    assert watcher is not None
+    for _ in range(5000):
+        if watcher._waiters and watcher._polls:
+            return
+        time.sleep(0.001)
+    raise AssertionError("the receiver never started waiting")
+
+
 @pytest.mark.parametrize("mode", ["inotify", "polling"])
 def test_a_foreign_commit_wakes_a_waiting_receiver(
     tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
@@ -37,8 +48,8 @@ def test_a_foreign_commit_wakes_a_waiting_receiver(
     )
     receiver.start()
     try:
-        time.sleep(0.3)  # let the receiver settle into its wait
         assert backend._watcher is not None
+        _wait_until_watching(backend)
         assert backend._watcher.blocking is (mode == "inotify")
         # A plain connection: no agentq in-process notification, only the file changes.
         raw = sqlite3.connect(db, isolation_level=None)
@@ -75,7 +86,7 @@ def test_without_a_file_to_watch_it_polls_and_watches_once_the_file_appears(
     )
     receiver.start()
     try:
-        time.sleep(0.3)
+        _wait_until_watching(backend)
         assert not backend._watcher.blocking  # polling (PRAGMA data_version) instead
         raw = sqlite3.connect(db, isolation_level=None)
         now = to_micros(backend.clock.now())
