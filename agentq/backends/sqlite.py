@@ -537,13 +537,13 @@ class _SQLiteTransaction(Transaction):
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
-            (_record_table(table), key, _dumps(value)),
+            (_record_table(table), key, record_text(value)),
         )
 
     def insert_record(self, table: str, key: str, value: Mapping[str, Any]) -> bool:
         cur = self._conn.execute(
             "INSERT OR IGNORE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
-            (_record_table(table), key, _dumps(value)),
+            (_record_table(table), key, record_text(value)),
         )
         return cur.rowcount > 0
 
@@ -563,7 +563,7 @@ class _SQLiteTransaction(Transaction):
             for key, version, value in items
             if execute(
                 "UPDATE agentq_records SET v = ? WHERE tbl = ? AND k = ? AND v = ?",
-                (_dumps(value), table, key, version),
+                (record_text(value), table, key, version),
             ).rowcount
             == 0
         ]
@@ -576,9 +576,6 @@ def _record_table(table: str) -> str:
     if table not in _RECORD_TABLES:
         _RECORD_TABLES.add(validate_identifier(table, "record table"))
     return table
-
-
-_dumps = record_text
 
 
 def _get_record(conn: sqlite3.Connection, table: str, key: str) -> dict[str, Any] | None:

@@ -31,6 +31,23 @@ def _wait_until_watching(backend: SQLiteBackend) -> None:
     raise AssertionError("the receiver never started waiting")
 
 
+def _commit_foreign_message_and_wait(
+    backend: SQLiteBackend, db: Path, got: list[list[Message]]
+) -> None:
+    """Send "ping" from a plain connection (no agentq in-process notification, only
+    the file changes) and check the waiting receiver got it promptly."""
+    raw = sqlite3.connect(db, isolation_level=None)
+    now = to_micros(backend.clock.now())
+    sent_at = time.monotonic()
+    raw.execute(backend._queue_sql("Jobs").insert, ("ping", b'"x"', now, now, 7))
+    raw.close()
+    while not got and time.monotonic() - sent_at < 10:
+        time.sleep(0.001)
+    # Generous bound: the receiver would otherwise wait its full 20 s.
+    assert got and got[0][0].key == ("ping",)
+    assert time.monotonic() - sent_at < 2.0
+
+
 @pytest.mark.parametrize("mode", ["inotify", "polling"])
 def test_a_foreign_commit_wakes_a_waiting_receiver(
     tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
@@ -51,17 +68,7 @@ def test_a_foreign_commit_wakes_a_waiting_receiver(
         assert backend._watcher is not None
         _wait_until_watching(backend)
         assert backend._watcher.blocking is (mode == "inotify")
-        # A plain connection: no agentq in-process notification, only the file changes.
-        raw = sqlite3.connect(db, isolation_level=None)
-        now = to_micros(backend.clock.now())
-        sent_at = time.monotonic()
-        raw.execute(backend._queue_sql("Jobs").insert, ("ping", b'"x"', now, now, 7))
-        raw.close()
-        while not got and time.monotonic() - sent_at < 10:
-            time.sleep(0.001)
-        # Generous bound: the receiver would otherwise wait its full 20 s.
-        assert got and got[0][0].key == ("ping",)
-        assert time.monotonic() - sent_at < 2.0
+        _commit_foreign_message_and_wait(backend, db, got)
         # Woken by the file event itself, not by the safety poll.
         assert (backend._watcher.events > 0) is (mode == "inotify")
     finally:
@@ -88,14 +95,7 @@ def test_without_a_file_to_watch_it_polls_and_watches_once_the_file_appears(
     try:
         _wait_until_watching(backend)
         assert not backend._watcher.blocking  # polling (PRAGMA data_version) instead
-        raw = sqlite3.connect(db, isolation_level=None)
-        now = to_micros(backend.clock.now())
-        sent_at = time.monotonic()
-        raw.execute(backend._queue_sql("Jobs").insert, ("ping", b'"x"', now, now, 7))
-        raw.close()
-        while not got and time.monotonic() - sent_at < 10:
-            time.sleep(0.001)
-        assert got and time.monotonic() - sent_at < 2.0
+        _commit_foreign_message_and_wait(backend, db, got)
         missing.write_bytes(b"")  # the file is back: the next check watches it
         for _ in range(200):
             if backend._watcher.blocking:
