@@ -909,7 +909,7 @@ class Worker:
             until = tx.now + timedelta(seconds=exc.after)
             self._holds[rec["tool"]] = until
             tx.tx.put_record(Tables.HOLDS, rec["tool"], {"until": _iso(until), "reason": error})
-            self._reschedule(tx, rec, None, None, until, status=TaskStatus.FAILED, error=error)
+            self._reschedule(tx, rec, None, None, until, status=TaskStatus.RETRY_SCHEDULED, error=error)
             return "throttled"
         if isinstance(exc, _PERMANENT):
             self._dead(tx, rec, None, None, error)
@@ -922,7 +922,7 @@ class Worker:
             return "dead"
         delay = policy.delay(rec["failures"])
         self._reschedule(tx, rec, None, None, tx.now + timedelta(seconds=delay),
-                         status=TaskStatus.FAILED, error=error)  # fmt: skip
+                         status=TaskStatus.RETRY_SCHEDULED, error=error)  # fmt: skip
         return "retried"
 
     def _mark_escalated(self, tx: Decision, rec: dict[str, Any]) -> None:

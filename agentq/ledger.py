@@ -29,18 +29,23 @@ class Tables:
 class TaskStatus(StrEnum):
     """Where a task is in its life.
 
-    ``failed`` means the last attempt failed and a retry is scheduled at
-    ``next_attempt_at``; ``dead`` means agentq gave up and the task is in the
-    dead-letter queue.
+    ``retry_scheduled`` means the last attempt failed (or was throttled) and the
+    next one is scheduled at ``next_attempt_at``; ``dead`` means agentq gave up
+    and the task is in the dead-letter queue. Ledgers written before this name
+    existed said ``failed``; it is read as ``retry_scheduled``.
     """
 
     AWAITING_APPROVAL = "awaiting_approval"
     QUEUED = "queued"
     RUNNING = "running"
-    FAILED = "failed"
+    RETRY_SCHEDULED = "retry_scheduled"
     SUCCEEDED = "succeeded"
     DEAD = "dead"
     CANCELLED = "cancelled"
+
+    @classmethod
+    def _missing_(cls, value: object) -> TaskStatus | None:
+        return cls.RETRY_SCHEDULED if value == "failed" else None
 
 
 TERMINAL = frozenset({TaskStatus.SUCCEEDED, TaskStatus.DEAD, TaskStatus.CANCELLED})

@@ -223,7 +223,7 @@ def test_timeout_gives_up_the_run_and_its_late_result_is_not_recorded(
     t.join(10)  # drain returns once the timeout's failure is committed
     info = rt.task(task.task_id)
     assert worker.stats["timed_out"] == 1
-    assert info.status == TaskStatus.FAILED and "timeout" in (info.error or "")
+    assert info.status == TaskStatus.RETRY_SCHEDULED and "timeout" in (info.error or "")
     assert info.attempt == 2
     GATE.set()  # the overrunning handler finally returns; its completion must fail
     run_all(rt, clock)
@@ -248,7 +248,7 @@ def test_failing_state_write_fails_the_attempt_and_records_nothing(
     task = rt.enqueue_action("writes_state", {"name": "w"})
     rt.worker().drain()
     info = rt.task(task.task_id)
-    assert info.status == TaskStatus.FAILED
+    assert info.status == TaskStatus.RETRY_SCHEDULED
     assert "no such table" in (info.error or "")
     assert info.result is None
 

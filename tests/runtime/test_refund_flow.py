@@ -260,7 +260,7 @@ def test_retry_after_is_honoured_and_holds_back_the_tool(
     worker = rt.worker(concurrency=1)
     worker.drain()
     info = rt.task(first.task_id)
-    assert info.status == TaskStatus.FAILED
+    assert info.status == TaskStatus.RETRY_SCHEDULED
     assert info.next_attempt_at == clock.now() + timedelta(seconds=30)
     assert info.failures == 0  # throttling does not use up attempts
     second = refund(rt, 10, order="b")
@@ -290,7 +290,7 @@ def test_transient_errors_retry_with_backoff_then_dead_letter(
         attempts.append((info.status, info.failures))
         if info.status == TaskStatus.DEAD:
             break
-        assert info.status == TaskStatus.FAILED
+        assert info.status == TaskStatus.RETRY_SCHEDULED
         assert info.next_attempt_at is not None and info.next_attempt_at > clock.now()
         clock.set(info.next_attempt_at)
     assert attempts[-1] == (TaskStatus.DEAD, 6)  # the tool declares max_attempts=6
