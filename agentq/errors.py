@@ -18,12 +18,15 @@ specific class here, with the original kept as ``__cause__``.
     │   └── TransactionAborted       retries of a transient abort were exhausted
     ├── LeaseError                   a lease could not be used (expired, lost)
     ├── BackendUnavailable           the database cannot be reached or opened
+    │   └── DatabaseNotWritable      read-only, full or unwritable: writes fail until fixed
     ├── ToolError
     │   ├── UnknownTool
     │   └── InvalidArguments         an agent's arguments failed validation
     ├── PolicyViolation              the executor refused what a policy forbids
     ├── TaskNotFound
-    └── ApprovalError                unknown approval, or already decided
+    ├── IllegalTransition            an event the task's (or approval's) state does not allow
+    │   └── ApprovalError            unknown approval, or already decided / void
+    └── IdempotencyConflict          an idempotency key reused with other args or another tool
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ __all__ = [
     "ApprovalError",
     "BackendUnavailable",
     "ConfigError",
+    "DatabaseNotWritable",
     "DuplicateKey",
+    "IdempotencyConflict",
+    "IllegalTransition",
     "InvalidArguments",
     "InvalidIdentifier",
     "InvalidMessage",
@@ -100,6 +106,11 @@ class BackendUnavailable(AgentQError):
     """The database cannot be opened or reached."""
 
 
+class DatabaseNotWritable(BackendUnavailable):
+    """The database refuses writes (read-only file or mount, disk full, no
+    permission): retrying will not help until an operator acts."""
+
+
 class ToolError(AgentQError):
     """A tool is unknown or was called wrongly."""
 
@@ -120,5 +131,16 @@ class TaskNotFound(AgentQError, LookupError):
     """No task with this id exists."""
 
 
-class ApprovalError(AgentQError):
-    """The approval does not exist or has already been decided."""
+class IllegalTransition(AgentQError):
+    """The lifecycle refused an event: the task (or approval) is in a state that
+    does not allow it. The message names the task, its state and the event."""
+
+
+class ApprovalError(IllegalTransition):
+    """The approval does not exist, has already been decided, or is void (its
+    task was cancelled)."""
+
+
+class IdempotencyConflict(AgentQError):
+    """An idempotency key was reused with different arguments or for another
+    tool; the message names the task the key belongs to."""
