@@ -909,7 +909,9 @@ class Worker:
             until = tx.now + timedelta(seconds=exc.after)
             self._holds[rec["tool"]] = until
             tx.tx.put_record(Tables.HOLDS, rec["tool"], {"until": _iso(until), "reason": error})
-            self._reschedule(tx, rec, None, None, until, status=TaskStatus.RETRY_SCHEDULED, error=error)
+            self._reschedule(
+                tx, rec, None, None, until, status=TaskStatus.RETRY_SCHEDULED, error=error
+            )
             return "throttled"
         if isinstance(exc, _PERMANENT):
             self._dead(tx, rec, None, None, error)
