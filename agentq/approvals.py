@@ -28,6 +28,8 @@ class ApprovalStatus(StrEnum):
     ESCALATED = "escalated"
     APPROVED = "approved"
     REJECTED = "rejected"
+    VOID = "void"  # its task was cancelled: it can no longer be decided
+    EXPIRED = "expired"  # nobody decided before the rule's expire_after
 
 
 class ApprovalInfo(BaseModel):
@@ -45,6 +47,9 @@ class ApprovalInfo(BaseModel):
     escalate_at: datetime | None = None
     escalation_task_id: str | None = None
     escalated_at: datetime | None = None
+    notify_task_id: str | None = None
+    expiry_task_id: str | None = None
+    run_at: datetime | None = None
     decided_at: datetime | None = None
     decided_by: str | None = None
     decision_note: str | None = None

@@ -28,6 +28,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -112,8 +113,11 @@ class ApprovalRule(_Strict):
     escalate_after: timedelta | None = None
     escalation_tool: str | None = None
     notify_tool: str | None = None
+    #: Undecided this long after the request, the approval expires and its call
+    #: is cancelled (never run); None: it waits for a decision forever.
+    expire_after: timedelta | None = None
 
-    @field_validator("escalate_after", mode="before")
+    @field_validator("escalate_after", "expire_after", mode="before")
     @classmethod
     def _duration(cls, v: object) -> timedelta | None:
         return None if v is None else parse_duration(v)
@@ -125,9 +129,15 @@ class ApprovalRule(_Strict):
         value = args.get(self.field)
         if value is None:
             return True  # a rule on a missing field fails closed
+        if self.above is None:
+            return True
+        if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+            return True  # not a number: fail closed
         try:
-            return float(value) > (self.above if self.above is not None else float("-inf"))
-        except (TypeError, ValueError):
+            # Exact: 100.0000001 > 100 even where float rounding would say equal.
+            number = Decimal(str(value))
+            return not number.is_finite() or number > Decimal(str(self.above))
+        except ArithmeticError:
             return True
 
 

@@ -27,10 +27,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
@@ -60,6 +62,8 @@ class ToolDef:
     renew_leases: bool = True
     requires_approval: bool = False
     is_async: bool = False
+    internal: bool = False
+    visible: bool = True
 
     def validate_args(self, args: object) -> BaseModel:
         """Validate untrusted arguments; the error names each bad field."""
@@ -70,13 +74,22 @@ class ToolDef:
                 f"tool {self.name!r} takes an object of arguments, got {type(args).__name__}"
             )
         try:
-            return self.args_model.model_validate(dict(args))
+            model = self.args_model.model_validate(dict(args))
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or '(args)'}: {err['msg']}"
                 for err in exc.errors()
             )
             raise InvalidArguments(f"invalid arguments for tool {self.name!r}: {problems}") from exc
+        bad = _non_finite(model.model_dump(), ())
+        if bad is not None:
+            where = ".".join(str(p) for p in bad[0]) or "(args)"
+            raise InvalidArguments(
+                f"invalid arguments for tool {self.name!r}: {where}: {bad[1]!r} is not a "
+                "finite number (NaN and infinities are refused: JSON cannot carry them and "
+                "no policy can compare them)"
+            )
+        return model
 
     def dump_result(self, result: object) -> Any:
         """The handler's result as JSON-compatible data, checked against the result model."""
@@ -112,8 +125,15 @@ def tool(
     timeout: float | None = None,
     renew_leases: bool = True,
     requires_approval: bool = False,
+    internal: bool = False,
+    visible: bool = True,
 ) -> Callable[[F], F]:
-    """Declare a tool handler ``fn(ctx, args) -> result`` (sync or async)."""
+    """Declare a tool handler ``fn(ctx, args) -> result`` (sync or async).
+
+    ``internal`` tools are sent only by the runtime (never enqueued by an agent,
+    never shown to the model); ``visible=False`` keeps an enqueueable tool out of
+    :meth:`Runtime.tool_schemas`.
+    """
 
     def decorate(fn: F) -> F:
         tool_name = name or fn.__name__
@@ -143,6 +163,8 @@ def tool(
             renew_leases=renew_leases,
             requires_approval=requires_approval,
             is_async=inspect.iscoroutinefunction(fn),
+            internal=internal,
+            visible=visible,
         )
         setattr(fn, _ATTR, definition)
         return fn
@@ -212,6 +234,23 @@ class ToolRegistry:
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style function schemas of every tool."""
         return [self._tools[n].schema() for n in self.names()]
+
+
+def _non_finite(value: Any, path: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any] | None:
+    """The path and value of the first NaN or infinite number in ``value``, if any."""
+    if isinstance(value, float | Decimal):
+        return None if math.isfinite(value) else (path, value)
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite(item, (*path, key))
+        if found is not None:
+            return found
+    return None
 
 
 def _import_path(file: Path) -> Any:

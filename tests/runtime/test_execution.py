@@ -147,7 +147,7 @@ def test_cancelling_a_waiting_ordered_task_releases_nothing_out_of_order(
     ids = rt.transact(
         lambda tx: [tx.enqueue("record", {"name": n}, ordering_key="k").task_id for n in "xyz"]
     )
-    assert rt.cancel(ids[1]) is True
+    assert rt.cancel(ids[1]).status == TaskStatus.CANCELLED
     run_all(rt, clock)
     assert [n for n, _ in RUNS] == ["x", "z"]
     assert rt.task(ids[1]).status == TaskStatus.CANCELLED

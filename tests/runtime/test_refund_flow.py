@@ -13,6 +13,7 @@ from agentq import (
     ApprovalStatus,
     Decision,
     FakeClock,
+    IdempotencyConflict,
     InvalidArguments,
     Runtime,
     TaskStatus,
@@ -20,8 +21,8 @@ from agentq import (
     WorkerCrash,
 )
 from agentq.demo_server import DemoAPI
+from agentq.envelope import envelope_of
 from agentq.ledger import Tables
-from agentq.runtime import envelope_of
 
 
 def refund(rt: Runtime, amount: float, order: str = "o1", **kw: Any) -> Any:
@@ -104,7 +105,7 @@ def test_enqueue_action_is_idempotent(rt: Runtime, api: DemoAPI) -> None:
     third = refund(rt, 10, idempotency_key="agent-call-1")
     assert third.task_id == first.task_id and third.status == TaskStatus.SUCCEEDED
     assert len(api.applied()) == 1
-    with pytest.raises(InvalidArguments, match="already used for tool"):
+    with pytest.raises(IdempotencyConflict, match=f"belongs to task '{first.task_id}'"):
         rt.enqueue_action(
             "request_shipping",
             {"order_id": "o1", "address": "1 Main St", "items": ["a"]},
@@ -404,7 +405,7 @@ def test_approval_cancels_the_escalation_in_the_same_transaction(
     assert api.requests("/escalations") == 0
     assert rt.task(task.task_id).status == TaskStatus.SUCCEEDED
     assert rt.approval(approval.approval_id).status == ApprovalStatus.APPROVED
-    with pytest.raises(ApprovalError, match="already approved by alice"):
+    with pytest.raises(ApprovalError, match=r"was already approved \(by alice"):
         rt.approve(approval.approval_id, by="bob")
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from agentq.envelope import TaskEnvelope
+from agentq.envelope import TaskEnvelope, envelope_of, envelope_payload
 from agentq.executor import _looks_like_envelope
-from agentq.runtime import envelope_of, envelope_payload
 
 REC = {
     "task_id": "tsk_1", "tool": "execute_refund", "args": {"amount": 5}, "attempt": 3,

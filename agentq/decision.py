@@ -1,0 +1,218 @@
+"""A decision transaction: application SQL plus task operations, atomically.
+
+``Runtime.transact(fn)`` hands ``fn`` a :class:`Decision`. Everything it does
+commits together or not at all; every task or approval state change it makes
+goes through :mod:`agentq.lifecycle`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from agentq import idempotency
+from agentq.approvals import ApprovalInfo
+from agentq.backends import Transaction
+from agentq.errors import InvalidArguments, ToolError
+from agentq.ledger import TaskInfo, TaskStatus
+from agentq.lifecycle import approvals, tasks
+from agentq.lifecycle.states import Event
+from agentq.tools import ToolDef
+
+if TYPE_CHECKING:
+    from agentq.runtime import Runtime
+
+__all__ = ["Decision", "as_timedelta"]
+
+_MAX_KEY_LENGTH = 1024
+
+
+def as_timedelta(value: float | timedelta) -> timedelta:
+    """Seconds or a timedelta, as a timedelta."""
+    return value if isinstance(value, timedelta) else timedelta(seconds=value)
+
+
+def _checked_key(kind: str, key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or len(key) > _MAX_KEY_LENGTH:
+        raise InvalidArguments(
+            f"{kind} must be a non-empty string of at most {_MAX_KEY_LENGTH} characters, "
+            f"got {key!r:.80}"
+        )
+    return key
+
+
+class Decision:
+    """A decision transaction: application SQL plus task operations, atomically."""
+
+    def __init__(self, runtime: Runtime, tx: Transaction) -> None:
+        self.runtime = runtime
+        self.tx = tx
+
+    @property
+    def now(self) -> datetime:
+        """The transaction's time."""
+        return self.tx.now
+
+    def execute(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        """Run the application's own SQL in this transaction."""
+        return self.tx.execute(sql, params)
+
+    # -- tasks ---------------------------------------------------------------
+
+    def enqueue(
+        self,
+        tool: str,
+        args: Mapping[str, Any] | Any,
+        *,
+        ordering_key: str | None = None,
+        idempotency_key: str | None = None,
+        at: datetime | None = None,
+        delay: float | timedelta | None = None,
+        reason: str = "",
+    ) -> TaskInfo:
+        """Enqueue a tool call; validated now, committed with the transaction.
+
+        If a policy says the call needs a human, it is recorded as awaiting
+        approval instead, keeping its scheduled time (approved before ``at``, it
+        runs at ``at``; approved after, at once). The same ``idempotency_key``
+        with the same call returns the existing task; with another call it raises
+        :class:`~agentq.errors.IdempotencyConflict`.
+        """
+        rt = self.runtime
+        definition = self._enqueueable(tool)
+        validated = definition.validate_args(args).model_dump(mode="json")
+        ordering_key = _checked_key("ordering_key", ordering_key)
+        idempotency_key = _checked_key("idempotency_key", idempotency_key)
+        if at is not None and delay is not None:
+            raise InvalidArguments("give either at= or delay=, not both")
+        deliver = at if delay is None else self.now + as_timedelta(delay)
+        if idempotency_key is not None:
+            existing = idempotency.lookup(self.tx, idempotency_key, tool, validated)
+            if existing is not None:
+                return rt._task_in(self.tx, existing)
+        if rt.policy.approval_rule(tool, validated) or definition.requires_approval:
+            approval = self._request(
+                definition, validated, reason, None, ordering_key, idempotency_key, deliver
+            )
+            return rt._task_in(self.tx, approval.task_id)
+        rec = tasks.create(
+            rt, self.tx, tool=tool, queue=definition.queue, args=validated, kind="action",
+            event=Event.ENQUEUE if deliver is None else Event.SCHEDULE,
+            ordering_key=ordering_key, idempotency_key=idempotency_key, deliver=deliver,
+        )  # fmt: skip
+        return TaskInfo.model_validate(rec)
+
+    def schedule(
+        self, tool: str, args: Mapping[str, Any] | Any, *, at: datetime, **kw: Any
+    ) -> TaskInfo:
+        """Enqueue a tool call to run at ``at`` (a timer; cancel it with :meth:`cancel`)."""
+        return self.enqueue(tool, args, at=at, **kw)
+
+    def cancel(self, task_id: str, reason: str = "cancelled") -> TaskInfo:
+        """Cancel a task that has not finished.
+
+        Its message is deleted, so no new attempt starts and a running attempt's
+        completion fails (nothing of it is recorded); a task awaiting approval has
+        its approval voided and its escalation and notification cancelled. A
+        finished task raises :class:`~agentq.errors.IllegalTransition`.
+        """
+        return TaskInfo.model_validate(tasks.cancel(self.runtime, self.tx, task_id, reason=reason))
+
+    # -- approvals -----------------------------------------------------------
+
+    def request_approval(
+        self,
+        tool: str,
+        args: Mapping[str, Any] | Any,
+        *,
+        reason: str = "",
+        escalate_after: float | timedelta | None = None,
+        ordering_key: str | None = None,
+        at: datetime | None = None,
+    ) -> ApprovalInfo:
+        """Ask a human to approve a tool call; schedules its escalation."""
+        definition = self._enqueueable(tool)
+        validated = definition.validate_args(args).model_dump(mode="json")
+        ordering_key = _checked_key("ordering_key", ordering_key)
+        delay = None if escalate_after is None else as_timedelta(escalate_after)
+        return self._request(definition, validated, reason, delay, ordering_key, None, at)
+
+    def approve(self, approval_id: str, by: str, note: str = "") -> TaskInfo:
+        """Approve: record the decision, cancel the escalation, send the action
+        (at its scheduled time, if that is still ahead)."""
+        rec = approvals.decide(self.runtime, self.tx, approval_id, Event.APPROVE, by=by, note=note)
+        return TaskInfo.model_validate(rec)
+
+    def reject(self, approval_id: str, by: str, note: str = "") -> TaskInfo:
+        """Reject: record the decision, cancel the escalation and the action."""
+        rec = approvals.decide(self.runtime, self.tx, approval_id, Event.REJECT, by=by, note=note)
+        return TaskInfo.model_validate(rec)
+
+    # -- internals -------------------------------------------------------------
+
+    def _enqueueable(self, tool: str) -> ToolDef:
+        definition = self.runtime.tools.get(tool)
+        if self.runtime.is_internal(tool):
+            raise ToolError(
+                f"tool {tool!r} is internal: only the runtime sends it (approval notices "
+                "and escalations), never an agent"
+            )
+        return definition
+
+    def _request(
+        self,
+        definition: ToolDef,
+        args: dict[str, Any],
+        reason: str,
+        delay: timedelta | None,
+        ordering_key: str | None,
+        idempotency_key: str | None,
+        run_at: datetime | None,
+    ) -> ApprovalInfo:
+        rt = self.runtime
+        rule = rt.policy.approval_rule(definition.name, args)
+        defaults = rt.policy.defaults
+        escalation_tool = (rule.escalation_tool if rule else None) or defaults.escalation_tool
+        notify_tool = (rule.notify_tool if rule else None) or defaults.notify_tool
+        plan = approvals.TimerPlan(
+            escalate_after=delay or rt.policy.escalation_delay(rule),
+            escalation=self._timer_tool(escalation_tool),
+            notify=self._timer_tool(notify_tool),
+            expire_after=rule.expire_after if rule else None,
+        )
+        return approvals.request(
+            rt, self.tx, tool=definition.name, queue=definition.queue, args=args,
+            reason=reason, plan=plan, ordering_key=ordering_key,
+            idempotency_key=idempotency_key, run_at=run_at,
+        )  # fmt: skip
+
+    def _timer_tool(self, name: str | None) -> tuple[str, str] | None:
+        tools = self.runtime.tools
+        return (name, tools.get(name).queue) if name and name in tools else None
+
+    # -- kept for the executor until it calls the lifecycle itself ---------------
+
+    def _send(self, rec: Mapping[str, Any], deliver: datetime | None) -> None:
+        tasks.send(self.runtime, self.tx, rec, deliver)
+
+    def _finish(
+        self,
+        rec: dict[str, Any],
+        status: TaskStatus,
+        *,
+        result: Any = None,
+        error: str | None = None,
+    ) -> None:
+        event = {
+            TaskStatus.SUCCEEDED: Event.SUCCEED,
+            TaskStatus.DEAD: Event.DEAD_LETTER,
+            TaskStatus.CANCELLED: Event.CANCEL,
+        }[status]
+        new = tasks.finish(self.runtime, self.tx, rec, event, result=result, error=error)
+        rec.clear()
+        rec.update(new)

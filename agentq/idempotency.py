@@ -1,0 +1,66 @@
+"""Idempotency keys of the enqueue-action API.
+
+A key names one call: the same key with the same tool and arguments returns the
+task it created; the same key with other arguments or another tool is an
+:class:`IdempotencyConflict` naming the original task (an agent that re-sends
+a corrected call under an old key must learn that it was not applied, as the
+IETF Idempotency-Key draft answers such a request with 422).
+
+Arguments are compared by a digest of their canonical JSON (sorted keys, no
+whitespace), stored with the key, so a lookup never reads the task's record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from agentq.backends import Transaction
+from agentq.errors import IdempotencyConflict
+from agentq.ledger import Tables
+
+__all__ = ["args_digest", "lookup", "remember"]
+
+
+def args_digest(tool: str, args: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of a call (tool and validated arguments)."""
+    text = json.dumps({"tool": tool, "args": args}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def lookup(tx: Transaction, key: str, tool: str, args: Mapping[str, Any]) -> str | None:
+    """The task id this key already created for this very call, or None if unused."""
+    rec = tx.get_record(Tables.IDEMPOTENCY, key)
+    if rec is None:
+        return None
+    task_id = str(rec["task_id"])
+    if rec["tool"] != tool:
+        raise IdempotencyConflict(
+            f"idempotency key {key!r} belongs to task {task_id!r} of tool {rec['tool']!r}, "
+            f"not {tool!r}"
+        )
+    digest = rec.get("digest")
+    if digest is None:  # written before digests existed: compare with the task itself
+        task = tx.get_record(Tables.TASKS, task_id) or {}
+        same = args_digest(tool, task.get("args") or {}) == args_digest(tool, args)
+    else:
+        same = digest == args_digest(tool, args)
+    if not same:
+        raise IdempotencyConflict(
+            f"idempotency key {key!r} belongs to task {task_id!r}, created with other "
+            "arguments; use a new key for a different call"
+        )
+    return task_id
+
+
+def remember(
+    tx: Transaction, key: str, tool: str, args: Mapping[str, Any], task_id: str
+) -> None:
+    """Record that ``key`` created ``task_id`` for this call."""
+    tx.put_record(
+        Tables.IDEMPOTENCY,
+        key,
+        {"task_id": task_id, "tool": tool, "digest": args_digest(tool, args)},
+    )

@@ -1,0 +1,358 @@
+"""Task events: the only code that writes a task's status.
+
+Each function applies one event of :mod:`agentq.lifecycle.states` inside the
+caller's transaction, together with the queue operations it implies (send,
+ack, releasing the next task of an ordering key), so a task's record and its
+messages never disagree. Records are never changed in place: every function
+returns a new dict, so a transaction function that is re-run (an abort, a
+group commit falling back to one at a time) starts from the same input and
+counts every failure and attempt once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from agentq import ordering
+from agentq.approvals import ApprovalStatus
+from agentq.backends import Backend, Transaction
+from agentq.envelope import TaskKind, checked_payload, envelope_payload
+from agentq.errors import IllegalTransition, TaskNotFound
+from agentq.faults import FaultPoints
+from agentq.idempotency import remember
+from agentq.ids import new_task_id
+from agentq.ledger import TERMINAL, Tables, TaskStatus
+from agentq.lifecycle.states import Event, next_approval_state, next_task_state
+from agentq.telemetry import Telemetry
+
+__all__ = [
+    "BUILTIN_ESCALATION",
+    "BUILTIN_EXPIRY",
+    "ESCALATION_QUEUE",
+    "Env",
+    "cancel",
+    "cancel_timer",
+    "claimed",
+    "create",
+    "dead_letter",
+    "finish",
+    "finished",
+    "iso",
+    "moved",
+    "read",
+    "record_stray",
+    "replay",
+    "reschedule",
+    "send",
+    "store",
+]
+
+#: Queue of the runtime's own timers (escalations and expiries without a tool).
+ESCALATION_QUEUE = "escalations"
+#: Tool name of an escalation timer when no escalation tool is installed.
+BUILTIN_ESCALATION = "_escalation"
+#: Tool name of an approval's expiry timer.
+BUILTIN_EXPIRY = "_expiry"
+
+
+class Env(Protocol):
+    """What task events need of the runtime (a :class:`~agentq.runtime.Runtime`)."""
+
+    @property
+    def backend(self) -> Backend: ...
+    @property
+    def telemetry(self) -> Telemetry: ...
+    @property
+    def faults(self) -> FaultPoints: ...
+
+
+def iso(when: datetime) -> str:
+    """A time as the ledger stores it."""
+    return when.isoformat()
+
+
+def read(tx: Transaction, task_id: str) -> dict[str, Any]:
+    """A task's record as of this transaction (:class:`TaskNotFound` if none)."""
+    rec = tx.get_record(Tables.TASKS, task_id)
+    if rec is None:
+        raise TaskNotFound(f"no task {task_id!r}")
+    return rec
+
+
+def moved(rec: Mapping[str, Any], event: Event, now: datetime, **changes: Any) -> dict[str, Any]:
+    """A new record: ``rec`` after ``event`` (checked against its state), with ``changes``.
+
+    Pure: the caller proves ``rec`` is current (read in the transaction, or
+    fenced by a strict ack or a compare-and-swap) and writes it with :func:`store`.
+    """
+    status = next_task_state(str(rec["task_id"]), rec.get("status"), event)
+    return {**rec, **changes, "status": status, "updated_at": iso(now)}
+
+
+def finished(
+    rec: Mapping[str, Any],
+    event: Event,
+    now: datetime,
+    *,
+    result: Any = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """A new record: ``rec`` after a final event (succeed, fail, cancel, ...)."""
+    stamp = iso(now)
+    return moved(
+        rec, event, now, result=result, error=error, finished_at=stamp, next_attempt_at=None
+    )
+
+
+def claimed(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str, Any]:
+    """A new record: ``rec`` claimed by a worker for this delivery."""
+    return moved(rec, Event.CLAIM, now, started_at=iso(now), deliveries=deliveries)
+
+
+def store(tx: Transaction, rec: Mapping[str, Any]) -> None:
+    """Write a record produced by this module."""
+    tx.put_record(Tables.TASKS, str(rec["task_id"]), rec)
+
+
+def send(env: Env, tx: Transaction, rec: Mapping[str, Any], deliver: datetime | None) -> None:
+    """Send the message of a task's current attempt."""
+    tx.send(rec["queue"], (rec["task_id"], rec["attempt"]), envelope_payload(rec), deliver)
+    env.telemetry.sent.add(1, {"queue": rec["queue"]})
+
+
+def _due(tx: Transaction, rec: Mapping[str, Any]) -> datetime | None:
+    """When a task that is being sent now should run: its scheduled time, if ahead."""
+    at = rec.get("next_attempt_at")
+    if not at:
+        return None
+    when = datetime.fromisoformat(at)
+    return when if when > tx.now else None
+
+
+def create(
+    env: Env,
+    tx: Transaction,
+    *,
+    tool: str,
+    queue: str,
+    args: dict[str, Any],
+    kind: TaskKind,
+    event: Event,
+    ordering_key: str | None = None,
+    idempotency_key: str | None = None,
+    approval_id: str | None = None,
+    deliver: datetime | None = None,
+) -> dict[str, Any]:
+    """A new task (enqueue, schedule or request approval); sent if it may run.
+
+    Its envelope is checked even when it is not sent now (behind an ordering
+    key, awaiting approval), so it can always be sent later.
+    """
+    task_id = new_task_id(tx.now if env.backend.ordered_keys else None)
+    status = next_task_state(task_id, None, event)
+    now = iso(tx.now)
+    rec: dict[str, Any] = {
+        "task_id": task_id,
+        "tool": tool,
+        "kind": kind,
+        "queue": queue,
+        "status": status,
+        "attempt": 1,
+        "failures": 0,
+        "throttles": 0,
+        "deliveries": 0,
+        "args": args,
+        "ordering_key": ordering_key,
+        "approval_id": approval_id,
+        "idempotency_key": idempotency_key,
+        "trace": env.telemetry.enqueue_trace(tool, task_id),
+        "created_at": now,
+        "updated_at": now,
+        "next_attempt_at": iso(deliver) if deliver else None,
+    }
+    if status is TaskStatus.QUEUED and (
+        ordering_key is None or ordering.admit(tx, ordering_key, task_id)
+    ):
+        send(env, tx, rec, deliver)  # the send checks the envelope
+    else:
+        checked_payload(rec)
+    store(tx, rec)
+    if idempotency_key is not None:
+        remember(tx, idempotency_key, tool, args, task_id)
+    env.faults.hit("in_decision", task_id=task_id)
+    return rec
+
+
+def finish(
+    env: Env,
+    tx: Transaction,
+    rec: Mapping[str, Any],
+    event: Event,
+    *,
+    result: Any = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """Apply a final event, write it, and let the next task of its ordering key go."""
+    new = finished(rec, event, tx.now, result=result, error=error)
+    _write_final(env, tx, new)
+    return new
+
+
+def _write_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
+    store(tx, new)
+    key = new.get("ordering_key")
+    if not key:
+        return
+    nxt = ordering.release(tx, key, str(new["task_id"]))
+    while nxt is not None:
+        waiting = tx.get_record(Tables.TASKS, nxt)
+        if waiting is not None and waiting["status"] == TaskStatus.QUEUED:
+            send(env, tx, waiting, _due(tx, waiting))
+            return
+        nxt = ordering.release(tx, key, nxt)  # not sendable (gone): skip it
+
+
+def reschedule(
+    env: Env,
+    tx: Transaction,
+    rec: Mapping[str, Any],
+    event: Event,
+    at: datetime,
+    *,
+    error: str | None,
+    ack_key: Sequence[Any] | None = None,
+    **changes: Any,
+) -> dict[str, Any]:
+    """Ack this delivery (if ``ack_key``) and send the next attempt, a new key, for ``at``."""
+    new = moved(
+        rec, event, tx.now, attempt=int(rec["attempt"]) + 1, deliveries=0, error=error,
+        next_attempt_at=iso(at), **changes,
+    )  # fmt: skip
+    if ack_key is not None:
+        tx.ack(new["queue"], tuple(ack_key), must_exist=True)
+    store(tx, new)
+    send(env, tx, new, at)
+    return new
+
+
+def dead_letter(
+    env: Env,
+    tx: Transaction,
+    rec: Mapping[str, Any],
+    error: str,
+    *,
+    event: Event = Event.DEAD_LETTER,
+    ack_key: Sequence[Any] | None = None,
+) -> dict[str, Any]:
+    """Ack this delivery (if ``ack_key``) and move the task to the dead-letter queue."""
+    new = finished(rec, event, tx.now, error=error)
+    if ack_key is not None:
+        tx.ack(new["queue"], tuple(ack_key), must_exist=True)
+    tx.put_record(
+        Tables.DEAD_LETTERS,
+        str(new["task_id"]),
+        {
+            "task_id": new["task_id"], "tool": new["tool"], "queue": new.get("queue"),
+            "args": new.get("args"), "attempt": new["attempt"], "error": error,
+            "dead_at": iso(tx.now), "stray": False,
+        },
+    )  # fmt: skip
+    _write_final(env, tx, new)
+    return new
+
+
+def record_stray(
+    tx: Transaction, queue: str, key: Sequence[Any], payload: Any, error: str
+) -> str:
+    """Ack a message that is no task's current delivery and keep it as a stray
+    dead-letter entry (its own id, never a task's: it can be deleted, never
+    replayed). Returns the entry's id."""
+    tx.ack(queue, tuple(key), must_exist=True)
+    digest = hashlib.sha256(f"{queue}\x00{key!r}".encode()).hexdigest()[:24]
+    entry_id = f"stray_{digest}"
+    first = key[0] if key else None
+    tx.put_record(
+        Tables.DEAD_LETTERS,
+        entry_id,
+        {
+            "task_id": entry_id, "tool": None, "queue": queue, "args": None, "attempt": None,
+            "error": error, "dead_at": iso(tx.now), "stray": True,
+            "message_key": repr(tuple(key)), "claimed_task_id": first,
+            "payload": payload if isinstance(payload, dict | list | str) else None,
+        },
+    )  # fmt: skip
+    return entry_id
+
+
+def cancel(
+    env: Env, tx: Transaction, task_id: str, *, reason: str = "cancelled", skip: str = ""
+) -> dict[str, Any]:
+    """Cancel a task that has not finished: its message is deleted (a running
+    attempt's completion then fails, so nothing of it is recorded), its approval
+    is voided and its approval's timers are cancelled. A finished task raises
+    :class:`IllegalTransition`."""
+    rec = read(tx, task_id)
+    new = finished(rec, Event.CANCEL, tx.now, error=reason)
+    status = rec["status"]
+    if status == TaskStatus.AWAITING_APPROVAL:
+        _void_approval(env, tx, rec)
+    else:
+        key = rec.get("ordering_key")
+        waiting = key is not None and ordering.forget(tx, key, task_id)
+        if not waiting:
+            tx.ack(rec["queue"], (task_id, rec["attempt"]), must_exist=False)
+    _write_final(env, tx, new)
+    return new
+
+
+def cancel_timer(env: Env, tx: Transaction, task_id: str | None, reason: str) -> None:
+    """Cancel an approval's timer or notification if it has not run yet."""
+    if not task_id:
+        return
+    rec = tx.get_record(Tables.TASKS, task_id)
+    if rec is not None and rec["status"] not in TERMINAL:
+        cancel(env, tx, task_id, reason=reason)
+
+
+def _void_approval(env: Env, tx: Transaction, task: Mapping[str, Any]) -> None:
+    approval_id = task.get("approval_id")
+    approval = tx.get_record(Tables.APPROVALS, approval_id) if approval_id else None
+    if approval is None:
+        return
+    status = next_approval_state(str(approval_id), approval["status"], Event.CANCEL)
+    voided = {**approval, "status": status, "decided_at": iso(tx.now)}
+    tx.put_record(Tables.APPROVALS, str(approval_id), voided)
+    for timer in ("escalation_task_id", "notify_task_id", "expiry_task_id"):
+        cancel_timer(env, tx, approval.get(timer), "its approval was voided")
+
+
+def replay(env: Env, tx: Transaction, task_id: str) -> dict[str, Any]:
+    """Send a dead task again with a fresh set of attempts; anything else is refused."""
+    entry = tx.get_record(Tables.DEAD_LETTERS, task_id)
+    if entry is not None and entry.get("stray"):
+        raise IllegalTransition(
+            f"dead-letter entry {task_id!r} is a stray message ({entry.get('message_key')} in "
+            f"queue {entry.get('queue')!r}), not a task: it cannot be replayed, only deleted"
+        )
+    rec = tx.get_record(Tables.TASKS, task_id)
+    if rec is None:
+        raise TaskNotFound(f"no task or dead-letter entry {task_id!r}")
+    new = moved(
+        rec, Event.REPLAY, tx.now, attempt=int(rec["attempt"]) + 1, failures=0, throttles=0,
+        deliveries=0, error=None, result=None, finished_at=None, next_attempt_at=None,
+    )  # fmt: skip
+    tx.delete_record(Tables.DEAD_LETTERS, task_id)
+    store(tx, new)
+    key = new.get("ordering_key")
+    if not key or ordering.admit(tx, key, task_id):
+        send(env, tx, new, None)
+    return new
+
+
+def approval_is(tx: Transaction, approval_id: str | None, *states: ApprovalStatus) -> bool:
+    """Whether an approval exists and is in one of ``states``."""
+    rec = tx.get_record(Tables.APPROVALS, approval_id) if approval_id else None
+    return rec is not None and rec["status"] in states
