@@ -49,6 +49,7 @@ from agentq.errors import (
 from agentq.faults import WorkerCrash
 from agentq.http import tool_http_client
 from agentq.ledger import TERMINAL, Tables, TaskStatus
+from agentq.lifecycle import tasks as lifecycle_tasks
 from agentq.retry import PermanentError, RetryLater
 from agentq.runtime import _BUILTIN_ESCALATION, ESCALATION_QUEUE, Decision, _iso, finish_record
 from agentq.tools import ToolDef
@@ -979,20 +980,21 @@ class Worker:
         tx._finish(rec, TaskStatus.DEAD, error=error)
 
     def _dead_raw(self, tx: Decision, msg: Message, error: str) -> None:
-        """Dead-letter a message whose envelope cannot be trusted."""
-        task_id = msg.key[0] if msg.key and isinstance(msg.key[0], str) else repr(msg.key)
-        rec = tx.tx.get_record(Tables.TASKS, task_id) if isinstance(task_id, str) else None
-        if rec is not None and rec["status"] not in TERMINAL:
+        """Dead-letter a message whose envelope cannot be trusted: the task itself
+        only if this is its current delivery (else it would wait forever), else a
+        stray entry of its own that never touches a task."""
+        task_id = msg.key[0] if msg.key and isinstance(msg.key[0], str) else None
+        rec = tx.tx.get_record(Tables.TASKS, task_id) if task_id is not None else None
+        current = (
+            rec is not None
+            and len(msg.key) == 2
+            and rec["attempt"] == msg.key[1]
+            and rec["status"] in (TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.RETRY_SCHEDULED)
+        )
+        if rec is not None and current:
             self._dead(tx, rec, msg.queue, msg.key, error)
             return
-        tx.tx.ack(msg.queue, msg.key, must_exist=True)
-        tx.tx.put_record(
-            Tables.DEAD_LETTERS,
-            f"{task_id}",
-            {"task_id": task_id, "tool": None, "queue": msg.queue, "args": None,
-             "attempt": None, "error": error, "dead_at": _iso(tx.now),
-             "payload": msg.payload if isinstance(msg.payload, dict | list | str) else None},
-        )  # fmt: skip
+        lifecycle_tasks.record_stray(tx.tx, msg.queue, msg.key, msg.payload, error)
 
 
 def _looks_like_envelope(payload: Any, key: Sequence[Any]) -> bool:

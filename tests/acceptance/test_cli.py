@@ -86,6 +86,37 @@ def test_inspect_tasks_and_dead_letter_replay(tmp_path: Path) -> None:
     assert task.task_id in tasks.stdout
 
 
+def test_dlq_replay_and_delete_refuse_what_they_cannot_do(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/d.db"
+    rt = Runtime(db, tools=ROOT / "tools", policies=ROOT / "policies",
+                 settings={"payments_url": "http://not-allowed.example"})  # fmt: skip
+    dead = rt.enqueue_action("execute_refund", {"order_id": "x", "amount": 5})
+    rt.worker().drain()
+    rt.backend.transact(lambda tx: tx.send("payments", (dead.task_id, 9), "stray row"))
+    rt.worker().drain()
+    entries = {e["task_id"]: e for e in rt.dead_letters()}
+    assert len(entries) == 2
+    stray = next(i for i, e in entries.items() if e["stray"])
+    rt.close()
+
+    bare = agentq("dlq", "replay", "--db", db)
+    assert bare.returncode == 2 and "name entry ids or give --all" in bare.stderr
+    everything = agentq("dlq", "replay", "--all", "--db", db)
+    assert everything.returncode == 1, everything.stderr
+    assert f"replayed {dead.task_id}" in everything.stdout
+    assert f"skipped {stray}: " in everything.stderr and "Traceback" not in everything.stderr
+    assert "1 replayed, 1 skipped" in everything.stdout
+    again = agentq("dlq", "replay", dead.task_id, "--db", db)  # now queued, not dead
+    assert again.returncode == 1 and "is queued: replay is not allowed" in again.stderr
+
+    unconfirmed = agentq("dlq", "delete", "--all", "--db", db)
+    assert unconfirmed.returncode == 2 and "--yes" in unconfirmed.stderr
+    deleted = agentq("dlq", "delete", stray, "nope", "--db", db)
+    assert deleted.returncode == 1 and "1 deleted" in deleted.stdout
+    assert "no dead-letter entry nope" in deleted.stderr
+    assert agentq("dlq", "list", "--db", db).stdout == ""
+
+
 def test_bad_database_url_is_a_clear_error() -> None:
     proc = agentq("inspect", "--db", "postgres://nope")
     assert proc.returncode == 2

@@ -315,7 +315,7 @@ def test_corrupt_envelope_goes_to_the_dead_letter_queue(rt: Runtime) -> None:
     worker.drain()
     assert rt.task(good.task_id).status == TaskStatus.SUCCEEDED
     [dead] = rt.dead_letters()
-    assert dead["task_id"] == "tsk_bogus"
+    assert dead["claimed_task_id"] == "tsk_bogus" and dead["stray"]
     assert "corrupt envelope" in dead["error"]
     assert rt.backend.stats("payments").depth == 0  # not redelivered forever
 
@@ -330,7 +330,8 @@ def test_payload_that_is_not_json_goes_to_the_dead_letter_queue(rt: Runtime) -> 
     rt.worker().drain()
     assert rt.task(good.task_id).status == TaskStatus.SUCCEEDED
     [dead] = rt.dead_letters()
-    assert dead["task_id"] == "tsk_raw" and dead["payload"] == "{not json"
+    assert dead["claimed_task_id"] == "tsk_raw" and dead["payload"] == "{not json"
+    assert dead["stray"] and dead["task_id"].startswith("stray_")
     assert "corrupt envelope" in dead["error"]
     assert rt.backend.stats("payments").depth == 0
 
