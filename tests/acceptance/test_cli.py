@@ -263,3 +263,50 @@ def test_cli_redacts_secrets_recorded_before_redaction_existed(tmp_path: Path) -
     assert listed.returncode == 0, listed.stderr
     entry = json.loads(listed.stdout)
     assert entry["error"] == "HTTPStatusError: for url 'http://u:REDACTED@h/x?api_key=REDACTED'"
+
+
+# -- defect 14: malformed policy and config files are clean errors on every command --
+
+MALFORMED_POLICY = {
+    "tools-not-a-table": b"tools = [1]\n",
+    "approvals-not-an-array": b"approvals = 5\n",
+    "huge-duration": b'[defaults]\nescalate_after = "99999999999d"\n',
+    "huge-number-duration": b"[tools.execute_refund]\ntimeout = 1e300\n",
+    "not-utf8": b"[tools.execute_refund]\nallowed_hosts = ['caf\xe9']\n",
+    "bad-syntax": b"[tools.execute_refund\n",
+}
+
+
+def _assert_clean_error(proc: subprocess.CompletedProcess[str], *parts: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("agentq: error: "), proc.stderr
+    for part in parts:
+        assert part in proc.stderr
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_POLICY))
+def test_malformed_policy_is_a_clean_cli_error(tmp_path: Path, case: str) -> None:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "bad.toml").write_bytes(MALFORMED_POLICY[case])
+    proc = agentq("tasks", "--db", f"sqlite:///{tmp_path / 'a.db'}",
+                  "--policies", str(tmp_path / "policies"))  # fmt: skip
+    _assert_clean_error(proc, f"policy file {tmp_path / 'policies' / 'bad.toml'}")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["worker"], ["init"], ["tasks"], ["dlq", "list"], ["dlq", "replay", "t1"], ["demo"]],
+)
+def test_every_command_reports_a_bad_policy_cleanly(tmp_path: Path, command: list[str]) -> None:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "bad.toml").write_bytes(MALFORMED_POLICY["tools-not-a-table"])
+    db = [] if command == ["demo"] else ["--db", f"sqlite:///{tmp_path / 'a.db'}"]
+    proc = agentq(*command, *db, "--policies", str(tmp_path / "policies"), cwd=tmp_path)
+    _assert_clean_error(proc, "bad.toml", "tools = [1]")
+
+
+def test_inspect_reports_a_bad_config_file_cleanly(tmp_path: Path) -> None:
+    (tmp_path / "agentq.toml").write_bytes(b"[agentq]\ndb = '\xff'\n")
+    proc = agentq("inspect", cwd=tmp_path)
+    _assert_clean_error(proc, "agentq.toml: not UTF-8")
