@@ -1,4 +1,5 @@
-"""The CLI: worker as a real process with SIGTERM, inspect, tasks, dlq list/replay."""
+"""The CLI: worker as a real process with SIGTERM, inspect, tasks, dlq list/replay; no URL
+secret in its log or output; clean errors for malformed policy and config files."""
 
 from __future__ import annotations
 
