@@ -32,3 +32,9 @@ def test_bad_agentq_toml(tmp_path: Path, content: bytes, expected: str) -> None:
 
 def test_absent_file_is_an_empty_config(tmp_path: Path) -> None:
     assert load_config(tmp_path / "agentq.toml").agentq.db is None
+
+
+def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "agentq.toml").mkdir()  # exists, cannot be read as a file
+    with pytest.raises(ConfigError, match=r"config file .*agentq.toml: cannot be read: "):
+        load_config(tmp_path / "agentq.toml")
