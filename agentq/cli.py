@@ -3,13 +3,16 @@
 ``agentq demo`` runs the refund bot end to end; ``agentq worker`` serves
 tasks; ``agentq inspect`` shows queue health; ``agentq dlq list|replay|delete`` manages
 dead letters; ``agentq tasks`` lists the ledger; ``agentq bench`` measures.
+
+Every error agentq raises is printed as ``agentq: error: ...`` (exit status 2,
+no traceback), and everything printed, errors included, has URL credentials
+redacted (:mod:`agentq.redact`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import signal
 import sys
@@ -19,6 +22,8 @@ from typing import Any
 
 from agentq.backends import open_backend
 from agentq.errors import AgentQError, ConfigError
+from agentq.logs import configure_logging
+from agentq.redact import redact_data, redact_text
 
 __all__ = ["build_parser", "main"]
 
@@ -87,13 +92,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    # The agentq logger only: third-party loggers (httpx logs every request URL at
+    # INFO) keep their defaults. Each finished task is one INFO line of agentq.tasks.
+    configure_logging(args.log_level, args.log_format)
     rt = _runtime(args)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     worker = rt.worker(concurrency=args.concurrency, queues=args.queue or None)
-    print(f"agentq worker on {args.db}: queues {', '.join(worker.queues)}", flush=True)
+    print(f"agentq worker on {redact_text(args.db)}: queues {', '.join(worker.queues)}", flush=True)
     try:
         worker.run(stop)
     finally:
@@ -109,13 +116,13 @@ def _cmd_init(args: argparse.Namespace) -> int:
         statements = getattr(backend, "ddl", None)
         if statements is None:
             queues = ", ".join(backend.queues())
-            print(f"{args.db}: queues {queues} and the runtime's tables are ready")
+            print(f"{redact_text(args.db)}: queues {queues} and the runtime's tables are ready")
             return 0
         if args.print_ddl:
             print(";\n".join(statements()) + ";")
             return 0
         backend.apply_ddl()
-        print(f"applied {len(statements())} DDL statement(s) to {args.db}")
+        print(f"applied {len(statements())} DDL statement(s) to {redact_text(args.db)}")
         return 0
     finally:
         rt.close()
@@ -161,7 +168,7 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
             for entry in rt.dead_letters():
-                print(json.dumps(entry, sort_keys=True))
+                print(json.dumps(redact_data(entry), sort_keys=True))
             return 0
         if args.action == "delete":
             return _dlq_delete(rt, args)
@@ -173,6 +180,8 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
 def _dlq_replay(rt: Any, args: argparse.Namespace) -> int:
     """Replay the named entries (or all): what cannot be replayed is reported and
     skipped, never stopping the rest; the exit status says whether any was."""
+    from agentq.runtime import REPLAY_REFUSALS
+
     replayed: list[str] = []
     skipped: dict[str, str] = {}
     if args.all:
@@ -183,7 +192,7 @@ def _dlq_replay(rt: Any, args: argparse.Namespace) -> int:
     for task_id in args.task_ids:
         try:
             info = rt.replay(task_id)
-        except AgentQError as exc:
+        except REPLAY_REFUSALS as exc:
             skipped[task_id] = str(exc)
             continue
         replayed.append(task_id)
@@ -215,7 +224,7 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     rt = _runtime(args)
     try:
         for t in rt.tasks(args.status):
-            print(json.dumps(t.model_dump(mode="json"), sort_keys=True))
+            print(json.dumps(redact_data(t.model_dump(mode="json")), sort_keys=True))
     finally:
         rt.close()
     return 0
@@ -285,6 +294,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_runtime_args(worker)
     worker.add_argument("--concurrency", type=_positive, default=8)
     worker.add_argument("--queue", action="append", help="serve only this queue (repeatable)")
+    worker.add_argument(
+        "--log-level", type=str.upper, default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="level of agentq's own log; other libraries' loggers are left alone (default INFO)",
+    )  # fmt: skip
+    worker.add_argument(
+        "--log-format", choices=["text", "json"], default="text",
+        help="log lines as text or as one JSON object each (default text)",
+    )  # fmt: skip
     worker.set_defaults(func=_cmd_worker)
 
     init = sub.add_parser("init", help="create the runtime's tables and queues (Spanner: DDL)")
@@ -326,8 +344,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
-    except (AgentQError, ValueError) as exc:
-        print(f"agentq: error: {exc}", file=sys.stderr)
+    except (AgentQError, ValueError, OSError) as exc:
+        # A user's mistake or the environment's, not a bug: the message, no traceback.
+        print(f"agentq: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

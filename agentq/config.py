@@ -16,13 +16,13 @@ Paths are relative to the file. Command-line flags win over the file; the
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentq.errors import ConfigError
+from agentq.tomlfiles import read_toml, validation_problems
 
 __all__ = ["Config", "load_config"]
 
@@ -45,17 +45,18 @@ class Config(BaseModel):
 
 
 def load_config(path: str | Path = "agentq.toml") -> Config:
-    """Read ``agentq.toml`` if it exists (an absent file is an empty config)."""
+    """Read ``agentq.toml`` if it exists (an absent file is an empty config).
+
+    Any problem is a :class:`ConfigError` naming the file, the field and the value.
+    """
     file = Path(path)
     if not file.exists():
         return Config()
+    where = f"config file {file}"
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-        config = Config.model_validate(data)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{file}: {exc}") from exc
+        config = Config.model_validate(read_toml(file, "config file"))
     except ValidationError as exc:
-        raise ConfigError(f"invalid {file}:\n{exc}") from exc
+        raise ConfigError(validation_problems(exc, lambda loc: (where, loc))) from exc
     base = file.resolve().parent
     section = config.agentq
     for name in ("tools", "policies"):

@@ -50,6 +50,8 @@ from agentq.faults import WorkerCrash
 from agentq.http import tool_http_client
 from agentq.ledger import TERMINAL, Tables, TaskStatus
 from agentq.lifecycle import tasks as lifecycle_tasks
+from agentq.logs import log_task_finished
+from agentq.redact import redact_text
 from agentq.retry import PermanentError, RetryLater
 from agentq.runtime import _BUILTIN_ESCALATION, ESCALATION_QUEUE, Decision, _iso, finish_record
 from agentq.tools import ToolDef
@@ -840,6 +842,10 @@ class Worker:
             if label:
                 self._count(label)
                 self.runtime.telemetry.outcomes.add(1, {"outcome": label})
+        for o, label in zip(real, labels, strict=True):  # one INFO line per finished task
+            inf = o.inflight
+            log_task_finished(inf.task_id, inf.record["tool"], inf.key[1], label,
+                              self.clock.monotonic() - inf.started, o.exc)  # fmt: skip
 
     def _commit_alone(self, outcome: _Outcome) -> str:
         rt = self.runtime
@@ -899,7 +905,7 @@ class Worker:
     def _apply_failure(
         self, tx: Decision, rec: dict[str, Any], inf: _Inflight, exc: BaseException | None
     ) -> str:
-        error = f"{type(exc).__name__}: {exc}"
+        error = redact_text(f"{type(exc).__name__}: {exc}")  # URL credentials never recorded
         definition = inf.definition
         if isinstance(exc, RetryLater):
             policy = self.runtime.policy.retry_policy(rec["tool"])

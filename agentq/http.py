@@ -5,11 +5,17 @@ applies a task's side effect once however often it is delivered. The transport
 refuses hosts the tool's policy does not allow (the agent's arguments cannot
 change that), retries transient failures in place with tenacity, and turns
 HTTP 429/503 into :class:`~agentq.retry.RetryLater` honouring ``Retry-After``.
+
+httpx logs every request's full URL at INFO, userinfo and query included: agentq
+installs a redacting filter on the ``httpx`` logger (:mod:`agentq.logs`), so an
+application that turns INFO on for it sees ``user:REDACTED@`` and ``api_key=REDACTED``.
+Errors raised here carry redacted text too (:mod:`agentq.redact`).
 """
 
 from __future__ import annotations
 
 import email.utils
+import logging
 from collections.abc import Sequence
 
 import httpx
@@ -23,6 +29,8 @@ from tenacity import (
 
 from agentq.clock import Clock
 from agentq.errors import PolicyViolation
+from agentq.logs import install_redaction
+from agentq.redact import redact_text
 from agentq.retry import PermanentError, RetryLater
 
 __all__ = [
@@ -36,6 +44,8 @@ __all__ = [
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _RETRY_IN_PLACE = {502, 504}
 _THROTTLED = {429, 503}
+
+install_redaction(logging.getLogger("httpx"))
 
 
 def host_allowed(host: str, patterns: Sequence[str]) -> bool:
@@ -71,9 +81,11 @@ def checked(response: httpx.Response, what: str) -> httpx.Response:
     task goes to the dead-letter queue). 429/503 never get here: the transport
     already turned them into :class:`RetryLater`."""
     if response.status_code >= 500:
-        raise RuntimeError(f"{what} failed with {response.status_code}")
+        raise RuntimeError(redact_text(f"{what} failed with {response.status_code}"))
     if response.status_code >= 400:
-        raise PermanentError(f"{what} refused: {response.status_code} {response.text[:200]}")
+        # An API's error body may echo the request URL, credentials included.
+        body = response.text[:200]
+        raise PermanentError(redact_text(f"{what} refused: {response.status_code} {body}"))
     return response
 
 

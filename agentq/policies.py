@@ -24,8 +24,8 @@ by the runtime from these files, never from the arguments.
 
 from __future__ import annotations
 
+import math
 import re
-import tomllib
 from collections.abc import Mapping
 from datetime import timedelta
 from decimal import Decimal
@@ -34,10 +34,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agentq import tomlfiles
 from agentq.errors import ConfigError
 from agentq.retry import RetryPolicy
 
 __all__ = ["ApprovalRule", "Policy", "ToolPolicy", "load_policies", "parse_duration"]
+
+#: The longest duration a policy may set: longer ones are "never" in practice,
+#: and ``now + duration`` must still be a datetime.
+MAX_DURATION = timedelta(days=3650)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
@@ -55,6 +60,8 @@ def parse_duration(value: object) -> timedelta:
         raise ValueError(f"invalid duration {value!r}: use e.g. '72h', '30m', '10s' or seconds")
     if seconds < 0:
         raise ValueError(f"duration {value!r} must not be negative")
+    if not math.isfinite(seconds) or seconds > MAX_DURATION.total_seconds():
+        raise ValueError(f"duration {value!r} is too long (at most {MAX_DURATION.days}d)")
     return timedelta(seconds=seconds)
 
 
@@ -180,7 +187,8 @@ class Policy(_Strict):
 def load_policies(path: str | Path | None) -> Policy:
     """Load and merge every ``*.toml`` policy file in a directory (or one file).
 
-    ``None`` gives the default policy (no approvals, no hosts allowed).
+    ``None`` gives the default policy (no approvals, no hosts allowed). Any
+    problem is a :class:`ConfigError` naming the file, the field and the value.
     """
     if path is None:
         return Policy()
@@ -192,28 +200,56 @@ def load_policies(path: str | Path | None) -> Policy:
     else:
         raise ConfigError(f"policy path {str(root)!r} does not exist")
     merged: dict[str, Any] = {"tools": {}, "approvals": []}
+    # Where each merged section came from (file, its location there), so that a
+    # validation error names the file and the field as the user wrote them.
+    origin: dict[tuple[int | str, ...], tuple[Path, tuple[int | str, ...]]] = {}
     for file in files:
-        try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"policy file {file}: {exc}") from exc
-        unknown = set(data) - {"defaults", "tools", "approvals"}
-        if unknown:
-            raise ConfigError(
-                f"policy file {file}: unknown section(s) {sorted(unknown)} "
-                "(known: defaults, tools, approvals)"
-            )
-        if "defaults" in data:
-            if "defaults" in merged:
-                raise ConfigError(f"policy file {file}: [defaults] is already set in another file")
-            merged["defaults"] = data["defaults"]
-        for tool, settings in data.get("tools", {}).items():
-            if tool in merged["tools"]:
-                raise ConfigError(f"policy file {file}: tool {tool!r} is configured twice")
-            merged["tools"][tool] = settings
-        merged["approvals"].extend(data.get("approvals", []))
+        _merge(file, tomlfiles.read_toml(file, "policy file"), merged, origin)
     try:
         return Policy.model_validate(merged)
     except ValidationError as exc:
-        where = ", ".join(str(f) for f in files)
-        raise ConfigError(f"invalid policy in {where}:\n{exc}") from exc
+
+        def locate(loc: tuple[int | str, ...]) -> tuple[str, tuple[int | str, ...]]:
+            for n in (2, 1):
+                if loc[:n] in origin:
+                    file, local = origin[loc[:n]]
+                    return f"policy file {file}", local + loc[n:]
+            return f"policy in {', '.join(map(str, files))}", loc
+
+        raise ConfigError(tomlfiles.validation_problems(exc, locate)) from exc
+
+
+def _merge(
+    file: Path,
+    data: dict[str, Any],
+    merged: dict[str, Any],
+    origin: dict[tuple[int | str, ...], tuple[Path, tuple[int | str, ...]]],
+) -> None:
+    """Add one file's sections to ``merged``, refusing duplicates and wrong shapes."""
+    where = f"policy file {file}"
+    unknown = set(data) - {"defaults", "tools", "approvals"}
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown section(s) {sorted(unknown)} (known: defaults, tools, approvals)"
+        )
+    shapes = (("defaults", dict, "a [defaults] table"),
+              ("tools", dict, "[tools.NAME] tables"),
+              ("approvals", list, "an array of [[approvals]] tables"))  # fmt: skip
+    for name, kind, expected in shapes:
+        if name in data and not isinstance(data[name], kind):
+            raise ConfigError(f"{where}: {name} = {data[name]!r}: must be {expected}")
+    if "defaults" in data:
+        if "defaults" in merged:
+            raise ConfigError(f"{where}: [defaults] is already set in {origin[('defaults',)][0]}")
+        merged["defaults"] = data["defaults"]
+        origin[("defaults",)] = (file, ("defaults",))
+    for tool, settings in data.get("tools", {}).items():
+        if tool in merged["tools"]:
+            raise ConfigError(
+                f"{where}: tool {tool!r} is configured twice (also in {origin[('tools', tool)][0]})"
+            )
+        merged["tools"][tool] = settings
+        origin[("tools", tool)] = (file, ("tools", tool))
+    for i, rule in enumerate(data.get("approvals", [])):
+        origin[("approvals", len(merged["approvals"]))] = (file, ("approvals", i))
+        merged["approvals"].append(rule)

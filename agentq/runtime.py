@@ -30,7 +30,7 @@ from agentq.backends import Backend, Transaction, open_backend
 from agentq.clock import Clock
 from agentq.decision import Decision
 from agentq.envelope import task_queue_spec
-from agentq.errors import AgentQError, ApprovalError, ConfigError, TaskNotFound
+from agentq.errors import ApprovalError, ConfigError, IllegalTransition, TaskNotFound
 from agentq.faults import FaultPoints
 from agentq.ledger import Tables, TaskInfo, TaskStatus
 from agentq.lifecycle import tasks as lifecycle
@@ -39,7 +39,7 @@ from agentq.policies import Policy, load_policies
 from agentq.telemetry import Telemetry
 from agentq.tools import ToolRegistry
 
-__all__ = ["ESCALATION_QUEUE", "Decision", "ReplayReport", "Runtime"]
+__all__ = ["ESCALATION_QUEUE", "REPLAY_REFUSALS", "Decision", "ReplayReport", "Runtime"]
 
 T = TypeVar("T")
 
@@ -57,6 +57,11 @@ def finish_record(
         status=status, result=result, error=error, updated_at=now, finished_at=now,
         next_attempt_at=None,
     )  # fmt: skip
+
+
+#: Why one dead-letter entry cannot be replayed; anything else (the database
+#: failing, say) stops a replay of many instead of being reported per entry.
+REPLAY_REFUSALS = (IllegalTransition, TaskNotFound, ConfigError)
 
 
 @dataclass
@@ -237,7 +242,7 @@ class Runtime:
             try:
                 self.replay(entry_id)
                 report.replayed.append(entry_id)
-            except AgentQError as exc:
+            except REPLAY_REFUSALS as exc:
                 report.skipped[entry_id] = str(exc)
         return report
 

@@ -5,17 +5,24 @@ when a worker runs it, linked through the W3C trace context carried in the task
 envelope. Metrics are named after Spanner's queue metrics (send, ack, lease
 expiration) plus task outcomes and duration. agentq only uses the global
 providers the application installs; with none installed, all of this is a no-op.
+
+A span that ends in an exception gets an ``exception`` event and an error status
+whose message and stack trace are redacted (:mod:`agentq.redact`): OpenTelemetry's
+own recording would export the raw message, URL credentials included.
 """
 
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import metrics, propagate, trace
-from opentelemetry.trace import Link, Span, SpanKind
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+
+from agentq.redact import describe_exception, redact_text
 
 __all__ = ["Telemetry"]
 
@@ -34,6 +41,30 @@ def _providers() -> tuple[bool, bool]:
         metering = type(metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider"
         _PROVIDERS = (now, tracing, metering)
     return tracing, metering
+
+
+def _record_failure(span: Span, exc: BaseException) -> None:
+    """What ``record_exception`` and ``set_status_on_exception`` would record,
+    redacted."""
+    stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    span.add_event(
+        "exception",
+        {
+            "exception.type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+            "exception.message": redact_text(str(exc)),
+            "exception.stacktrace": redact_text(stack),
+        },
+    )
+    span.set_status(Status(StatusCode.ERROR, describe_exception(exc)))
+
+
+@contextmanager
+def _redacted_failures(span: Span) -> Iterator[Span]:
+    try:
+        yield span
+    except BaseException as exc:
+        _record_failure(span, exc)
+        raise
 
 
 class _Gated:
@@ -106,11 +137,16 @@ class Telemetry:
     @contextmanager
     def enqueue_span(self, tool: str, task_id: str) -> Iterator[Span]:
         """Span around enqueuing one task."""
-        with self.tracer.start_as_current_span(
-            f"agentq.enqueue {tool}",
-            kind=SpanKind.PRODUCER,
-            attributes={"agentq.tool": tool, "agentq.task_id": task_id},
-        ) as span:
+        with (
+            self.tracer.start_as_current_span(
+                f"agentq.enqueue {tool}",
+                kind=SpanKind.PRODUCER,
+                attributes={"agentq.tool": tool, "agentq.task_id": task_id},
+                record_exception=False,
+                set_status_on_exception=False,
+            ) as span,
+            _redacted_failures(span),
+        ):
             yield span
 
     @contextmanager
@@ -123,10 +159,19 @@ class Telemetry:
             return
         parent = trace.get_current_span(propagate.extract(dict(carrier))).get_span_context()
         links = [Link(parent)] if parent.is_valid else []
-        with self.tracer.start_as_current_span(
-            f"agentq.execute {tool}",
-            kind=SpanKind.CONSUMER,
-            links=links,
-            attributes={"agentq.tool": tool, "agentq.task_id": task_id, "agentq.attempt": attempt},
-        ) as span:
+        with (
+            self.tracer.start_as_current_span(
+                f"agentq.execute {tool}",
+                kind=SpanKind.CONSUMER,
+                links=links,
+                attributes={
+                    "agentq.tool": tool,
+                    "agentq.task_id": task_id,
+                    "agentq.attempt": attempt,
+                },
+                record_exception=False,
+                set_status_on_exception=False,
+            ) as span,
+            _redacted_failures(span),
+        ):
             yield span

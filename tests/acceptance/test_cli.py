@@ -1,4 +1,5 @@
-"""The CLI: worker as a real process with SIGTERM, inspect, tasks, dlq list/replay."""
+"""The CLI: worker as a real process with SIGTERM, inspect, tasks, dlq list/replay; no URL
+secret in its log or output; clean errors for malformed policy and config files."""
 
 from __future__ import annotations
 
@@ -6,13 +7,17 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from agentq import Runtime, TaskStatus
 from agentq.demo_server import DemoAPI
+from agentq.ledger import Tables
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -165,3 +170,175 @@ def test_bad_numbers_are_clear_errors(args: list[str], message: str) -> None:
     assert proc.returncode == 2
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# -- defect 13: no secret of a failing call's URL in the worker's log or the CLI's output --
+
+PASSWORD = "pw-5d2a91"
+API_KEY = "key-c03f7e"
+
+CHARGE_TOOL = """
+from pydantic import BaseModel
+from agentq import ToolContext, tool
+
+
+class Charge(BaseModel):
+    order_id: str
+
+
+@tool(queue="payments")
+def charge(ctx: ToolContext, args: Charge) -> None:
+    url = ctx.settings["charge_url"]
+    ctx.logger.info("charging through %s", url)
+    ctx.http.post(url, json={"order": args.order_id}).raise_for_status()
+"""
+
+
+class _Failing(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(500)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def failing_api() -> Iterator[str]:
+    """A loopback API answering 500 to every POST; its URL carries both secrets."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        yield f"http://shop:{PASSWORD}@127.0.0.1:{port}/charge?api_key={API_KEY}&v=2"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _charge_project(tmp_path: Path) -> tuple[Path, Path]:
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "charging.py").write_text(CHARGE_TOOL)
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "p.toml").write_text(
+        '[tools.charge]\nallowed_hosts = ["127.0.0.1"]\nmax_attempts = 1\n'
+    )
+    return tmp_path / "tools", tmp_path / "policies"
+
+
+def _assert_clean(text: str) -> None:
+    assert PASSWORD not in text
+    assert API_KEY not in text
+
+
+@pytest.mark.parametrize("log_args", [[], ["--log-level", "debug", "--log-format", "json"]])
+def test_worker_log_and_cli_output_carry_no_url_secrets(
+    tmp_path: Path, failing_api: str, log_args: list[str]
+) -> None:
+    tools, policies = _charge_project(tmp_path)
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    common = ["--db", db, "--tools", str(tools), "--policies", str(policies)]
+    rt = Runtime(db, tools=tools, policies=policies)
+    task = rt.enqueue_action("charge", {"order_id": "o1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentq.cli", "worker", *common, *log_args,
+         "--setting", f"charge_url={failing_api}"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and rt.task(task.task_id).status != TaskStatus.DEAD:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    rt.close()
+    assert proc.returncode == 0, err
+    _assert_clean(out + err)
+    # The handler's own line is there, redacted; the worker's one line for the task too.
+    redacted_url = failing_api.replace(PASSWORD, "REDACTED").replace(API_KEY, "REDACTED")
+    assert f"charging through {redacted_url}" in err
+    task_lines = [line for line in err.splitlines() if f"task {task.task_id} dead" in line]
+    assert len(task_lines) == 1, err
+    if log_args:
+        entry = json.loads(task_lines[0])
+        assert entry["level"] == "INFO" and entry["logger"] == "agentq.tasks"
+        assert (entry["task_id"], entry["tool"], entry["attempt"], entry["outcome"]) == (
+            task.task_id, "charge", 1, "dead",
+        )  # fmt: skip
+        assert "api_key=REDACTED" in entry["error"]
+    assert "HTTP Request" not in err  # httpx's INFO lines stay off
+
+    for command in (["tasks"], ["dlq", "list"]):
+        listed = agentq(*command, *common)
+        assert listed.returncode == 0, listed.stderr
+        assert task.task_id in listed.stdout and "REDACTED" in listed.stdout
+        _assert_clean(listed.stdout + listed.stderr)
+
+
+def test_cli_redacts_secrets_recorded_before_redaction_existed(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'old.db'}"
+    rt = Runtime(db, tools=ROOT / "tools", policies=ROOT / "policies")
+    leaked = f"HTTPStatusError: for url 'http://u:{PASSWORD}@h/x?api_key={API_KEY}'"
+    rt.transact(lambda tx: tx.tx.put_record(
+        Tables.DEAD_LETTERS, "t-old", {"task_id": "t-old", "tool": "charge", "error": leaked},
+    ))  # fmt: skip
+    rt.close()
+    listed = agentq("dlq", "list", "--db", db)
+    assert listed.returncode == 0, listed.stderr
+    entry = json.loads(listed.stdout)
+    assert entry["error"] == "HTTPStatusError: for url 'http://u:REDACTED@h/x?api_key=REDACTED'"
+
+
+# -- defect 14: malformed policy and config files are clean errors on every command --
+
+MALFORMED_POLICY = {
+    "tools-not-a-table": b"tools = [1]\n",
+    "approvals-not-an-array": b"approvals = 5\n",
+    "huge-duration": b'[defaults]\nescalate_after = "99999999999d"\n',
+    "huge-number-duration": b"[tools.execute_refund]\ntimeout = 1e300\n",
+    "not-utf8": b"[tools.execute_refund]\nallowed_hosts = ['caf\xe9']\n",
+    "bad-syntax": b"[tools.execute_refund\n",
+}
+
+
+def _assert_clean_error(proc: subprocess.CompletedProcess[str], *parts: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("agentq: error: "), proc.stderr
+    for part in parts:
+        assert part in proc.stderr
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_POLICY))
+def test_malformed_policy_is_a_clean_cli_error(tmp_path: Path, case: str) -> None:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "bad.toml").write_bytes(MALFORMED_POLICY[case])
+    proc = agentq("tasks", "--db", f"sqlite:///{tmp_path / 'a.db'}",
+                  "--policies", str(tmp_path / "policies"))  # fmt: skip
+    _assert_clean_error(proc, f"policy file {tmp_path / 'policies' / 'bad.toml'}")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["worker"], ["init"], ["tasks"], ["dlq", "list"], ["dlq", "replay", "t1"], ["demo"]],
+)
+def test_every_command_reports_a_bad_policy_cleanly(tmp_path: Path, command: list[str]) -> None:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "bad.toml").write_bytes(MALFORMED_POLICY["tools-not-a-table"])
+    db = [] if command == ["demo"] else ["--db", f"sqlite:///{tmp_path / 'a.db'}"]
+    proc = agentq(*command, *db, "--policies", str(tmp_path / "policies"), cwd=tmp_path)
+    _assert_clean_error(proc, "bad.toml", "tools = [1]")
+
+
+def test_inspect_reports_a_bad_config_file_cleanly(tmp_path: Path) -> None:
+    (tmp_path / "agentq.toml").write_bytes(b"[agentq]\ndb = '\xff'\n")
+    proc = agentq("inspect", cwd=tmp_path)
+    _assert_clean_error(proc, "agentq.toml: not UTF-8")

@@ -43,6 +43,61 @@ def test_bad_policy_files_get_errors_naming_the_problem(
         load_policies(tmp_path)
 
 
+# Defect 14: malformed policy files are ConfigErrors naming the file, the field and the value
+# (they were AttributeError, TypeError, OverflowError or UnicodeDecodeError).
+MALFORMED_POLICIES: list[tuple[bytes, list[str]]] = [
+    (b"tools = [1]\n", ["tools", "[1]", "[tools.NAME]"]),
+    (b"approvals = 5\n", ["approvals", "5", "[[approvals]]"]),
+    (b"defaults = 'x'\n", ["defaults", "'x'", "[defaults]"]),
+    (b"[tools]\nrefund = 3\n", ["tools.refund", "3"]),
+    (b'[defaults]\nescalate_after = "99999999999d"\n',
+     ["defaults.escalate_after", "'99999999999d'", "at most"]),
+    (b"[tools.x]\ntimeout = 1e300\n", ["tools.x.timeout", "1e+300", "at most"]),
+    (b"[tools.x]\ntimeout = nan\n", ["tools.x.timeout", "nan"]),
+    (b'[[approvals]]\ntool = "x"\nescalate_after = "100000000000h"\n',
+     ["approvals[0].escalate_after", "'100000000000h'", "at most"]),
+    (b"[tools.x]\nmax_attempts = 0\n", ["tools.x.max_attempts", "0", "greater than or equal to 1"]),
+    (b"[tools.x]\nallowed_hosts = ['caf\xe9']\n", ["not UTF-8", "line 2", "0xe9"]),
+    (b"[tools.x\n", ["invalid TOML", "line 1"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("content", "parts"), MALFORMED_POLICIES)
+def test_malformed_policy_files_name_file_field_and_value(
+    tmp_path: Path, content: bytes, parts: list[str]
+) -> None:
+    (tmp_path / "p.toml").write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        load_policies(tmp_path)
+    message = str(info.value)
+    for part in [str(tmp_path / "p.toml"), *parts]:
+        assert part in message
+
+
+def test_an_error_names_the_file_it_is_in(tmp_path: Path) -> None:
+    (tmp_path / "a.toml").write_text(
+        "[tools.good]\nmax_attempts = 2\n[[approvals]]\ntool = 'good'\n"
+    )
+    (tmp_path / "b.toml").write_text(
+        "[tools.bad]\nmax_attempts = 'many'\n[[approvals]]\ntool = 'bad'\nabove = 'x'\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_policies(tmp_path)
+    b = tmp_path / "b.toml"
+    assert str(info.value).splitlines() == [
+        f"policy file {b}: tools.bad.max_attempts = 'many': Input should be a valid integer, "
+        "unable to parse string as an integer",
+        f"policy file {b}: approvals[0].above = 'x': Input should be a valid number, "
+        "unable to parse string as a number",
+    ]
+
+
+@pytest.mark.parametrize("value", ["1e400", "99999999999d", float("inf"), float("nan")])
+def test_durations_out_of_range_are_value_errors(value: object) -> None:
+    with pytest.raises(ValueError, match="duration"):
+        parse_duration(value)
+
+
 def test_a_tool_configured_in_two_files_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "a.toml").write_text("[tools.x]\nmax_attempts = 2\n")
     (tmp_path / "b.toml").write_text("[tools.x]\nmax_attempts = 3\n")

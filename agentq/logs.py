@@ -1,0 +1,149 @@
+"""agentq's logging: one line per finished task, redacted records, the CLI's setup.
+
+The worker logs each finished task once, at INFO, on the ``agentq.tasks`` logger::
+
+    task 0190c3e2-... dead: attempt 2 of execute_refund in 0.041s; HTTPStatusError: ...
+
+with the fields also on the record (``task_id``, ``tool``, ``attempt``,
+``outcome``, ``duration``, ``error``) for structured handlers; the JSON format
+of ``agentq worker --log-format json`` prints them as keys. Outcomes are the
+worker's counters: ``succeeded``, ``retried``, ``throttled``, ``checkpointed``,
+``dead``, ``stale_completion``, ``commit_failed``.
+
+:func:`configure_logging` sets up the ``agentq`` logger only: third-party loggers
+keep the application's levels (``agentq worker`` used to turn INFO on for all of
+them, and httpx's INFO line carries each request's full URL). Everything the
+CLI's handler prints passes through :func:`agentq.redact.redact_text`, tracebacks
+included; :class:`RedactingFilter` does the same for a logger whose records an
+application's own handlers print (agentq installs it on ``httpx``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import IO, Any, Literal
+
+from agentq.redact import describe_exception, redact_data, redact_text
+
+__all__ = [
+    "JsonFormatter",
+    "RedactingFilter",
+    "TextFormatter",
+    "configure_logging",
+    "install_redaction",
+    "log_task_finished",
+]
+
+LogFormat = Literal["text", "json"]
+TASK_LOGGER = logging.getLogger("agentq.tasks")
+_TASK_FIELDS = ("task_id", "tool", "attempt", "outcome", "duration", "error")
+_TEXT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def log_task_finished(
+    task_id: str,
+    tool: str,
+    attempt: int,
+    outcome: str,
+    duration: float,
+    exc: BaseException | None = None,
+) -> None:
+    """Log that one attempt of a task finished (``outcome`` is the worker's label),
+    ``duration`` seconds after its handler started, failing with ``exc`` if given."""
+    if not TASK_LOGGER.isEnabledFor(logging.INFO):
+        return
+    # One line per task: a multi-line message (httpx's, pydantic's) is joined.
+    error = None if exc is None else " | ".join(describe_exception(exc).split("\n"))
+    TASK_LOGGER.info(
+        "task %s %s: attempt %d of %s in %.3fs%s",
+        task_id, outcome, attempt, tool, duration, "" if error is None else f"; {error}",
+        extra={"task_id": task_id, "tool": tool, "attempt": attempt, "outcome": outcome,
+               "duration": duration, "error": error},
+    )  # fmt: skip
+
+
+def _redacted_exception(record: logging.LogRecord, formatter: logging.Formatter) -> None:
+    """Render the record's traceback once, redacted (formatters reuse ``exc_text``)."""
+    if record.exc_info and not record.exc_text:
+        record.exc_text = formatter.formatException(record.exc_info)
+    if record.exc_text:
+        record.exc_text = redact_text(record.exc_text)
+    if record.stack_info:
+        record.stack_info = redact_text(record.stack_info)
+
+
+class RedactingFilter(logging.Filter):
+    """Rewrites a record's message, traceback and stack to their redacted text."""
+
+    _formatter = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: let the handler report it, as usual
+            return True
+        redacted = redact_text(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        _redacted_exception(record, self._formatter)
+        return True
+
+
+def install_redaction(logger: logging.Logger) -> None:
+    """Add a :class:`RedactingFilter` to ``logger`` (once). A logger's filters see
+    only the records logged on it, not its children's."""
+    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+        logger.addFilter(RedactingFilter())
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger message``, redacted."""
+
+    def __init__(self) -> None:
+        super().__init__(_TEXT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the task fields
+    when present, and ``exception`` (a traceback), all redacted."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in _TASK_FIELDS:
+            if hasattr(record, name):
+                entry[name] = getattr(record, name)
+        _redacted_exception(record, self)
+        if record.exc_text:
+            entry["exception"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = record.stack_info
+        return json.dumps(redact_data(entry), default=str)
+
+
+def configure_logging(
+    level: int | str = logging.INFO, fmt: LogFormat = "text", stream: IO[str] | None = None
+) -> logging.Handler:
+    """Send the ``agentq`` logger (and only it) to ``stream`` (default stderr) at
+    ``level``, in ``fmt``; a second call replaces the handler of the first."""
+    logger = logging.getLogger("agentq")
+    for old in [h for h in logger.handlers if getattr(h, "_agentq_cli", False)]:
+        logger.removeHandler(old)
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler._agentq_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    # The CLI owns this process's output: no second copy through the root logger.
+    logger.propagate = False
+    return handler

@@ -1,0 +1,80 @@
+"""Reading agentq's TOML files (``agentq.toml``, policy files) with errors a user can act on.
+
+Every problem is a :class:`~agentq.errors.ConfigError` whose message names the
+file and, for a bad value, the field and the value, e.g.::
+
+    policy file policies/refunds.toml: tools.execute_refund.timeout = 1e+300:
+        duration 1e+300 is too long (at most 3650d)
+
+(one line per problem; wrapped here).
+
+The original exception is kept as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentq.errors import ConfigError
+
+__all__ = ["Locator", "field_name", "read_toml", "validation_problems"]
+
+
+def read_toml(file: Path, what: str) -> dict[str, Any]:
+    """The parsed contents of ``file``; ``what`` names it in errors ("policy file")."""
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{what} {file}: cannot be read: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{what} {file}: not UTF-8: byte 0x{data[exc.start]:02x} on line {line} "
+            f"(offset {exc.start}); TOML files must be UTF-8"
+        ) from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what} {file}: invalid TOML: {exc}") from exc
+
+
+def _short_repr(value: object, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def field_name(loc: Sequence[int | str]) -> str:
+    """A pydantic error location as the TOML path a user writes: ``approvals[0].tool``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+Locator = Callable[[tuple[int | str, ...]], tuple[str, tuple[int | str, ...]]]
+
+
+def validation_problems(exc: ValidationError, locate: Locator) -> str:
+    """One line per pydantic error: ``<what> <file>: <field> = <value>: <problem>``.
+
+    ``locate(loc)`` gives, for a location in the validated data, the file it came
+    from (as ``"policy file <path>"``) and the location within that file: settings
+    merged from several files are validated at once.
+    """
+    lines = []
+    for error in exc.errors():
+        where, loc = locate(tuple(error["loc"]))
+        problem = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "missing":
+            lines.append(f"{where}: {field_name(loc)}: {problem}")
+        else:
+            value = _short_repr(error.get("input"))
+            lines.append(f"{where}: {field_name(loc)} = {value}: {problem}")
+    return "\n".join(lines)

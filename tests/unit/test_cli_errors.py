@@ -1,0 +1,83 @@
+"""The CLI prints every agentq error as ``agentq: error: ...`` and exits 2 (defect 14).
+
+A read-only database surfaces as :class:`DatabaseNotWritable` (the SQLite backend
+maps ``sqlite3.OperationalError`` to it); here a fake runtime raises it where each
+command first touches the database, in process, so nothing depends on the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sqlite3
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+import pytest
+
+import agentq.cli
+import agentq.demo
+import agentq.runtime
+from agentq.errors import DatabaseNotWritable
+
+URL = "sqlite:////srv/ro/agentq.db"
+SECRET_URL = "spanner://u:pw-0d1e@h/db?token=tk-0d1e"
+
+
+def _not_writable(*_: Any, **__: Any) -> NoReturn:
+    try:
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+    except sqlite3.OperationalError as exc:
+        raise DatabaseNotWritable(f"{SECRET_URL} is read-only: {exc}") from exc
+
+
+class _FakeWorker:
+    queues = ["payments"]
+    stats: dict[str, int] = {}
+    run = staticmethod(_not_writable)
+
+
+class _FakeRuntime:
+    """Opens fine; every use of the database raises DatabaseNotWritable."""
+
+    def __init__(self, *_: Any, **__: Any) -> None:
+        pass
+
+    def worker(self, **_: Any) -> _FakeWorker:
+        return _FakeWorker()
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        _not_writable()
+
+
+@pytest.fixture(autouse=True)
+def _restore_process_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``agentq worker`` installs signal handlers and configures the agentq logger."""
+    monkeypatch.setattr(signal, "signal", lambda *_: None)
+    logger = logging.getLogger("agentq")
+    saved = (logger.level, logger.propagate, list(logger.handlers))
+    yield
+    logger.level, logger.propagate, logger.handlers[:] = saved[0], saved[1], saved[2]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["worker"], ["init"], ["tasks"], ["dlq", "list"], ["dlq", "replay", "t1"], ["inspect"],
+     ["demo"]],
+)  # fmt: skip
+def test_database_not_writable_is_a_clean_error_on_every_command(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(agentq.runtime, "Runtime", _FakeRuntime)
+    monkeypatch.setattr(agentq.cli, "open_backend", _not_writable)
+    monkeypatch.setattr(agentq.demo, "run_demo", _not_writable)
+    where = [] if argv == ["demo"] else ["--db", URL, "--config", "/nonexistent/agentq.toml"]
+    assert agentq.cli.main([*argv, *where]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "agentq: error: spanner://u:REDACTED@h/db?token=REDACTED is read-only: "
+        "attempt to write a readonly database\n"
+    )
