@@ -26,6 +26,7 @@ from agentq.idempotency import remember
 from agentq.ids import new_task_id
 from agentq.ledger import TERMINAL, Tables, TaskStatus
 from agentq.lifecycle.states import Event, next_approval_state, next_task_state
+from agentq.redact import redact_text
 from agentq.telemetry import Telemetry
 
 __all__ = [
@@ -89,6 +90,8 @@ def moved(rec: Mapping[str, Any], event: Event, now: datetime, **changes: Any) -
     fenced by a strict ack or a compare-and-swap) and writes it with :func:`store`.
     """
     status = next_task_state(str(rec["task_id"]), rec.get("status"), event)
+    if isinstance(changes.get("error"), str):
+        changes["error"] = redact_text(changes["error"])  # errors quote URLs, with secrets
     return {**rec, **changes, "status": status, "updated_at": iso(now)}
 
 
@@ -256,7 +259,7 @@ def dead_letter(
         str(new["task_id"]),
         {
             "task_id": new["task_id"], "tool": new["tool"], "queue": new.get("queue"),
-            "args": new.get("args"), "attempt": new["attempt"], "error": error,
+            "args": new.get("args"), "attempt": new["attempt"], "error": new["error"],
             "dead_at": iso(tx.now), "stray": False,
         },
     )  # fmt: skip
@@ -279,7 +282,7 @@ def record_stray(
         entry_id,
         {
             "task_id": entry_id, "tool": None, "queue": queue, "args": None, "attempt": None,
-            "error": error, "dead_at": iso(tx.now), "stray": True,
+            "error": redact_text(error), "dead_at": iso(tx.now), "stray": True,
             "message_key": repr(tuple(key)), "claimed_task_id": first,
             "payload": payload if isinstance(payload, dict | list | str) else None,
         },
