@@ -25,7 +25,7 @@ from agentq import (
 )
 from agentq.backends import Message, StoredRecord
 from agentq.clock import to_micros
-from agentq.executor import Worker
+from agentq.executor.admission import Admission
 
 RUNS: list[tuple[str, int]] = []
 GATE = threading.Event()
@@ -370,14 +370,14 @@ def test_claims_are_swapped_in_unless_the_record_changed_since_the_read(
         return found
 
     careful: list[list[str]] = []
-    real_claim = Worker._claim_in_transaction
+    real_claim = Admission._claim_in_transaction
 
-    def claim_in_transaction(self: Worker, batch: list[Message], labels: list[str]) -> Any:
+    def claim_in_transaction(self: Admission, batch: list[Message], labels: list[str]) -> Any:
         careful.append([m.key[0] for m in batch])
         return real_claim(self, batch, labels)
 
     monkeypatch.setattr(rt.backend, "read_records", read_then_cancel)
-    monkeypatch.setattr(Worker, "_claim_in_transaction", claim_in_transaction)
+    monkeypatch.setattr(Admission, "_claim_in_transaction", claim_in_transaction)
     worker = rt.worker()
     worker.drain()
     # Only the changed record was decided again inside a transaction: it was cancelled.

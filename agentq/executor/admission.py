@@ -1,0 +1,276 @@
+"""Admission: turning a leased batch into tasks that may run.
+
+A claim marks a delivery ``running`` (delivery count, ``started_at``) after the
+checks that decide whether it may run at all: the message must be the task's
+current attempt and the task unfinished; a delivery that keeps failing to
+complete is a poison task; the tool must exist, not be held back by a
+Retry-After, and a call that needs approval must have an approved approval.
+
+On a single-writer backend (SQLite) the common case is prepared outside any
+write transaction (the *fast path*): the ledger records are read, checked and
+updated in memory, then swapped in with one compare-and-swap write, so the
+write lock that every other writer waits for is held only for the swap.
+Anything unusual (a record changed since the read, a stale or poison message, a
+hold, an approval to check, a corrupt envelope), and every claim on other
+backends, is decided the careful way: read and written inside the transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from agentq.approvals import ApprovalStatus
+from agentq.backends import Message, encode_record
+from agentq.envelope import TaskEnvelope
+from agentq.errors import TransactionError
+from agentq.executor.holds import Holds
+from agentq.executor.inflight import Inflight, looks_like_envelope
+from agentq.executor.outcomes import dead_letter, dead_letter_raw, reschedule
+from agentq.executor.running import tool_timeout
+from agentq.faults import WorkerCrash
+from agentq.ledger import TERMINAL, Tables, TaskStatus
+from agentq.runtime import _BUILTIN_ESCALATION, Decision, _iso
+from agentq.tools import ToolDef
+
+if TYPE_CHECKING:
+    from agentq.runtime import Runtime
+
+__all__ = ["Admission"]
+
+log = logging.getLogger("agentq.worker")
+
+
+class Admission:
+    """Claims leased messages for one worker; see the module docstring."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        holds: Holds,
+        count: Callable[[str], None],
+        *,
+        max_deliveries: int,
+    ) -> None:
+        self.runtime = runtime
+        self.holds = holds
+        self.max_deliveries = max_deliveries
+        self._count = count
+
+    def claim(self, batch: list[Message]) -> list[Inflight]:
+        """Mark a leased batch running and return what may run."""
+        rt = self.runtime
+        labels: list[str] = []
+        fast, slow = self._plan_claims(batch)
+        runnable: list[Inflight] = []
+        if fast:
+            items = [(inf.task_id, version, encode_record(inf.record)) for inf, version, _ in fast]
+            try:
+                # Bookkeeping: after a power loss it may be lost, which only
+                # undercounts a delivery by one.
+                changed = set(
+                    rt.transact(
+                        lambda tx: tx.tx.replace_records(Tables.TASKS, items), durable=False
+                    )
+                )
+            except TransactionError:
+                changed = {inf.task_id for inf, _, _ in fast}
+            for inf, _, msg in fast:
+                if inf.task_id in changed:
+                    slow.append(msg)  # written since the read: decide again, in the tx
+                else:
+                    runnable.append(inf)
+        if slow:
+            runnable.extend(self._claim_in_transaction(slow, labels))
+        for label in labels:
+            self._count(label)
+        kept = []
+        for inflight in runnable:
+            try:
+                rt.faults.hit("after_lease", task_id=inflight.task_id)
+            except WorkerCrash:
+                self._count("crashed")  # abandoned while leased: redelivered later
+                continue
+            kept.append(inflight)
+        return kept
+
+    # -- the fast path: read, check, swap in ---------------------------------------
+
+    def _plan_claims(
+        self, batch: list[Message]
+    ) -> tuple[list[tuple[Inflight, str, Message]], list[Message]]:
+        """Split a batch into claims prepared from a read (with the version read)
+        and messages to claim inside a transaction."""
+        rt = self.runtime
+        if not rt.backend.single_writer:
+            return [], list(batch)  # reading first would only add a read per task
+        checked = [(m, looks_like_envelope(m.payload, m.key)) for m in batch]
+        keys = [str(m.key[0]) for m, wellformed in checked if wellformed]
+        stored = rt.backend.read_records(Tables.TASKS, keys) if keys else {}
+        now = rt.clock.now()
+        fast: list[tuple[Inflight, str, Message]] = []
+        slow: list[Message] = []
+        for msg, wellformed in checked:
+            found = stored.get(str(msg.key[0])) if wellformed else None
+            inflight = None if found is None else self._prepare_claim(msg, found.value, now)
+            if inflight is None or found is None:
+                slow.append(msg)
+            else:
+                fast.append((inflight, found.version, msg))
+        return fast, slow
+
+    def _prepare_claim(self, msg: Message, rec: dict[str, Any], now: datetime) -> Inflight | None:
+        """The running record of an ordinary delivery, or None to decide in a
+        transaction (every branch that writes more than the claim goes there)."""
+        rt = self.runtime
+        if rec["status"] in TERMINAL or rec["attempt"] != msg.key[1]:
+            return None
+        deliveries = rec.get("deliveries", 0) + 1
+        if deliveries > self.max_deliveries:
+            return None
+        definition: ToolDef | None = None
+        if rec["tool"] != _BUILTIN_ESCALATION:
+            if rec["tool"] not in rt.tools:
+                return None
+            definition = rt.tools.get(rec["tool"])
+            hold = self.holds.until(rt.backend, now, rec["tool"])
+            if (hold is not None and hold > now) or self._needs_approval(rec, definition):
+                return None
+        stamp = _iso(now)
+        rec.update(
+            status=TaskStatus.RUNNING, started_at=stamp, updated_at=stamp, deliveries=deliveries
+        )
+        return self._make_inflight(msg, rec, definition)
+
+    # -- the careful path: decided inside the transaction ----------------------------
+
+    def _claim_in_transaction(self, batch: list[Message], labels: list[str]) -> list[Inflight]:
+        rt = self.runtime
+
+        def claim_all(tx: Decision) -> list[Inflight]:
+            labels.clear()
+            out = []
+            for msg in batch:
+                inflight = self._claim_one(tx, msg, labels)
+                if inflight is not None:
+                    out.append(inflight)
+            return out
+
+        try:
+            return rt.transact(claim_all, durable=False)
+        except TransactionError:
+            # One message (already acked elsewhere, say) must not block the others.
+            runnable = []
+            for msg in batch:
+
+                def claim_alone(tx: Decision, m: Message = msg) -> Inflight | None:
+                    return self._claim_one(tx, m, labels)
+
+                try:
+                    inflight = rt.transact(claim_alone, durable=False)
+                    if inflight is not None:
+                        runnable.append(inflight)
+                except TransactionError as exc:
+                    log.info("claim of %s skipped: %s", msg.key, exc)
+            return runnable
+
+    def _claim_one(self, tx: Decision, msg: Message, labels: list[str]) -> Inflight | None:
+        rt = self.runtime
+        payload = msg.payload
+        if not looks_like_envelope(payload, msg.key):
+            try:
+                TaskEnvelope.model_validate(payload)
+            except ValidationError as exc:
+                dead_letter_raw(tx, msg, f"corrupt envelope: {exc.error_count()} error(s): {exc}")
+                labels.append("dead")
+                return None
+            dead_letter_raw(
+                tx, msg, f"corrupt envelope: key {msg.key!r} does not match its payload"
+            )
+            labels.append("dead")
+            return None
+        task_id, attempt = msg.key[0], msg.key[1]
+        rec = tx.tx.get_record(Tables.TASKS, str(task_id))
+        if rec is None:
+            dead_letter_raw(tx, msg, "no ledger record for this task")
+            labels.append("dead")
+            return None
+        if rec["status"] in TERMINAL or rec["attempt"] != attempt:
+            tx.tx.ack(msg.queue, msg.key, must_exist=False)
+            labels.append("stale_message")
+            return None
+        rec["deliveries"] = rec.get("deliveries", 0) + 1
+        if rec["deliveries"] > self.max_deliveries:
+            dead_letter(tx, rec, msg.queue, msg.key,
+                        f"delivered {rec['deliveries'] - 1} times without completing "
+                        "(the worker crashed or lost its lease each time)")  # fmt: skip
+            labels.append("dead")
+            return None
+        definition: ToolDef | None = None
+        if rec["tool"] != _BUILTIN_ESCALATION:
+            if rec["tool"] not in rt.tools:
+                dead_letter(tx, rec, msg.queue, msg.key, f"unknown tool {rec['tool']!r}")
+                labels.append("dead")
+                return None
+            definition = rt.tools.get(rec["tool"])
+            hold = self.holds.until(tx.tx, tx.now, rec["tool"])
+            if hold is not None and hold > tx.now:
+                reschedule(tx, rec, msg.queue, msg.key, hold, status=TaskStatus.QUEUED,
+                           error=rec.get("error"))  # fmt: skip
+                labels.append("held_back")
+                return None
+            violation = self._policy_violation(tx, rec, definition)
+            if violation is not None:
+                dead_letter(tx, rec, msg.queue, msg.key, violation)
+                labels.append("policy_refused")
+                return None
+        now = _iso(tx.now)
+        rec.update(status=TaskStatus.RUNNING, started_at=now, updated_at=now)
+        tx.tx.put_record(Tables.TASKS, rec["task_id"], rec)
+        return self._make_inflight(msg, rec, definition)
+
+    # -- checks ------------------------------------------------------------------------
+
+    def _make_inflight(
+        self, msg: Message, rec: dict[str, Any], definition: ToolDef | None
+    ) -> Inflight:
+        return Inflight(
+            queue=msg.queue,
+            key=tuple(msg.key),
+            token=msg.lease_token,
+            lease_expiry=msg.lease_expiry,
+            record=rec,
+            definition=definition,
+            timeout=tool_timeout(self.runtime, definition),
+        )
+
+    def _needs_approval(self, rec: dict[str, Any], definition: ToolDef) -> bool:
+        if rec.get("kind", "action") != "action":
+            return False
+        rule = self.runtime.policy.approval_rule(definition.name, rec["args"])
+        return rule is not None or definition.requires_approval
+
+    def _policy_violation(
+        self, tx: Decision, rec: dict[str, Any], definition: ToolDef
+    ) -> str | None:
+        """The executor's own check: approval rules are read from policy and the
+        approval record, never from the task's arguments or envelope."""
+        if not self._needs_approval(rec, definition):
+            return None
+        approval_id = rec.get("approval_id")
+        approval = tx.tx.get_record(Tables.APPROVALS, approval_id) if approval_id else None
+        if (
+            approval is None
+            or approval["status"] != ApprovalStatus.APPROVED
+            or approval["task_id"] != rec["task_id"]
+            or approval["args"] != rec["args"]
+        ):
+            return (
+                f"policy: tool {definition.name!r} with these arguments needs an approved "
+                "approval, and this task has none"
+            )
+        return None

@@ -1,0 +1,194 @@
+"""Turning a finished run into ledger writes: succeeded, retry, dead, checkpoint.
+
+Every task-status write the executor makes is one of four functions here, each
+inside the caller's transaction:
+
+* :func:`finish` — a final status (succeeded, dead) and the release of the next
+  task of its ordering key;
+* :func:`reschedule` — ack this delivery and send the next attempt (a retry, a
+  checkpoint, a Retry-After hold);
+* :func:`dead_letter` — the dead-letter entry of a task, then :func:`finish`;
+* :func:`dead_letter_raw` — a message whose envelope cannot be trusted.
+
+:func:`apply_outcome` decides which, from an :class:`~agentq.executor.inflight.Outcome`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentq.approvals import ApprovalStatus
+from agentq.backends import Message
+from agentq.errors import PolicyViolation, ToolError
+from agentq.executor.holds import Holds
+from agentq.executor.inflight import Inflight, Outcome
+from agentq.ledger import TERMINAL, Tables, TaskStatus
+from agentq.retry import PermanentError, RetryLater
+from agentq.runtime import Decision, _iso
+
+__all__ = [
+    "apply_failure",
+    "apply_outcome",
+    "dead_letter",
+    "dead_letter_raw",
+    "finish",
+    "reschedule",
+]
+
+#: Failures that no retry can fix: straight to the dead-letter queue.
+_PERMANENT = (PermanentError, PolicyViolation, ToolError, ValidationError)
+
+
+def apply_outcome(tx: Decision, o: Outcome, holds: Holds) -> str:
+    """Ack the delivery and record what the run came to; returns the stats label."""
+    inf = o.inflight
+    rt = tx.runtime
+    tx.tx.ack(inf.queue, inf.key, must_exist=True)
+    rt.telemetry.acked.add(1, {"queue": inf.queue})
+    rt.faults.hit("before_completion_commit", task_id=inf.task_id)
+    # The strict ack above proves no one else finished or cancelled this task
+    # since the claim, so the claimed record is current.
+    rec = inf.record
+    if o.final is not None:
+        tx.tx.put_record(Tables.TASKS, inf.task_id, o.final)
+        return "succeeded"
+    if o.kind == "success":
+        for fn in o.on_commit:
+            fn(tx)
+        if rec.get("kind") == "escalation":
+            _mark_escalated(tx, rec)
+        finish(tx, rec, TaskStatus.SUCCEEDED, result=o.result)
+        return "succeeded"
+    if o.kind == "checkpoint":
+        assert o.checkpoint is not None
+        rec["checkpoint"] = o.checkpoint.state
+        reschedule(tx, rec, None, None, tx.now + o.checkpoint.after,
+                   status=TaskStatus.QUEUED, error=None)  # fmt: skip
+        return "checkpointed"
+    return apply_failure(tx, rec, inf, o.exc, holds)
+
+
+def apply_failure(
+    tx: Decision, rec: dict[str, Any], inf: Inflight, exc: BaseException | None, holds: Holds
+) -> str:
+    """A failed attempt: throttled, dead (permanent or out of attempts) or retried."""
+    error = f"{type(exc).__name__}: {exc}"
+    definition = inf.definition
+    if isinstance(exc, RetryLater):
+        return _retry_later(tx, rec, exc, error, holds)
+    if isinstance(exc, _PERMANENT):
+        dead_letter(tx, rec, None, None, error)
+        return "dead"
+    max_attempts = definition.max_attempts if definition else None
+    policy = tx.runtime.policy.retry_policy(rec["tool"], max_attempts)
+    rec["failures"] = rec.get("failures", 0) + 1
+    if policy.exhausted(rec["failures"]):
+        dead_letter(tx, rec, None, None, f"failed {rec['failures']} time(s); last: {error}")
+        return "dead"
+    delay = policy.delay(rec["failures"])
+    reschedule(tx, rec, None, None, tx.now + timedelta(seconds=delay),
+               status=TaskStatus.RETRY_SCHEDULED, error=error)  # fmt: skip
+    return "retried"
+
+
+def _retry_later(
+    tx: Decision, rec: dict[str, Any], exc: RetryLater, error: str, holds: Holds
+) -> str:
+    """The tool said 429/503 with Retry-After: hold the tool back and retry then."""
+    policy = tx.runtime.policy.retry_policy(rec["tool"])
+    rec["throttles"] = rec.get("throttles", 0) + 1
+    if rec["throttles"] > policy.max_throttles:
+        dead_letter(tx, rec, None, None, f"throttled {rec['throttles']} times: {error}")
+        return "dead"
+    until = tx.now + timedelta(seconds=exc.after)
+    holds.local[rec["tool"]] = until
+    tx.tx.put_record(Tables.HOLDS, rec["tool"], {"until": _iso(until), "reason": error})
+    reschedule(tx, rec, None, None, until, status=TaskStatus.RETRY_SCHEDULED, error=error)
+    return "throttled"
+
+
+def _mark_escalated(tx: Decision, rec: dict[str, Any]) -> None:
+    approval = tx.tx.get_record(Tables.APPROVALS, rec["approval_id"])
+    if approval is not None and approval["status"] == ApprovalStatus.PENDING:
+        approval.update(status=ApprovalStatus.ESCALATED, escalated_at=_iso(tx.now))
+        tx.tx.put_record(Tables.APPROVALS, rec["approval_id"], approval)
+
+
+# -- status writes (always inside the caller's transaction) ------------------------
+
+
+def finish(
+    tx: Decision,
+    rec: dict[str, Any],
+    status: TaskStatus,
+    *,
+    result: Any = None,
+    error: str | None = None,
+) -> None:
+    """Record a final status; the next task of its ordering key may go."""
+    tx._finish(rec, status, result=result, error=error)
+
+
+def reschedule(
+    tx: Decision,
+    rec: dict[str, Any],
+    queue: str | None,
+    key: Iterable[Any] | None,
+    at: datetime,
+    *,
+    status: TaskStatus,
+    error: str | None,
+) -> None:
+    """Ack this delivery (if ``key`` is given) and send the next attempt (a new
+    key) for ``at``."""
+    if key is not None and queue is not None:
+        tx.tx.ack(queue, tuple(key), must_exist=True)
+    rec.update(
+        attempt=rec["attempt"] + 1, deliveries=0, status=status, error=error,
+        updated_at=_iso(tx.now), next_attempt_at=_iso(at),
+    )  # fmt: skip
+    tx.tx.put_record(Tables.TASKS, rec["task_id"], rec)
+    tx._send(rec, at)
+
+
+def dead_letter(
+    tx: Decision,
+    rec: dict[str, Any],
+    queue: str | None,
+    key: Iterable[Any] | None,
+    error: str,
+) -> None:
+    """Ack this delivery (if ``key`` is given) and move the task to the dead-letter queue."""
+    if key is not None and queue is not None:
+        tx.tx.ack(queue, tuple(key), must_exist=True)
+    tx.tx.put_record(
+        Tables.DEAD_LETTERS,
+        rec["task_id"],
+        {
+            "task_id": rec["task_id"], "tool": rec["tool"], "queue": rec.get("queue"),
+            "args": rec.get("args"), "attempt": rec["attempt"], "error": error,
+            "dead_at": _iso(tx.now),
+        },
+    )  # fmt: skip
+    finish(tx, rec, TaskStatus.DEAD, error=error)
+
+
+def dead_letter_raw(tx: Decision, msg: Message, error: str) -> None:
+    """Dead-letter a message whose envelope cannot be trusted."""
+    task_id = msg.key[0] if msg.key and isinstance(msg.key[0], str) else repr(msg.key)
+    rec = tx.tx.get_record(Tables.TASKS, task_id) if isinstance(task_id, str) else None
+    if rec is not None and rec["status"] not in TERMINAL:
+        dead_letter(tx, rec, msg.queue, msg.key, error)
+        return
+    tx.tx.ack(msg.queue, msg.key, must_exist=True)
+    tx.tx.put_record(
+        Tables.DEAD_LETTERS,
+        f"{task_id}",
+        {"task_id": task_id, "tool": None, "queue": msg.queue, "args": None,
+         "attempt": None, "error": error, "dead_at": _iso(tx.now),
+         "payload": msg.payload if isinstance(msg.payload, dict | list | str) else None},
+    )  # fmt: skip

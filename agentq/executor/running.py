@@ -1,0 +1,248 @@
+"""Running handlers: handler threads, the tool context, the async loop, timeouts.
+
+``concurrency`` handler threads take claimed tasks from the work queue and run
+their tool's handler (an async handler runs on the worker's one event-loop
+thread while its handler thread waits for it). A run ends as an
+:class:`~agentq.executor.inflight.Outcome` handed to the committer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue as queue_mod
+import threading
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from agentq.backends import encode_record
+from agentq.clock import Clock
+from agentq.context import Checkpoint, ToolContext
+from agentq.executor.inflight import Inflight, Outcome
+from agentq.executor.state import WorkerState
+from agentq.faults import WorkerCrash
+from agentq.http import tool_http_client
+from agentq.ledger import TaskStatus
+from agentq.runtime import _iso, finish_record
+from agentq.tools import ToolDef
+
+if TYPE_CHECKING:
+    from agentq.runtime import Runtime
+
+__all__ = ["Running", "tool_timeout"]
+
+log = logging.getLogger("agentq.worker")
+
+
+def tool_timeout(runtime: Runtime, definition: ToolDef | None) -> float | None:
+    """A tool's timeout in seconds: the policy's, else the tool's own."""
+    if definition is None:
+        return None
+    configured = runtime.policy.for_tool(definition.name).timeout
+    if configured is not None:
+        return configured.total_seconds()
+    return definition.timeout
+
+
+class _TokenBucket:
+    def __init__(self, rate: float, clock: Clock) -> None:
+        self.rate = rate
+        self.clock = clock
+        self.tokens = rate
+        self.last = clock.monotonic()
+        self.lock = threading.Lock()
+
+    def acquire(self) -> None:
+        while True:
+            with self.lock:
+                now = self.clock.monotonic()
+                self.tokens = min(self.rate, self.tokens + (now - self.last) * self.rate)
+                self.last = now
+                if self.tokens >= 1:
+                    self.tokens -= 1
+                    return
+                wait = (1 - self.tokens) / self.rate
+            self.clock.sleep(wait)
+
+
+class Running(WorkerState):
+    """The handler-thread stage of a worker."""
+
+    _buckets: dict[str, _TokenBucket]
+
+    def _start_handlers(self) -> None:
+        # A fresh work queue per start: handler threads of an earlier run that still
+        # finish an overrunning task will find their exit marker in the old one.
+        self._work = queue_mod.SimpleQueue()
+        work = self._work
+        for i in range(self.concurrency):
+            threading.Thread(
+                target=self._handler_loop, args=(work,), name=f"agentq-handler-{i}", daemon=True
+            ).start()
+
+    def _stop_handlers(self, timeout: float) -> None:
+        for _ in range(self.concurrency):
+            self._work.put(None)  # handler threads exit once idle
+        if self._loop is not None:
+            loop, thread = self._loop, self._loop_thread
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(timeout)
+                if not thread.is_alive():
+                    loop.close()
+            self._loop = None
+
+    def _handler_loop(self, work: queue_mod.SimpleQueue[Inflight | None]) -> None:
+        while True:
+            inflight = work.get()
+            if inflight is None:
+                return
+            self._run_and_report(inflight)
+
+    def _run_and_report(self, inflight: Inflight) -> None:
+        outcome = self._run(inflight)
+        with self._lock:
+            current = self._inflight.get(inflight.task_id)
+            if current is inflight:
+                del self._inflight[inflight.task_id]
+            self._pending_commits += 1
+            self._outstanding -= 1
+            self._lock.notify_all()
+        if inflight.timed_out:
+            # The monitor already gave this run up and scheduled a retry.
+            self._count("late_after_timeout")
+            self._finished_commit(1)
+            return
+        if outcome.kind == "success":
+            self._encode_success(outcome)
+        self._outcomes.put(outcome)
+
+    def _give_up(self, inf: Inflight) -> None:
+        """The lease monitor found ``inf`` past its deadline: record a timeout
+        failure now (its retry is scheduled), so a late completion fails."""
+        inf.timed_out = True
+        with self._lock:
+            self._inflight.pop(inf.task_id, None)
+        timeout = TimeoutError(
+            f"tool {inf.record['tool']!r} ran longer than its timeout "
+            f"({(inf.deadline or inf.started) - inf.started:.1f}s)"
+        )
+        self._count("timed_out")
+        self._outcomes.put(Outcome("failure", inf, exc=timeout))
+        with self._lock:
+            self._pending_commits += 1
+
+    def _encode_success(self, outcome: Outcome) -> None:
+        """Build and encode the succeeded record here, in the handler thread, when
+        the commit only has to write it: the committer holds the write lock that
+        every other writer (and process) waits for. Escalations, handler writes
+        and ordering keys do more in the commit and take the general path."""
+        rec = outcome.inflight.record
+        if outcome.on_commit or rec.get("kind") == "escalation" or rec.get("ordering_key"):
+            return
+        final = dict(rec)
+        finish_record(final, TaskStatus.SUCCEEDED, _iso(self.clock.now()), result=outcome.result)
+        outcome.final = encode_record(final)
+
+    def _run(self, inflight: Inflight) -> Outcome:
+        rt = self.runtime
+        rec = inflight.record
+        definition = inflight.definition
+        start = self.clock.monotonic()
+        inflight.started = start
+        if inflight.timeout is not None:
+            inflight.deadline = start + inflight.timeout
+        ctx: ToolContext | None = None
+        try:
+            with rt.telemetry.execute_span(
+                rec["tool"], rec["task_id"], rec["attempt"], rec.get("trace") or {}
+            ):
+                if definition is None:
+                    return Outcome("success", inflight, result={"escalated": True})
+                self._rate_limit(definition.name)
+                args = definition.validate_args(rec["args"])
+                ctx = self._context(inflight, definition)
+                if definition.is_async:
+                    result = self._run_async(definition, ctx, args, inflight)
+                else:
+                    result = definition.handler(ctx, args)
+                if isinstance(result, Checkpoint):
+                    outcome = Outcome("checkpoint", inflight, checkpoint=result)
+                else:
+                    outcome = Outcome(
+                        "success", inflight, result=definition.dump_result(result),
+                        on_commit=list(ctx._on_commit),
+                    )  # fmt: skip
+                rt.faults.hit("after_external_call", task_id=rec["task_id"], tool=rec["tool"])
+                return outcome
+        except WorkerCrash:
+            return Outcome("crash", inflight)
+        except Exception as exc:
+            return Outcome("failure", inflight, exc=exc)
+        finally:
+            if ctx is not None:
+                ctx.close()
+            duration = self.clock.monotonic() - start
+            rt.telemetry.duration.record(duration, {"tool": rec["tool"]})
+
+    def _context(self, inflight: Inflight, definition: ToolDef) -> ToolContext:
+        rt = self.runtime
+        rec = inflight.record
+        policy = rt.policy.for_tool(definition.name)
+        timeout = tool_timeout(rt, definition) or 30.0
+        return ToolContext(
+            task_id=rec["task_id"],
+            tool=definition.name,
+            attempt=rec["attempt"],
+            clock=self.clock,
+            settings=rt.settings,
+            logger=log.getChild(definition.name),
+            checkpoint_state=rec.get("checkpoint"),
+            _http_factory=lambda: tool_http_client(
+                tool=definition.name,
+                task_id=rec["task_id"],
+                allowed_hosts=policy.allowed_hosts,
+                clock=self.clock,
+                timeout=timeout,
+                transport=_SharedTransport(rt.http_transport),
+            ),
+        )
+
+    def _run_async(
+        self, definition: ToolDef, ctx: ToolContext, args: Any, inflight: Inflight
+    ) -> Any:
+        loop = self._event_loop()
+        coro = definition.handler(ctx, args)
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        return future.result()
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="agentq-async", daemon=True)
+                thread.start()
+                self._loop, self._loop_thread = loop, thread
+            return self._loop
+
+    def _rate_limit(self, tool: str) -> None:
+        rate = self.runtime.policy.for_tool(tool).rate_limit_per_second
+        if rate is None:
+            return
+        with self._lock:
+            bucket = self._buckets.setdefault(tool, _TokenBucket(rate, self.clock))
+        bucket.acquire()
+
+
+class _SharedTransport(httpx.BaseTransport):
+    """Lets per-task clients share the runtime's connection pool without closing it."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self._inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        pass
