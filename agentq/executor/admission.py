@@ -85,7 +85,8 @@ class Admission:
                 else:
                     runnable.append(inf)
         if slow:
-            runnable.extend(self._claim_in_transaction(slow, labels))
+            claimed, labels = self._claim_in_transaction(slow)
+            runnable.extend(claimed)
         for label in labels:
             self._count(label)
         kept = []
@@ -148,35 +149,45 @@ class Admission:
 
     # -- the careful path: decided inside the transaction ----------------------------
 
-    def _claim_in_transaction(self, batch: list[Message], labels: list[str]) -> list[Inflight]:
+    def _claim_in_transaction(self, batch: list[Message]) -> tuple[list[Inflight], list[str]]:
+        """Claim ``batch`` in one transaction (one at a time if that fails); returns
+        what may run and the stats labels of what may not. Each run of a claim
+        function starts afresh (its own labels, records read in the transaction):
+        the backend may run it again after an abort."""
         rt = self.runtime
 
-        def claim_all(tx: Decision) -> list[Inflight]:
-            labels.clear()
+        def claim_all(tx: Decision) -> tuple[list[Inflight], list[str]]:
+            labels: list[str] = []
             out = []
             for msg in batch:
                 inflight = self._claim_one(tx, msg, labels)
                 if inflight is not None:
                     out.append(inflight)
-            return out
+            return out, labels
 
         try:
             return rt.transact(claim_all, durable=False)
         except TransactionError:
             # One message (already acked elsewhere, say) must not block the others.
-            runnable = []
+            runnable: list[Inflight] = []
+            all_labels: list[str] = []
             for msg in batch:
 
-                def claim_alone(tx: Decision, m: Message = msg) -> Inflight | None:
-                    return self._claim_one(tx, m, labels)
+                def claim_alone(
+                    tx: Decision, m: Message = msg
+                ) -> tuple[Inflight | None, list[str]]:
+                    labels: list[str] = []
+                    return self._claim_one(tx, m, labels), labels
 
                 try:
-                    inflight = rt.transact(claim_alone, durable=False)
-                    if inflight is not None:
-                        runnable.append(inflight)
+                    inflight, labels = rt.transact(claim_alone, durable=False)
                 except TransactionError as exc:
                     log.info("claim of %s skipped: %s", msg.key, exc)
-            return runnable
+                    continue
+                all_labels.extend(labels)
+                if inflight is not None:
+                    runnable.append(inflight)
+            return runnable, all_labels
 
     def _claim_one(self, tx: Decision, msg: Message, labels: list[str]) -> Inflight | None:
         rt = self.runtime

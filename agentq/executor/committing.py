@@ -58,15 +58,12 @@ class Committing(WorkerState):
         self._count("crashed", len(outcomes) - len(real))
         if not real:
             return
-        labels: list[str] = []
 
-        def apply_all(tx: Decision) -> None:
-            labels.clear()
-            for o in real:
-                labels.append(apply_outcome(tx, o, self.holds))
+        def apply_all(tx: Decision) -> list[str]:
+            return [apply_outcome(tx, o, self.holds) for o in real]
 
         try:
-            self.runtime.transact(apply_all)
+            labels = self.runtime.transact(apply_all)
             self._count("group_commits")
         except Exception:
             if len(real) == 1:

@@ -44,15 +44,21 @@ _PERMANENT = (PermanentError, PolicyViolation, ToolError, ValidationError)
 
 
 def apply_outcome(tx: Decision, o: Outcome, holds: Holds) -> str:
-    """Ack the delivery and record what the run came to; returns the stats label."""
+    """Ack the delivery and record what the run came to; returns the stats label.
+
+    Pure with respect to in-memory state (``o`` is left as it is), so it can be
+    run any number of times; only the last run's writes commit."""
     inf = o.inflight
     rt = tx.runtime
     tx.tx.ack(inf.queue, inf.key, must_exist=True)
     rt.telemetry.acked.add(1, {"queue": inf.queue})
     rt.faults.hit("before_completion_commit", task_id=inf.task_id)
     # The strict ack above proves no one else finished or cancelled this task
-    # since the claim, so the claimed record is current.
-    rec = inf.record
+    # since the claim, so the claimed record is current. Each run of this
+    # function works on its own copy of it: a backend may run a transaction
+    # function again (an abort at commit) and the committer re-runs a failed
+    # group one outcome at a time, and neither may count a failure twice.
+    rec = dict(inf.record)
     if o.final is not None:
         tx.tx.put_record(Tables.TASKS, inf.task_id, o.final)
         return "succeeded"

@@ -372,9 +372,9 @@ def test_claims_are_swapped_in_unless_the_record_changed_since_the_read(
     careful: list[list[str]] = []
     real_claim = Admission._claim_in_transaction
 
-    def claim_in_transaction(self: Admission, batch: list[Message], labels: list[str]) -> Any:
+    def claim_in_transaction(self: Admission, batch: list[Message]) -> Any:
         careful.append([m.key[0] for m in batch])
-        return real_claim(self, batch, labels)
+        return real_claim(self, batch)
 
     monkeypatch.setattr(rt.backend, "read_records", read_then_cancel)
     monkeypatch.setattr(Admission, "_claim_in_transaction", claim_in_transaction)
