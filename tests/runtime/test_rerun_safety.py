@@ -114,7 +114,7 @@ def flaky(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Runtime, FlakyComm
     backend = FlakyCommits(open_backend(f"sqlite:///{tmp_path / 'r.db'}", clock=clock))
     policy = Policy.model_validate({"defaults": {"backoff_initial": "1s", "max_attempts": 2}})
     rt = Runtime(
-        backend,  # type: ignore[arg-type]
+        backend,
         tools=[always_fails, refused, steps, fine],
         policies=policy,
         clock=clock,
