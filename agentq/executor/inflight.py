@@ -8,6 +8,7 @@ an :class:`Outcome`, which the committer writes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -36,6 +37,10 @@ class Inflight:
     deadline: float | None = None  # set when the handler starts
     timed_out: bool = False
     lost: bool = False
+    # A timed-out sync handler's thread was abandoned and a fresh one took its slot.
+    replaced: bool = False
+    # An async handler's run on the event loop (cancelled on timeout).
+    future: Future[Any] | None = None
 
     @property
     def task_id(self) -> str:

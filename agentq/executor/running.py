@@ -4,6 +4,31 @@
 their tool's handler (an async handler runs on the worker's one event-loop
 thread while its handler thread waits for it). A run ends as an
 :class:`~agentq.executor.inflight.Outcome` handed to the committer.
+
+What a timeout does
+-------------------
+A call that runs longer than its tool's timeout (``@tool(timeout=...)`` or the
+policy's ``timeout``) is given up by the lease monitor: a ``TimeoutError``
+failure is recorded at once (the retry is scheduled with backoff, or the task
+is dead-lettered when out of attempts), its lease is left to lapse, and the
+slot it held is freed so a hung call never costs the worker its capacity:
+
+* an **async** handler's task is cancelled on the event loop (it sees
+  ``CancelledError`` at its next ``await``); its handler thread returns at once;
+* a **sync** handler cannot be interrupted in Python: its thread is
+  *abandoned* and a fresh handler thread takes its slot. When the abandoned
+  call finally returns, its result is dropped (the completion's ack would fail
+  anyway) and its thread exits. At most ``max_abandoned`` threads (default:
+  ``concurrency``) are abandoned at a time; beyond that a timed-out handler
+  keeps its slot until its call returns, and an error is logged: a worker with
+  that many hung calls should be restarted. ``stats`` counts ``timed_out``,
+  ``cancelled``, ``abandoned_threads`` and ``abandoned_limit``;
+  ``Worker.abandoned`` is the number abandoned now.
+
+Giving up a call does not undo it: the external system may still receive and
+complete the request after the timeout. The retry is sent with the same task
+id as ``Idempotency-Key``, so a system that honours the key applies the effect
+once and answers the retry with the first result.
 """
 
 from __future__ import annotations
@@ -75,11 +100,16 @@ class Running(WorkerState):
         # A fresh work queue per start: handler threads of an earlier run that still
         # finish an overrunning task will find their exit marker in the old one.
         self._work = queue_mod.SimpleQueue()
-        work = self._work
-        for i in range(self.concurrency):
-            threading.Thread(
-                target=self._handler_loop, args=(work,), name=f"agentq-handler-{i}", daemon=True
-            ).start()
+        for _ in range(self.concurrency):
+            self._spawn_handler()
+
+    def _spawn_handler(self) -> None:
+        with self._lock:
+            name = f"agentq-handler-{self._handlers_started}"
+            self._handlers_started += 1
+        threading.Thread(
+            target=self._handler_loop, args=(self._work,), name=name, daemon=True
+        ).start()
 
     def _stop_handlers(self, timeout: float) -> None:
         for _ in range(self.concurrency):
@@ -96,42 +126,85 @@ class Running(WorkerState):
     def _handler_loop(self, work: queue_mod.SimpleQueue[Inflight | None]) -> None:
         while True:
             inflight = work.get()
-            if inflight is None:
+            if inflight is None or not self._run_and_report(inflight):
                 return
-            self._run_and_report(inflight)
 
-    def _run_and_report(self, inflight: Inflight) -> None:
+    def _run_and_report(self, inflight: Inflight) -> bool:
+        """Run one task and hand its outcome to the committer; returns whether this
+        thread goes on serving (not if it was abandoned and replaced meanwhile)."""
         outcome = self._run(inflight)
         with self._lock:
-            current = self._inflight.get(inflight.task_id)
-            if current is inflight:
+            if self._inflight.get(inflight.task_id) is inflight:
                 del self._inflight[inflight.task_id]
-            self._pending_commits += 1
-            self._outstanding -= 1
+            if inflight.replaced:
+                self.abandoned -= 1  # its slot was freed when it was given up
+            else:
+                self._outstanding -= 1
+            if not inflight.timed_out:
+                self._pending_commits += 1
             self._lock.notify_all()
         if inflight.timed_out:
             # The monitor already gave this run up and scheduled a retry.
             self._count("late_after_timeout")
-            self._finished_commit(1)
-            return
+            if inflight.replaced:
+                log.info("abandoned handler of %s returned; its thread exits", inflight.task_id)
+            return not inflight.replaced
         if outcome.kind == "success":
             self._encode_success(outcome)
         self._outcomes.put(outcome)
+        return True
 
     def _give_up(self, inf: Inflight) -> None:
         """The lease monitor found ``inf`` past its deadline: record a timeout
-        failure now (its retry is scheduled), so a late completion fails."""
-        inf.timed_out = True
+        failure now (its retry is scheduled), so a late completion fails, and
+        free its handler's slot: an async run is cancelled; a sync handler's
+        thread is abandoned and a fresh thread takes its place, unless
+        ``max_abandoned`` threads are abandoned already."""
         with self._lock:
-            self._inflight.pop(inf.task_id, None)
-        timeout = TimeoutError(
-            f"tool {inf.record['tool']!r} ran longer than its timeout "
-            f"({(inf.deadline or inf.started) - inf.started:.1f}s)"
-        )
-        self._count("timed_out")
-        self._outcomes.put(Outcome("failure", inf, exc=timeout))
-        with self._lock:
+            if self._inflight.get(inf.task_id) is not inf:
+                return  # it finished (and reported) meanwhile
+            del self._inflight[inf.task_id]
+            inf.timed_out = True
+            future = inf.future
+            replace = future is None and self.abandoned < self.max_abandoned
+            if replace:
+                inf.replaced = True
+                self.abandoned += 1
+                self._outstanding -= 1
             self._pending_commits += 1
+            self._lock.notify_all()
+        limit = inf.timeout if inf.timeout is not None else 0.0
+        tool = inf.record["tool"]
+        self._count("timed_out")
+        self._outcomes.put(
+            Outcome(
+                "failure",
+                inf,
+                exc=TimeoutError(f"tool {tool!r} ran longer than its timeout ({limit:.1f}s)"),
+            )
+        )
+        if future is not None:
+            # Cancels the task on the loop; the handler thread waiting for it
+            # returns at once, so nothing is abandoned.
+            future.cancel()
+            self._count("cancelled")
+            log.warning("%s (%s) timed out after %.1fs; cancelled", inf.task_id, tool, limit)
+        elif replace:
+            self._count("abandoned_threads")
+            self._spawn_handler()
+            log.warning(
+                "%s (%s) timed out after %.1fs; its handler thread is abandoned (%d of at "
+                "most %d) and replaced", inf.task_id, tool, limit, self.abandoned,
+                self.max_abandoned,
+            )  # fmt: skip
+        else:
+            self._count("abandoned_limit")
+            log.error(
+                "%s (%s) timed out after %.1fs; %d handler threads are abandoned already "
+                "(max_abandoned), so this one keeps its slot until its call returns: "
+                "restart the worker if calls keep hanging",
+                inf.task_id, tool, limit, self.abandoned,
+            )  # fmt: skip
 
     def _encode_success(self, outcome: Outcome) -> None:
         """Build and encode the succeeded record here, in the handler thread, when
@@ -215,6 +288,11 @@ class Running(WorkerState):
         loop = self._event_loop()
         coro = definition.handler(ctx, args)
         future = asyncio.run_coroutine_threadsafe(coro, loop)
+        with self._lock:
+            inflight.future = future
+            timed_out = inflight.timed_out
+        if timed_out:
+            future.cancel()  # given up before it even started
         return future.result()
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:

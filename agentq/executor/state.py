@@ -39,6 +39,9 @@ class WorkerState:
     renew_margin: float
     monitor_interval: float
     capacity: int
+    max_abandoned: int
+    # Handler threads given up on a timeout that have not returned yet.
+    abandoned: int
     stats: Counter[str]
     admission: Admission
     _stats_lock: threading.Lock
@@ -55,6 +58,7 @@ class WorkerState:
     _outcomes: queue_mod.SimpleQueue[Outcome | None]
     _work: queue_mod.SimpleQueue[Inflight | None]
     _stop: threading.Event
+    _handlers_started: int
     _loop: asyncio.AbstractEventLoop | None
     _loop_thread: threading.Thread | None
 

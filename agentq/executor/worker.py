@@ -47,7 +47,10 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
     ``group_commit`` caps how many completions share one transaction;
     ``max_deliveries`` dead-letters an attempt whose deliveries never complete
     (a poison task that kills its worker); ``prefetch`` is how many leased tasks
-    may wait for a free handler (their leases are renewed meanwhile).
+    may wait for a free handler (their leases are renewed meanwhile);
+    ``max_abandoned`` bounds the handler threads a worker gives up on when their
+    calls overrun the tool's timeout (default: ``concurrency``; see
+    :mod:`agentq.executor.running` for what a timeout does).
     """
 
     def __init__(
@@ -63,9 +66,12 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         renew_margin: float = 2.5,
         monitor_interval: float = 0.5,
         prefetch: int | None = None,
+        max_abandoned: int | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if max_abandoned is not None and max_abandoned < 0:
+            raise ValueError("max_abandoned must be zero or more")
         self.runtime = runtime
         self.clock = runtime.clock
         self.queues = list(queues or sorted(runtime.tools.queues() | {ESCALATION_QUEUE}))
@@ -85,9 +91,12 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         self._outstanding = 0
         self.capacity = concurrency + (concurrency if prefetch is None else prefetch)
         self._pending_commits = 0
+        self.max_abandoned = concurrency if max_abandoned is None else max_abandoned
+        self.abandoned = 0
         self._outcomes = queue_mod.SimpleQueue()
         self._work = queue_mod.SimpleQueue()
         self._buckets = {}
+        self._handlers_started = 0  # names handler threads, replacements included
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._loop = None
