@@ -13,12 +13,28 @@ write lock that every other writer waits for is held only for the swap.
 Anything unusual (a record changed since the read, a stale or poison message, a
 hold, an approval to check, a corrupt envelope), and every claim on other
 backends, is decided the careful way: read and written inside the transaction.
+
+What a message is, decided in :meth:`Admission._claim_one`:
+
+* a **stray** — its key is no task key (wrong types: SQLite keeps whatever
+  another program wrote), no task has its id, or its payload is not the
+  envelope of its key and it is not the task's current delivery. It is acked
+  and recorded as a stray dead-letter entry with the reason
+  (:func:`~agentq.executor.outcomes.dead_letter_stray`); no task is read or
+  changed, and the tasks leased beside it are claimed as usual;
+* **stale** — a well-formed envelope whose task awaits approval, is finished or
+  cancelled, or is at another attempt (or in another queue): acked and
+  counted, the task left as it is;
+* the task's own current delivery with a payload damaged in place: the task is
+  dead-lettered (replayable from its ledger record);
+* otherwise a delivery to claim (or a poison task, a held-back one, a policy
+  refusal).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +46,7 @@ from agentq.envelope import TaskEnvelope
 from agentq.errors import TransactionError
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Inflight, looks_like_envelope
-from agentq.executor.outcomes import dead_letter, dead_letter_raw, reschedule
+from agentq.executor.outcomes import dead_letter, dead_letter_stray, reschedule
 from agentq.executor.running import tool_timeout
 from agentq.faults import WorkerCrash
 from agentq.ledger import TERMINAL, Tables, TaskStatus
@@ -43,6 +59,31 @@ if TYPE_CHECKING:
 __all__ = ["Admission"]
 
 log = logging.getLogger("agentq.worker")
+
+#: Statuses in which a task has no delivery to run: a message for it is stale.
+_NOT_RUNNABLE = TERMINAL | {TaskStatus.AWAITING_APPROVAL}
+
+
+def _fits_task_key(key: Sequence[Any]) -> bool:
+    """Whether ``key`` is a task queue key (task_id, attempt) of the right types;
+    a row written around agentq may hold anything (SQLite keeps what it is given)."""
+    return (
+        len(key) == 2
+        and isinstance(key[0], str)
+        and isinstance(key[1], int)
+        and not isinstance(key[1], bool)
+    )
+
+
+def _corrupt_envelope(msg: Message) -> str:
+    """Why a payload is not this message's envelope, precisely."""
+    if isinstance(msg.payload, str):
+        return "corrupt envelope: the payload is not JSON"
+    try:
+        TaskEnvelope.model_validate(msg.payload)
+    except ValidationError as exc:
+        return f"corrupt envelope: {exc.error_count()} error(s): {exc}"
+    return f"corrupt envelope: key {tuple(msg.key)!r} does not match its payload"
 
 
 class Admission:
@@ -128,7 +169,11 @@ class Admission:
         """The running record of an ordinary delivery, or None to decide in a
         transaction (every branch that writes more than the claim goes there)."""
         rt = self.runtime
-        if rec["status"] in TERMINAL or rec["attempt"] != msg.key[1]:
+        if (
+            rec["status"] in _NOT_RUNNABLE
+            or rec["attempt"] != msg.key[1]
+            or rec.get("queue", msg.queue) != msg.queue
+        ):
             return None
         deliveries = rec.get("deliveries", 0) + 1
         if deliveries > self.max_deliveries:
@@ -190,28 +235,43 @@ class Admission:
             return runnable, all_labels
 
     def _claim_one(self, tx: Decision, msg: Message, labels: list[str]) -> Inflight | None:
+        """Decide one message inside the transaction: a stray (dead-lettered as
+        such), stale (acked), poison, held back, refused, or claimed."""
         rt = self.runtime
-        payload = msg.payload
-        if not looks_like_envelope(payload, msg.key):
-            try:
-                TaskEnvelope.model_validate(payload)
-            except ValidationError as exc:
-                dead_letter_raw(tx, msg, f"corrupt envelope: {exc.error_count()} error(s): {exc}")
-                labels.append("dead")
-                return None
-            dead_letter_raw(
-                tx, msg, f"corrupt envelope: key {msg.key!r} does not match its payload"
+        key = msg.key
+        if not _fits_task_key(key):
+            dead_letter_stray(
+                tx, msg, f"key {tuple(key)!r} is not a task key (task_id: str, attempt: int)"
             )
-            labels.append("dead")
+            labels.append("stray")
             return None
-        task_id, attempt = msg.key[0], msg.key[1]
-        rec = tx.tx.get_record(Tables.TASKS, str(task_id))
+        task_id, attempt = str(key[0]), key[1]
+        rec = tx.tx.get_record(Tables.TASKS, task_id)
+        current = (
+            rec is not None
+            and rec["attempt"] == attempt
+            and rec.get("queue", msg.queue) == msg.queue
+            and rec["status"] not in _NOT_RUNNABLE
+        )
+        if not looks_like_envelope(msg.payload, key):
+            reason = _corrupt_envelope(msg)
+            if rec is not None and current:
+                # The task's own delivery (its key is unique in the queue) with a
+                # payload damaged in place: the task is dead-lettered, replayable.
+                dead_letter(tx, rec, msg.queue, key, reason)
+                labels.append("dead")
+            else:
+                dead_letter_stray(tx, msg, reason)
+                labels.append("stray")
+            return None
         if rec is None:
-            dead_letter_raw(tx, msg, "no ledger record for this task")
-            labels.append("dead")
+            dead_letter_stray(tx, msg, f"no task {task_id!r} in the ledger")
+            labels.append("stray")
             return None
-        if rec["status"] in TERMINAL or rec["attempt"] != attempt:
-            tx.tx.ack(msg.queue, msg.key, must_exist=False)
+        if not current:
+            # Awaiting approval, finished, cancelled, or another attempt than the
+            # task's current one: nothing to run, and the task stays as it is.
+            tx.tx.ack(msg.queue, key, must_exist=False)
             labels.append("stale_message")
             return None
         rec["deliveries"] = rec.get("deliveries", 0) + 1

@@ -8,13 +8,15 @@ inside the caller's transaction:
 * :func:`reschedule` — ack this delivery and send the next attempt (a retry, a
   checkpoint, a Retry-After hold);
 * :func:`dead_letter` — the dead-letter entry of a task, then :func:`finish`;
-* :func:`dead_letter_raw` — a message whose envelope cannot be trusted.
+* :func:`dead_letter_stray` — a message that is no delivery of any task
+  (written around agentq): recorded under its own entry, no task touched.
 
 :func:`apply_outcome` decides which, from an :class:`~agentq.executor.inflight.Outcome`.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,10 +25,10 @@ from pydantic import ValidationError
 
 from agentq.approvals import ApprovalStatus
 from agentq.backends import Message
-from agentq.errors import PolicyViolation, ToolError
+from agentq.errors import InvalidMessage, PolicyViolation, ToolError
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Inflight, Outcome
-from agentq.ledger import TERMINAL, Tables, TaskStatus
+from agentq.ledger import Tables, TaskStatus
 from agentq.retry import PermanentError, RetryLater
 from agentq.runtime import Decision, _iso
 
@@ -34,10 +36,13 @@ __all__ = [
     "apply_failure",
     "apply_outcome",
     "dead_letter",
-    "dead_letter_raw",
+    "dead_letter_stray",
     "finish",
     "reschedule",
 ]
+
+#: How much of a stray message's payload its dead-letter entry keeps.
+_STRAY_PAYLOAD_CHARS = 4096
 
 #: Failures that no retry can fix: straight to the dead-letter queue.
 _PERMANENT = (PermanentError, PolicyViolation, ToolError, ValidationError)
@@ -183,18 +188,40 @@ def dead_letter(
     finish(tx, rec, TaskStatus.DEAD, error=error)
 
 
-def dead_letter_raw(tx: Decision, msg: Message, error: str) -> None:
-    """Dead-letter a message whose envelope cannot be trusted."""
-    task_id = msg.key[0] if msg.key and isinstance(msg.key[0], str) else repr(msg.key)
-    rec = tx.tx.get_record(Tables.TASKS, task_id) if isinstance(task_id, str) else None
-    if rec is not None and rec["status"] not in TERMINAL:
-        dead_letter(tx, rec, msg.queue, msg.key, error)
-        return
-    tx.tx.ack(msg.queue, msg.key, must_exist=True)
+def stray_entry_id(msg: Message) -> str:
+    """The dead-letter key of a stray message: its queue and a digest of its key,
+    never a task id, so a stray entry can neither overwrite a task's entry nor be
+    replayed as one."""
+    digest = hashlib.sha256(repr(tuple(msg.key)).encode()).hexdigest()[:24]
+    return f"stray:{msg.queue}:{digest}"
+
+
+def dead_letter_stray(tx: Decision, msg: Message, reason: str) -> bool:
+    """Ack a message that is no delivery of any task (written around agentq, or a
+    corrupt copy) and record it as a stray dead-letter entry with ``reason``.
+
+    No task's record is read or written. Returns whether the message was acked:
+    a key that does not fit the queue's key columns cannot be named through the
+    queue API, so that row stays (its entry says so) and is redelivered with the
+    backend's backoff, recorded again each time under the same entry.
+    """
+    try:
+        tx.tx.ack(msg.queue, msg.key, must_exist=True)
+        acked = True
+    except InvalidMessage as exc:
+        acked = False
+        reason = f"{reason}; the row cannot be acked through the queue API ({exc})"
+    payload = msg.payload
+    if isinstance(payload, str | bytes):
+        text = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
+        payload = text[:_STRAY_PAYLOAD_CHARS]
+    elif not isinstance(payload, dict | list):
+        payload = repr(payload)[:_STRAY_PAYLOAD_CHARS]
     tx.tx.put_record(
         Tables.DEAD_LETTERS,
-        f"{task_id}",
-        {"task_id": task_id, "tool": None, "queue": msg.queue, "args": None,
-         "attempt": None, "error": error, "dead_at": _iso(tx.now),
-         "payload": msg.payload if isinstance(msg.payload, dict | list | str) else None},
+        stray_entry_id(msg),
+        {"kind": "stray", "task_id": None, "tool": None, "queue": msg.queue,
+         "message_key": repr(tuple(msg.key)), "args": None, "attempt": None,
+         "error": reason, "dead_at": _iso(tx.now), "acked": acked, "payload": payload},
     )  # fmt: skip
+    return acked
