@@ -6,6 +6,12 @@ never holds a reservation a busy one needs. :meth:`~agentq.executor.worker.Worke
 instead runs rounds over every queue with no waiting. Either way a batch goes
 through admission (:class:`~agentq.executor.admission.Admission`) and what may
 run goes to the handler threads.
+
+A database that refuses writes (:class:`~agentq.errors.DatabaseNotWritable`:
+read-only, full, no permission) stops the worker: ``run()`` and ``drain()``
+raise it instead of retrying a lease that cannot succeed. Any other receive
+error is retried with backoff, so a briefly unavailable database never
+silently ends a queue's receiver.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import logging
 import threading
 
 from agentq.backends import Message
+from agentq.errors import DatabaseNotWritable
 from agentq.executor.state import WorkerState
 
 __all__ = ["Receiving"]
@@ -44,6 +51,14 @@ class Receiving(WorkerState):
             try:
                 batch = self._receive(queue, n, self.receive_timeout)
                 failures = 0
+            except DatabaseNotWritable as exc:
+                # Read-only, full or without permission: no retry can help until an
+                # operator acts, so the whole worker stops and run() raises it.
+                self._count("receive_errors")
+                log.error("receive from %s failed: %s; the worker stops", queue, exc)
+                self._fail(exc)
+                stop.set()
+                return
             except Exception as exc:
                 # A receiver must outlive any failure (database briefly unavailable, a
                 # driver error): a dead receiver would silently stop serving its queue.
@@ -53,7 +68,13 @@ class Receiving(WorkerState):
                 self.clock.wait(stop, min(0.1 * 2**failures, 5.0))
                 continue
             if batch:
-                self._dispatch(batch)
+                try:
+                    self._dispatch(batch)
+                except DatabaseNotWritable as exc:
+                    log.error("claiming from %s failed: %s; the worker stops", queue, exc)
+                    self._fail(exc)
+                    stop.set()
+                    return
 
     def _drain_rounds(self, max_rounds: int | None) -> int:
         """Receive from every queue until nothing is ready, in flight or uncommitted
@@ -85,6 +106,9 @@ class Receiving(WorkerState):
             self._outstanding += len(batch)
         try:
             runnable = self.admission.claim(batch)
+        except DatabaseNotWritable:
+            self._done(len(batch))
+            raise
         except Exception:
             self._done(len(batch))
             log.exception("claiming a batch failed; its leases will expire and be redelivered")

@@ -59,6 +59,8 @@ class WorkerState:
     _work: queue_mod.SimpleQueue[Inflight | None]
     _stop: threading.Event
     _handlers_started: int
+    # The error that stopped the worker (a database that refuses writes).
+    failure: BaseException | None
     _loop: asyncio.AbstractEventLoop | None
     _loop_thread: threading.Thread | None
 
@@ -87,6 +89,13 @@ class WorkerState:
     def _finished_commit(self, n: int) -> None:
         with self._lock:
             self._pending_commits -= n
+            self._lock.notify_all()
+
+    def _fail(self, exc: BaseException) -> None:
+        """Stop serving because of ``exc``; :meth:`Worker.run` raises the first one."""
+        with self._lock:
+            if self.failure is None:
+                self.failure = exc
             self._lock.notify_all()
 
     def _give_up(self, inflight: Inflight) -> None:

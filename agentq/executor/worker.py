@@ -37,7 +37,16 @@ _STOP_CHECK_SECONDS = 0.25
 
 
 class WorkerStats(Counter[str]):
-    """Counts of what a worker did: succeeded, retried, dead, stale, renewed, ..."""
+    """Counts of what a worker did.
+
+    Outcomes: ``succeeded``, ``retried``, ``throttled``, ``checkpointed``, ``dead``,
+    ``policy_refused``, ``held_back``. Messages: ``stale_message`` (acked, task
+    unchanged), ``stray`` (dead-lettered as a stray entry), ``stale_completion``
+    (a run whose ack failed: nothing recorded). Leases: ``renewed``,
+    ``lease_lost``. Timeouts: ``timed_out``, ``cancelled`` (async),
+    ``abandoned_threads``, ``abandoned_limit``, ``late_after_timeout``. Also
+    ``group_commits``, ``commit_failed``, ``crashed`` and ``receive_errors``.
+    """
 
 
 class Worker(Receiving, Running, LeaseMonitor, Committing):
@@ -102,6 +111,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         self._loop = None
         self._loop_thread = None
         self._started = False
+        self.failure = None
 
     # -- services ------------------------------------------------------------------
 
@@ -142,8 +152,12 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
 
     def run(self, stop: threading.Event | None = None) -> None:
         """Serve until ``stop`` is set (or :meth:`stop` is called): no new leases
-        after that; in-flight tasks finish and commit, or are left to redelivery."""
+        after that; in-flight tasks finish and commit, or are left to redelivery.
+
+        Raises :class:`~agentq.errors.DatabaseNotWritable` (after stopping as
+        above) when the database refuses writes: retrying cannot help."""
         stop = stop or threading.Event()
+        self.failure = None
         self._start_services()
         receivers = [
             threading.Thread(target=self._receive_loop, args=(q, stop), name=f"agentq-recv-{q}")
@@ -162,15 +176,26 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
             for t in receivers:
                 t.join(self.receive_timeout + 5)
             self._stop_services()
+        if self.failure is not None:
+            raise self.failure
 
     def start(self) -> Worker:
         """Run :meth:`run` in a background thread."""
         self._runner_stop = threading.Event()
-        self._runner = threading.Thread(target=self.run, args=(self._runner_stop,), daemon=True)
+        self._runner = threading.Thread(target=self._run_quietly, daemon=True)
         self._runner.start()
         return self
 
+    def _run_quietly(self) -> None:
+        try:
+            self.run(self._runner_stop)
+        except Exception:
+            pass  # kept in self.failure; stop() raises it
+
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop a worker started with :meth:`start` and wait for it."""
+        """Stop a worker started with :meth:`start` and wait for it; raises what
+        stopped it early, if anything did (see :meth:`run`)."""
         self._runner_stop.set()
         self._runner.join(timeout)
+        if self.failure is not None:
+            raise self.failure
