@@ -75,6 +75,17 @@ def _fits_task_key(key: Sequence[Any]) -> bool:
     )
 
 
+def _has_its_message(tx: Decision, rec: dict[str, Any]) -> bool:
+    """Whether the task's current attempt has a queue message of its own: not so
+    for a task waiting behind the active task of its ordering key, so a row under
+    its key was written by someone else."""
+    key = rec.get("ordering_key")
+    if not key:
+        return True
+    ordering = tx.tx.get_record(Tables.ORDERING, key)
+    return ordering is not None and ordering.get("active") == rec["task_id"]
+
+
 def _corrupt_envelope(msg: Message) -> str:
     """Why a payload is not this message's envelope, precisely."""
     if isinstance(msg.payload, str):
@@ -255,7 +266,7 @@ class Admission:
         )
         if not looks_like_envelope(msg.payload, key):
             reason = _corrupt_envelope(msg)
-            if rec is not None and current:
+            if rec is not None and current and _has_its_message(tx, rec):
                 # The task's own delivery (its key is unique in the queue) with a
                 # payload damaged in place: the task is dead-lettered, replayable.
                 dead_letter(tx, rec, msg.queue, key, reason)

@@ -9,9 +9,10 @@ What a timeout does
 -------------------
 A call that runs longer than its tool's timeout (``@tool(timeout=...)`` or the
 policy's ``timeout``) is given up by the lease monitor: a ``TimeoutError``
-failure is recorded at once (the retry is scheduled with backoff, or the task
-is dead-lettered when out of attempts), its lease is left to lapse, and the
-slot it held is freed so a hung call never costs the worker its capacity:
+failure is recorded at once: the delivery is acked and the retry scheduled with
+backoff (or the task dead-lettered when out of attempts), so the late
+completion of the hung call finds its message gone and records nothing. The
+slot it held is freed, so a hung call never costs the worker its capacity:
 
 * an **async** handler's task is cancelled on the event loop (it sees
   ``CancelledError`` at its next ``await``); its handler thread returns at once;

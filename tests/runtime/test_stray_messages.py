@@ -188,3 +188,21 @@ def test_a_tasks_own_message_damaged_in_place_dead_letters_that_task(rt: Runtime
     rt.worker().drain()
     assert rt.task(task.task_id).status == TaskStatus.SUCCEEDED
     assert RAN == ["good", "damaged"]
+
+
+def test_a_corrupt_row_under_a_task_waiting_behind_its_ordering_key_is_a_stray(
+    rt: Runtime,
+) -> None:
+    """A task waiting behind its ordering key has no message yet: a row under its
+    key is someone else's, so it is a stray and the waiting task is untouched."""
+    _first, waiting = rt.transact(
+        lambda tx: [tx.enqueue("job", {"name": n}, ordering_key="k") for n in ("first", "second")]
+    )
+    insert_row(rt, waiting.task_id, 1, "garbage")
+    worker = rt.worker()
+    worker.drain()
+    assert worker.stats["stray"] == 1
+    [dead] = rt.dead_letters()
+    assert dead["kind"] == "stray" and waiting.task_id in dead["message_key"]
+    assert RAN == ["first", "second"]  # in order, the second once the first finished
+    assert rt.task(waiting.task_id).status == TaskStatus.SUCCEEDED
