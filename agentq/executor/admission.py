@@ -43,7 +43,7 @@ from pydantic import ValidationError
 from agentq.approvals import ApprovalStatus
 from agentq.backends import Message, encode_record
 from agentq.envelope import TaskEnvelope
-from agentq.errors import TransactionError
+from agentq.errors import DatabaseNotWritable, TransactionError
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Inflight, looks_like_envelope
 from agentq.executor.outcomes import dead_letter, dead_letter_stray, reschedule
@@ -223,8 +223,11 @@ class Admission:
 
         try:
             return rt.transact(claim_all, durable=False)
-        except TransactionError:
-            # One message (already acked elsewhere, say) must not block the others.
+        except DatabaseNotWritable:
+            raise  # nothing can be claimed: the worker stops
+        except Exception:
+            # One message (already acked elsewhere, say, or one whose claim hits a
+            # bug) must not block the others.
             runnable: list[Inflight] = []
             all_labels: list[str] = []
             for msg in batch:
@@ -237,8 +240,13 @@ class Admission:
 
                 try:
                     inflight, labels = rt.transact(claim_alone, durable=False)
+                except DatabaseNotWritable:
+                    raise
                 except TransactionError as exc:
                     log.info("claim of %s skipped: %s", msg.key, exc)
+                    continue
+                except Exception:
+                    log.exception("claim of %s failed; it will be redelivered", msg.key)
                     continue
                 all_labels.extend(labels)
                 if inflight is not None:

@@ -206,3 +206,26 @@ def test_a_corrupt_row_under_a_task_waiting_behind_its_ordering_key_is_a_stray(
     assert dead["kind"] == "stray" and waiting.task_id in dead["message_key"]
     assert RAN == ["first", "second"]  # in order, the second once the first finished
     assert rt.task(waiting.task_id).status == TaskStatus.SUCCEEDED
+
+
+def test_a_claim_that_fails_unexpectedly_does_not_hold_up_the_batch(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever goes wrong deciding one message (here a simulated bug), the others
+    leased with it are claimed and run now, not after their leases expire."""
+    from agentq.executor.admission import Admission
+
+    tasks = rt.transact(lambda tx: [tx.enqueue("job", {"name": f"n{i}"}) for i in range(3)])
+    victim = tasks[1].task_id
+    real = Admission._claim_one
+    monkeypatch.setattr(rt.backend, "single_writer", False)  # every claim in a transaction
+
+    def claim_one(self: Admission, tx: Decision, msg: Any, labels: list[str]) -> Any:
+        if msg.key[0] == victim:
+            raise RuntimeError("a bug deciding this one message")
+        return real(self, tx, msg, labels)
+
+    monkeypatch.setattr(Admission, "_claim_one", claim_one)
+    rt.worker().drain()
+    assert sorted(RAN) == ["n0", "n2"]
+    assert rt.task(victim).status == TaskStatus.QUEUED  # left to redelivery

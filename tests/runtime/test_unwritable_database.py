@@ -51,7 +51,7 @@ def rt(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Runtime, ReadOnly]]:
     runtime = Runtime(f"sqlite:///{tmp_path / 'x.db'}", tools=[job], clock=clock)
     runtime.enqueue_action("job", {"name": "a"})
     backend = ReadOnly(runtime.backend)
-    runtime.backend = backend  # type: ignore[assignment]
+    runtime.backend = backend
     yield runtime, backend
     runtime.backend = backend._inner
     runtime.close()
