@@ -46,11 +46,11 @@ from agentq.envelope import TaskEnvelope
 from agentq.errors import DatabaseNotWritable, TransactionError
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Inflight, looks_like_envelope
-from agentq.executor.outcomes import dead_letter, dead_letter_stray, reschedule
+from agentq.executor.outcomes import dead_letter, dead_letter_stray, mark_running, reschedule
 from agentq.executor.running import tool_timeout
 from agentq.faults import WorkerCrash
 from agentq.ledger import TERMINAL, Tables, TaskStatus
-from agentq.runtime import _BUILTIN_ESCALATION, Decision, _iso
+from agentq.runtime import _BUILTIN_ESCALATION, Decision
 from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
@@ -197,10 +197,8 @@ class Admission:
             hold = self.holds.until(rt.backend, now, rec["tool"])
             if (hold is not None and hold > now) or self._needs_approval(rec, definition):
                 return None
-        stamp = _iso(now)
-        rec.update(
-            status=TaskStatus.RUNNING, started_at=stamp, updated_at=stamp, deliveries=deliveries
-        )
+        rec["deliveries"] = deliveries
+        mark_running(rec, now)
         return self._make_inflight(msg, rec, definition)
 
     # -- the careful path: decided inside the transaction ----------------------------
@@ -318,8 +316,7 @@ class Admission:
                 dead_letter(tx, rec, msg.queue, msg.key, violation)
                 labels.append("policy_refused")
                 return None
-        now = _iso(tx.now)
-        rec.update(status=TaskStatus.RUNNING, started_at=now, updated_at=now)
+        mark_running(rec, tx.now)
         tx.tx.put_record(Tables.TASKS, rec["task_id"], rec)
         return self._make_inflight(msg, rec, definition)
 

@@ -1,8 +1,9 @@
 """Turning a finished run into ledger writes: succeeded, retry, dead, checkpoint.
 
-Every task-status write the executor makes is one of four functions here, each
-inside the caller's transaction:
+Every task-status write the executor makes is one of the functions here:
 
+* :func:`mark_running` — the claim (the caller writes the record);
+* :func:`succeeded_record` — a plain success, encoded ahead of its commit;
 * :func:`finish` — a final status (succeeded, dead) and the release of the next
   task of its ordering key;
 * :func:`reschedule` — ack this delivery and send the next attempt (a retry, a
@@ -24,13 +25,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentq.approvals import ApprovalStatus
-from agentq.backends import Message
+from agentq.backends import EncodedRecord, Message, encode_record
 from agentq.errors import InvalidMessage, PolicyViolation, ToolError
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Inflight, Outcome
 from agentq.ledger import Tables, TaskStatus
 from agentq.retry import PermanentError, RetryLater
-from agentq.runtime import Decision, _iso
+from agentq.runtime import Decision, _iso, finish_record
 
 __all__ = [
     "apply_failure",
@@ -38,7 +39,9 @@ __all__ = [
     "dead_letter",
     "dead_letter_stray",
     "finish",
+    "mark_running",
     "reschedule",
+    "succeeded_record",
 ]
 
 #: How much of a stray message's payload its dead-letter entry keeps.
@@ -130,6 +133,22 @@ def _mark_escalated(tx: Decision, rec: dict[str, Any]) -> None:
 
 
 # -- status writes (always inside the caller's transaction) ------------------------
+
+
+def mark_running(rec: dict[str, Any], now: datetime) -> None:
+    """The claim: ``rec`` (read for this claim, in memory) becomes ``running``. The
+    caller writes it: compare-and-swap on the fast path, in the transaction
+    otherwise."""
+    stamp = _iso(now)
+    rec.update(status=TaskStatus.RUNNING, started_at=stamp, updated_at=stamp)
+
+
+def succeeded_record(rec: dict[str, Any], now: datetime, result: Any) -> EncodedRecord:
+    """The succeeded ledger record of a plain success, encoded ahead of the commit
+    (by the handler thread) so the commit only writes it; ``rec`` is left as it is."""
+    final = dict(rec)
+    finish_record(final, TaskStatus.SUCCEEDED, _iso(now), result=result)
+    return encode_record(final)
 
 
 def finish(

@@ -42,15 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from agentq.backends import encode_record
 from agentq.clock import Clock
 from agentq.context import Checkpoint, ToolContext
 from agentq.executor.inflight import Inflight, Outcome
+from agentq.executor.outcomes import succeeded_record
 from agentq.executor.state import WorkerState
 from agentq.faults import WorkerCrash
 from agentq.http import tool_http_client
-from agentq.ledger import TaskStatus
-from agentq.runtime import _iso, finish_record
 from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
@@ -215,9 +213,7 @@ class Running(WorkerState):
         rec = outcome.inflight.record
         if outcome.on_commit or rec.get("kind") == "escalation" or rec.get("ordering_key"):
             return
-        final = dict(rec)
-        finish_record(final, TaskStatus.SUCCEEDED, _iso(self.clock.now()), result=outcome.result)
-        outcome.final = encode_record(final)
+        outcome.final = succeeded_record(rec, self.clock.now(), outcome.result)
 
     def _run(self, inflight: Inflight) -> Outcome:
         rt = self.runtime
