@@ -204,7 +204,7 @@ def _dlq_replay(rt: Any, args: argparse.Namespace) -> int:
 
 
 def _dlq_delete(rt: Any, args: argparse.Namespace) -> int:
-    ids = [str(e["task_id"]) for e in rt.dead_letters()] if args.all else args.task_ids
+    ids = [str(e["entry_id"]) for e in rt.dead_letters()] if args.all else args.task_ids
     if args.all and not args.yes:
         if not sys.stdin.isatty():
             raise ConfigError("dlq delete --all: confirm with --yes (stdin is not a terminal)")

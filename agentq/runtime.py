@@ -218,7 +218,7 @@ class Runtime:
         """Entries of the dead-letter queue with their errors. ``stray`` entries are
         messages that were no task's current delivery (written around agentq, or
         corrupt): they can be deleted, never replayed."""
-        return [v for _, v in self.backend.list_records(Tables.DEAD_LETTERS)]
+        return [{**v, "entry_id": k} for k, v in self.backend.list_records(Tables.DEAD_LETTERS)]
 
     def replay(self, task_id: str) -> TaskInfo:
         """Send a dead task again for a fresh set of attempts. Only dead tasks can

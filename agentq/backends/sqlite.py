@@ -439,7 +439,8 @@ def _decode_or_raw(spec: QueueSpec, data: bytes) -> Any:
     try:
         return spec.decode_payload(data)
     except ValueError:
-        return bytes(data).decode("utf-8", errors="replace")
+        # A TEXT column hands back str: bytes(str) would raise TypeError (defect 8).
+        return data if isinstance(data, str) else bytes(data).decode("utf-8", errors="replace")
 
 
 def _spec_to_json(spec: QueueSpec) -> str:

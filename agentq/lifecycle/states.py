@@ -46,7 +46,8 @@ class Event(StrEnum):
     CLAIM = "claim"  # a worker leased a delivery and starts running it
     SUCCEED = "succeed"  # the handler's result and the ack committed
     RETRY = "retry"  # the attempt failed; the next one is scheduled with backoff
-    THROTTLE = "throttle"  # a 429/503 (or a hold on the tool): run again later, no failure
+    THROTTLE = "throttle"  # a 429/503 with Retry-After: run again then, not a failure
+    DEFER = "defer"  # not run yet (a hold on the tool, its rate limit): its turn is later
     CHECKPOINT = "checkpoint"  # long work paused: ack + re-send for later
     FAIL = "fail"  # the attempt failed for good (permanent error, attempts used up)
     DEAD_LETTER = "dead_letter"  # refused before running (poison, unknown tool, policy)
@@ -68,19 +69,20 @@ TASK_TRANSITIONS: Final[dict[tuple[str, Event], TaskStatus]] = {
     (_T.AWAITING_APPROVAL, _E.CANCEL): _T.CANCELLED,
     (_T.AWAITING_APPROVAL, _E.EXPIRE): _T.CANCELLED,
     (_T.QUEUED, _E.CLAIM): _T.RUNNING,
-    (_T.QUEUED, _E.THROTTLE): _T.QUEUED,
+    (_T.QUEUED, _E.DEFER): _T.QUEUED,
     (_T.QUEUED, _E.CANCEL): _T.CANCELLED,
     (_T.QUEUED, _E.DEAD_LETTER): _T.DEAD,
     (_T.RUNNING, _E.CLAIM): _T.RUNNING,  # redelivered after a crash or a lost lease
     (_T.RUNNING, _E.SUCCEED): _T.SUCCEEDED,
     (_T.RUNNING, _E.RETRY): _T.RETRY_SCHEDULED,
     (_T.RUNNING, _E.THROTTLE): _T.RETRY_SCHEDULED,
+    (_T.RUNNING, _E.DEFER): _T.QUEUED,  # admitted, then its rate limit said later
     (_T.RUNNING, _E.CHECKPOINT): _T.QUEUED,
     (_T.RUNNING, _E.FAIL): _T.DEAD,
     (_T.RUNNING, _E.DEAD_LETTER): _T.DEAD,
     (_T.RUNNING, _E.CANCEL): _T.CANCELLED,
     (_T.RETRY_SCHEDULED, _E.CLAIM): _T.RUNNING,
-    (_T.RETRY_SCHEDULED, _E.THROTTLE): _T.RETRY_SCHEDULED,
+    (_T.RETRY_SCHEDULED, _E.DEFER): _T.RETRY_SCHEDULED,
     (_T.RETRY_SCHEDULED, _E.CANCEL): _T.CANCELLED,
     (_T.RETRY_SCHEDULED, _E.DEAD_LETTER): _T.DEAD,
     (_T.DEAD, _E.REPLAY): _T.QUEUED,

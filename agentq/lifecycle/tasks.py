@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from agentq import ordering
 from agentq.approvals import ApprovalStatus
-from agentq.backends import Backend, Transaction
+from agentq.backends import Backend, EncodedRecord, Transaction
 from agentq.envelope import TaskKind, checked_payload, envelope_payload
 from agentq.errors import IllegalTransition, TaskNotFound
 from agentq.faults import FaultPoints
@@ -49,6 +49,7 @@ __all__ = [
     "reschedule",
     "send",
     "store",
+    "store_encoded",
 ]
 
 #: Queue of the runtime's own timers (escalations and expiries without a tool).
@@ -57,6 +58,8 @@ ESCALATION_QUEUE = "escalations"
 BUILTIN_ESCALATION = "_escalation"
 #: Tool name of an approval's expiry timer.
 BUILTIN_EXPIRY = "_expiry"
+#: How much of a stray message's payload its dead-letter entry keeps.
+_STRAY_PAYLOAD_CHARS = 4096
 
 
 class Env(Protocol):
@@ -118,6 +121,12 @@ def claimed(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str,
 def store(tx: Transaction, rec: Mapping[str, Any]) -> None:
     """Write a record produced by this module."""
     tx.put_record(Tables.TASKS, str(rec["task_id"]), rec)
+
+
+def store_encoded(tx: Transaction, task_id: str, encoded: EncodedRecord) -> None:
+    """Write the encoding of a record this module produced, made ahead of the
+    transaction (:func:`finished`, then ``encode_record``, off the write lock)."""
+    tx.put_record(Tables.TASKS, task_id, encoded)
 
 
 def send(env: Env, tx: Transaction, rec: Mapping[str, Any], deliver: datetime | None) -> None:
@@ -258,9 +267,10 @@ def dead_letter(
         Tables.DEAD_LETTERS,
         str(new["task_id"]),
         {
+            "entry_id": new["task_id"], "kind": "task", "stray": False,
             "task_id": new["task_id"], "tool": new["tool"], "queue": new.get("queue"),
             "args": new.get("args"), "attempt": new["attempt"], "error": new["error"],
-            "dead_at": iso(tx.now), "stray": False,
+            "dead_at": iso(tx.now),
         },
     )  # fmt: skip
     _write_final(env, tx, new)
@@ -268,23 +278,31 @@ def dead_letter(
 
 
 def record_stray(
-    tx: Transaction, queue: str, key: Sequence[Any], payload: Any, error: str
+    tx: Transaction, queue: str, key: Sequence[Any], payload: Any, error: str, *, ack: bool = True
 ) -> str:
-    """Ack a message that is no task's current delivery and keep it as a stray
-    dead-letter entry (its own id, never a task's: it can be deleted, never
-    replayed). Returns the entry's id."""
-    tx.ack(queue, tuple(key), must_exist=True)
-    digest = hashlib.sha256(f"{queue}\x00{key!r}".encode()).hexdigest()[:24]
+    """Ack a message that is no task's current delivery (unless ``ack`` is False:
+    a key the queue API cannot name) and keep it as a stray dead-letter entry
+    under its own id, never a task's: it can be deleted, never replayed, and it
+    touches no task. Returns the entry's id."""
+    if ack:
+        tx.ack(queue, tuple(key), must_exist=True)
+    digest = hashlib.sha256(f"{queue}\x00{tuple(key)!r}".encode()).hexdigest()[:24]
     entry_id = f"stray_{digest}"
-    first = key[0] if key else None
+    if isinstance(payload, bytes | bytearray):
+        payload = bytes(payload).decode("utf-8", "replace")
+    if isinstance(payload, str):
+        payload = payload[:_STRAY_PAYLOAD_CHARS]
+    elif not isinstance(payload, dict | list):
+        payload = repr(payload)[:_STRAY_PAYLOAD_CHARS]
+    first = key[0] if key and isinstance(key[0], str) else None
     tx.put_record(
         Tables.DEAD_LETTERS,
         entry_id,
         {
-            "task_id": entry_id, "tool": None, "queue": queue, "args": None, "attempt": None,
-            "error": redact_text(error), "dead_at": iso(tx.now), "stray": True,
-            "message_key": repr(tuple(key)), "claimed_task_id": first,
-            "payload": payload if isinstance(payload, dict | list | str) else None,
+            "entry_id": entry_id, "kind": "stray", "stray": True, "task_id": None,
+            "claimed_task_id": first, "tool": None, "queue": queue, "args": None,
+            "attempt": None, "message_key": repr(tuple(key)), "acked": ack,
+            "error": redact_text(error), "dead_at": iso(tx.now), "payload": payload,
         },
     )  # fmt: skip
     return entry_id

@@ -99,7 +99,7 @@ def test_dlq_replay_and_delete_refuse_what_they_cannot_do(tmp_path: Path) -> Non
     rt.worker().drain()
     rt.backend.transact(lambda tx: tx.send("payments", (dead.task_id, 9), "stray row"))
     rt.worker().drain()
-    entries = {e["task_id"]: e for e in rt.dead_letters()}
+    entries = {e["entry_id"]: e for e in rt.dead_letters()}
     assert len(entries) == 2
     stray = next(i for i, e in entries.items() if e["stray"])
     rt.close()

@@ -25,7 +25,8 @@ from agentq import (
 )
 from agentq.backends import Message, StoredRecord
 from agentq.clock import to_micros
-from agentq.executor import Worker
+from agentq.executor.admission import Admission
+from agentq.lifecycle import tasks as lifecycle_tasks
 
 RUNS: list[tuple[str, int]] = []
 GATE = threading.Event()
@@ -370,14 +371,14 @@ def test_claims_are_swapped_in_unless_the_record_changed_since_the_read(
         return found
 
     careful: list[list[str]] = []
-    real_claim = Worker._claim_in_transaction
+    real_claim = Admission._claim_in_transaction
 
-    def claim_in_transaction(self: Worker, batch: list[Message], labels: list[str]) -> Any:
+    def claim_in_transaction(self: Admission, batch: list[Message]) -> Any:
         careful.append([m.key[0] for m in batch])
-        return real_claim(self, batch, labels)
+        return real_claim(self, batch)
 
     monkeypatch.setattr(rt.backend, "read_records", read_then_cancel)
-    monkeypatch.setattr(Worker, "_claim_in_transaction", claim_in_transaction)
+    monkeypatch.setattr(Admission, "_claim_in_transaction", claim_in_transaction)
     worker = rt.worker()
     worker.drain()
     # Only the changed record was decided again inside a transaction: it was cancelled.
@@ -395,13 +396,13 @@ def test_a_plain_success_commits_the_record_encoded_by_its_handler_thread(
     rt: Runtime, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     finished: list[str] = []
-    real_finish = Decision._finish
+    real_finish = lifecycle_tasks.finish
 
-    def spy(self: Decision, rec: dict[str, Any], *a: Any, **kw: Any) -> None:
+    def spy(env: Any, tx: Any, rec: dict[str, Any], *a: Any, **kw: Any) -> Any:
         finished.append(rec["task_id"])
-        real_finish(self, rec, *a, **kw)
+        return real_finish(env, tx, rec, *a, **kw)
 
-    monkeypatch.setattr(Decision, "_finish", spy)
+    monkeypatch.setattr(lifecycle_tasks, "finish", spy)
     plain = rt.enqueue_action("record", {"name": "plain"})
     ordered = rt.enqueue_action("record", {"name": "ordered"}, ordering_key="k")
     rt.worker().drain()

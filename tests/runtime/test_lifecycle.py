@@ -175,7 +175,7 @@ def test_replay_never_resurrects_a_finished_task_from_a_stray_entry(rt: Runtime)
     entries = rt.dead_letters()
     assert len(entries) == 1
     with pytest.raises(AgentQError):
-        rt.replay(str(entries[0]["task_id"]))
+        rt.replay(str(entries[0]["entry_id"]))
     with pytest.raises(IllegalTransition, match="is succeeded: replay"):
         rt.replay(task.task_id)
     rt.worker().drain()
@@ -212,7 +212,7 @@ def test_replay_all_skips_and_reports_and_entries_can_be_deleted(rt: Runtime) ->
     rt.backend.transact(lambda tx: tx.send("work", ("not-a-task", 1), "garbage"))
     rt.worker().drain()
     assert rt.task(dead.task_id).status == TaskStatus.DEAD
-    ids = {str(e["task_id"]) for e in rt.dead_letters()}
+    ids = {str(e["entry_id"]) for e in rt.dead_letters()}
     assert dead.task_id in ids and len(ids) == 2 and good.task_id not in ids
     report = rt.replay_all()
     assert report.replayed == []

@@ -1,0 +1,109 @@
+"""Committing: the committer thread writes finished runs in groups.
+
+Several tasks' result + ledger + ack share one transaction (up to
+``group_commit``). When that transaction fails (typically one ack finds its
+message gone: a stale run, or a task cancelled while it ran) the committer
+falls back to one transaction per outcome, so a stale task never discards
+another task's result. What each outcome writes is
+:func:`~agentq.executor.outcomes.apply_outcome`.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_mod
+
+from agentq.decision import Decision
+from agentq.errors import BackendUnavailable, MessageNotFound, TransactionAborted
+from agentq.executor.holds import Holds
+from agentq.executor.inflight import Outcome
+from agentq.executor.outcomes import apply_outcome
+from agentq.executor.state import WorkerState
+from agentq.faults import WorkerCrash
+from agentq.logs import log_task_finished
+
+__all__ = ["Committing"]
+
+log = logging.getLogger("agentq.worker")
+
+
+class Committing(WorkerState):
+    """The commit stage of a worker."""
+
+    holds: Holds
+
+    def _commit_loop(self) -> None:
+        while True:
+            first = self._outcomes.get()
+            if first is None:
+                return
+            group = [first]
+            while len(group) < self.group_commit:
+                try:
+                    nxt = self._outcomes.get_nowait()
+                except queue_mod.Empty:
+                    break
+                if nxt is None:
+                    self._outcomes.put(None)
+                    break
+                group.append(nxt)
+            try:
+                self._commit(group)
+            except Exception:
+                log.exception("committing %d outcome(s) failed", len(group))
+            finally:
+                self._finished_commit(len(group))
+
+    def _commit(self, outcomes: list[Outcome]) -> None:
+        real = [o for o in outcomes if o.kind != "crash"]
+        self._count("crashed", len(outcomes) - len(real))
+        if not real:
+            return
+
+        def apply_all(tx: Decision) -> list[str]:
+            return [apply_outcome(tx, o, self.holds) for o in real]
+
+        try:
+            labels = self.runtime.transact(apply_all)
+            self._count("group_commits")
+        except Exception:
+            if len(real) == 1:
+                labels = [self._commit_alone(real[0])]
+            else:
+                labels = [self._commit_alone(o) for o in real]
+        for label in labels:
+            if label:
+                self._count(label)
+                self.runtime.telemetry.outcomes.add(1, {"outcome": label})
+        for o, label in zip(real, labels, strict=True):  # one INFO line per finished task
+            inf = o.inflight
+            log_task_finished(inf.task_id, inf.record["tool"], inf.key[1], label,
+                              self.clock.monotonic() - inf.started, o.exc)  # fmt: skip
+
+    def _commit_alone(self, outcome: Outcome) -> str:
+        rt = self.runtime
+        try:
+            return rt.transact(lambda tx: apply_outcome(tx, outcome, self.holds))
+        except MessageNotFound:
+            # Another delivery (or a cancel) already acked this message: nothing of
+            # this run is recorded.
+            rt.telemetry.stale.add(1, {"tool": outcome.inflight.record["tool"]})
+            return "stale_completion"
+        except WorkerCrash:
+            return "crashed"
+        except (BackendUnavailable, TransactionAborted) as exc:
+            log.warning(
+                "could not commit %s (%s); it will be redelivered", outcome.inflight.task_id, exc
+            )
+            return "commit_failed"
+        except Exception as exc:
+            if outcome.kind != "success":
+                log.exception("could not record the failure of %s", outcome.inflight.task_id)
+                return "commit_failed"
+            # The completion itself failed (an on_commit write raised): that is a
+            # failure of this attempt, handled like any other.
+            failed = Outcome("failure", outcome.inflight, exc=exc)
+            try:
+                return rt.transact(lambda tx: apply_outcome(tx, failed, self.holds))
+            except MessageNotFound:
+                return "stale_completion"

@@ -1,0 +1,45 @@
+"""Retry-After holds: until when a throttled tool is held back.
+
+A 429/503 with ``Retry-After`` holds its tool back on every worker: the hold is
+a record (``holds`` table) written with the throttled task's retry, and this
+worker also remembers its own holds at once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+from agentq.clock import Clock
+from agentq.ledger import Tables
+
+__all__ = ["Holds"]
+
+
+class _RecordReader(Protocol):
+    def get_record(self, table: str, key: str) -> dict[str, Any] | None: ...
+
+
+class Holds:
+    """This worker's view of the tools' Retry-After holds."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.local: dict[str, datetime] = {}
+        self._reads: dict[str, tuple[float, datetime | None]] = {}
+
+    def until(self, reader: _RecordReader, now: datetime, tool: str) -> datetime | None:
+        """Until when a Retry-After holds this tool back: this worker's own holds at
+        once, other workers' (the holds records) re-read at most every half second,
+        not once per task."""
+        local = self.local.get(tool)
+        if local is not None and local > now:
+            return local
+        mono = self.clock.monotonic()
+        cached = self._reads.get(tool)
+        if cached is not None and mono - cached[0] < 0.5:
+            return cached[1]
+        rec = reader.get_record(Tables.HOLDS, tool)
+        until = None if rec is None else datetime.fromisoformat(rec["until"])
+        self._reads[tool] = (mono, until)
+        return until

@@ -1,0 +1,78 @@
+"""What travels between the executor's stages.
+
+A leased task that may run is an :class:`Inflight` (admission makes it, a
+handler thread runs it, the lease monitor renews its lease); running it gives
+an :class:`Outcome`, which the committer writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from agentq.backends import EncodedRecord
+from agentq.context import Checkpoint
+from agentq.tools import ToolDef
+
+__all__ = ["Inflight", "Outcome", "OutcomeKind", "looks_like_envelope"]
+
+OutcomeKind = Literal["success", "failure", "checkpoint", "crash"]
+
+
+@dataclass
+class Inflight:
+    """A claimed delivery: its message, lease and the ledger record it was claimed with."""
+
+    queue: str
+    key: tuple[Any, ...]
+    token: str
+    lease_expiry: datetime
+    record: dict[str, Any]
+    definition: ToolDef | None
+    timeout: float | None
+    started: float = 0.0
+    deadline: float | None = None  # set when the handler starts
+    timed_out: bool = False
+    lost: bool = False
+    # A timed-out sync handler's thread was abandoned and a fresh one took its slot.
+    replaced: bool = False
+    # An async handler's run on the event loop (cancelled on timeout).
+    future: Future[Any] | None = None
+
+    @property
+    def task_id(self) -> str:
+        return str(self.record["task_id"])
+
+
+@dataclass
+class Outcome:
+    """How one run ended, waiting to be committed."""
+
+    kind: OutcomeKind
+    inflight: Inflight
+    result: Any = None
+    exc: BaseException | None = None
+    checkpoint: Checkpoint | None = None
+    on_commit: list[Any] = field(default_factory=list)
+    # The succeeded ledger record, encoded by the handler thread for a plain
+    # success, so the committer only writes it (see Running._encode_success).
+    final: EncodedRecord | None = None
+
+
+def looks_like_envelope(payload: Any, key: Sequence[Any]) -> bool:
+    """Cheap structural check of a task envelope: the ledger, not the payload, is
+    what the executor runs from, so it only needs the payload to be a well-formed
+    envelope of this very key. Anything else gets full validation and a precise
+    error before it is dead-lettered."""
+    return (
+        isinstance(payload, dict)
+        and payload.get("v") == 1
+        and len(key) == 2
+        and payload.get("task_id") == key[0]
+        and payload.get("attempt") == key[1]
+        and isinstance(payload.get("tool"), str)
+        and isinstance(payload.get("args"), dict)
+    )

@@ -1,0 +1,146 @@
+"""Turning a finished run into lifecycle events: succeed, retry, throttle, fail.
+
+The executor decides *which* event a run or a delivery comes to; the state
+change itself, and the queue operations it implies, are
+:mod:`agentq.lifecycle.tasks`' (the only code that writes a task's status):
+
+* :func:`apply_outcome` — a run's completion: succeed (with the handler's
+  ``on_commit`` writes and an approval timer's effect), checkpoint, or a failure;
+* :func:`apply_failure` — defer (rate-limited: not run yet), throttle (429/503
+  with a Retry-After within the cap), fail for good (permanent, attempts used
+  up), or retry with backoff;
+* :func:`succeeded_record` — a plain success, built and encoded by the handler
+  thread ahead of its commit;
+* :func:`dead_letter_stray` — a message that is no delivery of any task.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentq.backends import EncodedRecord, Message, encode_record
+from agentq.decision import Decision
+from agentq.errors import InvalidMessage, PolicyViolation, ToolError
+from agentq.executor.holds import Holds
+from agentq.executor.inflight import Inflight, Outcome
+from agentq.ledger import Tables
+from agentq.lifecycle import approvals
+from agentq.lifecycle import tasks as lifecycle
+from agentq.lifecycle.states import Event
+from agentq.retry import PermanentError, RetryLater
+
+__all__ = [
+    "TIMER_KINDS",
+    "apply_failure",
+    "apply_outcome",
+    "dead_letter_stray",
+    "succeeded_record",
+]
+
+#: Failures that no retry can fix: straight to the dead-letter queue.
+_PERMANENT = (PermanentError, PolicyViolation, ToolError, ValidationError)
+
+#: Task kinds whose success moves their approval (escalated, expired).
+TIMER_KINDS = frozenset({"escalation", "expiry"})
+
+
+def apply_outcome(tx: Decision, o: Outcome, holds: Holds) -> str:
+    """Ack the delivery and record what the run came to; returns the stats label.
+
+    Pure with respect to in-memory state (``o`` is left as it is), so it can be
+    run any number of times; only the last run's writes commit."""
+    inf = o.inflight
+    rt = tx.runtime
+    tx.tx.ack(inf.queue, inf.key, must_exist=True)
+    rt.telemetry.acked.add(1, {"queue": inf.queue})
+    rt.faults.hit("before_completion_commit", task_id=inf.task_id)
+    # The strict ack above proves no one else finished or cancelled this task
+    # since the claim, so the claimed record is current. The lifecycle never
+    # changes a record in place: a re-run (an abort at commit, the committer
+    # re-running a failed group one outcome at a time) starts from the same one.
+    rec = inf.record
+    if o.final is not None:
+        lifecycle.store_encoded(tx.tx, inf.task_id, o.final)
+        return "succeeded"
+    if o.kind == "success":
+        for fn in o.on_commit:
+            fn(tx)
+        if rec.get("kind") in TIMER_KINDS:
+            approvals.timer_fired(rt, tx.tx, rec)
+        lifecycle.finish(rt, tx.tx, rec, Event.SUCCEED, result=o.result)
+        return "succeeded"
+    if o.kind == "checkpoint":
+        assert o.checkpoint is not None
+        lifecycle.reschedule(
+            rt, tx.tx, rec, Event.CHECKPOINT, tx.now + o.checkpoint.after, error=None,
+            checkpoint=o.checkpoint.state,
+        )  # fmt: skip
+        return "checkpointed"
+    return apply_failure(tx, rec, inf, o.exc, holds)
+
+
+def apply_failure(
+    tx: Decision, rec: dict[str, Any], inf: Inflight, exc: BaseException | None, holds: Holds
+) -> str:
+    """A failed (or not started) attempt: deferred, throttled, dead or retried."""
+    rt = tx.runtime
+    error = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, RetryLater):
+        until = tx.now + timedelta(seconds=exc.after)
+        if until is not None:
+            throttles = int(rec.get("throttles", 0)) + 1
+            if throttles > rt.policy.retry_policy(rec["tool"]).max_throttles:
+                lifecycle.dead_letter(rt, tx.tx, rec, f"throttled {throttles} times: {error}",
+                                      event=Event.FAIL)  # fmt: skip
+                return "dead"
+            holds.local[rec["tool"]] = until
+            tx.tx.put_record(
+                Tables.HOLDS, rec["tool"], {"until": lifecycle.iso(until), "reason": error}
+            )
+            lifecycle.reschedule(rt, tx.tx, rec, Event.THROTTLE, until, error=error,
+                                 throttles=throttles)  # fmt: skip
+            return "throttled"
+    if isinstance(exc, _PERMANENT):
+        lifecycle.dead_letter(rt, tx.tx, rec, error, event=Event.FAIL)
+        return "dead"
+    definition = inf.definition
+    max_attempts = definition.max_attempts if definition else None
+    policy = rt.policy.retry_policy(rec["tool"], max_attempts)
+    failures = int(rec.get("failures", 0)) + 1
+    if policy.exhausted(failures):
+        lifecycle.dead_letter(
+            rt, tx.tx, {**rec, "failures": failures},
+            f"failed {failures} time(s); last: {error}", event=Event.FAIL,
+        )  # fmt: skip
+        return "dead"
+    at = tx.now + timedelta(seconds=policy.delay(failures))
+    lifecycle.reschedule(rt, tx.tx, rec, Event.RETRY, at, error=error, failures=failures)
+    return "retried"
+
+
+def succeeded_record(rec: dict[str, Any], now: datetime, result: Any) -> EncodedRecord:
+    """The succeeded record of a plain success, encoded ahead of the commit (by the
+    handler thread) so the commit only writes it; ``rec`` is left as it is."""
+    return encode_record(lifecycle.finished(rec, Event.SUCCEED, now, result=result))
+
+
+def dead_letter_stray(tx: Decision, msg: Message, reason: str) -> bool:
+    """Ack a message that is no delivery of any task (written around agentq, or a
+    corrupt copy) and record it as a stray dead-letter entry; no task is touched.
+
+    Returns whether the message was acked: a key that does not fit the queue's
+    key columns cannot be named through the queue API, so that row stays (its
+    entry says so) and is redelivered with the backend's backoff, recorded again
+    each time under the same entry."""
+    try:
+        lifecycle.record_stray(tx.tx, msg.queue, msg.key, msg.payload, reason)
+        return True
+    except InvalidMessage as exc:
+        lifecycle.record_stray(
+            tx.tx, msg.queue, msg.key, msg.payload,
+            f"{reason}; the row cannot be acked through the queue API ({exc})", ack=False,
+        )  # fmt: skip
+        return False

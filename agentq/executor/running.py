@@ -1,0 +1,324 @@
+"""Running handlers: handler threads, the tool context, the async loop, timeouts.
+
+``concurrency`` handler threads take claimed tasks from the work queue and run
+their tool's handler (an async handler runs on the worker's one event-loop
+thread while its handler thread waits for it). A run ends as an
+:class:`~agentq.executor.inflight.Outcome` handed to the committer.
+
+What a timeout does
+-------------------
+A call that runs longer than its tool's timeout (``@tool(timeout=...)`` or the
+policy's ``timeout``) is given up by the lease monitor: a ``TimeoutError``
+failure is recorded at once: the delivery is acked and the retry scheduled with
+backoff (or the task dead-lettered when out of attempts), so the late
+completion of the hung call finds its message gone and records nothing. The
+slot it held is freed, so a hung call never costs the worker its capacity:
+
+* an **async** handler's task is cancelled on the event loop (it sees
+  ``CancelledError`` at its next ``await``); its handler thread returns at once;
+* a **sync** handler cannot be interrupted in Python: its thread is
+  *abandoned* and a fresh handler thread takes its slot. When the abandoned
+  call finally returns, its result is dropped (the completion's ack would fail
+  anyway) and its thread exits. At most ``max_abandoned`` threads (default:
+  ``concurrency``) are abandoned at a time; beyond that a timed-out handler
+  keeps its slot until its call returns, and an error is logged: a worker with
+  that many hung calls should be restarted. ``stats`` counts ``timed_out``,
+  ``cancelled``, ``abandoned_threads`` and ``abandoned_limit``;
+  ``Worker.abandoned`` is the number abandoned now.
+
+Giving up a call does not undo it: the external system may still receive and
+complete the request after the timeout. The retry is sent with the same task
+id as ``Idempotency-Key``, so a system that honours the key applies the effect
+once and answers the retry with the first result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue as queue_mod
+import threading
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from agentq.clock import Clock
+from agentq.context import Checkpoint, ToolContext
+from agentq.executor.inflight import Inflight, Outcome
+from agentq.executor.outcomes import TIMER_KINDS, succeeded_record
+from agentq.executor.state import WorkerState
+from agentq.faults import WorkerCrash
+from agentq.http import tool_http_client
+from agentq.tools import ToolDef
+
+if TYPE_CHECKING:
+    from agentq.runtime import Runtime
+
+__all__ = ["Running", "tool_timeout"]
+
+log = logging.getLogger("agentq.worker")
+
+
+def tool_timeout(runtime: Runtime, definition: ToolDef | None) -> float | None:
+    """A tool's timeout in seconds: the policy's, else the tool's own."""
+    if definition is None:
+        return None
+    configured = runtime.policy.for_tool(definition.name).timeout
+    if configured is not None:
+        return configured.total_seconds()
+    return definition.timeout
+
+
+class _TokenBucket:
+    def __init__(self, rate: float, clock: Clock) -> None:
+        self.rate = rate
+        self.clock = clock
+        self.tokens = rate
+        self.last = clock.monotonic()
+        self.lock = threading.Lock()
+
+    def acquire(self) -> None:
+        while True:
+            with self.lock:
+                now = self.clock.monotonic()
+                self.tokens = min(self.rate, self.tokens + (now - self.last) * self.rate)
+                self.last = now
+                if self.tokens >= 1:
+                    self.tokens -= 1
+                    return
+                wait = (1 - self.tokens) / self.rate
+            self.clock.sleep(wait)
+
+
+class Running(WorkerState):
+    """The handler-thread stage of a worker."""
+
+    _buckets: dict[str, _TokenBucket]
+
+    def _start_handlers(self) -> None:
+        # A fresh work queue per start: handler threads of an earlier run that still
+        # finish an overrunning task will find their exit marker in the old one.
+        self._work = queue_mod.SimpleQueue()
+        for _ in range(self.concurrency):
+            self._spawn_handler()
+
+    def _spawn_handler(self) -> None:
+        with self._lock:
+            name = f"agentq-handler-{self._handlers_started}"
+            self._handlers_started += 1
+        threading.Thread(
+            target=self._handler_loop, args=(self._work,), name=name, daemon=True
+        ).start()
+
+    def _stop_handlers(self, timeout: float) -> None:
+        for _ in range(self.concurrency):
+            self._work.put(None)  # handler threads exit once idle
+        if self._loop is not None:
+            loop, thread = self._loop, self._loop_thread
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(timeout)
+                if not thread.is_alive():
+                    loop.close()
+            self._loop = None
+
+    def _handler_loop(self, work: queue_mod.SimpleQueue[Inflight | None]) -> None:
+        while True:
+            inflight = work.get()
+            if inflight is None or not self._run_and_report(inflight):
+                return
+
+    def _run_and_report(self, inflight: Inflight) -> bool:
+        """Run one task and hand its outcome to the committer; returns whether this
+        thread goes on serving (not if it was abandoned and replaced meanwhile)."""
+        outcome = self._run(inflight)
+        with self._lock:
+            if self._inflight.get(inflight.task_id) is inflight:
+                del self._inflight[inflight.task_id]
+            if inflight.replaced:
+                self.abandoned -= 1  # its slot was freed when it was given up
+            else:
+                self._outstanding -= 1
+            if not inflight.timed_out:
+                self._pending_commits += 1
+            self._lock.notify_all()
+        if inflight.timed_out:
+            # The monitor already gave this run up and scheduled a retry.
+            self._count("late_after_timeout")
+            if inflight.replaced:
+                log.info("abandoned handler of %s returned; its thread exits", inflight.task_id)
+            return not inflight.replaced
+        if outcome.kind == "success":
+            self._encode_success(outcome)
+        self._outcomes.put(outcome)
+        return True
+
+    def _give_up(self, inf: Inflight) -> None:
+        """The lease monitor found ``inf`` past its deadline: record a timeout
+        failure now (its retry is scheduled), so a late completion fails, and
+        free its handler's slot: an async run is cancelled; a sync handler's
+        thread is abandoned and a fresh thread takes its place, unless
+        ``max_abandoned`` threads are abandoned already."""
+        with self._lock:
+            if self._inflight.get(inf.task_id) is not inf:
+                return  # it finished (and reported) meanwhile
+            del self._inflight[inf.task_id]
+            inf.timed_out = True
+            future = inf.future
+            replace = future is None and self.abandoned < self.max_abandoned
+            if replace:
+                inf.replaced = True
+                self.abandoned += 1
+                self._outstanding -= 1
+            self._pending_commits += 1
+            self._lock.notify_all()
+        limit = inf.timeout if inf.timeout is not None else 0.0
+        tool = inf.record["tool"]
+        self._count("timed_out")
+        self._outcomes.put(
+            Outcome(
+                "failure",
+                inf,
+                exc=TimeoutError(f"tool {tool!r} ran longer than its timeout ({limit:.1f}s)"),
+            )
+        )
+        if future is not None:
+            # Cancels the task on the loop; the handler thread waiting for it
+            # returns at once, so nothing is abandoned.
+            future.cancel()
+            self._count("cancelled")
+            log.warning("%s (%s) timed out after %.1fs; cancelled", inf.task_id, tool, limit)
+        elif replace:
+            self._count("abandoned_threads")
+            self._spawn_handler()
+            log.warning(
+                "%s (%s) timed out after %.1fs; its handler thread is abandoned (%d of at "
+                "most %d) and replaced", inf.task_id, tool, limit, self.abandoned,
+                self.max_abandoned,
+            )  # fmt: skip
+        else:
+            self._count("abandoned_limit")
+            log.error(
+                "%s (%s) timed out after %.1fs; %d handler threads are abandoned already "
+                "(max_abandoned), so this one keeps its slot until its call returns: "
+                "restart the worker if calls keep hanging",
+                inf.task_id, tool, limit, self.abandoned,
+            )  # fmt: skip
+
+    def _encode_success(self, outcome: Outcome) -> None:
+        """Build and encode the succeeded record here, in the handler thread, when
+        the commit only has to write it: the committer holds the write lock that
+        every other writer (and process) waits for. Escalations, handler writes
+        and ordering keys do more in the commit and take the general path."""
+        rec = outcome.inflight.record
+        if outcome.on_commit or rec.get("kind") in TIMER_KINDS or rec.get("ordering_key"):
+            return
+        outcome.final = succeeded_record(rec, self.clock.now(), outcome.result)
+
+    def _run(self, inflight: Inflight) -> Outcome:
+        rt = self.runtime
+        rec = inflight.record
+        definition = inflight.definition
+        start = self.clock.monotonic()
+        inflight.started = start
+        if inflight.timeout is not None:
+            inflight.deadline = start + inflight.timeout
+        ctx: ToolContext | None = None
+        try:
+            with rt.telemetry.execute_span(
+                rec["tool"], rec["task_id"], rec["attempt"], rec.get("trace") or {}
+            ):
+                if definition is None:  # one of the runtime's own timers
+                    fired = "escalated" if rec.get("kind") == "escalation" else "expired"
+                    return Outcome("success", inflight, result={fired: True})
+                self._rate_limit(definition.name)
+                args = definition.validate_args(rec["args"])
+                ctx = self._context(inflight, definition)
+                if definition.is_async:
+                    result = self._run_async(definition, ctx, args, inflight)
+                else:
+                    result = definition.handler(ctx, args)
+                if isinstance(result, Checkpoint):
+                    outcome = Outcome("checkpoint", inflight, checkpoint=result)
+                else:
+                    outcome = Outcome(
+                        "success", inflight, result=definition.dump_result(result),
+                        on_commit=list(ctx._on_commit),
+                    )  # fmt: skip
+                rt.faults.hit("after_external_call", task_id=rec["task_id"], tool=rec["tool"])
+                return outcome
+        except WorkerCrash:
+            return Outcome("crash", inflight)
+        except Exception as exc:
+            return Outcome("failure", inflight, exc=exc)
+        finally:
+            if ctx is not None:
+                ctx.close()
+            duration = self.clock.monotonic() - start
+            rt.telemetry.duration.record(duration, {"tool": rec["tool"]})
+
+    def _context(self, inflight: Inflight, definition: ToolDef) -> ToolContext:
+        rt = self.runtime
+        rec = inflight.record
+        policy = rt.policy.for_tool(definition.name)
+        timeout = tool_timeout(rt, definition) or 30.0
+        return ToolContext(
+            task_id=rec["task_id"],
+            tool=definition.name,
+            attempt=rec["attempt"],
+            clock=self.clock,
+            settings=rt.settings,
+            logger=log.getChild(definition.name),
+            checkpoint_state=rec.get("checkpoint"),
+            _http_factory=lambda: tool_http_client(
+                tool=definition.name,
+                task_id=rec["task_id"],
+                allowed_hosts=policy.allowed_hosts,
+                clock=self.clock,
+                timeout=timeout,
+                transport=_SharedTransport(rt.http_transport),
+            ),
+        )
+
+    def _run_async(
+        self, definition: ToolDef, ctx: ToolContext, args: Any, inflight: Inflight
+    ) -> Any:
+        loop = self._event_loop()
+        coro = definition.handler(ctx, args)
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        with self._lock:
+            inflight.future = future
+            timed_out = inflight.timed_out
+        if timed_out:
+            future.cancel()  # given up before it even started
+        return future.result()
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="agentq-async", daemon=True)
+                thread.start()
+                self._loop, self._loop_thread = loop, thread
+            return self._loop
+
+    def _rate_limit(self, tool: str) -> None:
+        rate = self.runtime.policy.for_tool(tool).rate_limit_per_second
+        if rate is None:
+            return
+        with self._lock:
+            bucket = self._buckets.setdefault(tool, _TokenBucket(rate, self.clock))
+        bucket.acquire()
+
+
+class _SharedTransport(httpx.BaseTransport):
+    """Lets per-task clients share the runtime's connection pool without closing it."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self._inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        pass

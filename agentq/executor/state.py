@@ -1,0 +1,103 @@
+"""The state a worker's stages share: one lock, the tasks in flight, the slot count.
+
+:class:`WorkerState` is the base of every stage mixin (receiving, running,
+leases, committing) and of :class:`~agentq.executor.worker.Worker`, which
+composes them. The stages share one condition variable because they hand tasks
+to each other and wait on the same counts (``_outstanding`` for leasing,
+``_pending_commits`` and ``_inflight`` for stopping); splitting it would only
+add ways to deadlock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue as queue_mod
+import threading
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from agentq.clock import Clock
+from agentq.executor.inflight import Inflight, Outcome
+
+if TYPE_CHECKING:
+    from agentq.executor.admission import Admission
+    from agentq.runtime import Runtime
+
+__all__ = ["WorkerState"]
+
+
+class WorkerState:
+    """Attributes and slot accounting shared by the stages of a worker."""
+
+    runtime: Runtime
+    clock: Clock
+    queues: list[str]
+    concurrency: int
+    batch_size: int
+    group_commit: int
+    receive_timeout: float
+    renew_margin: float
+    monitor_interval: float
+    capacity: int
+    max_abandoned: int
+    # Handler threads given up on a timeout that have not returned yet.
+    abandoned: int
+    stats: Counter[str]
+    admission: Admission
+    _stats_lock: threading.Lock
+    _lock: threading.Condition
+    # Tasks leased by this worker and not yet finished (running or waiting for a
+    # handler thread). Receivers lease only while it is below the capacity; they
+    # never hold a reservation while waiting, so an idle queue cannot starve a
+    # busy one.
+    _outstanding: int
+    _pending_commits: int
+    _inflight: dict[str, Inflight]
+    # SimpleQueue: a C queue without futures or task accounting; handing a task
+    # to a handler thread and its outcome to the committer is on the hot path.
+    _outcomes: queue_mod.SimpleQueue[Outcome | None]
+    _work: queue_mod.SimpleQueue[Inflight | None]
+    _stop: threading.Event
+    _handlers_started: int
+    # The error that stopped the worker (a database that refuses writes).
+    failure: BaseException | None
+    _loop: asyncio.AbstractEventLoop | None
+    _loop_thread: threading.Thread | None
+
+    def _count(self, label: str, n: int = 1) -> None:
+        if not n:
+            return
+        with self._stats_lock:
+            self.stats[label] += n
+
+    def _room(self, block: bool, stop: threading.Event | None = None) -> int:
+        """How many tasks a receiver may lease now (waiting for room if ``block``)."""
+        with self._lock:
+            while self._outstanding >= self.capacity:
+                if not block or (stop is not None and stop.is_set()):
+                    return 0
+                self._lock.wait(0.1)
+            return min(self.batch_size, self.capacity - self._outstanding)
+
+    def _done(self, n: int) -> None:
+        """``n`` leased tasks will not run here (or have finished): free their slots."""
+        if n:
+            with self._lock:
+                self._outstanding -= n
+                self._lock.notify_all()
+
+    def _finished_commit(self, n: int) -> None:
+        with self._lock:
+            self._pending_commits -= n
+            self._lock.notify_all()
+
+    def _fail(self, exc: BaseException) -> None:
+        """Stop serving because of ``exc``; :meth:`Worker.run` raises the first one."""
+        with self._lock:
+            if self.failure is None:
+                self.failure = exc
+            self._lock.notify_all()
+
+    def _give_up(self, inflight: Inflight) -> None:
+        """Time out a running handler (see :class:`~agentq.executor.running.Running`)."""
+        raise NotImplementedError

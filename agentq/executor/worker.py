@@ -1,0 +1,201 @@
+"""The Worker: one executor over a runtime's queues, composed of its stages.
+
+=================  =====================================================
+stage              where
+=================  =====================================================
+receive, drain     :mod:`agentq.executor.receiving`
+claim checks       :mod:`agentq.executor.admission`
+handler threads    :mod:`agentq.executor.running`
+lease renewal      :mod:`agentq.executor.leases`
+group commit       :mod:`agentq.executor.committing`
+ledger writes      :mod:`agentq.executor.outcomes`
+=================  =====================================================
+"""
+
+from __future__ import annotations
+
+import queue as queue_mod
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from agentq.executor.admission import Admission
+from agentq.executor.committing import Committing
+from agentq.executor.holds import Holds
+from agentq.executor.leases import LeaseMonitor
+from agentq.executor.receiving import Receiving
+from agentq.executor.running import Running
+from agentq.lifecycle.tasks import ESCALATION_QUEUE
+
+if TYPE_CHECKING:
+    from agentq.runtime import Runtime
+
+__all__ = ["Worker", "WorkerStats"]
+
+_STOP_CHECK_SECONDS = 0.25
+
+
+class WorkerStats(Counter[str]):
+    """Counts of what a worker did.
+
+    Outcomes: ``succeeded``, ``retried``, ``throttled``, ``checkpointed``, ``dead``,
+    ``policy_refused``, ``held_back``. Messages: ``stale_message`` (acked, task
+    unchanged), ``stray`` (dead-lettered as a stray entry), ``stale_completion``
+    (a run whose ack failed: nothing recorded). Leases: ``renewed``,
+    ``lease_lost``. Timeouts: ``timed_out``, ``cancelled`` (async),
+    ``abandoned_threads``, ``abandoned_limit``, ``late_after_timeout``. Also
+    ``group_commits``, ``commit_failed``, ``crashed`` and ``receive_errors``.
+    """
+
+
+class Worker(Receiving, Running, LeaseMonitor, Committing):
+    """Executes tasks from a runtime's queues.
+
+    ``concurrency`` handler threads run tasks; ``batch_size`` caps one lease;
+    ``group_commit`` caps how many completions share one transaction;
+    ``max_deliveries`` dead-letters an attempt whose deliveries never complete
+    (a poison task that kills its worker); ``prefetch`` is how many leased tasks
+    may wait for a free handler (their leases are renewed meanwhile);
+    ``max_abandoned`` bounds the handler threads a worker gives up on when their
+    calls overrun the tool's timeout (default: ``concurrency``; see
+    :mod:`agentq.executor.running` for what a timeout does).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        queues: Sequence[str] | None = None,
+        concurrency: int = 8,
+        batch_size: int | None = None,
+        group_commit: int = 64,
+        receive_timeout: float = 1.0,
+        max_deliveries: int = 5,
+        renew_margin: float = 2.5,
+        monitor_interval: float = 0.5,
+        prefetch: int | None = None,
+        max_abandoned: int | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if max_abandoned is not None and max_abandoned < 0:
+            raise ValueError("max_abandoned must be zero or more")
+        self.runtime = runtime
+        self.clock = runtime.clock
+        self.queues = list(queues or sorted(runtime.tools.queues() | {ESCALATION_QUEUE}))
+        self.concurrency = concurrency
+        self.batch_size = batch_size or concurrency
+        self.group_commit = group_commit
+        self.receive_timeout = receive_timeout
+        self.max_deliveries = max_deliveries
+        self.renew_margin = renew_margin
+        self.monitor_interval = monitor_interval
+        self.stats = WorkerStats()
+        self._stats_lock = threading.Lock()
+        self.holds = Holds(self.clock)
+        self.admission = Admission(runtime, self.holds, self._count, max_deliveries=max_deliveries)
+        self._inflight = {}
+        self._lock = threading.Condition()
+        self._outstanding = 0
+        self.capacity = concurrency + (concurrency if prefetch is None else prefetch)
+        self._pending_commits = 0
+        self.max_abandoned = concurrency if max_abandoned is None else max_abandoned
+        self.abandoned = 0
+        self._outcomes = queue_mod.SimpleQueue()
+        self._work = queue_mod.SimpleQueue()
+        self._buckets = {}
+        self._handlers_started = 0  # names handler threads, replacements included
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._loop = None
+        self._loop_thread = None
+        self._started = False
+        self.failure = None
+
+    # -- services ------------------------------------------------------------------
+
+    def _start_services(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._stop.clear()
+        self._start_handlers()
+        for target, name in ((self._monitor_loop, "monitor"), (self._commit_loop, "committer")):
+            t = threading.Thread(target=target, name=f"agentq-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _stop_services(self, timeout: float = 30.0) -> None:
+        if not self._started:
+            return
+        with self._lock:
+            self._lock.wait_for(lambda: not self._inflight and not self._pending_commits, timeout)
+        self._stop.set()
+        self._outcomes.put(None)
+        for t in self._threads:
+            t.join(timeout)
+        self._threads.clear()
+        self._stop_handlers(timeout)
+        self._started = False
+
+    # -- public API ------------------------------------------------------------------
+
+    def drain(self, max_rounds: int | None = None) -> int:
+        """Run every task that is ready now (and any that become ready as a result
+        without time passing), then return the number of tasks handled."""
+        self._start_services()
+        try:
+            return self._drain_rounds(max_rounds)
+        finally:
+            self._stop_services()
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Serve until ``stop`` is set (or :meth:`stop` is called): no new leases
+        after that; in-flight tasks finish and commit, or are left to redelivery.
+
+        Raises :class:`~agentq.errors.DatabaseNotWritable` (after stopping as
+        above) when the database refuses writes: retrying cannot help."""
+        stop = stop or threading.Event()
+        self.failure = None
+        self._start_services()
+        receivers = [
+            threading.Thread(target=self._receive_loop, args=(q, stop), name=f"agentq-recv-{q}")
+            for q in self.queues
+        ]
+        for t in receivers:
+            t.start()
+        try:
+            # A timed wait: a SIGTERM handler (stop.set) runs only once the main
+            # thread wakes, and a signal the kernel hands to another thread does not
+            # wake an untimed wait, so the worker would never notice it.
+            while not stop.wait(_STOP_CHECK_SECONDS):
+                pass
+        finally:
+            stop.set()
+            for t in receivers:
+                t.join(self.receive_timeout + 5)
+            self._stop_services()
+        if self.failure is not None:
+            raise self.failure
+
+    def start(self) -> Worker:
+        """Run :meth:`run` in a background thread."""
+        self._runner_stop = threading.Event()
+        self._runner = threading.Thread(target=self._run_quietly, daemon=True)
+        self._runner.start()
+        return self
+
+    def _run_quietly(self) -> None:
+        try:
+            self.run(self._runner_stop)
+        except Exception:
+            pass  # kept in self.failure; stop() raises it
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop a worker started with :meth:`start` and wait for it; raises what
+        stopped it early, if anything did (see :meth:`run`)."""
+        self._runner_stop.set()
+        self._runner.join(timeout)
+        if self.failure is not None:
+            raise self.failure
