@@ -49,7 +49,7 @@ from agentq.errors import (
 from agentq.faults import WorkerCrash
 from agentq.http import tool_http_client
 from agentq.ledger import TERMINAL, Tables, TaskStatus
-from agentq.retry import PermanentError, RetryLater
+from agentq.retry import PermanentError, RetryLater, hold_in_force, judge_retry_later
 from agentq.runtime import _BUILTIN_ESCALATION, ESCALATION_QUEUE, Decision, _iso, finish_record
 from agentq.tools import ToolDef
 
@@ -601,7 +601,7 @@ class Worker:
         if cached is not None and mono - cached[0] < 0.5:
             return cached[1]
         rec = reader.get_record(Tables.HOLDS, tool)
-        until = None if rec is None else datetime.fromisoformat(rec["until"])
+        until = hold_in_force(rec, now, self.runtime.policy.max_retry_after(tool))
         self._hold_reads[tool] = (mono, until)
         return until
 
@@ -900,13 +900,16 @@ class Worker:
     ) -> str:
         error = f"{type(exc).__name__}: {exc}"
         definition = inf.definition
+        until = None
         if isinstance(exc, RetryLater):
+            cap = self.runtime.policy.max_retry_after(rec["tool"])
+            until, error = judge_retry_later(exc, tx.now, cap)  # None: beyond the cap
+        if until is not None:
             policy = self.runtime.policy.retry_policy(rec["tool"])
             rec["throttles"] = rec.get("throttles", 0) + 1
             if rec["throttles"] > policy.max_throttles:
                 self._dead(tx, rec, None, None, f"throttled {rec['throttles']} times: {error}")
                 return "dead"
-            until = tx.now + timedelta(seconds=exc.after)
             self._holds[rec["tool"]] = until
             tx.tx.put_record(Tables.HOLDS, rec["tool"], {"until": _iso(until), "reason": error})
             self._reschedule(

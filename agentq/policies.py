@@ -11,6 +11,7 @@ pydantic. Several files are merged; a tool configured twice is an error. Example
     [tools.execute_refund]
     allowed_hosts = ["127.0.0.1", "payments.example.com"]
     rate_limit_per_second = 20
+    max_retry_after = "1h"         # longer Retry-After: an ordinary failure
 
     [[approvals]]
     tool = "execute_refund"
@@ -34,12 +35,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentq.errors import ConfigError
-from agentq.retry import RetryPolicy
+from agentq.retry import DEFAULT_MAX_RETRY_AFTER, RetryPolicy
 
 __all__ = ["ApprovalRule", "Policy", "ToolPolicy", "load_policies", "parse_duration"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+#: The largest ``max_retry_after`` a policy may set.
+MAX_RETRY_AFTER_LIMIT = timedelta(days=365)
 
 
 def parse_duration(value: object) -> timedelta:
@@ -57,6 +61,17 @@ def parse_duration(value: object) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+def _retry_after_cap(value: object) -> timedelta:
+    """A ``max_retry_after`` value: a positive duration of at most a year."""
+    try:
+        cap = parse_duration(value)
+    except OverflowError as exc:
+        raise ValueError(f"duration {value!r} is too large") from exc
+    if cap <= timedelta(0) or cap > MAX_RETRY_AFTER_LIMIT:
+        raise ValueError(f"max_retry_after {value!r} must be more than 0 and at most 365d")
+    return cap
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -70,11 +85,17 @@ class Defaults(_Strict):
     escalate_after: timedelta = timedelta(hours=72)
     escalation_tool: str = "escalate"
     notify_tool: str | None = "request_approval"
+    max_retry_after: timedelta = timedelta(seconds=DEFAULT_MAX_RETRY_AFTER)
 
     @field_validator("backoff_initial", "backoff_max", "escalate_after", mode="before")
     @classmethod
     def _duration(cls, v: object) -> timedelta:
         return parse_duration(v)
+
+    @field_validator("max_retry_after", mode="before")
+    @classmethod
+    def _cap(cls, v: object) -> timedelta:
+        return _retry_after_cap(v)
 
 
 class ToolPolicy(_Strict):
@@ -82,6 +103,7 @@ class ToolPolicy(_Strict):
 
     allowed_hosts: tuple[str, ...] = ()
     rate_limit_per_second: float | None = Field(default=None, gt=0)
+    max_retry_after: timedelta | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     timeout: timedelta | None = None
     requires_approval: bool = False
@@ -90,6 +112,11 @@ class ToolPolicy(_Strict):
     @classmethod
     def _duration(cls, v: object) -> timedelta | None:
         return None if v is None else parse_duration(v)
+
+    @field_validator("max_retry_after", mode="before")
+    @classmethod
+    def _cap(cls, v: object) -> timedelta | None:
+        return None if v is None else _retry_after_cap(v)
 
     @field_validator("allowed_hosts")
     @classmethod
@@ -150,6 +177,11 @@ class Policy(_Strict):
             initial=self.defaults.backoff_initial.total_seconds(),
             max_delay=self.defaults.backoff_max.total_seconds(),
         )
+
+    def max_retry_after(self, tool: str) -> float:
+        """The longest ``Retry-After`` (seconds) honoured for this tool."""
+        cap = self.for_tool(tool).max_retry_after or self.defaults.max_retry_after
+        return cap.total_seconds()
 
     def approval_rule(self, tool: str, args: Mapping[str, Any]) -> ApprovalRule | None:
         """The rule that makes this call need a human, if any."""
