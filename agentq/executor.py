@@ -49,6 +49,7 @@ from agentq.errors import (
 from agentq.faults import WorkerCrash
 from agentq.http import tool_http_client
 from agentq.ledger import TERMINAL, Tables, TaskStatus
+from agentq.ratelimit import RateLimiter, RateLimitWait
 from agentq.retry import PermanentError, RetryLater, hold_in_force, judge_retry_later
 from agentq.runtime import _BUILTIN_ESCALATION, ESCALATION_QUEUE, Decision, _iso, finish_record
 from agentq.tools import ToolDef
@@ -105,27 +106,6 @@ class WorkerStats(Counter[str]):
     """Counts of what a worker did: succeeded, retried, dead, stale, renewed, ..."""
 
 
-class _TokenBucket:
-    def __init__(self, rate: float, clock: Any) -> None:
-        self.rate = rate
-        self.clock = clock
-        self.tokens = rate
-        self.last = clock.monotonic()
-        self.lock = threading.Lock()
-
-    def acquire(self) -> None:
-        while True:
-            with self.lock:
-                now = self.clock.monotonic()
-                self.tokens = min(self.rate, self.tokens + (now - self.last) * self.rate)
-                self.last = now
-                if self.tokens >= 1:
-                    self.tokens -= 1
-                    return
-                wait = (1 - self.tokens) / self.rate
-            self.clock.sleep(wait)
-
-
 class Worker:
     """Executes tasks from a runtime's queues.
 
@@ -177,7 +157,7 @@ class Worker:
         # to a handler thread and its outcome to the committer is on the hot path.
         self._outcomes: queue_mod.SimpleQueue[_Outcome | None] = queue_mod.SimpleQueue()
         self._work: queue_mod.SimpleQueue[_Inflight | None] = queue_mod.SimpleQueue()
-        self._buckets: dict[str, _TokenBucket] = {}
+        self._limiter = RateLimiter(runtime.backend, runtime.clock, runtime.policy)
         self._holds: dict[str, datetime] = {}
         self._hold_reads: dict[str, tuple[float, datetime | None]] = {}
         self._stop = threading.Event()
@@ -659,7 +639,7 @@ class Worker:
             ):
                 if definition is None:
                     return _Outcome("success", inflight, result={"escalated": True})
-                self._rate_limit(definition.name)
+                self._limiter.admit(definition.name, rec)
                 args = definition.validate_args(rec["args"])
                 ctx = self._context(inflight, definition)
                 if definition.is_async:
@@ -724,14 +704,6 @@ class Worker:
                 thread.start()
                 self._loop, self._loop_thread = loop, thread
             return self._loop
-
-    def _rate_limit(self, tool: str) -> None:
-        rate = self.runtime.policy.for_tool(tool).rate_limit_per_second
-        if rate is None:
-            return
-        with self._lock:
-            bucket = self._buckets.setdefault(tool, _TokenBucket(rate, self.clock))
-        bucket.acquire()
 
     # -- monitoring: lease renewal and timeouts ---------------------------------------
 
@@ -900,6 +872,11 @@ class Worker:
     ) -> str:
         error = f"{type(exc).__name__}: {exc}"
         definition = inf.definition
+        if isinstance(exc, RateLimitWait):  # waiting for its turn: no failure
+            exc.keep_turn(rec)
+            self._reschedule(tx, rec, None, None, exc.at,
+                             status=TaskStatus.QUEUED, error=rec.get("error"))  # fmt: skip
+            return "rate_limited"
         until = None
         if isinstance(exc, RetryLater):
             cap = self.runtime.policy.max_retry_after(rec["tool"])

@@ -10,7 +10,8 @@ pydantic. Several files are merged; a tool configured twice is an error. Example
 
     [tools.execute_refund]
     allowed_hosts = ["127.0.0.1", "payments.example.com"]
-    rate_limit_per_second = 20
+    rate_limit_per_second = 20     # shared by every worker on the database
+    rate_limit_burst = 20          # default: one second's calls, at least 1
     max_retry_after = "1h"         # longer Retry-After: an ordinary failure
 
     [[approvals]]
@@ -42,6 +43,11 @@ __all__ = ["ApprovalRule", "Policy", "ToolPolicy", "load_policies", "parse_durat
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
+#: Rate limits from one call per ~11.6 days to a million per second: slower rates
+#: would put a tool's next free time (and the retry times it gives tasks) beyond
+#: what a datetime can hold; faster ones are no limit at all.
+MIN_RATE_PER_SECOND = 1e-6
+MAX_RATE_PER_SECOND = 1e6
 #: The largest ``max_retry_after`` a policy may set.
 MAX_RETRY_AFTER_LIMIT = timedelta(days=365)
 
@@ -102,7 +108,10 @@ class ToolPolicy(_Strict):
     """Limits for one tool."""
 
     allowed_hosts: tuple[str, ...] = ()
-    rate_limit_per_second: float | None = Field(default=None, gt=0)
+    rate_limit_per_second: float | None = Field(
+        default=None, ge=MIN_RATE_PER_SECOND, le=MAX_RATE_PER_SECOND, allow_inf_nan=False
+    )
+    rate_limit_burst: int | None = Field(default=None, ge=1, le=1_000_000, strict=True)
     max_retry_after: timedelta | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     timeout: timedelta | None = None
@@ -177,6 +186,15 @@ class Policy(_Strict):
             initial=self.defaults.backoff_initial.total_seconds(),
             max_delay=self.defaults.backoff_max.total_seconds(),
         )
+
+    def rate_limit(self, tool: str) -> tuple[float, int] | None:
+        """The tool's ``(calls per second, burst)``, or ``None`` if unlimited. The
+        burst defaults to one second's calls (at least one)."""
+        configured = self.for_tool(tool)
+        rate = configured.rate_limit_per_second
+        if rate is None:
+            return None
+        return rate, configured.rate_limit_burst or max(1, int(rate))
 
     def max_retry_after(self, tool: str) -> float:
         """The longest ``Retry-After`` (seconds) honoured for this tool."""

@@ -47,9 +47,7 @@ def api() -> Scripted:
     return Scripted()
 
 
-def make_runtime(
-    tmp_path: Path, clock: FakeClock, api: Scripted, **tool_policy: Any
-) -> Runtime:
+def make_runtime(tmp_path: Path, clock: FakeClock, api: Scripted, **tool_policy: Any) -> Runtime:
     policy = Policy.model_validate(
         {"defaults": {"backoff_initial": "1s", "backoff_max": "10s"},
          "tools": {"call_api": {"allowed_hosts": ["api.example.com"], **tool_policy}}}
@@ -118,9 +116,7 @@ def test_a_retry_after_within_the_cap_is_honoured_and_holds_the_tool(
     assert {rt.task(first).status, rt.task(second).status} == {TaskStatus.SUCCEEDED}
 
 
-def test_the_cap_is_configurable_per_tool(
-    tmp_path: Path, api: Scripted, clock: FakeClock
-) -> None:
+def test_the_cap_is_configurable_per_tool(tmp_path: Path, api: Scripted, clock: FakeClock) -> None:
     rt = make_runtime(tmp_path, clock, api, max_retry_after="2h")
     try:
         api.answers.append((429, "5400"))
