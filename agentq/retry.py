@@ -39,7 +39,11 @@ DEFAULT_MAX_RETRY_AFTER = 3600.0
 
 
 class RetryLater(AgentQError):
-    """Ask the runtime to run this task again after ``after`` seconds."""
+    """Ask the runtime to run this task again after ``after`` seconds.
+
+    Honoured up to the tool's ``max_retry_after`` (see :func:`judge_retry_later`);
+    ``after`` may be infinite (then it always exceeds the cap), never NaN.
+    """
 
     def __init__(self, after: float, reason: str = "retry later") -> None:
         seconds = float(after)
@@ -129,7 +133,10 @@ def hold_in_force(record: Mapping[str, Any] | None, now: datetime, cap: float) -
     """
     if record is None:
         return None
-    until = datetime.fromisoformat(record["until"])
-    if (until - now).total_seconds() > cap:
-        return None
+    try:
+        until = datetime.fromisoformat(record["until"])
+        if (until - now).total_seconds() > cap:
+            return None
+    except (KeyError, TypeError, ValueError):
+        return None  # not a hold agentq wrote: it must not make every claim fail
     return until

@@ -148,3 +148,15 @@ def test_a_hold_beyond_the_cap_already_in_the_database_is_ignored(
     task = rt.enqueue_action("call_api", {"n": 1}).task_id
     rt.worker().drain()
     assert rt.task(task).status == TaskStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize(
+    "record",
+    [{"until": "next tuesday"}, {"reason": "no until"}, {"until": "2026-01-01T00:00:00"}],
+    ids=["garbage", "missing", "naive"],
+)
+def test_a_hold_record_agentq_did_not_write_is_ignored(rt: Runtime, record: dict[str, Any]) -> None:
+    rt.backend.transact(lambda tx: tx.put_record(Tables.HOLDS, "call_api", record))
+    task = rt.enqueue_action("call_api", {"n": 1}).task_id
+    rt.worker().drain()
+    assert rt.task(task).status == TaskStatus.SUCCEEDED
