@@ -237,7 +237,10 @@ class RateLimiter:
         def reserve(tx: Transaction) -> tuple[list[int], int]:
             now = to_micros(tx.now)
             record = tx.get_record(RATE_LIMITS, tool)
-            tat = int(record["tat"]) if record is not None else now
+            stored = None if record is None else record.get("tat")
+            # A record agentq did not write counts as an idle tool, never as an error
+            # in every handler of it.
+            tat = stored if isinstance(stored, int) and not isinstance(stored, bool) else now
             new_tat, turns = gcra(tat, now, rule, n)
             if new_tat != tat:  # turns taken, or a tat pulled back (it must stay back)
                 tx.put_record(RATE_LIMITS, tool, {"tat": new_tat, "interval_us": rule.interval})

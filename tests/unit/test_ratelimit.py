@@ -226,3 +226,13 @@ def test_unlimited_tools_are_admitted_without_a_transaction(
     lim.admit("other", {"attempt": 1})
     assert lim.reservations == 0
     assert MAX_WAIT == 1.0
+
+
+@pytest.mark.parametrize("stored", [{"tat": "soon"}, {}, {"tat": True}, {"tat": 1.5}])
+def test_a_rate_record_agentq_did_not_write_counts_as_idle(
+    backend: Backend, clock: FakeClock, stored: dict[str, Any]
+) -> None:
+    backend.transact(lambda tx: tx.put_record(RATE_LIMITS, "t", stored))
+    lim = limiter(backend, clock, 1)
+    assert lim.take("t") == (clock.now(), True)
+    assert lim.take("t") == (clock.now() + timedelta(seconds=1), True)
