@@ -17,6 +17,7 @@ from __future__ import annotations
 import email.utils
 import logging
 from collections.abc import Sequence
+from datetime import UTC
 
 import httpx
 from tenacity import (
@@ -61,17 +62,26 @@ def host_allowed(host: str, patterns: Sequence[str]) -> bool:
 
 
 def _retry_after(response: httpx.Response, clock: Clock, default: float) -> float:
+    """Seconds the server asks us to wait (RFC 9110 ``Retry-After``).
+
+    Either delay-seconds (digits only) or an HTTP-date, read relative to the
+    injected clock (a date in the past means now). Anything else (``-5``, ``inf``,
+    ``1e9``, a broken date) is treated as if the header were absent: ``default``.
+    No cap here: the executor judges the delay against the tool's policy, so the
+    error it records can say which cap a delay exceeded.
+    """
     value = response.headers.get("Retry-After")
     if value is None:
         return default
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return default
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)  # "-0000": HTTP-dates are always GMT
     return max((when - clock.now()).total_seconds(), 0.0)
 
 

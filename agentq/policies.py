@@ -10,7 +10,9 @@ pydantic. Several files are merged; a tool configured twice is an error. Example
 
     [tools.execute_refund]
     allowed_hosts = ["127.0.0.1", "payments.example.com"]
-    rate_limit_per_second = 20
+    rate_limit_per_second = 20     # shared by every worker on the database
+    rate_limit_burst = 20          # default: one second's calls, at least 1
+    max_retry_after = "1h"         # longer Retry-After: an ordinary failure
 
     [[approvals]]
     tool = "execute_refund"
@@ -36,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agentq import tomlfiles
 from agentq.errors import ConfigError
-from agentq.retry import RetryPolicy
+from agentq.retry import DEFAULT_MAX_RETRY_AFTER, RetryPolicy
 
 __all__ = ["ApprovalRule", "Policy", "ToolPolicy", "load_policies", "parse_duration"]
 
@@ -46,6 +48,14 @@ MAX_DURATION = timedelta(days=3650)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+#: Rate limits from one call per ~11.6 days to a million per second: slower rates
+#: would put a tool's next free time (and the retry times it gives tasks) beyond
+#: what a datetime can hold; faster ones are no limit at all.
+MIN_RATE_PER_SECOND = 1e-6
+MAX_RATE_PER_SECOND = 1e6
+#: The largest ``max_retry_after`` a policy may set.
+MAX_RETRY_AFTER_LIMIT = timedelta(days=365)
 
 
 def parse_duration(value: object) -> timedelta:
@@ -65,6 +75,17 @@ def parse_duration(value: object) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+def _retry_after_cap(value: object) -> timedelta:
+    """A ``max_retry_after`` value: a positive duration of at most a year."""
+    try:
+        cap = parse_duration(value)
+    except OverflowError as exc:
+        raise ValueError(f"duration {value!r} is too large") from exc
+    if cap <= timedelta(0) or cap > MAX_RETRY_AFTER_LIMIT:
+        raise ValueError(f"max_retry_after {value!r} must be more than 0 and at most 365d")
+    return cap
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -78,18 +99,28 @@ class Defaults(_Strict):
     escalate_after: timedelta = timedelta(hours=72)
     escalation_tool: str = "escalate"
     notify_tool: str | None = "request_approval"
+    max_retry_after: timedelta = timedelta(seconds=DEFAULT_MAX_RETRY_AFTER)
 
     @field_validator("backoff_initial", "backoff_max", "escalate_after", mode="before")
     @classmethod
     def _duration(cls, v: object) -> timedelta:
         return parse_duration(v)
 
+    @field_validator("max_retry_after", mode="before")
+    @classmethod
+    def _cap(cls, v: object) -> timedelta:
+        return _retry_after_cap(v)
+
 
 class ToolPolicy(_Strict):
     """Limits for one tool."""
 
     allowed_hosts: tuple[str, ...] = ()
-    rate_limit_per_second: float | None = Field(default=None, gt=0)
+    rate_limit_per_second: float | None = Field(
+        default=None, ge=MIN_RATE_PER_SECOND, le=MAX_RATE_PER_SECOND, allow_inf_nan=False
+    )
+    rate_limit_burst: int | None = Field(default=None, ge=1, le=1_000_000, strict=True)
+    max_retry_after: timedelta | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     timeout: timedelta | None = None
     requires_approval: bool = False
@@ -98,6 +129,11 @@ class ToolPolicy(_Strict):
     @classmethod
     def _duration(cls, v: object) -> timedelta | None:
         return None if v is None else parse_duration(v)
+
+    @field_validator("max_retry_after", mode="before")
+    @classmethod
+    def _cap(cls, v: object) -> timedelta | None:
+        return None if v is None else _retry_after_cap(v)
 
     @field_validator("allowed_hosts")
     @classmethod
@@ -167,6 +203,20 @@ class Policy(_Strict):
             initial=self.defaults.backoff_initial.total_seconds(),
             max_delay=self.defaults.backoff_max.total_seconds(),
         )
+
+    def rate_limit(self, tool: str) -> tuple[float, int] | None:
+        """The tool's ``(calls per second, burst)``, or ``None`` if unlimited. The
+        burst defaults to one second's calls (at least one)."""
+        configured = self.for_tool(tool)
+        rate = configured.rate_limit_per_second
+        if rate is None:
+            return None
+        return rate, configured.rate_limit_burst or max(1, int(rate))
+
+    def max_retry_after(self, tool: str) -> float:
+        """The longest ``Retry-After`` (seconds) honoured for this tool."""
+        cap = self.for_tool(tool).max_retry_after or self.defaults.max_retry_after
+        return cap.total_seconds()
 
     def approval_rule(self, tool: str, args: Mapping[str, Any]) -> ApprovalRule | None:
         """The rule that makes this call need a human, if any."""

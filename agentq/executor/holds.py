@@ -12,6 +12,8 @@ from typing import Any, Protocol
 
 from agentq.clock import Clock
 from agentq.ledger import Tables
+from agentq.policies import Policy
+from agentq.retry import hold_in_force
 
 __all__ = ["Holds"]
 
@@ -23,8 +25,9 @@ class _RecordReader(Protocol):
 class Holds:
     """This worker's view of the tools' Retry-After holds."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, policy: Policy) -> None:
         self.clock = clock
+        self.policy = policy
         self.local: dict[str, datetime] = {}
         self._reads: dict[str, tuple[float, datetime | None]] = {}
 
@@ -40,6 +43,7 @@ class Holds:
         if cached is not None and mono - cached[0] < 0.5:
             return cached[1]
         rec = reader.get_record(Tables.HOLDS, tool)
-        until = None if rec is None else datetime.fromisoformat(rec["until"])
+        # A hold beyond the tool's Retry-After cap (or not written by agentq) is ignored.
+        until = hold_in_force(rec, now, self.policy.max_retry_after(tool))
         self._reads[tool] = (mono, until)
         return until

@@ -30,7 +30,8 @@ from agentq.ledger import Tables
 from agentq.lifecycle import approvals
 from agentq.lifecycle import tasks as lifecycle
 from agentq.lifecycle.states import Event
-from agentq.retry import PermanentError, RetryLater
+from agentq.ratelimit import RateLimitWait
+from agentq.retry import PermanentError, RetryLater, judge_retry_later
 
 __all__ = [
     "TIMER_KINDS",
@@ -88,9 +89,14 @@ def apply_failure(
     """A failed (or not started) attempt: deferred, throttled, dead or retried."""
     rt = tx.runtime
     error = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, RateLimitWait):  # its turn is later: it did not run, not a failure
+        waiting = dict(rec)
+        exc.keep_turn(waiting)
+        lifecycle.reschedule(rt, tx.tx, waiting, Event.DEFER, exc.at, error=rec.get("error"))
+        return "rate_limited"
     if isinstance(exc, RetryLater):
-        until = tx.now + timedelta(seconds=exc.after)
-        if until is not None:
+        until, error = judge_retry_later(exc, tx.now, rt.policy.max_retry_after(rec["tool"]))
+        if until is not None:  # None: beyond the cap, an ordinary failure below
             throttles = int(rec.get("throttles", 0)) + 1
             if throttles > rt.policy.retry_policy(rec["tool"]).max_throttles:
                 lifecycle.dead_letter(rt, tx.tx, rec, f"throttled {throttles} times: {error}",

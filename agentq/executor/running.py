@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from agentq.clock import Clock
 from agentq.context import Checkpoint, ToolContext
 from agentq.executor.inflight import Inflight, Outcome
 from agentq.executor.outcomes import TIMER_KINDS, succeeded_record
 from agentq.executor.state import WorkerState
 from agentq.faults import WorkerCrash
 from agentq.http import tool_http_client
+from agentq.ratelimit import RateLimiter
 from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
@@ -69,31 +69,10 @@ def tool_timeout(runtime: Runtime, definition: ToolDef | None) -> float | None:
     return definition.timeout
 
 
-class _TokenBucket:
-    def __init__(self, rate: float, clock: Clock) -> None:
-        self.rate = rate
-        self.clock = clock
-        self.tokens = rate
-        self.last = clock.monotonic()
-        self.lock = threading.Lock()
-
-    def acquire(self) -> None:
-        while True:
-            with self.lock:
-                now = self.clock.monotonic()
-                self.tokens = min(self.rate, self.tokens + (now - self.last) * self.rate)
-                self.last = now
-                if self.tokens >= 1:
-                    self.tokens -= 1
-                    return
-                wait = (1 - self.tokens) / self.rate
-            self.clock.sleep(wait)
-
-
 class Running(WorkerState):
     """The handler-thread stage of a worker."""
 
-    _buckets: dict[str, _TokenBucket]
+    _limiter: RateLimiter
 
     def _start_handlers(self) -> None:
         # A fresh work queue per start: handler threads of an earlier run that still
@@ -225,13 +204,15 @@ class Running(WorkerState):
             inflight.deadline = start + inflight.timeout
         ctx: ToolContext | None = None
         try:
+            if definition is not None:
+                # Before the span: a task whose turn is later did not run.
+                self._limiter.admit(definition.name, rec)
             with rt.telemetry.execute_span(
                 rec["tool"], rec["task_id"], rec["attempt"], rec.get("trace") or {}
             ):
                 if definition is None:  # one of the runtime's own timers
                     fired = "escalated" if rec.get("kind") == "escalation" else "expired"
                     return Outcome("success", inflight, result={fired: True})
-                self._rate_limit(definition.name)
                 args = definition.validate_args(rec["args"])
                 ctx = self._context(inflight, definition)
                 if definition.is_async:
@@ -301,14 +282,6 @@ class Running(WorkerState):
                 thread.start()
                 self._loop, self._loop_thread = loop, thread
             return self._loop
-
-    def _rate_limit(self, tool: str) -> None:
-        rate = self.runtime.policy.for_tool(tool).rate_limit_per_second
-        if rate is None:
-            return
-        with self._lock:
-            bucket = self._buckets.setdefault(tool, _TokenBucket(rate, self.clock))
-        bucket.acquire()
 
 
 class _SharedTransport(httpx.BaseTransport):

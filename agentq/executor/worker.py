@@ -27,6 +27,7 @@ from agentq.executor.leases import LeaseMonitor
 from agentq.executor.receiving import Receiving
 from agentq.executor.running import Running
 from agentq.lifecycle.tasks import ESCALATION_QUEUE
+from agentq.ratelimit import RateLimiter
 
 if TYPE_CHECKING:
     from agentq.runtime import Runtime
@@ -93,7 +94,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         self.monitor_interval = monitor_interval
         self.stats = WorkerStats()
         self._stats_lock = threading.Lock()
-        self.holds = Holds(self.clock)
+        self.holds = Holds(self.clock, runtime.policy)
         self.admission = Admission(runtime, self.holds, self._count, max_deliveries=max_deliveries)
         self._inflight = {}
         self._lock = threading.Condition()
@@ -104,7 +105,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         self.abandoned = 0
         self._outcomes = queue_mod.SimpleQueue()
         self._work = queue_mod.SimpleQueue()
-        self._buckets = {}
+        self._limiter = RateLimiter(runtime.backend, runtime.clock, runtime.policy)
         self._handlers_started = 0  # names handler threads, replacements included
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -93,3 +93,41 @@ def test_checked_classifies_api_answers() -> None:
         checked(httpx.Response(500), "api")
     with pytest.raises(PermanentError, match="api refused: 422"):
         checked(httpx.Response(422, text="bad amount"), "api")
+
+
+def retry_after_of(header: str, clock: FakeClock | None = None) -> float:
+    c = client(lambda r: httpx.Response(429, headers={"Retry-After": header}), clock)
+    with pytest.raises(RetryLater) as info:
+        c.get("https://api.example.com/")
+    return info.value.after
+
+
+def test_retry_after_http_date_in_the_past_means_now() -> None:
+    clock = FakeClock()
+    past = (clock.now() - timedelta(days=2)).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    assert retry_after_of(past, clock) == 0
+
+
+def test_retry_after_http_date_is_relative_to_the_injected_clock() -> None:
+    clock = FakeClock()
+    header = "Fri, 31 Dec 9999 23:59:59 GMT"
+    expected = (datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC) - clock.now()).total_seconds()
+    assert retry_after_of(header, clock) == expected
+    # "-0000" (no zone information) parses to a naive time: it is read as GMT.
+    assert retry_after_of("Fri, 31 Dec 9999 23:59:59 -0000", clock) == expected
+
+
+@pytest.mark.parametrize(
+    "header", ["soon", "-5", "inf", "nan", "1e9", "0x10", "", "Fri, 99 Foo 2026 25:61:00 GMT"]
+)
+def test_garbage_retry_after_means_the_default_delay(header: str) -> None:
+    assert retry_after_of(header) == 1.0  # the throttle default, as without the header
+
+
+def test_retry_after_with_many_digits_is_kept_for_the_cap_to_judge() -> None:
+    assert retry_after_of("99999999999999999999") == 1e20
+
+
+def test_retry_later_refuses_nan() -> None:
+    with pytest.raises(ValueError, match="nan"):
+        RetryLater(float("nan"))
