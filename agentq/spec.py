@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
-from agentq.errors import InvalidIdentifier, InvalidMessage, PayloadTooLarge
+from agentq.errors import ConfigError, InvalidIdentifier, InvalidMessage, PayloadTooLarge
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -23,6 +24,7 @@ __all__ = [
     "KeyType",
     "PayloadType",
     "QueueSpec",
+    "check_new_queue_name",
     "validate_identifier",
 ]
 
@@ -46,6 +48,21 @@ def validate_identifier(name: object, what: str = "identifier") -> str:
     if name.lower().startswith(_RESERVED_PREFIXES):
         raise InvalidIdentifier(f"invalid {what} {name!r}: the prefix is reserved")
     return name
+
+
+def check_new_queue_name(name: str, existing: Iterable[str]) -> None:
+    """Refuse a new queue ``name`` that equals an ``existing`` one but for case.
+
+    Identifiers are case-insensitive in Spanner and table names in SQLite, so
+    ``tasks`` and ``Tasks`` would be one table: every backend refuses the second.
+    """
+    folded = name.lower()
+    for other in existing:
+        if other != name and other.lower() == folded:
+            raise ConfigError(
+                f"queue {name!r} cannot be created: queue {other!r} exists, and queue "
+                "names are case-insensitive (as Spanner identifiers are)"
+            )
 
 
 class KeyType(StrEnum):

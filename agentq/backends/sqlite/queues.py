@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from agentq.errors import ConfigError
-from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec
+from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec, check_new_queue_name
 
 __all__ = [
     "SCHEMA",
@@ -122,7 +122,8 @@ def create_queue(conn: sqlite3.Connection, spec: QueueSpec) -> None:
     """Create the queue's table and record its spec (inside a write transaction).
 
     Creating a queue that exists with the same spec does nothing; with another
-    spec it is a :class:`ConfigError`.
+    spec, under another case of its name, or named like a table that is not a
+    queue, it is a :class:`ConfigError`.
     """
     row = conn.execute("SELECT spec FROM agentq_queues WHERE name = ?", (spec.name,)).fetchone()
     wanted = _spec_to_json(spec)
@@ -130,6 +131,19 @@ def create_queue(conn: sqlite3.Connection, spec: QueueSpec) -> None:
         if row[0] != wanted:
             raise ConfigError(f"queue {spec.name!r} already exists with a different spec: {row[0]}")
         return
+    check_new_queue_name(spec.name, queue_names(conn))
+    # Table and index names are case-insensitive in SQLite, and CREATE TABLE IF NOT
+    # EXISTS would silently adopt an application's table of the same name.
+    clash = conn.execute(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'view', 'index') "
+        "AND name = ? COLLATE NOCASE",
+        (spec.name,),
+    ).fetchone()
+    if clash is not None:
+        raise ConfigError(
+            f"queue {spec.name!r} cannot be created: the database already has a "
+            f"{clash[0]} {clash[1]!r} that is not an agentq queue; choose another name"
+        )
     parent_keys = None
     if spec.parent is not None:
         info = conn.execute(f'PRAGMA table_info("{spec.parent}")').fetchall()
