@@ -22,6 +22,7 @@ from agentq.backends.base import (
 )
 from agentq.backends.sqlite import queues, records
 from agentq.backends.sqlite.connection import Database
+from agentq.backends.sqlite.files import DEFAULT_FILE_MODE, parse_file_mode
 from agentq.backends.sqlite.leases import Leases
 from agentq.backends.sqlite.queues import QueueSQL
 from agentq.backends.sqlite.transaction import SQLiteTransaction
@@ -39,7 +40,9 @@ class SQLiteBackend:
     """Spanner-queue semantics on an embedded SQLite database.
 
     ``path`` is a file path or ``":memory:"``. Open it through
-    :func:`agentq.open_backend` with ``sqlite:///path/to.db``.
+    :func:`agentq.open_backend` with ``sqlite:///path/to.db``. Files it creates
+    are readable by their owner only unless ``file_mode`` (e.g. ``0o640`` or
+    ``"0640"``) says otherwise (:mod:`.files`).
     """
 
     def __init__(
@@ -52,9 +55,11 @@ class SQLiteBackend:
         busy_timeout: float = 30.0,
         poll_interval: float = 0.01,
         ttl_sweep_interval: float = 1.0,
+        file_mode: int | str = DEFAULT_FILE_MODE,
     ) -> None:
         if durability not in ("full", "normal"):
             raise ConfigError(f"durability must be 'full' or 'normal', not {durability!r}")
+        self.file_mode = parse_file_mode(file_mode)
         self.clock: Clock = clock or SystemClock()
         self.redelivery = redelivery or RedeliveryPolicy()
         self.ordered_keys = True  # one B-tree per table: locality, no hotspot
@@ -68,7 +73,11 @@ class SQLiteBackend:
         notifier_key = f"memory:{id(self)}" if memory else self._path
         self._notifier = notifier_for(notifier_key)
         self._db = Database(
-            self._path, durability=durability, busy_timeout=busy_timeout, clock=self.clock
+            self._path,
+            durability=durability,
+            busy_timeout=busy_timeout,
+            file_mode=self.file_mode,
+            clock=self.clock,
         )
         self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
         self._watcher = (
@@ -214,8 +223,15 @@ class SQLiteBackend:
         return f"SQLiteBackend({self._path!r}, durability={self.durability!r})"
 
 
+_URL_OPTIONS = ("durability", "file_mode")
+
+
 def open_sqlite(url: str, clock: Clock | None, options: Mapping[str, Any]) -> SQLiteBackend:
-    """Open ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``sqlite:///:memory:``."""
+    """Open ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``sqlite:///:memory:``.
+
+    URL options: ``durability=full|normal`` and ``file_mode=0600`` (the mode of
+    the files it creates).
+    """
     parts = urlsplit(url)
     if parts.netloc:
         raise ConfigError(f"SQLite URL {url!r} must not have a host: use sqlite:///path/to.db")
@@ -223,9 +239,11 @@ def open_sqlite(url: str, clock: Clock | None, options: Mapping[str, Any]) -> SQ
     if not path:
         raise ConfigError(f"SQLite URL {url!r} has no path: use sqlite:///path/to.db")
     kwargs: dict[str, Any] = {}
-    for name, values in parse_qs(parts.query).items():
-        if name != "durability":
-            raise ConfigError(f"unknown SQLite URL option {name!r} (known: durability)")
-        kwargs["durability"] = values[-1]
+    for name, values in parse_qs(parts.query, keep_blank_values=True).items():
+        if name not in _URL_OPTIONS:
+            raise ConfigError(
+                f"unknown SQLite URL option {name!r} (known: {', '.join(_URL_OPTIONS)})"
+            )
+        kwargs[name] = values[-1]
     kwargs.update(options)
     return SQLiteBackend(path, clock=clock, **kwargs)

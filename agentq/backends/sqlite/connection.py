@@ -42,6 +42,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from agentq.backends.sqlite.files import create_file
 from agentq.backends.sqlite.writer_lock import WriterLock
 from agentq.clock import Clock
 from agentq.errors import BackendUnavailable, TransactionAborted, TransactionError
@@ -84,10 +85,13 @@ class Database:
     """One SQLite connection shared by a backend's threads, and the only way to
     write through it (:meth:`write`) or read outside a transaction (:meth:`read`).
 
-    ``path`` is an absolute file path or ``":memory:"``.
+    ``path`` is an absolute file path or ``":memory:"``; a database file and the
+    writer lock that do not exist yet are created with ``file_mode``.
     """
 
-    def __init__(self, path: str, *, durability: str, busy_timeout: float, clock: Clock) -> None:
+    def __init__(
+        self, path: str, *, durability: str, busy_timeout: float, file_mode: int, clock: Clock
+    ) -> None:
         self.path = path
         self.memory = path == ":memory:"
         self.durability = durability
@@ -101,8 +105,17 @@ class Database:
         self._arrivals = [0, 0]  # [bookkeeping, durable]
         self._arrivals_lock = threading.Lock()
         self._group: _CommitGroup | None = None
+        if not self.memory:
+            # Created here, not by SQLite (always 0644 less the umask); its -wal and
+            # -shm files take this file's mode.
+            try:
+                create_file(path, file_mode)
+            except OSError as exc:
+                raise BackendUnavailable(
+                    f"cannot create SQLite database {path!r}: {exc.strerror}"
+                ) from exc
         self._conn = self.connect()
-        self._writer = None if self.memory else WriterLock(path, busy_timeout)
+        self._writer = None if self.memory else WriterLock(path, busy_timeout, file_mode)
 
     def connect(self) -> sqlite3.Connection:
         """A new connection to the database with agentq's settings."""
