@@ -150,6 +150,7 @@ class QueueSpec:
                     f"queue {self.name!r}: key column {col.name!r} must be "
                     f"{col.type.value}, got {type(value).__name__}"
                 )
+            _check_storable(self.name, col, value)
         return tuple(parts)
 
     def encode_payload(self, payload: object) -> bytes:
@@ -178,6 +179,27 @@ class QueueSpec:
         if self.payload is PayloadType.BYTES:
             return bytes(data)
         return json.loads(data)
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _check_storable(queue: str, col: KeyColumn, value: object) -> None:
+    """Refuse what no backend can store: SQLite and Spanner keep INT64 integers
+    and UTF-8 text (the drivers would raise OverflowError or UnicodeEncodeError)."""
+    if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+        raise InvalidMessage(
+            f"queue {queue!r}: key column {col.name!r} value {value} does not fit a "
+            f"64-bit integer ({_INT64_MIN} to {_INT64_MAX})"
+        )
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidMessage(
+                f"queue {queue!r}: key column {col.name!r} value {value!r} is not valid "
+                f"UTF-8 text ({exc.reason} at position {exc.start})"
+            ) from exc
 
 
 _SYSTEM_COLUMNS = frozenset({"payload", "deliver_time", "delivertime"})
