@@ -5,6 +5,11 @@ compare-and-swap updates, is the stored JSON text itself: comparing it is one
 memcmp in SQLite, and no other writer can make an equal text mean something
 else. The write helpers run inside a transaction on its connection; the read
 helpers outside one, through :meth:`Database.read`.
+
+Keys come from users (task ids, approval ids, idempotency keys). One that is
+not valid UTF-8 text (surrogate-escaped bytes from a command line, say) cannot
+be stored, so it names no record: reads find nothing, writes are refused as
+:class:`~agentq.errors.InvalidMessage`.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 
 from agentq.backends.base import EncodedRecord, StoredRecord, record_text
 from agentq.backends.sqlite.connection import Database
+from agentq.errors import InvalidMessage
 from agentq.spec import validate_identifier
 
 __all__ = [
@@ -50,31 +56,57 @@ def _record_table(table: str) -> str:
     return table
 
 
+def _storable(key: str) -> bool:
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _unstorable(table: str, key: str, exc: UnicodeEncodeError) -> InvalidMessage:
+    return InvalidMessage(
+        f"record key {key!r} of {table!r} is not valid UTF-8 text "
+        f"({exc.reason} at position {exc.start})"
+    )
+
+
 def get_record(conn: sqlite3.Connection, table: str, key: str) -> dict[str, Any] | None:
-    row = conn.execute(
-        "SELECT v FROM agentq_records WHERE tbl = ? AND k = ?", (table, key)
-    ).fetchone()
+    try:
+        row = conn.execute(
+            "SELECT v FROM agentq_records WHERE tbl = ? AND k = ?", (table, key)
+        ).fetchone()
+    except UnicodeEncodeError:
+        return None  # no record can have this key
     return None if row is None else dict(json.loads(row[0]))
 
 
 def put_record(
     conn: sqlite3.Connection, table: str, key: str, value: Mapping[str, Any] | EncodedRecord
 ) -> None:
-    conn.execute(
-        "INSERT OR REPLACE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
-        (_record_table(table), key, record_text(value)),
-    )
+    try:
+        conn.execute(
+            "INSERT OR REPLACE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
+            (_record_table(table), key, record_text(value)),
+        )
+    except UnicodeEncodeError as exc:
+        raise _unstorable(table, key, exc) from exc
 
 
 def insert_record(conn: sqlite3.Connection, table: str, key: str, value: Mapping[str, Any]) -> bool:
-    cur = conn.execute(
-        "INSERT OR IGNORE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
-        (_record_table(table), key, record_text(value)),
-    )
+    try:
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
+            (_record_table(table), key, record_text(value)),
+        )
+    except UnicodeEncodeError as exc:
+        raise _unstorable(table, key, exc) from exc
     return cur.rowcount > 0
 
 
 def delete_record(conn: sqlite3.Connection, table: str, key: str) -> bool:
+    if not _storable(key):
+        return False
     cur = conn.execute("DELETE FROM agentq_records WHERE tbl = ? AND k = ?", (table, key))
     return cur.rowcount > 0
 
@@ -91,7 +123,8 @@ def replace_records(
     return [
         key
         for key, version, value in items
-        if execute(
+        if not _storable(key)  # a record never stored cannot be at this version
+        or execute(
             "UPDATE agentq_records SET v = ? WHERE tbl = ? AND k = ? AND v = ?",
             (record_text(value), table, key, version),
         ).rowcount
@@ -101,7 +134,7 @@ def replace_records(
 
 def read_records(db: Database, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
     out: dict[str, StoredRecord] = {}
-    wanted = list(dict.fromkeys(keys))
+    wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
     for first in range(0, len(wanted), _IN_CHUNK):
         rows = db.read(partial(_select_keys, table=table, keys=wanted[first : first + _IN_CHUNK]))
         # Decoded outside the lock: a writer may use the connection meanwhile.
@@ -123,6 +156,8 @@ def list_records(
     # Keys with the prefix form one contiguous range of the primary key.
     sql = "SELECT k, v FROM agentq_records WHERE tbl = ? AND k >= ?"
     params: list[Any] = [table, prefix]
+    if not _storable(prefix):
+        return []  # no stored key starts with it
     if prefix:
         sql += " AND k < ?"
         params.append(prefix[:-1] + chr(ord(prefix[-1]) + 1))
