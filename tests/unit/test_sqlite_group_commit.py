@@ -13,6 +13,7 @@ import pytest
 
 from agentq.backends import Transaction
 from agentq.backends.sqlite import SQLiteBackend
+from agentq.errors import BackendUnavailable
 
 
 @pytest.fixture(params=["full", "normal"])
@@ -183,7 +184,7 @@ def test_when_the_shared_commit_fails_the_waiting_members_run_again_alone(
     def run(fn: Any) -> None:
         try:
             backend.transact(fn)
-        except sqlite3.OperationalError as exc:
+        except BackendUnavailable as exc:
             errors.append(exc)
 
     a = threading.Thread(target=run, args=(first,))
@@ -198,6 +199,8 @@ def test_when_the_shared_commit_fails_the_waiting_members_run_again_alone(
     b.join(10)
     # The second committed the group; its COMMIT failed, so it reports the error.
     # The first had only waited: nothing of it was written, so it ran again, alone.
-    assert [str(e) for e in errors] == ["disk I/O error"]
+    # It is mapped to an agentq error, the driver's kept as the cause.
+    assert len(errors) == 1 and "disk I/O error" in str(errors[0])
+    assert isinstance(errors[0].__cause__, sqlite3.OperationalError)
     assert backend.get_record("t", "first") == {"ok": True}
     assert backend.get_record("t", "second") is None

@@ -32,7 +32,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from tenacity import (
@@ -42,6 +43,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from agentq.backends.sqlite.driver_errors import translate, translate_os_error
 from agentq.backends.sqlite.files import create_file
 from agentq.backends.sqlite.writer_lock import WriterLock
 from agentq.clock import Clock
@@ -111,9 +113,7 @@ class Database:
             try:
                 create_file(path, file_mode)
             except OSError as exc:
-                raise BackendUnavailable(
-                    f"cannot create SQLite database {path!r}: {exc.strerror}"
-                ) from exc
+                raise translate_os_error(exc, path) from exc
         self._conn = self.connect()
         self._writer = None if self.memory else WriterLock(path, busy_timeout, file_mode)
 
@@ -133,20 +133,39 @@ class Database:
             conn.execute(f"PRAGMA synchronous={self.durability.upper()}")
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
-            raise BackendUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+            mapped = translate(exc, self.path) or BackendUnavailable(
+                f"cannot open SQLite database {self.path!r}: {exc}"
+            )
+            raise mapped from exc
         return conn
 
     def setup(self, script: str) -> None:
         """Run a DDL script (``CREATE ... IF NOT EXISTS``) on the connection."""
-        with self._lock:
+        with self._lock, self._mapped_errors():
             self._conn.executescript(script)
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` under the connection lock, after committing any open
         group: a read must never see uncommitted members."""
-        with self._lock:
+        with self._lock, self._mapped_errors():
+            self._check_open()
             self._settle()
             return fn(self._conn)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise BackendUnavailable(f"the SQLite backend of {self.path!r} is closed")
+
+    @contextmanager
+    def _mapped_errors(self) -> Iterator[None]:
+        """Driver errors leave as agentq errors (:mod:`.driver_errors`)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            mapped = translate(exc, self.path)
+            if mapped is None:
+                raise
+            raise mapped from exc
 
     def close(self) -> None:
         self.closed = True
@@ -163,10 +182,13 @@ class Database:
 
         The first attempt runs directly; only a BUSY error (another process held
         the lock past ``busy_timeout``) builds the tenacity retry loop, keeping
-        the common path cheap.
+        the common path cheap. Driver errors leave as agentq errors.
         """
-        if self.closed:
-            raise BackendUnavailable("backend is closed")
+        with self._mapped_errors():
+            return self._write(body, durable)
+
+    def _write(self, body: Callable[[sqlite3.Connection], T], durable: bool) -> T:
+        self._check_open()
         if getattr(self._local, "in_tx", False):
             raise TransactionError("transactions cannot be nested")
         try:
