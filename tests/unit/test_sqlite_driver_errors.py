@@ -38,6 +38,16 @@ def _make_room(backend: SQLiteBackend) -> None:
     backend._db._conn.execute("PRAGMA max_page_count = 1073741823")
 
 
+def _runtime(db: Path) -> Runtime:
+    return Runtime(
+        f"sqlite:///{db}",
+        tools=ROOT / "tools",
+        policies=ROOT / "policies",
+        clock=FakeClock(),
+        settings={"payments_url": "http://127.0.0.1:9"},
+    )
+
+
 def test_a_full_database_is_database_not_writable_and_nothing_is_half_written(
     tmp_path: Path,
 ) -> None:
@@ -65,13 +75,7 @@ def test_a_full_database_is_database_not_writable_and_nothing_is_half_written(
 
 
 def test_enqueue_action_on_a_full_database_raises_database_not_writable(tmp_path: Path) -> None:
-    rt = Runtime(
-        f"sqlite:///{tmp_path / 'agentq.db'}",
-        tools=ROOT / "tools",
-        policies=ROOT / "policies",
-        clock=FakeClock(),
-        settings={"payments_url": "http://127.0.0.1:9"},
-    )
+    rt = _runtime(tmp_path / "agentq.db")
     try:
         assert isinstance(rt.backend, SQLiteBackend)
         _fill_up(rt.backend)
@@ -155,6 +159,25 @@ def test_opening_a_read_only_database_in_a_read_only_directory_is_database_not_w
         open_backend(f"sqlite:///{db}")
     assert str(db) in str(info.value)
     assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+
+
+def test_enqueue_action_and_drain_on_a_read_only_database_raise_database_not_writable(
+    tmp_path: Path, read_only: ReadOnly
+) -> None:
+    db = tmp_path / "agentq.db"
+    rt = _runtime(db)
+    task = rt.enqueue_action("execute_refund", {"order_id": "o-1", "amount": 30})
+    rt.close()
+    read_only(db)
+    rt = _runtime(db)
+    try:
+        assert rt.task(task.task_id).status == "queued"  # reading still works
+        with pytest.raises(DatabaseNotWritable, match="read-only"):
+            rt.enqueue_action("execute_refund", {"order_id": "o-2", "amount": 30})
+        with pytest.raises(DatabaseNotWritable, match="read-only"):
+            rt.worker().drain()
+    finally:
+        rt.close()
 
 
 def test_a_database_in_a_directory_that_cannot_be_created_is_a_clear_error(
