@@ -36,9 +36,7 @@ def _modes_while_open(db: Path, query: str = "") -> dict[str, int]:
         backend.close()
 
 
-def test_database_wal_shm_and_lock_files_are_created_owner_only(
-    tmp_path: Path, umask: int
-) -> None:
+def test_database_wal_shm_and_lock_files_are_created_owner_only(tmp_path: Path, umask: int) -> None:
     modes = _modes_while_open(tmp_path / "ledger.db")
     assert modes == dict.fromkeys(SUFFIXES, 0o600)
 

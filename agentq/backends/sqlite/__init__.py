@@ -11,6 +11,7 @@ default, every write in ``BEGIN IMMEDIATE``). Where to find what:
 * :mod:`.writer_lock` -- the file lock beside the database that makes agentq
   processes take turns at the write lock.
 * :mod:`.files` -- the mode of the files it creates (0600 unless relaxed).
+* :mod:`.driver_errors` -- which sqlite3 error becomes which agentq error.
 * :mod:`.queues` -- a queue's table, DDL and prepared SQL; the stored specs.
 * :mod:`.leases` -- leasing, lease tokens, renewal, TTL drops, counters, stats.
 * :mod:`.transaction` -- the ``tx`` of ``transact``: send, ack, records, SQL.

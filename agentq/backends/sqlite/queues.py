@@ -171,6 +171,7 @@ def load_spec(conn: sqlite3.Connection, name: str) -> QueueSpec | None:
 
 
 def queue_names(conn: sqlite3.Connection) -> list[str]:
+    """Every queue of the database, by name."""
     rows = conn.execute("SELECT name FROM agentq_queues ORDER BY name").fetchall()
     return [r[0] for r in rows]
 
