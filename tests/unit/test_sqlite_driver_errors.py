@@ -180,6 +180,26 @@ def test_enqueue_action_and_drain_on_a_read_only_database_raise_database_not_wri
         rt.close()
 
 
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_a_read_only_database_agentq_cannot_set_up_is_refused_leaving_nothing_open(
+    tmp_path: Path, read_only: ReadOnly
+) -> None:
+    db = tmp_path / "app.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+    conn.close()
+    read_only(db)
+    before = _open_fds()
+    with pytest.raises(DatabaseNotWritable, match="read-only"):
+        open_backend(f"sqlite:///{db}")
+    assert not _open_fds() - before  # nothing left open (others may close meanwhile)
+
+
 def test_a_database_in_a_directory_that_cannot_be_created_is_a_clear_error(
     tmp_path: Path,
 ) -> None:

@@ -80,12 +80,16 @@ class SQLiteBackend:
             clock=self.clock,
         )
         self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
-        self._watcher = (
-            None
-            if memory
-            else Watcher(self._db.connect(), self._path, self._notifier, poll_interval)
-        )
-        self._db.setup(queues.SCHEMA + records.SCHEMA)
+        self._watcher: Watcher | None = None
+        try:
+            if not memory:
+                self._watcher = Watcher(
+                    self._db.connect(), self._path, self._notifier, poll_interval
+                )
+            self._db.setup(queues.SCHEMA + records.SCHEMA)
+        except BaseException:
+            self.close()  # a database that cannot be set up leaves nothing open
+            raise
 
     @property
     def url(self) -> str:
