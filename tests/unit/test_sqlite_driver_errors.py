@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from agentq import FakeClock, Runtime
-from agentq.backends import Backend, open_backend
+from agentq.backends import Backend, Transaction, open_backend
 from agentq.backends.sqlite import SQLiteBackend
 from agentq.errors import BackendUnavailable, DatabaseNotWritable
 from agentq.spec import QueueSpec
@@ -57,18 +57,18 @@ def test_a_full_database_is_database_not_writable_and_nothing_is_half_written(
         backend.create_queue(QueueSpec.simple("Jobs"))
         _fill_up(backend)
 
-        def decide(tx: object) -> None:
-            tx.put_record("orders", "o-1", {"state": "decided"})  # type: ignore[attr-defined]
-            tx.send("Jobs", "1", b"x" * 20_000)  # type: ignore[attr-defined]
+        def decide(tx: Transaction) -> None:
+            tx.put_record("orders", "o-1", {"state": "decided"})
+            tx.send("Jobs", "1", b"x" * 20_000)
 
         with pytest.raises(DatabaseNotWritable, match="full") as info:
-            backend.transact(decide)  # type: ignore[arg-type]
+            backend.transact(decide)
         assert str(db) in str(info.value)
         assert isinstance(info.value.__cause__, sqlite3.OperationalError)
         assert backend.get_record("orders", "o-1") is None
         assert backend.stats("Jobs").depth == 0
         _make_room(backend)  # the operator frees space: the same write now commits
-        backend.transact(decide)  # type: ignore[arg-type]
+        backend.transact(decide)
         assert backend.stats("Jobs").depth == 1
     finally:
         backend.close()
