@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
-from agentq.errors import InvalidIdentifier, InvalidMessage, PayloadTooLarge
+from agentq.errors import ConfigError, InvalidIdentifier, InvalidMessage, PayloadTooLarge
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -23,6 +24,7 @@ __all__ = [
     "KeyType",
     "PayloadType",
     "QueueSpec",
+    "check_new_queue_name",
     "validate_identifier",
 ]
 
@@ -46,6 +48,21 @@ def validate_identifier(name: object, what: str = "identifier") -> str:
     if name.lower().startswith(_RESERVED_PREFIXES):
         raise InvalidIdentifier(f"invalid {what} {name!r}: the prefix is reserved")
     return name
+
+
+def check_new_queue_name(name: str, existing: Iterable[str]) -> None:
+    """Refuse a new queue ``name`` that equals an ``existing`` one but for case.
+
+    Identifiers are case-insensitive in Spanner and table names in SQLite, so
+    ``tasks`` and ``Tasks`` would be one table: every backend refuses the second.
+    """
+    folded = name.lower()
+    for other in existing:
+        if other != name and other.lower() == folded:
+            raise ConfigError(
+                f"queue {name!r} cannot be created: queue {other!r} exists, and queue "
+                "names are case-insensitive (as Spanner identifiers are)"
+            )
 
 
 class KeyType(StrEnum):
@@ -133,6 +150,7 @@ class QueueSpec:
                     f"queue {self.name!r}: key column {col.name!r} must be "
                     f"{col.type.value}, got {type(value).__name__}"
                 )
+            _check_storable(self.name, col, value)
         return tuple(parts)
 
     def encode_payload(self, payload: object) -> bytes:
@@ -161,6 +179,27 @@ class QueueSpec:
         if self.payload is PayloadType.BYTES:
             return bytes(data)
         return json.loads(data)
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _check_storable(queue: str, col: KeyColumn, value: object) -> None:
+    """Refuse what no backend can store: SQLite and Spanner keep INT64 integers
+    and UTF-8 text (the drivers would raise OverflowError or UnicodeEncodeError)."""
+    if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+        raise InvalidMessage(
+            f"queue {queue!r}: key column {col.name!r} value {value} does not fit a "
+            f"64-bit integer ({_INT64_MIN} to {_INT64_MAX})"
+        )
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidMessage(
+                f"queue {queue!r}: key column {col.name!r} value {value!r} is not valid "
+                f"UTF-8 text ({exc.reason} at position {exc.start})"
+            ) from exc
 
 
 _SYSTEM_COLUMNS = frozenset({"payload", "deliver_time", "delivertime"})

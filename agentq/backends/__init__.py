@@ -44,7 +44,7 @@ def open_backend(url: str, *, clock: Clock | None = None, **options: Any) -> Bac
     """Open the backend named by ``url``.
 
     ``options`` are passed to the backend (for SQLite: ``durability``,
-    ``redelivery``, ``busy_timeout``, ``poll_interval``).
+    ``redelivery``, ``busy_timeout``, ``poll_interval``, ``file_mode``).
     """
     if not isinstance(url, str) or "://" not in url:
         raise ConfigError(

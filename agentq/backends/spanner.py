@@ -74,7 +74,7 @@ from agentq.errors import (
     TransactionAborted,
     TransactionError,
 )
-from agentq.spec import KeyType, PayloadType, QueueSpec, validate_identifier
+from agentq.spec import KeyType, PayloadType, QueueSpec, check_new_queue_name, validate_identifier
 
 __all__ = ["SpannerBackend", "ddl", "open_spanner"]
 
@@ -365,6 +365,7 @@ class SpannerBackend:
         existing = self._specs.get(spec.name)
         if existing is not None and existing != spec:
             raise ConfigError(f"queue {spec.name!r} already exists with a different spec")
+        check_new_queue_name(spec.name, self._specs)
         ddl([spec], postgres=self.dialect.postgres)  # validates what Spanner cannot express
         self._specs[spec.name] = spec
         if self.auto_ddl:

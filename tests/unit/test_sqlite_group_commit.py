@@ -13,6 +13,7 @@ import pytest
 
 from agentq.backends import Transaction
 from agentq.backends.sqlite import SQLiteBackend
+from agentq.errors import BackendUnavailable
 
 
 @pytest.fixture(params=["full", "normal"])
@@ -24,7 +25,7 @@ def backend(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SQLiteBa
 
 def _wait_for_arrivals(backend: SQLiteBackend, n: int) -> None:
     for _ in range(10_000):
-        if sum(backend._arrivals) >= n:
+        if sum(backend._db._arrivals) >= n:
             return
         threading.Event().wait(0.001)
     raise AssertionError(f"{n} writers never queued")
@@ -34,7 +35,7 @@ def test_queued_transactions_share_one_commit_and_a_failure_undoes_only_itself(
     backend: SQLiteBackend,
 ) -> None:
     statements: list[str] = []
-    backend._conn.set_trace_callback(statements.append)
+    backend._db._conn.set_trace_callback(statements.append)
     release = threading.Event()
     errors: list[BaseException] = []
 
@@ -65,7 +66,7 @@ def test_queued_transactions_share_one_commit_and_a_failure_undoes_only_itself(
     release.set()
     for t in threads:
         t.join(10)
-    backend._conn.set_trace_callback(None)
+    backend._db._conn.set_trace_callback(None)
     assert [str(e) for e in errors] == ["the decision changed its mind"]
     assert backend.get_record("t", "first") == {"ok": True}
     assert backend.get_record("t", "good") == {"ok": True}
@@ -123,7 +124,7 @@ def test_a_durable_transaction_never_rides_a_group_committed_at_normal(
     if backend.durability == "normal":
         pytest.skip("everything commits at NORMAL")
     statements: list[str] = []
-    backend._conn.set_trace_callback(statements.append)
+    backend._db._conn.set_trace_callback(statements.append)
     release = threading.Event()
 
     def lease_like(tx: Transaction) -> None:
@@ -141,7 +142,7 @@ def test_a_durable_transaction_never_rides_a_group_committed_at_normal(
     release.set()
     t1.join(10)
     t2.join(10)
-    backend._conn.set_trace_callback(None)
+    backend._db._conn.set_trace_callback(None)
     assert statements.count("COMMIT") == 2
     # The durable one began after the NORMAL group had committed and FULL was restored.
     second_begin = [i for i, s in enumerate(statements) if s == "BEGIN IMMEDIATE"][1]
@@ -169,7 +170,7 @@ class _FailingCommit:
 def test_when_the_shared_commit_fails_the_waiting_members_run_again_alone(
     backend: SQLiteBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(backend, "_conn", _FailingCommit(backend._conn))
+    monkeypatch.setattr(backend._db, "_conn", _FailingCommit(backend._db._conn))
     queued = threading.Event()
     errors: list[BaseException] = []
 
@@ -183,12 +184,12 @@ def test_when_the_shared_commit_fails_the_waiting_members_run_again_alone(
     def run(fn: Any) -> None:
         try:
             backend.transact(fn)
-        except sqlite3.OperationalError as exc:
+        except BackendUnavailable as exc:
             errors.append(exc)
 
     a = threading.Thread(target=run, args=(first,))
     a.start()
-    while backend._group is None:  # the first one runs, holding the connection
+    while backend._db._group is None:  # the first one runs, holding the connection
         threading.Event().wait(0.001)
     b = threading.Thread(target=run, args=(second,))
     b.start()
@@ -198,6 +199,8 @@ def test_when_the_shared_commit_fails_the_waiting_members_run_again_alone(
     b.join(10)
     # The second committed the group; its COMMIT failed, so it reports the error.
     # The first had only waited: nothing of it was written, so it ran again, alone.
-    assert [str(e) for e in errors] == ["disk I/O error"]
+    # It is mapped to an agentq error, the driver's kept as the cause.
+    assert len(errors) == 1 and "disk I/O error" in str(errors[0])
+    assert isinstance(errors[0].__cause__, sqlite3.OperationalError)
     assert backend.get_record("t", "first") == {"ok": True}
     assert backend.get_record("t", "second") is None

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from agentq.backends import Message
-from agentq.backends import sqlite as sqlite_backend
 from agentq.backends.sqlite import SQLiteBackend
+from agentq.backends.sqlite import watcher as sqlite_watcher
 from agentq.clock import SystemClock, to_micros
 from agentq.spec import QueueSpec
 
@@ -52,10 +52,10 @@ def _commit_foreign_message_and_wait(
 def test_a_foreign_commit_wakes_a_waiting_receiver(
     tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if mode == "inotify" and sqlite_backend._INotify is None:
+    if mode == "inotify" and sqlite_watcher._INotify is None:
         pytest.skip("no inotify on this platform")
     if mode == "polling":
-        monkeypatch.setattr(sqlite_backend, "_INotify", None)
+        monkeypatch.setattr(sqlite_watcher, "_INotify", None)
     db = tmp_path / "w.db"
     backend = SQLiteBackend(str(db), clock=SystemClock())
     backend.create_queue(QueueSpec.simple("Jobs"))
@@ -79,7 +79,7 @@ def test_a_foreign_commit_wakes_a_waiting_receiver(
 def test_without_a_file_to_watch_it_polls_and_watches_once_the_file_appears(
     tmp_path: Path,
 ) -> None:
-    if sqlite_backend._INotify is None:
+    if sqlite_watcher._INotify is None:
         pytest.skip("no inotify on this platform")
     db = tmp_path / "w.db"
     backend = SQLiteBackend(str(db), clock=SystemClock())

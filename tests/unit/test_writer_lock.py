@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 from agentq import open_backend
-from agentq.backends.writer_lock import WriterLock
+from agentq.backends.sqlite.writer_lock import WriterLock
 
 
 def test_a_second_holder_waits_and_gives_up_after_its_timeout(tmp_path: Path) -> None:

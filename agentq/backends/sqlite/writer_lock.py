@@ -24,6 +24,8 @@ import logging
 import os
 import threading
 
+from agentq.backends.sqlite.files import DEFAULT_FILE_MODE, open_or_create
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: SQLite's own locking only
@@ -38,13 +40,14 @@ _MAX_PAUSE = 0.001
 
 
 class WriterLock:
-    """An advisory exclusive ``flock`` on a file next to the database.
+    """An advisory exclusive ``flock`` on a file next to the database, created
+    with ``mode`` (like the database's files) if it does not exist.
 
     Not re-entrant and not a thread lock: the backend's own lock serialises its
     threads; this one only orders processes.
     """
 
-    def __init__(self, db_path: str, timeout: float) -> None:
+    def __init__(self, db_path: str, timeout: float, mode: int = DEFAULT_FILE_MODE) -> None:
         self.path = f"{db_path}-agentq.lock"
         self.timeout = timeout
         self._pause = threading.Event()  # never set: only its timed wait is used
@@ -53,7 +56,7 @@ class WriterLock:
         if fcntl is None:
             return
         try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._fd = open_or_create(self.path, mode)
         except OSError as exc:
             # A read-only directory, say: SQLite's own locking still orders writers.
             log.info("no writer lock %s (%s): SQLite busy handling only", self.path, exc)

@@ -1,0 +1,253 @@
+""":class:`SQLiteBackend`: the backend contract, put together from the package's
+parts (connection, queues, leases, records, watcher) and :func:`open_sqlite`,
+which opens it from a ``sqlite:///`` URL.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+from agentq.backends.base import (
+    Message,
+    QueueStats,
+    RedeliveryPolicy,
+    Renewal,
+    StoredRecord,
+    Transaction,
+)
+from agentq.backends.sqlite import queues, records
+from agentq.backends.sqlite.connection import Database
+from agentq.backends.sqlite.files import DEFAULT_FILE_MODE, parse_file_mode
+from agentq.backends.sqlite.leases import Leases
+from agentq.backends.sqlite.queues import QueueSQL
+from agentq.backends.sqlite.transaction import SQLiteTransaction
+from agentq.backends.sqlite.watcher import Watcher, notifier_for
+from agentq.clock import Clock, SystemClock, to_micros
+from agentq.errors import ConfigError, QueueNotFound
+from agentq.spec import QueueSpec, validate_identifier
+
+__all__ = ["SQLiteBackend", "open_sqlite"]
+
+T = TypeVar("T")
+
+
+class SQLiteBackend:
+    """Spanner-queue semantics on an embedded SQLite database.
+
+    ``path`` is a file path or ``":memory:"``. Open it through
+    :func:`agentq.open_backend` with ``sqlite:///path/to.db``. Files it creates
+    are readable by their owner only unless ``file_mode`` (e.g. ``0o640`` or
+    ``"0640"``) says otherwise (:mod:`.files`).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        clock: Clock | None = None,
+        durability: str = "full",
+        redelivery: RedeliveryPolicy | None = None,
+        busy_timeout: float = 30.0,
+        poll_interval: float = 0.01,
+        ttl_sweep_interval: float = 1.0,
+        file_mode: int | str = DEFAULT_FILE_MODE,
+    ) -> None:
+        if durability not in ("full", "normal"):
+            raise ConfigError(f"durability must be 'full' or 'normal', not {durability!r}")
+        self.file_mode = parse_file_mode(file_mode)
+        self.clock: Clock = clock or SystemClock()
+        self.redelivery = redelivery or RedeliveryPolicy()
+        self.ordered_keys = True  # one B-tree per table: locality, no hotspot
+        self.single_writer = True
+        self.durability = durability
+        self.poll_interval = poll_interval
+        self.ttl_sweep_interval = ttl_sweep_interval
+        memory = path == ":memory:"
+        self._path = path if memory else os.path.abspath(path)
+        self._specs: dict[str, QueueSQL] = {}
+        notifier_key = f"memory:{id(self)}" if memory else self._path
+        self._notifier = notifier_for(notifier_key)
+        self._db = Database(
+            self._path,
+            durability=durability,
+            busy_timeout=busy_timeout,
+            file_mode=self.file_mode,
+            clock=self.clock,
+        )
+        self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
+        self._watcher: Watcher | None = None
+        try:
+            if not memory:
+                self._watcher = Watcher(
+                    self._db.connect(), self._path, self._notifier, poll_interval
+                )
+            self._db.setup(queues.SCHEMA + records.SCHEMA)
+        except BaseException:
+            self.close()  # a database that cannot be set up leaves nothing open
+            raise
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:///{self._path}"
+
+    @property
+    def path(self) -> str:
+        """Database file path, or ``:memory:``."""
+        return self._path
+
+    def _now(self) -> int:
+        return to_micros(self.clock.now())
+
+    # -- queues --------------------------------------------------------------
+
+    def create_queue(self, spec: QueueSpec) -> None:
+        self._db.write(lambda conn: queues.create_queue(conn, spec))
+        self._specs[spec.name] = QueueSQL(spec)
+
+    def _queue_sql(self, name: str, conn: sqlite3.Connection | None = None) -> QueueSQL:
+        sql = self._specs.get(name)
+        if sql is not None:
+            return sql
+        validate_identifier(name, "queue name")
+        spec = self._db.read(lambda own: queues.load_spec(conn or own, name))
+        if spec is None:
+            raise QueueNotFound(f"queue {name!r} does not exist; create it first")
+        sql = QueueSQL(spec)
+        self._specs[name] = sql
+        return sql
+
+    def queue_spec(self, name: str) -> QueueSpec:
+        return self._queue_sql(name).spec
+
+    def queues(self) -> list[str]:
+        return self._db.read(queues.queue_names)
+
+    # -- transactions --------------------------------------------------------
+
+    def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
+        sent = False
+
+        def body(conn: sqlite3.Connection) -> T:
+            nonlocal sent
+            tx = SQLiteTransaction(conn, self._now(), self._queue_sql)
+            result = fn(tx)
+            if tx.doomed is not None:
+                raise tx.doomed
+            sent = tx.sent
+            return result
+
+        result = self._db.write(body, durable)
+        if sent:
+            self._notifier.notify()
+        return result
+
+    # -- receiving -----------------------------------------------------------
+
+    def stream(
+        self, queue: str, max_batch_size: int = 1, max_duration: float = 0.0
+    ) -> Iterator[list[Message]]:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+        if max_duration < 0:
+            raise ValueError(f"max_duration must not be negative, got {max_duration}")
+        self._queue_sql(queue)  # fail fast on an unknown queue
+        return self._stream(queue, max_batch_size, max_duration)
+
+    def _stream(
+        self, queue: str, max_batch_size: int, max_duration: float
+    ) -> Iterator[list[Message]]:
+        deadline = self.clock.monotonic() + max_duration
+        event = threading.Event()
+        # Subscribe before the first lease so no commit between the lease and the
+        # wait can be missed (in process: the notifier; across processes: the watcher).
+        self._notifier.subscribe(event)
+        watching = False
+        try:
+            while not self._db.closed:
+                event.clear()
+                batch, next_visible = self._leases.lease(self._queue_sql(queue), max_batch_size)
+                if batch:
+                    yield batch
+                    continue
+                remaining = deadline - self.clock.monotonic()
+                if remaining <= 0:
+                    return
+                if next_visible is not None:
+                    until_visible = (next_visible - self._now()) / 1e6
+                    remaining = min(remaining, max(until_visible, 0.0))
+                if not watching and self._watcher is not None:
+                    self._watcher.enter()
+                    watching = True
+                    continue  # lease once more: a commit may have landed before the watch
+                self.clock.wait(event, remaining)
+        finally:
+            if watching and self._watcher is not None:
+                self._watcher.leave()
+            self._notifier.unsubscribe(event)
+
+    def renew(self, queue: str, tokens: Sequence[str]) -> list[Renewal]:
+        return self._leases.renew(self._queue_sql(queue), tokens)
+
+    # -- inspection and records ----------------------------------------------
+
+    def stats(self, queue: str) -> QueueStats:
+        return self._leases.stats(self._queue_sql(queue))
+
+    def get_record(self, table: str, key: str) -> dict[str, Any] | None:
+        return self._db.read(lambda conn: records.get_record(conn, table, key))
+
+    def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
+        return records.read_records(self._db, table, keys)
+
+    def list_records(
+        self, table: str, prefix: str = "", limit: int | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        return records.list_records(self._db, table, prefix, limit)
+
+    def close(self) -> None:
+        if self._db.closed:
+            return
+        self._db.close()
+        if self._watcher is not None:
+            self._watcher.close()
+        self._notifier.notify()
+
+    def __enter__(self) -> SQLiteBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteBackend({self._path!r}, durability={self.durability!r})"
+
+
+_URL_OPTIONS = ("durability", "file_mode")
+
+
+def open_sqlite(url: str, clock: Clock | None, options: Mapping[str, Any]) -> SQLiteBackend:
+    """Open ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``sqlite:///:memory:``.
+
+    URL options: ``durability=full|normal`` and ``file_mode=0600`` (the mode of
+    the files it creates).
+    """
+    parts = urlsplit(url)
+    if parts.netloc:
+        raise ConfigError(f"SQLite URL {url!r} must not have a host: use sqlite:///path/to.db")
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if not path:
+        raise ConfigError(f"SQLite URL {url!r} has no path: use sqlite:///path/to.db")
+    kwargs: dict[str, Any] = {}
+    for name, values in parse_qs(parts.query, keep_blank_values=True).items():
+        if name not in _URL_OPTIONS:
+            raise ConfigError(
+                f"unknown SQLite URL option {name!r} (known: {', '.join(_URL_OPTIONS)})"
+            )
+        kwargs[name] = values[-1]
+    kwargs.update(options)
+    return SQLiteBackend(path, clock=clock, **kwargs)

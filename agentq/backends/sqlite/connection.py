@@ -1,0 +1,369 @@
+"""The SQLite connection and the write path: pragmas, BEGIN IMMEDIATE, group commit.
+
+Settings, and why:
+
+* WAL journal: readers never block the writer, and several processes can share
+  the file.
+* ``synchronous=FULL`` by default: a commit is on disk when ``transact``
+  returns. ``durability="normal"`` trades the last commits before a power loss
+  (never corruption) for speed. Lease bookkeeping (``durable=False``) is always
+  committed at NORMAL: after a power loss it can only be lost, which means an
+  earlier redelivery.
+* Every write, including leasing, runs in ``BEGIN IMMEDIATE``: the write lock
+  is taken up front, so two workers (threads or processes) can never lease the
+  same message, and WAL never has to fail a reader-turned-writer with BUSY.
+* agentq processes queue for the write lock on a file lock beside the database
+  (:mod:`.writer_lock`), so busy workers alternate promptly instead of sleeping
+  in SQLite's busy handler; ``busy_timeout`` still makes any other writer wait
+  instead of failing, and a transaction that meets BUSY is retried as a whole
+  (tenacity).
+* One connection per backend object, guarded by a lock: the engine serialises
+  writers anyway, and a single connection avoids in-process lock contention.
+* Group commit: threads that queue for that connection while a transaction runs
+  join it, each in a savepoint (a failing transaction rolls back only itself),
+  and the last one commits them all with one fsync. Many agents deciding at
+  once therefore commit faster than the disk's single-commit rate; a lone caller
+  is unaffected. Reads outside a transaction first commit an open group, so they
+  never see uncommitted work.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from agentq.backends.sqlite.driver_errors import translate, translate_os_error
+from agentq.backends.sqlite.files import create_file
+from agentq.backends.sqlite.writer_lock import WriterLock
+from agentq.clock import Clock
+from agentq.errors import BackendUnavailable, TransactionAborted, TransactionError
+
+__all__ = ["Database"]
+
+T = TypeVar("T")
+
+log = logging.getLogger("agentq.sqlite")
+
+_MAX_GROUP = 64  # transactions per group commit: bounds how long the first one waits
+
+
+class _CommitGroup:
+    """Transactions that share one BEGIN ... COMMIT (and one fsync)."""
+
+    __slots__ = ("done", "durable", "error", "members", "relaxed")
+
+    def __init__(self, *, durable: bool, relaxed: bool) -> None:
+        self.durable = durable
+        self.relaxed = relaxed
+        self.members = 0
+        # Created by the first member that waits (under the connection lock, as is
+        # every set): a lone transaction never needs one.
+        self.done: threading.Event | None = None
+        self.error: BaseException | None = None
+
+    def wake(self) -> None:
+        if self.done is not None:
+            self.done.set()
+
+
+def _is_busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in str(exc) or "busy" in str(exc)
+    )
+
+
+class Database:
+    """One SQLite connection shared by a backend's threads, and the only way to
+    write through it (:meth:`write`) or read outside a transaction (:meth:`read`).
+
+    ``path`` is an absolute file path or ``":memory:"``; a database file and the
+    writer lock that do not exist yet are created with ``file_mode``.
+    """
+
+    def __init__(
+        self, path: str, *, durability: str, busy_timeout: float, file_mode: int, clock: Clock
+    ) -> None:
+        self.path = path
+        self.memory = path == ":memory:"
+        self.durability = durability
+        self.busy_timeout = busy_timeout
+        self.closed = False
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        # Group commit: how many threads are queued for the connection (by
+        # durability: only like joins like), and the transaction they may join.
+        self._arrivals = [0, 0]  # [bookkeeping, durable]
+        self._arrivals_lock = threading.Lock()
+        self._group: _CommitGroup | None = None
+        if not self.memory:
+            # Created here, not by SQLite (always 0644 less the umask); its -wal and
+            # -shm files take this file's mode.
+            try:
+                create_file(path, file_mode)
+            except OSError as exc:
+                raise translate_os_error(exc, path) from exc
+        self._conn = self.connect()
+        self._writer = None if self.memory else WriterLock(path, busy_timeout, file_mode)
+
+    def connect(self) -> sqlite3.Connection:
+        """A new connection to the database with agentq's settings."""
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+                check_same_thread=False,  # guarded by self._lock
+                timeout=self.busy_timeout,
+            )
+            if not self.memory:
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise BackendUnavailable(f"{self.path}: cannot enable WAL (got {mode})")
+            conn.execute(f"PRAGMA synchronous={self.durability.upper()}")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            mapped = translate(exc, self.path) or BackendUnavailable(
+                f"cannot open SQLite database {self.path!r}: {exc}"
+            )
+            raise mapped from exc
+        return conn
+
+    def setup(self, script: str) -> None:
+        """Run a DDL script (``CREATE ... IF NOT EXISTS``) on the connection."""
+        with self._lock, self._mapped_errors():
+            self._conn.executescript(script)
+
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` under the connection lock, after committing any open
+        group: a read must never see uncommitted members."""
+        with self._lock, self._mapped_errors():
+            self._check_open()
+            self._settle()
+            return fn(self._conn)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise BackendUnavailable(f"the SQLite backend of {self.path!r} is closed")
+
+    @contextmanager
+    def _mapped_errors(self) -> Iterator[None]:
+        """Driver errors leave as agentq errors (:mod:`.driver_errors`)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            mapped = translate(exc, self.path)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    def close(self) -> None:
+        self.closed = True
+        with self._lock:
+            self._settle()
+            self._conn.close()
+            if self._writer is not None:
+                self._writer.close()
+
+    # -- the write path ------------------------------------------------------
+
+    def write(self, body: Callable[[sqlite3.Connection], T], durable: bool = True) -> T:
+        """Run ``body`` inside BEGIN IMMEDIATE ... COMMIT, retrying on BUSY.
+
+        The first attempt runs directly; only a BUSY error (another process held
+        the lock past ``busy_timeout``) builds the tenacity retry loop, keeping
+        the common path cheap. Driver errors leave as agentq errors.
+        """
+        with self._mapped_errors():
+            return self._write(body, durable)
+
+    def _write(self, body: Callable[[sqlite3.Connection], T], durable: bool) -> T:
+        self._check_open()
+        if getattr(self._local, "in_tx", False):
+            raise TransactionError("transactions cannot be nested")
+        try:
+            return self._write_once(body, durable)
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+        retrying = Retrying(
+            retry=retry_if_exception(_is_busy),
+            wait=wait_random_exponential(multiplier=0.005, max=0.5),
+            stop=stop_after_delay(self.busy_timeout),
+            sleep=self._clock.sleep,
+            reraise=True,
+        )
+        try:
+            result: T = retrying(self._write_once, body, durable)
+            return result
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise TransactionAborted(
+                    f"database {self.path!r} stayed locked for {self.busy_timeout}s"
+                ) from exc
+            raise
+
+    def _write_once(
+        self, body: Callable[[sqlite3.Connection], T], durable: bool, retry: bool = True
+    ) -> T:
+        """Run ``body`` in the open commit group, or open one, and return once the
+        group has committed.
+
+        Group commit: threads that queue for the connection while a transaction
+        runs join it, each in its own savepoint (a failing body rolls back only
+        itself), and the last of them commits all with one fsync. A lone caller
+        pays one uncontended counter update; its transaction is opened and
+        committed as before.
+        """
+        kind = int(durable)
+        with self._arrivals_lock:
+            self._arrivals[kind] += 1
+        self._lock.acquire()
+        with self._arrivals_lock:
+            self._arrivals[kind] -= 1
+        waiting: _CommitGroup | None = None
+        try:
+            self._local.in_tx = True
+            group = self._group
+            if group is not None and group.durable != durable:
+                # A group committed at NORMAL cannot carry a durable transaction, and
+                # bookkeeping should not wait for an fsync it does not need.
+                self._commit_group_quietly()
+                group = None
+            if group is None:
+                group = self._open_group(durable)
+                result = self._run_first(group, body)
+            else:
+                result = self._run_joined(group, body)
+            if self._arrivals[kind] and group.members < _MAX_GROUP:
+                waiting = group  # whoever joins next commits, or hands on again
+                if group.done is None:
+                    group.done = threading.Event()
+            else:
+                self._commit_group()
+        finally:
+            self._local.in_tx = False
+            self._lock.release()
+        if waiting is not None:
+            assert waiting.done is not None
+            waiting.done.wait()
+            if waiting.error is not None:
+                if not retry:
+                    raise TransactionAborted(str(waiting.error)) from waiting.error
+                # Our body succeeded; the shared COMMIT failed (or another member's
+                # error rolled everything back). Nothing of ours was written: run it
+                # again on its own, as transact may re-run a function on an abort.
+                return self._write_once(body, durable, retry=False)
+        return result
+
+    def _open_group(self, durable: bool) -> _CommitGroup:
+        relax = not durable and self.durability == "full"
+        if relax:
+            # Lease bookkeeping need not reach the disk before we go on: if a
+            # power loss drops it, the message is simply redelivered sooner.
+            # The next durable commit syncs these WAL frames too.
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+        writer = self._writer
+        if writer is not None:
+            writer.acquire()
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._close_group_state(relax)
+            raise
+        group = _CommitGroup(durable=durable, relaxed=relax)
+        self._group = group
+        return group
+
+    def _run_first(self, group: _CommitGroup, body: Callable[[sqlite3.Connection], T]) -> T:
+        # Nobody else is in the transaction yet: a failure rolls back all of it.
+        try:
+            result = body(self._conn)
+        except BaseException:
+            self._group = None
+            try:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+            finally:
+                self._close_group_state(group.relaxed)
+                group.wake()
+            raise
+        group.members += 1
+        return result
+
+    def _run_joined(self, group: _CommitGroup, body: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._conn
+        conn.execute("SAVEPOINT agentq_member")
+        try:
+            result = body(conn)
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK TO agentq_member")
+                conn.execute("RELEASE agentq_member")
+                if group.members and not self._arrivals[int(group.durable)]:
+                    self._commit_group_quietly()  # the others' work must not wait on us
+            else:
+                # SQLite rolled the whole transaction back (disk full, I/O error):
+                # the members before us lost their work too and must be told.
+                self._fail_group(exc)
+            raise
+        conn.execute("RELEASE agentq_member")
+        group.members += 1
+        return result
+
+    def _commit_group(self) -> None:
+        """COMMIT the open group (the caller holds the lock) and wake its members."""
+        group = self._group
+        if group is None:
+            return
+        self._group = None
+        try:
+            self._conn.execute("COMMIT")
+        except BaseException as exc:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            group.error = TransactionAborted(
+                f"the commit shared with other transactions failed, nothing was written: {exc}"
+            )
+            raise
+        finally:
+            self._close_group_state(group.relaxed)
+            group.wake()
+
+    def _commit_group_quietly(self) -> None:
+        try:
+            self._commit_group()
+        except Exception:
+            log.warning("a group commit failed; its members were told", exc_info=True)
+
+    def _fail_group(self, exc: BaseException) -> None:
+        group, self._group = self._group, None
+        if group is None:
+            return
+        group.error = TransactionAborted(
+            f"rolled back with another transaction of its commit group ({exc}); retry it"
+        )
+        self._close_group_state(group.relaxed)
+        group.wake()
+
+    def _close_group_state(self, relaxed: bool) -> None:
+        if self._writer is not None:
+            self._writer.release()
+        if relaxed:
+            self._conn.execute("PRAGMA synchronous=FULL")
+
+    def _settle(self) -> None:
+        """Commit an open group before this thread reads outside a transaction (the
+        caller holds the lock): a read must never see uncommitted members."""
+        if self._group is not None and not getattr(self._local, "in_tx", False):
+            self._commit_group_quietly()

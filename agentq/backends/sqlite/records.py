@@ -1,0 +1,167 @@
+"""The runtime's records (ledger, approvals, ...) in one ``agentq_records`` table.
+
+A record is a JSON object stored under ``(table, key)``. Its version, for
+compare-and-swap updates, is the stored JSON text itself: comparing it is one
+memcmp in SQLite, and no other writer can make an equal text mean something
+else. The write helpers run inside a transaction on its connection; the read
+helpers outside one, through :meth:`Database.read`.
+
+Keys come from users (task ids, approval ids, idempotency keys). One that is
+not valid UTF-8 text (surrogate-escaped bytes from a command line, say) cannot
+be stored, so it names no record: reads find nothing, writes are refused as
+:class:`~agentq.errors.InvalidMessage`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
+
+from agentq.backends.base import EncodedRecord, StoredRecord, record_text
+from agentq.backends.sqlite.connection import Database
+from agentq.errors import InvalidMessage
+from agentq.spec import validate_identifier
+
+__all__ = [
+    "SCHEMA",
+    "delete_record",
+    "get_record",
+    "insert_record",
+    "list_records",
+    "put_record",
+    "read_records",
+    "replace_records",
+]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS agentq_records (
+    tbl TEXT NOT NULL,
+    k TEXT NOT NULL,
+    v TEXT NOT NULL,
+    PRIMARY KEY (tbl, k)
+) WITHOUT ROWID;
+"""
+
+_IN_CHUNK = 500  # keys per IN (...) list, well under SQLite's bound-parameter limit
+
+_RECORD_TABLES: set[str] = set()
+
+
+def _record_table(table: str) -> str:
+    if table not in _RECORD_TABLES:
+        _RECORD_TABLES.add(validate_identifier(table, "record table"))
+    return table
+
+
+def _storable(key: str) -> bool:
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _unstorable(table: str, key: str, exc: UnicodeEncodeError) -> InvalidMessage:
+    return InvalidMessage(
+        f"record key {key!r} of {table!r} is not valid UTF-8 text "
+        f"({exc.reason} at position {exc.start})"
+    )
+
+
+def get_record(conn: sqlite3.Connection, table: str, key: str) -> dict[str, Any] | None:
+    try:
+        row = conn.execute(
+            "SELECT v FROM agentq_records WHERE tbl = ? AND k = ?", (table, key)
+        ).fetchone()
+    except UnicodeEncodeError:
+        return None  # no record can have this key
+    return None if row is None else dict(json.loads(row[0]))
+
+
+def put_record(
+    conn: sqlite3.Connection, table: str, key: str, value: Mapping[str, Any] | EncodedRecord
+) -> None:
+    try:
+        conn.execute(
+            "INSERT OR REPLACE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
+            (_record_table(table), key, record_text(value)),
+        )
+    except UnicodeEncodeError as exc:
+        raise _unstorable(table, key, exc) from exc
+
+
+def insert_record(conn: sqlite3.Connection, table: str, key: str, value: Mapping[str, Any]) -> bool:
+    try:
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
+            (_record_table(table), key, record_text(value)),
+        )
+    except UnicodeEncodeError as exc:
+        raise _unstorable(table, key, exc) from exc
+    return cur.rowcount > 0
+
+
+def delete_record(conn: sqlite3.Connection, table: str, key: str) -> bool:
+    if not _storable(key):
+        return False
+    cur = conn.execute("DELETE FROM agentq_records WHERE tbl = ? AND k = ?", (table, key))
+    return cur.rowcount > 0
+
+
+def replace_records(
+    conn: sqlite3.Connection,
+    table: str,
+    items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord]],
+) -> list[str]:
+    """Compare-and-swap each ``(key, version, value)``; return the keys whose
+    stored version differed (nothing written for them)."""
+    _record_table(table)
+    execute = conn.execute
+    return [
+        key
+        for key, version, value in items
+        if not _storable(key)  # a record never stored cannot be at this version
+        or execute(
+            "UPDATE agentq_records SET v = ? WHERE tbl = ? AND k = ? AND v = ?",
+            (record_text(value), table, key, version),
+        ).rowcount
+        == 0
+    ]
+
+
+def read_records(db: Database, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
+    out: dict[str, StoredRecord] = {}
+    wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
+    for first in range(0, len(wanted), _IN_CHUNK):
+        rows = db.read(partial(_select_keys, table=table, keys=wanted[first : first + _IN_CHUNK]))
+        # Decoded outside the lock: a writer may use the connection meanwhile.
+        for key, text in rows:
+            out[key] = StoredRecord(value=dict(json.loads(text)), version=text)
+    return out
+
+
+def _select_keys(conn: sqlite3.Connection, table: str, keys: list[str]) -> list[Any]:
+    marks = ", ".join("?" * len(keys))
+    return conn.execute(
+        f"SELECT k, v FROM agentq_records WHERE tbl = ? AND k IN ({marks})", (table, *keys)
+    ).fetchall()
+
+
+def list_records(
+    db: Database, table: str, prefix: str = "", limit: int | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    # Keys with the prefix form one contiguous range of the primary key.
+    sql = "SELECT k, v FROM agentq_records WHERE tbl = ? AND k >= ?"
+    params: list[Any] = [table, prefix]
+    if not _storable(prefix):
+        return []  # no stored key starts with it
+    if prefix:
+        sql += " AND k < ?"
+        params.append(prefix[:-1] + chr(ord(prefix[-1]) + 1))
+    sql += " ORDER BY k LIMIT ?"
+    params.append(-1 if limit is None else limit)
+    rows = db.read(lambda conn: conn.execute(sql, params).fetchall())
+    return [(k, dict(json.loads(v))) for k, v in rows]

@@ -1,0 +1,113 @@
+"""The transaction object ``transact(fn)`` hands to ``fn``: send, ack, records and
+the application's own SQL, all on the one connection of the running transaction.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from agentq.backends.base import EncodedRecord, Transaction
+from agentq.backends.sqlite import records
+from agentq.backends.sqlite.queues import QueueSQL
+from agentq.clock import from_micros, to_micros
+from agentq.errors import DuplicateKey, MessageNotFound, TransactionError
+
+__all__ = ["SQLiteTransaction"]
+
+# Seeded from os.urandom; only needs to be unpredictable enough. The lease
+# sequence of a new message starts at a random 62-bit value, so a lease token can
+# never match a later message that reuses a row id (the cheaper alternative to
+# AUTOINCREMENT, which writes one more page per send).
+_random = random.Random()
+
+
+class SQLiteTransaction(Transaction):
+    """One read-write transaction. ``queue_sql(name, conn)`` looks a queue up."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        now: int,
+        queue_sql: Callable[[str, sqlite3.Connection], QueueSQL],
+    ) -> None:
+        self._conn = conn
+        self._now = now
+        self._queue_sql = queue_sql
+        self.doomed: TransactionError | None = None
+        self.sent = False
+
+    @property
+    def now(self) -> datetime:
+        return from_micros(self._now)
+
+    def _doom(self, exc: TransactionError) -> TransactionError:
+        # Like Spanner, a failed insert or ASSERT_ROWS_MODIFIED cannot be caught and
+        # continued: the transaction will not commit whatever fn does next.
+        self.doomed = exc
+        return exc
+
+    def send(
+        self,
+        queue: str,
+        key: Sequence[Any] | Any,
+        payload: Any,
+        deliver_time: datetime | None = None,
+    ) -> None:
+        sql = self._queue_sql(queue, self._conn)
+        spec = sql.spec
+        parts = spec.check_key(key)
+        data = spec.encode_payload(payload)
+        when = self._now if deliver_time is None else to_micros(deliver_time)
+        # A past delivery time is clamped to now, as Spanner does.
+        when = max(when, self._now)
+        try:
+            self._conn.execute(sql.insert, (*parts, data, when, when, _random.getrandbits(62)))
+        except sqlite3.IntegrityError as exc:
+            if "FOREIGN KEY" in str(exc):
+                raise self._doom(
+                    TransactionError(
+                        f"queue {queue!r}: no parent row in {spec.parent!r} for key {parts!r}"
+                    )
+                ) from exc
+            raise self._doom(
+                DuplicateKey(f"queue {queue!r} already has a message with key {parts!r}")
+            ) from exc
+        self.sent = True
+
+    def ack(self, queue: str, key: Sequence[Any] | Any, must_exist: bool = True) -> bool:
+        sql = self._queue_sql(queue, self._conn)
+        parts = sql.spec.check_key(key)
+        deleted = self._conn.execute(sql.delete, parts).rowcount
+        if deleted == 0 and must_exist:
+            raise self._doom(
+                MessageNotFound(
+                    f"queue {queue!r} has no message with key {parts!r} (already acknowledged)"
+                )
+            )
+        return deleted > 0
+
+    def execute(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        return list(self._conn.execute(sql, params).fetchall())
+
+    def get_record(self, table: str, key: str) -> dict[str, Any] | None:
+        return records.get_record(self._conn, table, key)
+
+    def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
+        records.put_record(self._conn, table, key, value)
+
+    def insert_record(self, table: str, key: str, value: Mapping[str, Any]) -> bool:
+        return records.insert_record(self._conn, table, key, value)
+
+    def delete_record(self, table: str, key: str) -> bool:
+        return records.delete_record(self._conn, table, key)
+
+    def replace_records(
+        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord]]
+    ) -> list[str]:
+        return records.replace_records(self._conn, table, items)
