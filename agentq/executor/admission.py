@@ -131,7 +131,7 @@ class Admission:
                 # undercounts a delivery by one.
                 changed = set(
                     rt.transact(
-                        lambda tx: tx.tx.replace_records(Tables.TASKS, items), durable=False
+                        lambda tx: lifecycle.swap_claimed(tx.tx, items), durable=False
                     )
                 )
             except TransactionError:

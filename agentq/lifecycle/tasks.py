@@ -50,6 +50,7 @@ __all__ = [
     "send",
     "store",
     "store_encoded",
+    "swap_claimed",
 ]
 
 #: Queue of the runtime's own timers (escalations and expiries without a tool).
@@ -127,6 +128,15 @@ def store_encoded(tx: Transaction, task_id: str, encoded: EncodedRecord) -> None
     """Write the encoding of a record this module produced, made ahead of the
     transaction (:func:`finished`, then ``encode_record``, off the write lock)."""
     tx.put_record(Tables.TASKS, task_id, encoded)
+
+
+def swap_claimed(
+    tx: Transaction, items: Sequence[tuple[str, str, EncodedRecord]]
+) -> list[str]:
+    """Write claimed records (made by :func:`claimed` from a read outside the
+    transaction) where each is still the version read: a compare-and-swap. Returns
+    the ids that changed since their read, to be decided again in a transaction."""
+    return tx.replace_records(Tables.TASKS, items)
 
 
 def send(env: Env, tx: Transaction, rec: Mapping[str, Any], deliver: datetime | None) -> None:

@@ -393,3 +393,59 @@ def test_readme_prints_the_transition_tables() -> None:
     readme = (ROOT / "README.md").read_text()
     assert task_table_markdown() in readme
     assert approval_table_markdown() in readme
+
+
+# -- expire: an approval rule's deadline --------------------------------------------
+
+
+@pytest.fixture
+def expiring(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
+    CALLS.clear()
+    policy = Policy(
+        defaults=Defaults(notify_tool="notify", escalation_tool="page"),
+        approvals=(
+            ApprovalRule(tool="pay", field="amount", above=100, escalate_after=timedelta(hours=72),
+                         expire_after=timedelta(hours=48)),
+        ),
+    )  # fmt: skip
+    runtime = Runtime(
+        f"sqlite:///{tmp_path / 'ex.db'}", tools=[pay, notify, page], policies=policy, clock=clock
+    )
+    yield runtime
+    runtime.close()
+
+
+def test_an_undecided_approval_expires_and_its_call_never_runs(
+    expiring: Runtime, clock: FakeClock
+) -> None:
+    rt = expiring
+    task = rt.enqueue_action("pay", {"ref": "r", "amount": 500})
+    approval = rt.approval(task.approval_id or "")
+    assert approval.expiry_task_id is not None
+    rt.worker().drain()  # the approvers' notice
+    clock.advance(timedelta(hours=48))
+    rt.worker().drain()
+    assert rt.approval(approval.approval_id).status == ApprovalStatus.EXPIRED
+    done = rt.task(task.task_id)
+    assert done.status == TaskStatus.CANCELLED and "approval expired" in (done.error or "")
+    assert rt.task(approval.escalation_task_id or "").status == TaskStatus.CANCELLED
+    with pytest.raises(ApprovalError, match="already expired"):
+        rt.approve(approval.approval_id, by="late manager")
+    clock.advance(timedelta(hours=100))
+    rt.worker().drain()
+    assert ran("pay") == 0 and ran("page") == 0 and ran("notify") == 1
+
+
+def test_a_decision_before_the_deadline_cancels_the_expiry(
+    expiring: Runtime, clock: FakeClock
+) -> None:
+    rt = expiring
+    task = rt.enqueue_action("pay", {"ref": "r", "amount": 500})
+    approval = rt.approval(task.approval_id or "")
+    clock.advance(timedelta(hours=47))
+    rt.approve(approval.approval_id, by="alice")
+    assert rt.task(approval.expiry_task_id or "").status == TaskStatus.CANCELLED
+    clock.advance(timedelta(hours=2))
+    rt.worker().drain()
+    assert rt.task(task.task_id).status == TaskStatus.SUCCEEDED
+    assert rt.approval(approval.approval_id).status == ApprovalStatus.APPROVED
