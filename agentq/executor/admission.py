@@ -52,7 +52,6 @@ from agentq.executor.running import tool_timeout
 from agentq.faults import WorkerCrash
 from agentq.ledger import TERMINAL, Tables, TaskStatus
 from agentq.lifecycle import tasks as lifecycle
-from agentq.lifecycle.states import Event
 from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
@@ -314,9 +313,7 @@ class Admission:
             definition = rt.tools.get(rec["tool"])
             hold = self.holds.until(tx.tx, tx.now, rec["tool"])
             if hold is not None and hold > tx.now:
-                lifecycle.reschedule(
-                    rt, tx.tx, rec, Event.DEFER, hold, error=rec.get("error"), ack_key=key
-                )
+                lifecycle.defer(rt, tx.tx, rec, hold, deliveries=deliveries, ack_key=key)
                 labels.append("held_back")
                 return None
             violation = self._policy_violation(tx, rec, definition)

@@ -92,7 +92,7 @@ def apply_failure(
     if isinstance(exc, RateLimitWait):  # its turn is later: it did not run, not a failure
         waiting = dict(rec)
         exc.keep_turn(waiting)
-        lifecycle.reschedule(rt, tx.tx, waiting, Event.DEFER, exc.at, error=rec.get("error"))
+        lifecycle.defer(rt, tx.tx, waiting, exc.at, deliveries=int(rec.get("deliveries", 1)))
         return "rate_limited"
     if isinstance(exc, RetryLater):
         until, error = judge_retry_later(exc, tx.now, rt.policy.max_retry_after(rec["tool"]))

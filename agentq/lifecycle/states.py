@@ -76,7 +76,7 @@ TASK_TRANSITIONS: Final[dict[tuple[str, Event], TaskStatus]] = {
     (_T.RUNNING, _E.SUCCEED): _T.SUCCEEDED,
     (_T.RUNNING, _E.RETRY): _T.RETRY_SCHEDULED,
     (_T.RUNNING, _E.THROTTLE): _T.RETRY_SCHEDULED,
-    (_T.RUNNING, _E.DEFER): _T.QUEUED,  # admitted, then its rate limit said later
+    (_T.RUNNING, _E.DEFER): _T.QUEUED,  # only for its first delivery: see tasks.defer
     (_T.RUNNING, _E.CHECKPOINT): _T.QUEUED,
     (_T.RUNNING, _E.FAIL): _T.DEAD,
     (_T.RUNNING, _E.DEAD_LETTER): _T.DEAD,

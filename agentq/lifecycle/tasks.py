@@ -39,6 +39,7 @@ __all__ = [
     "claimed",
     "create",
     "dead_letter",
+    "defer",
     "finish",
     "finished",
     "iso",
@@ -258,6 +259,30 @@ def reschedule(
     store(tx, new)
     send(env, tx, new, at)
     return new
+
+
+def defer(
+    env: Env,
+    tx: Transaction,
+    rec: Mapping[str, Any],
+    at: datetime,
+    *,
+    deliveries: int,
+    ack_key: Sequence[Any] | None = None,
+) -> dict[str, Any]:
+    """Send a task that did not run now (a hold on its tool, its rate limit) again
+    for ``at``, not as a failure.
+
+    A task is ``queued`` afterwards only if no handler can have run it yet (the
+    first delivery of its first attempt); a redelivery after a worker died, or a
+    later attempt, may have called the external API already, so it is
+    ``retry_scheduled`` (a throttle): an agent must not read "queued" as "never
+    charged". ``deliveries`` counts this delivery.
+    """
+    first_try = int(rec["attempt"]) == 1 and deliveries <= 1
+    running = rec["status"] == TaskStatus.RUNNING
+    event = Event.THROTTLE if running and not first_try else Event.DEFER
+    return reschedule(env, tx, rec, event, at, error=rec.get("error"), ack_key=ack_key)
 
 
 def dead_letter(
