@@ -4,7 +4,7 @@ Usage: python -m tests.conformance._receiver URL QUEUE MODE
 MODE drain: print "ready", wait for the parent's "sent" marker file, then lease batches
             of 10 and ack them until the queue is empty (nothing ready, leased or
             backing off); print keys.
-MODE wait:  print "ready", block in one stream for up to 20 s, print the first key and
+MODE wait:  print "ready", block in one stream for up to 60 s, print the first key and
             the wall-clock time it arrived.
 """
 
@@ -61,7 +61,7 @@ def main() -> None:
         print(json.dumps(_drain(backend, queue, go)))
     elif mode == "wait":
         print("ready", flush=True)
-        for batch in backend.stream(queue, 10, max_duration=20):
+        for batch in backend.stream(queue, 10, max_duration=60):
             print(json.dumps([list(batch[0].key), clock.now().timestamp()]), flush=True)
             break
     backend.close()

@@ -66,14 +66,22 @@ def test_receiver_in_another_process_wakes_on_the_commit_not_its_timeout(tmp_pat
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
-        time.sleep(0.3)  # let the receiver settle into its wait
+        # Time for the receiver to enter its wait. Not needed for correctness: a
+        # receiver that is late finds the message on its first read and passes too.
+        time.sleep(0.3)
         sent_at = time.time()
         backend.transact(lambda tx: tx.send("Jobs", "ping", b"x"))
         key, received_at = json.loads(proc.stdout.readline())
         assert key == ["ping"]
-        # Generous bound: it shows the wake-up is not a slow poll (the receiver would
-        # otherwise sleep for its full 20 s); the latency itself is measured by bench.
-        assert received_at - sent_at < 2.0
+        # The bound only tells a wake-up from the receiver's 60 s timeout: it was 2 s,
+        # and sent_at is taken before a synced commit, which alone can take seconds
+        # on a loaded shared disk. The latency itself is measured by bench.
+        assert received_at - sent_at < 15.0
     finally:
-        proc.communicate(timeout=30)
+        try:
+            proc.communicate(timeout=90)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
         backend.close()
