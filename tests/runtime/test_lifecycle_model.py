@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import threading
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,99 +42,28 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
-from pydantic import BaseModel
 
-from agentq import FakeClock, Runtime, ToolContext, tool
+from agentq import FakeClock, Runtime
 from agentq.errors import AgentQError
-from agentq.ledger import TERMINAL, Tables, TaskStatus
-from agentq.policies import ApprovalRule, Defaults, Policy
+from agentq.ledger import Tables, TaskStatus
 from agentq.runtime import Decision
-
-# -- statuses, by meaning (one line each to follow a rename) -------------------------
-
-
-def is_final(status: str) -> bool:
-    """Nothing more will happen to the task."""
-    return TaskStatus(status) in TERMINAL
-
-
-def is_dead(status: str) -> bool:
-    """agentq gave up on the task (it is in the dead-letter queue)."""
-    return TaskStatus(status) == TaskStatus.DEAD
-
-
-def waits_for_human(status: str) -> bool:
-    """The task waits for an approval decision (it has no queue message)."""
-    return TaskStatus(status) == TaskStatus.AWAITING_APPROVAL
-
-
-def holds_message(status: str) -> bool:
-    """The task is live in its queue: exactly one message of it exists."""
-    return not is_final(status) and not waits_for_human(status)
-
-
-# -- the tool ---------------------------------------------------------------------------
-
-QUEUE = "model"
-LOCK = threading.Lock()
-CALLS: defaultdict[str, list[datetime]] = defaultdict(list)  # task id -> fake times it ran
-FAILING: Counter[str] = Counter()  # task id -> how many of its next runs fail
-FAILED: Counter[str] = Counter()  # task id -> runs that failed
-
-
-class ChargeArgs(BaseModel):
-    n: int
-    amount: float
-
-
-class Charged(BaseModel):
-    n: int
-
-
-@tool(queue=QUEUE, max_attempts=2)
-def charge(ctx: ToolContext, args: ChargeArgs) -> Charged:
-    with LOCK:
-        CALLS[ctx.task_id].append(ctx.clock.now())
-        fail = FAILING[ctx.task_id] > 0
-        FAILING[ctx.task_id] -= fail
-        FAILED[ctx.task_id] += fail
-    if fail:
-        raise RuntimeError("told to fail")
-    ctx.on_commit(lambda tx: tx.execute("INSERT INTO effects VALUES (?)", (ctx.task_id,)))
-    return Charged(n=args.n)
-
-
-POLICY = Policy(
-    defaults=Defaults(max_attempts=2, notify_tool=None),
-    approvals=(ApprovalRule(tool="charge", field="amount", above=100),),
+from tests.runtime._lifecycle_world import (
+    CALLS,
+    FAILED,
+    FAILING,
+    LOCK,
+    OPS,
+    POLICY,
+    QUEUE,
+    InjectedAbort,
+    Model,
+    charge,
+    holds_message,
+    is_dead,
+    is_final,
+    ledger_snapshot,
+    waits_for_human,
 )
-
-
-OPS = ["enqueue", "approval", "approve", "reject", "cancel", "replay"]
-
-
-class InjectedAbort(Exception):
-    """Raised inside a transaction after its writes: nothing of it may commit."""
-
-
-@dataclass
-class Model:
-    """What the test knows about one task."""
-
-    task_id: str
-    approval_id: str | None = None
-    not_before: datetime | None = None
-    approved: bool = False
-    decided: bool = False  # approved or rejected
-    stopped_at_calls: int | None = None  # calls when it was cancelled or rejected
-    failed_before: int = 0  # failed runs before its last replay (which resets the count)
-
-
-def _ledger(rt: Runtime) -> list[tuple[str, Any]]:
-    return [
-        (table, rt.backend.list_records(table))
-        for table in (Tables.TASKS, Tables.APPROVALS, Tables.DEAD_LETTERS, Tables.IDEMPOTENCY)
-    ]
 
 
 class LifecycleMachine(RuleBasedStateMachine):
@@ -330,7 +257,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(task_id=tasks, op=st.sampled_from(OPS))
     def aborted(self, task_id: str, op: str) -> None:
         """The operation's transaction fails after its writes: nothing may change."""
-        before = _ledger(self.rt)
+        before = ledger_snapshot(self.rt)
         depth = self.rt.backend.stats(QUEUE).depth
 
         def abort(fn: Any, tx: Any) -> Any:
@@ -342,7 +269,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self._call(f"aborted {op}", self._ops(task_id)[op])
             except InjectedAbort:
                 pass
-        assert _ledger(self.rt) == before, f"an aborted {op} changed the ledger"
+        assert ledger_snapshot(self.rt) == before, f"an aborted {op} changed the ledger"
         assert self.rt.backend.stats(QUEUE).depth == depth, f"an aborted {op} changed the queue"
 
     @rule(task_id=tasks, op=st.sampled_from([*OPS, "drain"]))
