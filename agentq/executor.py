@@ -527,7 +527,11 @@ class Worker:
             definition = rt.tools.get(rec["tool"])
             hold = self._hold_until(tx.tx, tx.now, rec["tool"])
             if hold is not None and hold > tx.now:
-                self._reschedule(tx, rec, msg.queue, msg.key, hold, status=TaskStatus.QUEUED,
+                # Only a task that never started is still just queued: a redelivery
+                # after a crashed or lost attempt may already have had its effect.
+                started = rec["status"] != TaskStatus.QUEUED
+                held = TaskStatus.RETRY_SCHEDULED if started else TaskStatus.QUEUED
+                self._reschedule(tx, rec, msg.queue, msg.key, hold, status=held,
                                  error=rec.get("error"))  # fmt: skip
                 labels.append("held_back")
                 return None

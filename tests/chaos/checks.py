@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 from agentq import Runtime
@@ -38,6 +39,7 @@ class Decided:
     rejected: bool = False
     cancel_saw: str | None = None  # the task's status inside the cancel's transaction
     cancelled: bool = False
+    cancelled_at: float | None = None  # monotonic time the cancel committed
 
 
 @dataclass
@@ -86,7 +88,11 @@ class ChaosReport:
 
 
 def check_run(
-    rt: Runtime, api: DemoAPI, decided: dict[str, Decided], not_final: set[str]
+    rt: Runtime,
+    api: DemoAPI,
+    decided: dict[str, Decided],
+    not_final: set[str],
+    charged_at: Mapping[str, tuple[float, int | None]],
 ) -> ChaosReport:
     """Compare the ledger, the orders table and the API's books."""
     r = ChaosReport(tasks=len(decided), lost=len(not_final))
@@ -146,7 +152,14 @@ def check_run(
             if t.status != TaskStatus.CANCELLED:
                 problems.append(f"{where}: cancel returned True but the task is not cancelled")
             if d.cancel_saw in NOT_STARTED and n_charges:
-                problems.append(f"{where}: cancelled while {d.cancel_saw}, yet charged")
+                when, pid = charged_at.get(task_id, (0.0, None))
+                after = when - (d.cancelled_at or 0.0)
+                problems.append(
+                    f"{where}: cancelled while {d.cancel_saw}, yet charged {after:+.3f} s after "
+                    f"the cancel by worker {pid}; ledger: attempt {t.attempt}, deliveries "
+                    f"{t.deliveries}, started {t.started_at}, finished {t.finished_at}, "
+                    f"approval {t.approval_id}"
+                )
         unapproved = t.approval_id and not (d.approved or d.rejected or d.cancelled)
         if unapproved and t.status == TaskStatus.SUCCEEDED:
             problems.append(f"{where}: needed approval, ran without one")

@@ -118,6 +118,7 @@ class _Agent:
             return str(rec.get("status")), tx.cancel(d.task_id)
 
         d.cancel_saw, d.cancelled = self.rt.transact(cancel)
+        d.cancelled_at = time.monotonic()
         if d.cancelled:
             self.pending = [p for p in self.pending if p[1] != d.task_id]
 
@@ -146,9 +147,15 @@ def run_chaos(workdir: Path, config: ChaosConfig | None = None, log: Log = print
     killing = threading.Event()
     supervisor: Supervisor | None = None
 
+    charged_at: dict[str, tuple[float, int | None]] = {}  # task id -> (when, worker pid)
+
     def after_charge(path: str, headers: Mapping[str, str]) -> None:
         # Runs in the API's handler thread: the charge is applied, the answer not sent.
-        if path != "/refunds" or not killing.is_set() or supervisor is None:
+        if path != "/refunds":
+            return
+        key = {k.lower(): v for k, v in headers.items()}.get("idempotency-key", "")
+        charged_at[key] = (time.monotonic(), requesting_pid(headers))
+        if not killing.is_set() or supervisor is None:
             return
         pid = requesting_pid(headers)
         if pid is not None and rng.random() < cfg.kill_after_charge:
@@ -171,7 +178,7 @@ def run_chaos(workdir: Path, config: ChaosConfig | None = None, log: Log = print
             supervisor.close()
             supervisor_counts = supervisor.counts
             supervisor = None
-            report = check_run(rt, api, agent.decided, lost)
+            report = check_run(rt, api, agent.decided, lost, charged_at)
             report.kills = supervisor_counts.kills
             report.kills_after_charge = supervisor_counts.kills_after_charge
             report.freezes = supervisor_counts.freezes
