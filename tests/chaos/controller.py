@@ -53,9 +53,9 @@ class ChaosConfig:
     """How hard and how long to shake. Durations are real seconds."""
 
     min_kill_seconds: float = 15.0  # the kill phase lasts at least this long...
-    max_kill_seconds: float = 35.0  # ...and at most this long,
+    max_kill_seconds: float = 30.0  # ...and at most this long,
     target_kills: int = 55  # ending early once this many kills happened
-    settle_seconds: float = 40.0  # bound on waiting for every decided task to finish
+    settle_seconds: float = 35.0  # bound on waiting for every decided task to finish
     workers: int = 3
     kill_interval: tuple[float, float] = (0.2, 0.6)
     min_life: float = 0.3  # a worker lives this long before a random kill may pick it

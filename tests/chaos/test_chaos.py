@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 def test_killed_and_frozen_workers_never_lose_double_or_double_charge(tmp_path: Path) -> None:
     # Bounded by the config, not by how fast this machine is: the kill phase ends
-    # after 55 kills (15-35 s), the settle wait after 40 s at most.
+    # after 55 kills (15-30 s), the settle wait after 35 s at most.
     report = run_chaos(tmp_path, ChaosConfig(seed=20261201))
     print(report.summary())
     assert report.ok, report.to_json()
