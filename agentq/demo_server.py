@@ -3,20 +3,28 @@
 It behaves like a careful payment provider: a request with an
 ``Idempotency-Key`` it has seen returns the first response and charges nothing
 again, so it can count how many refunds were *attempted* versus *applied*.
-Faults can be scripted (HTTP 500, 503 with ``Retry-After``) to exercise retries.
+Faults can be scripted (HTTP 500, 503 with ``Retry-After``) to exercise retries,
+and ``on_applied`` is called after a request took effect and before it is
+answered (the crash window a chaos test kills workers in).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import uuid
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["DemoAPI"]
+__all__ = ["AppliedHook", "DemoAPI"]
+
+#: Called with the path and the request headers once a request took effect,
+#: before its answer is sent.
+AppliedHook = Callable[[str, Mapping[str, str]], None]
 
 _ROUTES = {
     "/refunds": ("refund_id", "refunded"),
@@ -26,12 +34,21 @@ _ROUTES = {
 }
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that died (the demo and the chaos test kill workers on purpose)
+        # resets its connection: nothing to report. Anything else is still printed.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @dataclass
 class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     responses: dict[tuple[str, str], tuple[int, dict[str, Any]]] = field(default_factory=dict)
     requests: Counter[str] = field(default_factory=Counter)
     replays: Counter[str] = field(default_factory=Counter)
+    attempts: Counter[tuple[str, str]] = field(default_factory=Counter)
     applied: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     missing_key: int = 0
     faults: list[tuple[str, int, float | None]] = field(default_factory=list)
@@ -41,7 +58,7 @@ class _State:
 class DemoAPI:
     """The loopback server; use as a context manager or call start()/stop()."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", *, on_applied: AppliedHook | None = None) -> None:
         self.state = _State()
         state = self.state
 
@@ -73,6 +90,7 @@ class DemoAPI:
                         state.missing_key += 1
                         self._reply(400, {"error": "Idempotency-Key header required"})
                         return
+                    state.attempts[(path, key)] += 1
                     seen = state.responses.get((path, key))
                     if seen is not None:
                         state.replays[path] += 1
@@ -86,6 +104,8 @@ class DemoAPI:
                     state.responses[(path, key)] = (200, response)
                     state.applied.append((path, body | {"idempotency_key": key}))
                     stall = state.stalls.pop(str(body.get("order_id")), None)
+                if on_applied is not None:
+                    on_applied(path, dict(self.headers.items()))
                 if stall is not None:
                     # The charge is applied; the answer is held back (a crash window).
                     stall[0].set()
@@ -107,7 +127,7 @@ class DemoAPI:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client died mid-request (the demo kills a worker on purpose)
 
-        self._server = ThreadingHTTPServer((host, 0), Handler)
+        self._server = _Server((host, 0), Handler)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -166,6 +186,11 @@ class DemoAPI:
         """All requests received on ``path``."""
         with self.state.lock:
             return self.state.requests[path]
+
+    def attempts_per_key(self, path: str = "/refunds") -> Counter[str]:
+        """How many requests each idempotency key made (applied or answered again)."""
+        with self.state.lock:
+            return Counter({k: n for (p, k), n in self.state.attempts.items() if p == path})
 
     def charges_per_key(self, path: str = "/refunds") -> Counter[str]:
         """How many times each idempotency key took effect (must all be 1)."""

@@ -22,9 +22,17 @@ worker = rt.worker(concurrency=2)
 
 def signal_a_worker_thread():
     # The kernel may hand a process-directed signal to any thread: force that case.
-    threading.Event().wait(0.5)
-    other = next(t for t in threading.enumerate() if t.name.startswith("agentq-handler"))
-    signal.pthread_kill(other.ident, signal.SIGTERM)
+    # Wait (bounded) until worker.run has started its handler threads: a fixed 0.5 s
+    # was not always enough on a loaded machine, and then no signal was ever sent.
+    for _ in range(20000):
+        handlers = [t for t in threading.enumerate()
+                    if t.name.startswith("agentq-handler") and t.ident is not None]
+        if handlers:
+            signal.pthread_kill(handlers[0].ident, signal.SIGTERM)
+            return
+        threading.Event().wait(0.001)
+    print("no handler thread started", file=sys.stderr, flush=True)
+    stop.set()
 
 threading.Thread(target=signal_a_worker_thread, daemon=True).start()
 worker.run(stop)
@@ -40,3 +48,4 @@ def test_sigterm_delivered_to_another_thread_still_stops_the_worker(tmp_path: Pa
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "stopped"
+    assert "no handler thread started" not in proc.stderr

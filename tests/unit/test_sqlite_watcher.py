@@ -43,9 +43,10 @@ def _commit_foreign_message_and_wait(
     raw.close()
     while not got and time.monotonic() - sent_at < 10:
         time.sleep(0.001)
-    # Generous bound: the receiver would otherwise wait its full 20 s.
+    # The bound only tells a wake-up from the receiver's full 20 s wait; it was 2 s,
+    # which also had to cover the foreign commit's fsync on a loaded shared disk.
     assert got and got[0][0].key == ("ping",)
-    assert time.monotonic() - sent_at < 2.0
+    assert time.monotonic() - sent_at < 10.0
 
 
 @pytest.mark.parametrize("mode", ["inotify", "polling"])

@@ -1,0 +1,166 @@
+"""What a chaos run must show, checked from the ledger, the orders table and the API.
+
+* every decided task is final: succeeded, dead with a reason, or cancelled (``lost``
+  counts those that are not);
+* no completion is recorded twice (``doubled``: an order whose refund completion, the
+  tool's ``on_commit``, was written more than once), and none is recorded for a task
+  that did not succeed;
+* at most one charge per task id (``charged_twice``), exactly one per succeeded task,
+  and the result a succeeded task recorded is the charge the API applied;
+* a task cancelled before any attempt of it ran (the cancel saw it queued or awaiting
+  approval) and a rejected one charged nothing; a task cancelled while running may
+  have been charged (its handler was already calling the API), at most once;
+* re-sending an idempotency key returned the same task.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+
+from agentq import Runtime
+from agentq.demo_server import DemoAPI
+from agentq.ledger import TaskStatus
+
+#: States in which no attempt of a task can be calling the API.
+NOT_STARTED = frozenset({TaskStatus.QUEUED, TaskStatus.AWAITING_APPROVAL})
+
+
+@dataclass
+class Decided:
+    """One refund the agent decided, and what it did to it later."""
+
+    task_id: str
+    order_id: str
+    amount: float
+    approved: bool = False
+    rejected: bool = False
+    cancel_saw: str | None = None  # the task's status inside the cancel's transaction
+    cancelled: bool = False
+    cancelled_at: float | None = None  # monotonic time the cancel committed
+
+
+@dataclass
+class ChaosReport:
+    """Counts of a chaos run; ``problems`` names each violated property."""
+
+    kills: int = 0
+    kills_after_charge: int = 0
+    freezes: int = 0
+    workers_started: int = 0
+    tasks: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    approved: int = 0
+    rejected: int = 0
+    cancels: int = 0
+    lost: int = 0
+    doubled: int = 0
+    charged_twice: int = 0
+    charges: int = 0
+    api_attempts: int = 0
+    duplicate_charges_prevented: int = 0
+    redelivered: int = 0
+    dedup_mismatches: int = 0
+    kill_phase_seconds: float = 0.0
+    elapsed_seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """No property was violated."""
+        return not self.problems
+
+    def summary(self) -> str:
+        """One line for people: kills, tasks, lost, doubled, charged twice."""
+        return (
+            f"kills={self.kills} (after a charge: {self.kills_after_charge}) "
+            f"freezes={self.freezes} "
+            f"tasks={self.tasks} lost={self.lost} doubled={self.doubled} "
+            f"charged_twice={self.charged_twice} outcomes={self.outcomes} "
+            f"elapsed={self.elapsed_seconds}s"
+        )
+
+    def to_json(self) -> str:
+        """Everything, as JSON."""
+        return json.dumps(asdict(self) | {"ok": self.ok}, indent=2, sort_keys=True)
+
+
+def check_run(
+    rt: Runtime,
+    api: DemoAPI,
+    decided: dict[str, Decided],
+    not_final: set[str],
+    charged_at: Mapping[str, tuple[float, int | None]],
+) -> ChaosReport:
+    """Compare the ledger, the orders table and the API's books."""
+    r = ChaosReport(tasks=len(decided), lost=len(not_final))
+    problems = r.problems
+    tasks = {t.task_id: t for t in rt.tasks() if t.task_id in decided}
+    commits = Counter(
+        row[0] for row in rt.transact(lambda tx: tx.execute("SELECT order_id FROM refund_commits"))
+    )
+    refund_ids = {
+        row[0]: row[1]
+        for row in rt.transact(lambda tx: tx.execute("SELECT id, refund_id FROM orders"))
+    }
+    charges = api.charges_per_key("/refunds")
+    r.outcomes = dict(sorted(Counter(t.status.value for t in tasks.values()).items()))
+    r.charges = sum(charges.values())
+    r.api_attempts = api.requests("/refunds")
+    r.duplicate_charges_prevented = api.replays("/refunds")
+    r.charged_twice = sum(1 for n in charges.values() if n > 1)
+    r.doubled = sum(1 for n in commits.values() if n > 1)
+    r.approved = sum(d.approved for d in decided.values())
+    r.rejected = sum(d.rejected for d in decided.values())
+    r.cancels = sum(d.cancelled for d in decided.values())
+    r.redelivered = sum(1 for t in tasks.values() if t.deliveries > 1)
+    if r.lost:
+        problems.append(f"{r.lost} decided task(s) never became final: {sorted(not_final)[:5]}")
+    missing = set(decided) - set(tasks)
+    if missing:
+        problems.append(f"{len(missing)} decided task(s) missing from the ledger")
+    if r.doubled:
+        problems.append(f"{r.doubled} completion(s) recorded more than once")
+    if r.charged_twice:
+        problems.append(f"{r.charged_twice} task id(s) charged more than once")
+    unknown = set(charges) - set(decided)
+    if unknown:
+        problems.append(f"charges under unknown keys: {sorted(unknown)[:5]}")
+    for task_id, d in decided.items():
+        t = tasks.get(task_id)
+        if t is None:
+            continue
+        n_charges = charges.get(task_id, 0)
+        n_commits = commits.get(d.order_id, 0)
+        where = f"task {task_id} ({d.order_id}, {t.status.value})"
+        if t.status == TaskStatus.SUCCEEDED:
+            if n_charges != 1:
+                problems.append(f"{where}: succeeded with {n_charges} charge(s)")
+            if n_commits != 1:
+                problems.append(f"{where}: completion recorded {n_commits} time(s)")
+            elif (t.result or {}).get("refund_id") != refund_ids.get(d.order_id):
+                problems.append(f"{where}: order's refund id is not the recorded result")
+        elif n_commits:
+            problems.append(f"{where}: a completion was recorded but the task did not succeed")
+        if t.status == TaskStatus.DEAD and not t.error:
+            problems.append(f"{where}: dead without a reason")
+        if d.rejected and (t.status != TaskStatus.CANCELLED or n_charges):
+            problems.append(f"{where}: rejected, yet charged {n_charges} time(s)")
+        if d.cancelled:
+            if t.status != TaskStatus.CANCELLED:
+                problems.append(f"{where}: cancel returned True but the task is not cancelled")
+            if d.cancel_saw in NOT_STARTED and n_charges:
+                when, pid = charged_at.get(task_id, (0.0, None))
+                after = when - (d.cancelled_at or 0.0)
+                problems.append(
+                    f"{where}: cancelled while {d.cancel_saw}, yet charged {after:+.3f} s after "
+                    f"the cancel by worker {pid}; ledger: attempt {t.attempt}, deliveries "
+                    f"{t.deliveries}, started {t.started_at}, finished {t.finished_at}, "
+                    f"approval {t.approval_id}"
+                )
+        unapproved = t.approval_id and not (d.approved or d.rejected or d.cancelled)
+        if unapproved and t.status == TaskStatus.SUCCEEDED:
+            problems.append(f"{where}: needed approval, ran without one")
+    return r

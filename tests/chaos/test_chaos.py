@@ -1,0 +1,26 @@
+"""The bounded chaos run: part of the normal test command (real time, at most ~90 s)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.controller import ChaosConfig, run_chaos
+
+pytestmark = pytest.mark.slow
+
+
+def test_killed_and_frozen_workers_never_lose_double_or_double_charge(tmp_path: Path) -> None:
+    # Bounded by the config, not by how fast this machine is: the kill phase ends
+    # after 55 kills (15-30 s), the settle wait after 35 s at most.
+    report = run_chaos(tmp_path, ChaosConfig(seed=20261201))
+    print(report.summary())
+    assert report.ok, report.to_json()
+    assert report.kills >= 50, report.summary()
+    # The crash window that matters happened: killed after the charge, before the
+    # answer; those tasks were delivered again and the API refused to charge twice.
+    assert report.kills_after_charge >= 1, report.summary()
+    assert report.freezes == 1, report.summary()
+    assert report.redelivered >= 1 and report.duplicate_charges_prevented >= 1, report.summary()
+    assert report.outcomes.get("succeeded", 0) >= 1 and report.cancels >= 1, report.summary()

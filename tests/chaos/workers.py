@@ -1,0 +1,218 @@
+"""Worker processes for the chaos run, and the supervisor that kills and restarts them.
+
+Workers are forked from a ``forkserver`` (a single-threaded process that has already
+imported agentq), so a restart costs milliseconds instead of a fresh interpreter's
+imports: on a loaded 2-core machine that is what makes 50 kills fit in a bounded run.
+
+Each worker serves every queue of the refund bot (``tools/``, ``policies/``) with the
+real ``execute_refund`` tool. Its HTTP transport tags each request with the worker's
+pid (``X-Chaos-Worker``), so the payments server can tell the supervisor whom to kill
+right after it applied a charge, before the answer (and so the completion) exists.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+PID_HEADER = "X-Chaos-Worker"
+
+
+class _PidTaggingTransport(httpx.BaseTransport):
+    """Adds this process's pid to every request (the server reports it back)."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self._inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers[PID_HEADER] = str(os.getpid())
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def worker_settings(api_url: str) -> dict[str, str]:
+    """Settings the refund bot's tools read (API base URLs, the orders table)."""
+    return {
+        "payments_url": api_url,
+        "notifications_url": api_url,
+        "shipping_url": api_url,
+        "orders_table": "orders",
+    }
+
+
+def serve(db_url: str, api_url: str) -> None:
+    """Entry point of one worker process: serve every queue until SIGTERM."""
+    from agentq import Runtime, SystemClock
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    rt = Runtime(
+        db_url,
+        tools=ROOT / "tools",
+        policies=ROOT / "policies",
+        clock=SystemClock(),
+        settings=worker_settings(api_url),
+        http_transport=_PidTaggingTransport(httpx.HTTPTransport()),
+    )
+    try:
+        # No prefetch: a killed worker strands only the tasks it is running, each of
+        # which then waits out its 10 s lease before another worker gets it.
+        rt.worker(concurrency=4, prefetch=0, receive_timeout=0.2).run(stop)
+    finally:
+        rt.close()
+
+
+@dataclass
+class KillCounts:
+    """What the supervisor did."""
+
+    started: int = 0
+    kills: int = 0
+    kills_after_charge: int = 0
+    freezes: int = 0
+
+
+class Supervisor:
+    """Keeps ``n`` worker processes alive and SIGKILLs them at random.
+
+    ``kill_random`` kills one that has lived at least ``min_life`` seconds (a kill
+    during start-up is allowed too, but a worker must get some work done between
+    kills); ``kill_pid`` kills a given worker (the payments server's hook). A
+    background thread restarts every worker that died, until :meth:`close`.
+    """
+
+    def __init__(self, n: int, db_url: str, api_url: str, *, seed: int) -> None:
+        self._ctx = multiprocessing.get_context("forkserver")
+        self._ctx.set_forkserver_preload(["agentq.runtime", "agentq.executor", __name__])
+        self._args = (db_url, api_url)
+        self._lock = threading.Lock()
+        self._rng = random.Random(seed)
+        self._procs: list[tuple[BaseProcess, float]] = []
+        self._doomed: set[int] = set()  # pids already killed (not yet reaped)
+        self._frozen: list[tuple[int, float]] = []  # (pid, when to SIGCONT it)
+        self.counts = KillCounts()
+        self._closing = threading.Event()
+        with self._lock:
+            for _ in range(n):
+                self._procs.append(self._spawn())
+        self._thread = threading.Thread(target=self._restart_loop, name="chaos-restarts")
+        self._thread.start()
+
+    def _spawn(self) -> tuple[BaseProcess, float]:
+        proc = self._ctx.Process(target=serve, args=self._args, daemon=True)
+        proc.start()
+        self.counts.started += 1
+        return proc, time.monotonic()
+
+    def _restart_loop(self) -> None:
+        while not self._closing.wait(0.02):
+            with self._lock:
+                self._thaw(time.monotonic())
+                for i, (proc, _) in enumerate(self._procs):
+                    if not proc.is_alive():
+                        proc.join()
+                        self._doomed.discard(proc.pid or 0)
+                        proc.close()
+                        self._procs[i] = self._spawn()
+
+    def _thaw(self, now: float) -> None:
+        for pid, until in list(self._frozen):
+            if until <= now or self._closing.is_set():
+                self._frozen.remove((pid, until))
+                _signal(pid, signal.SIGCONT)
+
+    def _alive(self) -> list[tuple[BaseProcess, float]]:
+        return [(p, b) for p, b in self._procs if p.is_alive() and p.pid not in self._doomed]
+
+    def _kill(self, proc: BaseProcess) -> None:
+        proc.kill()
+        self._doomed.add(proc.pid or 0)
+        self.counts.kills += 1
+
+    def kill_random(self, min_life: float) -> bool:
+        """SIGKILL one worker that has lived ``min_life`` s; False if none has."""
+        now = time.monotonic()
+        with self._lock:
+            ripe = [p for p, born in self._alive() if now - born >= min_life]
+            if not ripe:
+                return False
+            self._kill(self._rng.choice(ripe))
+            return True
+
+    def kill_pid(self, pid: int) -> bool:
+        """SIGKILL the worker with this pid, if it is one of ours and alive."""
+        with self._lock:
+            for proc, _ in self._alive():
+                if proc.pid == pid:
+                    self._kill(proc)
+                    self.counts.kills_after_charge += 1
+                    return True
+        return False
+
+    def freeze_random(self, seconds: float) -> bool:
+        """SIGSTOP one worker for ``seconds`` (past its leases), then SIGCONT it.
+
+        Its leases expire meanwhile and other workers run its tasks again; when it
+        wakes, its completions must be refused, not recorded a second time.
+        """
+        with self._lock:
+            frozen = {pid for pid, _ in self._frozen}
+            candidates = [p for p, _ in self._alive() if p.pid not in frozen]
+            if not candidates:
+                return False
+            proc = self._rng.choice(candidates)
+            _signal(proc.pid or 0, signal.SIGSTOP)
+            self._frozen.append((proc.pid or 0, time.monotonic() + seconds))
+            self.counts.freezes += 1
+            return True
+
+    def close(self, timeout: float = 20.0) -> None:
+        """Stop restarting; SIGTERM every worker, SIGKILL what has not exited in time."""
+        self._closing.set()
+        self._thread.join(timeout)
+        with self._lock:
+            self._thaw(time.monotonic())  # a stopped process would not see SIGTERM
+            procs = [p for p, _ in self._procs]
+            self._procs = []
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        deadline = time.monotonic() + timeout
+        for proc in procs:
+            proc.join(max(deadline - time.monotonic(), 0.1))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+            proc.close()
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass  # it died meanwhile (killed, or exited)
+
+
+def requesting_pid(headers: Mapping[str, Any]) -> int | None:
+    """The worker pid a request to the payments server came from."""
+    for name, value in headers.items():
+        if name.lower() == PID_HEADER.lower():
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
