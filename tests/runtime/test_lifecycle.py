@@ -364,6 +364,11 @@ def test_approval_rule_compares_exactly(rt: Runtime) -> None:
     assert rt.enqueue_action("pay", {"ref": "a", "amount": 100}).status == TaskStatus.QUEUED
     over = rt.enqueue_action("pay", {"ref": "b", "amount": 100.0000001})
     assert over.status == TaskStatus.AWAITING_APPROVAL
+    rule = ApprovalRule(tool="pay", field="amount", above=100)
+    # Beyond a float's precision a float comparison says "equal": that failed open.
+    assert rule.applies({"amount": "100.0000000000000001"})
+    assert ApprovalRule(tool="pay", field="amount", above=1e16).applies({"amount": 10**16 + 1})
+    assert not rule.applies({"amount": 100})
     assert ApprovalRule(tool="pay", field="amount", above=100).applies({"amount": "nan"})
     assert ApprovalRule(tool="pay", field="amount", above=100).applies({"amount": "1e400"})
 
