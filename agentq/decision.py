@@ -15,7 +15,7 @@ from agentq import idempotency
 from agentq.approvals import ApprovalInfo
 from agentq.backends import Transaction
 from agentq.errors import InvalidArguments, ToolError
-from agentq.ledger import TaskInfo, TaskStatus
+from agentq.ledger import TaskInfo
 from agentq.lifecycle import approvals, tasks
 from agentq.lifecycle.states import Event
 from agentq.tools import ToolDef
@@ -194,25 +194,3 @@ class Decision:
     def _timer_tool(self, name: str | None) -> tuple[str, str] | None:
         tools = self.runtime.tools
         return (name, tools.get(name).queue) if name and name in tools else None
-
-    # -- kept for the executor until it calls the lifecycle itself ---------------
-
-    def _send(self, rec: Mapping[str, Any], deliver: datetime | None) -> None:
-        tasks.send(self.runtime, self.tx, rec, deliver)
-
-    def _finish(
-        self,
-        rec: dict[str, Any],
-        status: TaskStatus,
-        *,
-        result: Any = None,
-        error: str | None = None,
-    ) -> None:
-        event = {
-            TaskStatus.SUCCEEDED: Event.SUCCEED,
-            TaskStatus.DEAD: Event.DEAD_LETTER,
-            TaskStatus.CANCELLED: Event.CANCEL,
-        }[status]
-        new = tasks.finish(self.runtime, self.tx, rec, event, result=result, error=error)
-        rec.clear()
-        rec.update(new)

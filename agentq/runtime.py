@@ -34,7 +34,7 @@ from agentq.errors import ApprovalError, ConfigError, IllegalTransition, TaskNot
 from agentq.faults import FaultPoints
 from agentq.ledger import Tables, TaskInfo, TaskStatus
 from agentq.lifecycle import tasks as lifecycle
-from agentq.lifecycle.tasks import BUILTIN_ESCALATION, BUILTIN_EXPIRY, ESCALATION_QUEUE, iso
+from agentq.lifecycle.tasks import BUILTIN_ESCALATION, BUILTIN_EXPIRY, ESCALATION_QUEUE
 from agentq.policies import Policy, load_policies
 from agentq.telemetry import Telemetry
 from agentq.tools import ToolRegistry
@@ -42,22 +42,6 @@ from agentq.tools import ToolRegistry
 __all__ = ["ESCALATION_QUEUE", "REPLAY_REFUSALS", "Decision", "ReplayReport", "Runtime"]
 
 T = TypeVar("T")
-
-# Names the executor imported from here before the lifecycle package existed.
-_BUILTIN_ESCALATION = BUILTIN_ESCALATION
-_iso = iso
-
-
-def finish_record(
-    rec: dict[str, Any], status: TaskStatus, now: str, *, result: Any = None,
-    error: str | None = None,
-) -> None:  # fmt: skip
-    """Kept for the executor's fast success path until it calls the lifecycle."""
-    rec.update(
-        status=status, result=result, error=error, updated_at=now, finished_at=now,
-        next_attempt_at=None,
-    )  # fmt: skip
-
 
 #: Why one dead-letter entry cannot be replayed; anything else (the database
 #: failing, say) stops a replay of many instead of being reported per entry.

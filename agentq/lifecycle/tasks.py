@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from agentq import ordering
-from agentq.approvals import ApprovalStatus
 from agentq.backends import Backend, EncodedRecord, Transaction
 from agentq.envelope import TaskKind, checked_payload, envelope_payload
 from agentq.errors import IllegalTransition, TaskNotFound
@@ -406,9 +405,3 @@ def replay(env: Env, tx: Transaction, task_id: str) -> dict[str, Any]:
     if not key or ordering.admit(tx, key, task_id):
         send(env, tx, new, None)
     return new
-
-
-def approval_is(tx: Transaction, approval_id: str | None, *states: ApprovalStatus) -> bool:
-    """Whether an approval exists and is in one of ``states``."""
-    rec = tx.get_record(Tables.APPROVALS, approval_id) if approval_id else None
-    return rec is not None and rec["status"] in states
