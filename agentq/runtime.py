@@ -33,7 +33,7 @@ from agentq.envelope import task_queue_spec
 from agentq.errors import ApprovalError, ConfigError, IllegalTransition, TaskNotFound
 from agentq.faults import FaultPoints
 from agentq.ledger import Tables, TaskInfo, TaskStatus
-from agentq.lifecycle import tasks as lifecycle
+from agentq.lifecycle import dead_letters
 from agentq.lifecycle.tasks import BUILTIN_ESCALATION, BUILTIN_EXPIRY, ESCALATION_QUEUE
 from agentq.policies import Policy, load_policies
 from agentq.telemetry import Telemetry
@@ -213,7 +213,7 @@ class Runtime:
             rec = tx.tx.get_record(Tables.TASKS, task_id)
             if rec is not None and not self._runnable_tool(rec["tool"]):
                 raise ConfigError(f"cannot replay {task_id!r}: unknown tool {rec['tool']!r}")
-            return TaskInfo.model_validate(lifecycle.replay(self, tx.tx, task_id))
+            return TaskInfo.model_validate(dead_letters.replay(self, tx.tx, task_id))
 
         return self.transact(fn)
 

@@ -27,7 +27,7 @@ from agentq.errors import InvalidMessage, PolicyViolation, ToolError
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Inflight, Outcome
 from agentq.ledger import Tables
-from agentq.lifecycle import approvals
+from agentq.lifecycle import approvals, dead_letters
 from agentq.lifecycle import tasks as lifecycle
 from agentq.lifecycle.states import Event
 from agentq.ratelimit import RateLimitWait
@@ -142,10 +142,10 @@ def dead_letter_stray(tx: Decision, msg: Message, reason: str) -> bool:
     entry says so) and is redelivered with the backend's backoff, recorded again
     each time under the same entry."""
     try:
-        lifecycle.record_stray(tx.tx, msg.queue, msg.key, msg.payload, reason)
+        dead_letters.record_stray(tx.tx, msg.queue, msg.key, msg.payload, reason)
         return True
     except InvalidMessage as exc:
-        lifecycle.record_stray(
+        dead_letters.record_stray(
             tx.tx, msg.queue, msg.key, msg.payload,
             f"{reason}; the row cannot be acked through the queue API ({exc})", ack=False,
         )  # fmt: skip

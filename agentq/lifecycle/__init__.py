@@ -9,7 +9,8 @@ event, when the state does not allow it.
 
 * :mod:`~agentq.lifecycle.states` — the transition tables (printed in the README);
 * :mod:`~agentq.lifecycle.tasks` — task events and the queue operations they imply;
-* :mod:`~agentq.lifecycle.approvals` — approval events and their timers.
+* :mod:`~agentq.lifecycle.approvals` — approval events and their timers;
+* :mod:`~agentq.lifecycle.dead_letters` — stray entries and replay.
 """
 
 from agentq.lifecycle.states import (
