@@ -152,21 +152,21 @@ def _allowed(table: Mapping[tuple[str, Event], StrEnum], state: str) -> str:
     return ", ".join(events) or _FINAL
 
 
+def _moves(table: Mapping[tuple[str, Event], StrEnum], state: str) -> str:
+    return ", ".join(f"{e} → {n}" for (s, e), n in table.items() if s == state) or "—"
+
+
 def task_table_markdown() -> str:
     """The task transition table as Markdown (the README prints exactly this)."""
-    states = [NEW, *[str(s) for s in TaskStatus]]
     rows = ["| state | meaning | event → next state |", "| --- | --- | --- |"]
-    for state in states:
-        moves = [f"{e} → {n}" for (s, e), n in TASK_TRANSITIONS.items() if s == state]
-        rows.append(f"| `{state}` | {_MEANING[state]} | {', '.join(moves) or '—'} |")
+    for state in [NEW, *map(str, TaskStatus)]:
+        rows.append(f"| `{state}` | {_MEANING[state]} | {_moves(TASK_TRANSITIONS, state)} |")
     return "\n".join(rows)
 
 
 def approval_table_markdown() -> str:
     """The approval transition table as Markdown (the README prints exactly this)."""
-    states = [NEW, *[str(s) for s in ApprovalStatus]]
     rows = ["| approval state | event → next state |", "| --- | --- |"]
-    for state in states:
-        moves = [f"{e} → {n}" for (s, e), n in APPROVAL_TRANSITIONS.items() if s == state]
-        rows.append(f"| `{state}` | {', '.join(moves) or '—'} |")
+    for state in [NEW, *map(str, ApprovalStatus)]:
+        rows.append(f"| `{state}` | {_moves(APPROVAL_TRANSITIONS, state)} |")
     return "\n".join(rows)
