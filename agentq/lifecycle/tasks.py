@@ -227,6 +227,9 @@ def _write_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
     while nxt is not None:
         waiting = tx.get_record(Tables.TASKS, nxt)
         if waiting is not None and waiting["status"] == TaskStatus.QUEUED:
+            # A waiting task never had a message: a row under its key was written
+            # around agentq, and must not make this (the head's) transaction fail.
+            tx.ack(waiting["queue"], (nxt, waiting["attempt"]), must_exist=False)
             send(env, tx, waiting, _due(tx, waiting))
             return
         nxt = ordering.release(tx, key, nxt)  # not sendable (gone): skip it

@@ -454,3 +454,18 @@ def test_a_decision_before_the_deadline_cancels_the_expiry(
     rt.worker().drain()
     assert rt.task(task.task_id).status == TaskStatus.SUCCEEDED
     assert rt.approval(approval.approval_id).status == ApprovalStatus.APPROVED
+
+
+def test_a_stray_row_under_a_waiting_tasks_key_cannot_fail_the_heads_completion(
+    rt: Runtime,
+) -> None:
+    head = rt.enqueue_action("blob", {"data": "a"}, ordering_key="k")
+    nxt = rt.enqueue_action("blob", {"data": "b"}, ordering_key="k")
+    # Written around agentq, under the key the waiting task will be sent with,
+    # and not yet deliverable: only the head's release would collide with it.
+    later = rt.clock.now() + timedelta(days=1)
+    rt.backend.transact(lambda tx: tx.send("work", (nxt.task_id, 1), {"junk": 1}, later))
+    rt.worker().drain()
+    assert rt.task(head.task_id).status == TaskStatus.SUCCEEDED
+    assert rt.task(nxt.task_id).status == TaskStatus.SUCCEEDED
+    assert ran("blob") == 2
