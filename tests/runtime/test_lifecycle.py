@@ -377,7 +377,8 @@ def test_approval_rule_compares_exactly(rt: Runtime) -> None:
 
 
 def test_every_state_event_pair_is_either_a_listed_move_or_refused(rt: Runtime) -> None:
-    from agentq.lifecycle.states import next_task_state
+    from agentq.lifecycle import APPROVAL_TRANSITIONS
+    from agentq.lifecycle.states import next_approval_state, next_task_state
 
     for state in [NEW, *TaskStatus]:
         for event in Event:
@@ -390,6 +391,15 @@ def test_every_state_event_pair_is_either_a_listed_move_or_refused(rt: Runtime) 
     # Finished states allow nothing but a dead task's replay.
     for final in (TaskStatus.SUCCEEDED, TaskStatus.CANCELLED):
         assert not [e for (s, e) in TASK_TRANSITIONS if s == final]
+    for astate in [NEW, *ApprovalStatus]:
+        for event in Event:
+            allowed = APPROVAL_TRANSITIONS.get((str(astate), event))
+            current = None if astate == NEW else astate
+            if allowed is None:
+                with pytest.raises(ApprovalError, match=f"{astate}.*: {event} is not allowed"):
+                    next_approval_state("a1", current, event)
+            else:
+                assert next_approval_state("a1", current, event) == allowed
 
 
 def test_readme_prints_the_transition_tables() -> None:
