@@ -85,7 +85,7 @@ class Decision:
         """
         rt = self.runtime
         definition = self._enqueueable(tool)
-        validated = definition.validate_args(args).model_dump(mode="json")
+        validated = definition.enqueueable_args(args)
         ordering_key = _checked_key("ordering_key", ordering_key)
         idempotency_key = _checked_key("idempotency_key", idempotency_key)
         if at is not None and delay is not None:
@@ -137,7 +137,7 @@ class Decision:
     ) -> ApprovalInfo:
         """Ask a human to approve a tool call; schedules its escalation."""
         definition = self._enqueueable(tool)
-        validated = definition.validate_args(args).model_dump(mode="json")
+        validated = definition.enqueueable_args(args)
         ordering_key = _checked_key("ordering_key", ordering_key)
         delay = None if escalate_after is None else as_timedelta(escalate_after)
         return self._request(definition, validated, reason, delay, ordering_key, None, at)

@@ -74,14 +74,20 @@ class ToolDef:
                 f"tool {self.name!r} takes an object of arguments, got {type(args).__name__}"
             )
         try:
-            model = self.args_model.model_validate(dict(args))
+            return self.args_model.model_validate(dict(args))
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or '(args)'}: {err['msg']}"
                 for err in exc.errors()
             )
             raise InvalidArguments(f"invalid arguments for tool {self.name!r}: {problems}") from exc
-        bad = _non_finite(model.model_dump(), ())
+
+    def enqueueable_args(self, args: object) -> dict[str, Any]:
+        """Validate untrusted arguments for a new task: the JSON-compatible dict its
+        envelope carries. NaN and infinities are refused, naming the field: JSON
+        cannot carry them and no approval rule can compare them."""
+        data = self.validate_args(args).model_dump(mode="json")
+        bad = _non_finite(data, ())
         if bad is not None:
             where = ".".join(str(p) for p in bad[0]) or "(args)"
             raise InvalidArguments(
@@ -89,7 +95,7 @@ class ToolDef:
                 "finite number (NaN and infinities are refused: JSON cannot carry them and "
                 "no policy can compare them)"
             )
-        return model
+        return data
 
     def dump_result(self, result: object) -> Any:
         """The handler's result as JSON-compatible data, checked against the result model."""
