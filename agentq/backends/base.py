@@ -122,6 +122,14 @@ class EncodedRecord(str):
     __slots__ = ()
 
 
+def check_stream_args(max_batch_size: int, max_duration: float) -> None:
+    """The argument checks every backend's :meth:`Backend.stream` makes."""
+    if max_batch_size < 1:
+        raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+    if max_duration < 0:
+        raise ValueError(f"max_duration must not be negative, got {max_duration}")
+
+
 def encode_record(value: Mapping[str, Any]) -> EncodedRecord:
     """Encode a record the way every backend stores it (compact JSON)."""
     return EncodedRecord(json.dumps(value, separators=(",", ":"), default=str))

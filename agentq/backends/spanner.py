@@ -62,6 +62,7 @@ from agentq.backends.base import (
     Renewal,
     StoredRecord,
     Transaction,
+    check_stream_args,
     record_text,
 )
 from agentq.clock import Clock, SystemClock
@@ -451,10 +452,7 @@ class SpannerBackend:
     def stream(
         self, queue: str, max_batch_size: int = 1, max_duration: float = 0.0
     ) -> Iterator[list[Message]]:
-        if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
-        if max_duration < 0:
-            raise ValueError(f"max_duration must not be negative, got {max_duration}")
+        check_stream_args(max_batch_size, max_duration)
         spec = self.queue_spec(queue)
         return self._stream(spec, max_batch_size, max_duration)
 

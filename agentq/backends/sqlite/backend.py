@@ -19,6 +19,7 @@ from agentq.backends.base import (
     Renewal,
     StoredRecord,
     Transaction,
+    check_stream_args,
 )
 from agentq.backends.sqlite import queues, records
 from agentq.backends.sqlite.connection import Database
@@ -151,10 +152,7 @@ class SQLiteBackend:
     def stream(
         self, queue: str, max_batch_size: int = 1, max_duration: float = 0.0
     ) -> Iterator[list[Message]]:
-        if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
-        if max_duration < 0:
-            raise ValueError(f"max_duration must not be negative, got {max_duration}")
+        check_stream_args(max_batch_size, max_duration)
         self._queue_sql(queue)  # fail fast on an unknown queue
         return self._stream(queue, max_batch_size, max_duration)
 
