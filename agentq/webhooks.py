@@ -98,9 +98,9 @@ def check_callback_url(url: object, policy: Policy) -> str:
         )
     allowed = policy.for_tool(WEBHOOK_TOOL).allowed_hosts
     if not host_allowed(host, allowed):
+        hosts = ", ".join(allowed) or f"none: set [tools.{WEBHOOK_TOOL}] allowed_hosts"
         raise InvalidArguments(
-            f"callback_url host {host!r} is not allowed for webhooks (allowed: "
-            f"{', '.join(allowed) or 'none: set [tools.{WEBHOOK_TOOL}] allowed_hosts'})"
+            f"callback_url host {host!r} is not allowed for webhooks (allowed: {hosts})"
         )
     return url
 

@@ -3,12 +3,17 @@ worker in another process, and a real uvicorn server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import os
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +163,63 @@ def server(runtime: Runtime, tmp_path: Path) -> Iterator[LiveServer]:
     live = LiveServer(create_app(runtime, auth=auth, max_wait=30)).start()
     yield live
     live.stop()
+
+
+# -- a webhook receiver ---------------------------------------------------------------
+
+
+class WebhookReceiver:
+    """A webhook endpoint on loopback: 503 while ``down``; applies each
+    Idempotency-Key once and checks every signature."""
+
+    def __init__(self) -> None:
+        self.down = True
+        self.attempts: list[str] = []
+        self.applied: dict[str, dict[str, Any]] = {}
+        self.bad_signatures = 0
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                receiver.receive(self.headers, body)
+                status = 503 if receiver.down else 200
+                self.send_response(status)
+                if status == 503:
+                    self.send_header("Retry-After", "1")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def receive(self, headers: Any, body: bytes) -> None:
+        webhook_id = headers["webhook-id"]
+        content = f"{webhook_id}.{headers['webhook-timestamp']}.".encode() + body
+        expected = "v1," + base64.b64encode(
+            hmac.new(WEBHOOK_SECRET.encode(), content, hashlib.sha256).digest()).decode()
+        with self.lock:
+            self.attempts.append(headers["Idempotency-Key"])
+            if not hmac.compare_digest(expected, headers["webhook-signature"]):
+                self.bad_signatures += 1
+            elif not self.down:
+                self.applied.setdefault(headers["Idempotency-Key"], json.loads(body))
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    r = WebhookReceiver()
+    yield r
+    r.close()
