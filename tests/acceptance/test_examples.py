@@ -16,6 +16,8 @@ EXPECTED = {
     "checkpoints.py": ["succeeded: {'rows': 4500, 'deliveries': 5} after 5 deliveries"],
     "heartbeat.py": ["t=50s: worker-2 timed out"],
     "ordering.py": ["each order's steps ran in order"],
+    "http_api.py": ["retried: 200, same task: True", "small refund: succeeded",
+                    "large refund after approval by alice: succeeded", "refunds charged: 2"],
 }  # fmt: skip
 
 
