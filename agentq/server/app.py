@@ -20,7 +20,9 @@ authentication middleware, so in any handler:
   the authenticator), also inside mounted sub-applications.
 
 Raise :class:`~agentq.server.problems.Problem` (or let an ``AgentQError``
-escape) to answer with ``application/problem+json``.
+escape) to answer with ``application/problem+json``. A mounted *Starlette
+application* handles its own exceptions: give it
+``exception_handlers=PROBLEM_HANDLERS`` (:mod:`agentq.server.problems`).
 """
 
 from __future__ import annotations
