@@ -12,9 +12,10 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from agentq.cli import demo, dlq, inspect_cmd, tasks, worker
+from agentq.cli import common, demo, dlq, inspect_cmd, tasks, worker
 from agentq.errors import AgentQError
 from agentq.redact import redact_text
+from agentq.server.cli import register as register_http
 
 __all__ = ["build_parser", "main"]
 
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_cmd.register(sub)
     dlq.register(sub)
     tasks.register(sub)
+    register_http(sub, common.add_runtime_args, common.open_runtime)
     # Other surfaces: one import above and one register(sub) call here.
     return parser
 

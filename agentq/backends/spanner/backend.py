@@ -36,6 +36,7 @@ from agentq.backends.base import (
     Transaction,
     check_stream_args,
 )
+from agentq.backends.notify import Notifier, Wake
 from agentq.backends.spanner import records
 from agentq.backends.spanner.ddl import ddl
 from agentq.backends.spanner.dialect import Dialect
@@ -82,6 +83,11 @@ class SpannerBackend:
         self._calls: set[Any] = set()
         self._lock = threading.Lock()
         self._closed = False
+        # Commits here wake this process's waiters at once; other processes'
+        # commits are only seen by re-reading, every commit_poll_interval seconds
+        # (Spanner has no change notification short of a change stream).
+        self._commits = Notifier()
+        self.commit_poll_interval: float | None = 0.5
 
     @property
     def url(self) -> str:
@@ -143,7 +149,15 @@ class SpannerBackend:
 
     def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
         # Every Spanner commit is durable; ``durable`` is accepted for the contract.
-        return transact(self, fn)
+        result = transact(self, fn)
+        self._commits.notify()
+        return result
+
+    def subscribe_commits(self, wake: Wake) -> None:
+        self._commits.subscribe(wake)
+
+    def unsubscribe_commits(self, wake: Wake) -> None:
+        self._commits.unsubscribe(wake)
 
     # -- receiving ------------------------------------------------------------------
 
