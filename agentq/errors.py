@@ -26,6 +26,7 @@ specific class here, with the original kept as ``__cause__``.
     ├── TaskNotFound
     ├── IllegalTransition            an event the task's (or approval's) state does not allow
     │   └── ApprovalError            unknown approval, or already decided / void
+    │       └── ApprovalNotFound     no approval with this id
     └── IdempotencyConflict          an idempotency key reused with other args or another tool
 """
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 __all__ = [
     "AgentQError",
     "ApprovalError",
+    "ApprovalNotFound",
     "BackendUnavailable",
     "ConfigError",
     "DatabaseNotWritable",
@@ -139,6 +141,10 @@ class IllegalTransition(AgentQError):
 class ApprovalError(IllegalTransition):
     """The approval does not exist, has already been decided, or is void (its
     task was cancelled)."""
+
+
+class ApprovalNotFound(ApprovalError, LookupError):
+    """No approval with this id exists."""
 
 
 class IdempotencyConflict(AgentQError):

@@ -16,7 +16,7 @@ from typing import Any
 from agentq import ordering
 from agentq.approvals import ApprovalInfo, ApprovalNotice, ApprovalStatus
 from agentq.backends import Transaction
-from agentq.errors import ApprovalError
+from agentq.errors import ApprovalError, ApprovalNotFound
 from agentq.ledger import Tables, TaskStatus
 from agentq.lifecycle import tasks
 from agentq.lifecycle.states import Event, next_approval_state
@@ -109,7 +109,7 @@ def request(
 def _approval(tx: Transaction, approval_id: str) -> dict[str, Any]:
     rec = tx.get_record(Tables.APPROVALS, approval_id)
     if rec is None:
-        raise ApprovalError(f"no approval {approval_id!r}")
+        raise ApprovalNotFound(f"no approval {approval_id!r}")
     return rec
 
 
