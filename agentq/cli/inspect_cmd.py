@@ -104,15 +104,26 @@ def register(sub: Any) -> None:
     )
     add_db_args(inspect)
     inspect.add_argument("--json", action="store_true", help="print one JSON document per frame")
-    inspect.add_argument("--watch", type=positive_float, nargs="?", const=2.0, metavar="SECONDS",
-                         help="redraw every SECONDS (default 2) until Ctrl-C")
+    inspect.add_argument(
+        "--watch",
+        type=positive_float,
+        nargs="?",
+        const=2.0,
+        metavar="SECONDS",
+        help="redraw every SECONDS (default 2) until Ctrl-C",
+    )
     inspect.add_argument("--count", type=positive, metavar="N", help="with --watch: N frames")
     inspect.set_defaults(func=_cmd_inspect)
 
     workers = sub.add_parser("workers", help="live workers, from their heartbeats")
     workers.add_argument("--all", action="store_true", help="also workers no longer heard from")
-    workers.add_argument("--live-within", type=positive_float, default=overview.LIVE_SECONDS,
-                         metavar="SECONDS", help="heard from within this long: live (default 30)")
+    workers.add_argument(
+        "--live-within",
+        type=positive_float,
+        default=overview.LIVE_SECONDS,
+        metavar="SECONDS",
+        help="heard from within this long: live (default 30)",
+    )
     add_format_args(workers)
     add_db_args(workers)
     workers.set_defaults(func=_cmd_workers)

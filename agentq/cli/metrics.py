@@ -68,8 +68,11 @@ class MetricsServer:
         def finished(_: CallbackOptions) -> Iterable[Observation]:
             yield Observation(worker.finished)
 
-        meter.create_observable_gauge("agentq.worker.in_flight", [in_flight],
-                                      description="tasks leased by this worker, not finished")
+        meter.create_observable_gauge(
+            "agentq.worker.in_flight",
+            [in_flight],
+            description="tasks leased by this worker, not finished",
+        )
         meter.create_observable_counter("agentq.worker.finished", [finished],
                                         description="attempts this worker finished")  # fmt: skip
 

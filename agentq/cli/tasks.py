@@ -155,22 +155,34 @@ def register(sub: Any) -> None:
     """Add ``enqueue``, ``task``, ``tasks`` and ``cancel``."""
     enqueue = sub.add_parser("enqueue", help="enqueue a tool call (validated by the tool)")
     enqueue.add_argument("tool", help="the tool's name")
-    enqueue.add_argument("--args", required=True, metavar="JSON|@FILE",
-                         help="arguments: a JSON object, @file, or @- for standard input")
+    enqueue.add_argument(
+        "--args",
+        required=True,
+        metavar="JSON|@FILE",
+        help="arguments: a JSON object, @file, or @- for standard input",
+    )
     enqueue.add_argument("--idempotency-key", help="the same key returns the same task")
     enqueue.add_argument("--ordering-key", help="tasks with one key run one at a time, in order")
     enqueue.add_argument("--at", type=_timestamp, help="run at this ISO 8601 time (with zone)")
     enqueue.add_argument("--delay", type=positive_float, metavar="SECONDS", help="run later")
-    enqueue.add_argument("--wait", type=positive_float, metavar="SECONDS",
-                         help="wait for the task to finish (exit 0 succeeded, 1 not, 4 timeout)")
+    enqueue.add_argument(
+        "--wait",
+        type=positive_float,
+        metavar="SECONDS",
+        help="wait for the task to finish (exit 0 succeeded, 1 not, 4 timeout)",
+    )
     enqueue.add_argument("--json", action="store_true", help="print the task as JSON")
     add_runtime_args(enqueue)
     enqueue.set_defaults(func=_cmd_enqueue)
 
     task = sub.add_parser("task", help="one task: status, attempts, result or error")
     task.add_argument("task_id")
-    task.add_argument("--wait", type=positive_float, metavar="SECONDS",
-                      help="wait for it to finish (exit 0 succeeded, 1 not, 4 timeout)")
+    task.add_argument(
+        "--wait",
+        type=positive_float,
+        metavar="SECONDS",
+        help="wait for it to finish (exit 0 succeeded, 1 not, 4 timeout)",
+    )
     add_format_args(task)
     add_db_args(task)
     task.set_defaults(func=_cmd_task)

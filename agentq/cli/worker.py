@@ -115,19 +115,39 @@ def register(sub: Any) -> None:
         "--log-format", choices=["text", "json"], default="text",
         help="log lines as text or as one JSON object each (default text)",
     )  # fmt: skip
-    worker.add_argument("--grace", type=positive_float, default=30.0, metavar="SECONDS",
-                        help="on stop, how long tasks in flight may take (default 30)")
-    worker.add_argument("--stats-interval", type=positive_float, default=60.0, metavar="SECONDS",
-                        help="log a line of counters this often (default 60)")
+    worker.add_argument(
+        "--grace",
+        type=positive_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="on stop, how long tasks in flight may take (default 30)",
+    )
+    worker.add_argument(
+        "--stats-interval",
+        type=positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="log a line of counters this often (default 60)",
+    )
     runs = worker.add_mutually_exclusive_group()
     runs.add_argument("--once", action="store_true", help="run what is ready now, then exit")
-    runs.add_argument("--max-tasks", type=positive, metavar="N",
-                      help="exit after N finished attempts (cron-style runs)")
-    worker.add_argument("--metrics-port", type=int, metavar="PORT",
-                        help="serve /metrics (Prometheus) and /healthz on this port (0: any)")
-    worker.add_argument("--metrics-host", default="127.0.0.1",
-                        help="address for --metrics-port (default 127.0.0.1; others need "
-                        "$AGENTQ_METRICS_TOKEN)")
+    runs.add_argument(
+        "--max-tasks",
+        type=positive,
+        metavar="N",
+        help="exit after N finished attempts (cron-style runs)",
+    )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve /metrics (Prometheus) and /healthz on this port (0: any)",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address for --metrics-port (default 127.0.0.1; others need $AGENTQ_METRICS_TOKEN)",
+    )
     worker.set_defaults(func=_cmd_worker)
 
     init = sub.add_parser("init", help="create the runtime's tables and queues (Spanner: DDL)")
