@@ -7,7 +7,7 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq.cli.common import (
     add_db_args,
@@ -20,6 +20,10 @@ from agentq.cli.common import (
 from agentq.cli.exits import EXIT_NEGATIVE, EXIT_OK, EXIT_TIMEOUT
 from agentq.cli.output import add_format_args, emit, print_json
 from agentq.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentq.ledger import TaskInfo
+    from agentq.runtime import Runtime
 
 __all__ = ["register", "wait_for"]
 
@@ -61,18 +65,17 @@ def _read_args(text: str) -> dict[str, Any]:
     return value
 
 
-def wait_for(rt: Any, task_id: str, timeout: float) -> Any:
+_WAIT_CHUNK = 3600.0  # the longest one Runtime.wait takes
+
+
+def wait_for(rt: Runtime, task_id: str, timeout: float) -> TaskInfo:
     """The task once it is finished, or as it is when ``timeout`` runs out."""
-    wait = getattr(rt, "wait", None)  # Runtime.wait, where this build has it
-    if wait is not None:
-        return wait(task_id, timeout)
     deadline = rt.clock.monotonic() + timeout
     while True:
-        task = rt.task(task_id)
         remaining = deadline - rt.clock.monotonic()
-        if task.done or remaining <= 0:
+        task = rt.wait(task_id, max(0.0, min(remaining, _WAIT_CHUNK)))
+        if task.done or remaining <= _WAIT_CHUNK:
             return task
-        rt.clock.sleep(min(0.2, remaining))
 
 
 def _finished_status(task: Any) -> int:
