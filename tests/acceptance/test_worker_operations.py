@@ -139,7 +139,7 @@ def test_once_runs_what_is_ready_and_exits(project: Path, workers: list[WorkerPr
         (project / "markers" / name).write_text("tried")  # they succeed at once
     worker = WorkerProcess(project, "--once")
     workers.append(worker)
-    code, out, log = worker.finish()
+    code, _, log = worker.finish()
     assert code == 0, log
     assert all(_task(project, i)["status"] == "succeeded" for i in ids)
 
@@ -171,7 +171,7 @@ def test_grace_lets_a_task_in_flight_finish(project: Path, workers: list[WorkerP
     worker.proc.send_signal(signal.SIGTERM)
     worker.wait_for(lambda: "waiting up to 60s for 1 task(s)" in worker.log)
     (project / "markers" / "release").write_text("go")
-    code, out, log = worker.finish()
+    code, _, log = worker.finish()
     assert code == 0, log
     assert _task(project, task_id)["status"] == "succeeded"
 
