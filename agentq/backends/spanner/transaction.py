@@ -13,17 +13,21 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from google.api_core import exceptions as gexc
 from google.cloud.spanner_v1.keyset import KeySet
 
 from agentq.backends.base import EncodedRecord, Transaction, record_text
 from agentq.backends.spanner.dialect import RECORDS
 from agentq.backends.spanner.wire import wire_key, wire_payload
+from agentq.errors import MessageNotFound
 from agentq.spec import validate_identifier
 
 if TYPE_CHECKING:
     from agentq.backends.spanner.backend import SpannerBackend
 
 __all__ = ["SpannerTransaction"]
+
+_ASSERT = re.compile(r"\bASSERT_ROWS_MODIFIED\b", re.I)
 
 
 class SpannerTransaction(Transaction):
@@ -36,6 +40,8 @@ class SpannerTransaction(Transaction):
         self._records: dict[tuple[str, str], dict[str, Any] | None] = {}
         self.strict_acks = 0
         self.sent = False
+        #: A failed ``ASSERT_ROWS_MODIFIED``: the transaction must not commit.
+        self.failed_assert: MessageNotFound | None = None
 
     @property
     def now(self) -> datetime:
@@ -70,9 +76,18 @@ class SpannerTransaction(Transaction):
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[tuple[Any, ...]]:
         named = self._backend._named_params(params)
-        if re.match(r"^\s*(SELECT|WITH)\b", sql, re.I):
-            return [tuple(row) for row in self._txn.execute_sql(sql, params=named or None)]
-        count = self._txn.execute_update(sql, params=named or None)
+        try:
+            if re.match(r"^\s*(SELECT|WITH)\b", sql, re.I):
+                return [tuple(row) for row in self._txn.execute_sql(sql, params=named or None)]
+            count = self._txn.execute_update(sql, params=named or None)
+        except gexc.OutOfRange as exc:
+            if not _ASSERT.search(sql):
+                raise
+            # The documents' at-most-once ack: the message was already deleted.
+            self.failed_assert = MessageNotFound(
+                f"ASSERT_ROWS_MODIFIED failed (already acknowledged): {exc.message}"
+            )
+            raise self.failed_assert from exc
         return [(count,)]
 
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
