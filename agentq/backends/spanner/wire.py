@@ -43,6 +43,13 @@ def payload_bytes(spec: QueueSpec, payload: Any) -> bytes:
         return base64.b64decode(payload)
     if isinstance(payload, str | bytes):
         return payload.encode() if isinstance(payload, str) else payload
+    serialize = getattr(payload, "serialize", None)
+    if callable(serialize):
+        # The client's JsonObject is a dict subclass that keeps arrays and scalars
+        # outside the dict: json.dumps would write "{}" for [1, 2, 3], "text" or 42.
+        # Its serialize() gives the JSON text, or None for a JSON null.
+        text = serialize()
+        return b"null" if text is None else str(text).encode()
     return json.dumps(payload).encode()
 
 
