@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentq.backends.base import StoredRecord
+from agentq.backends.spanner.api_errors import mapped_errors
 
 if TYPE_CHECKING:
     from agentq.backends.spanner.backend import SpannerBackend
@@ -17,7 +18,10 @@ __all__ = ["get_record", "list_records", "read_records"]
 def get_record(backend: SpannerBackend, table: str, key: str) -> dict[str, Any] | None:
     """One record, or None."""
     d = backend.dialect
-    with backend.database.snapshot() as snap:
+    with (
+        mapped_errors(f"reading record {table}/{key}", backend.endpoint),
+        backend.database.snapshot() as snap,
+    ):
         rows = list(
             snap.execute_sql(d.record_select(), params=d.param_dict(["tbl", "k"], [table, key]))
         )
@@ -30,7 +34,10 @@ def read_records(
     """Many records with versions (their stored text), in one snapshot."""
     d = backend.dialect
     out: dict[str, StoredRecord] = {}
-    with backend.database.snapshot(multi_use=True) as snap:
+    with (
+        mapped_errors(f"reading records of {table}", backend.endpoint),
+        backend.database.snapshot(multi_use=True) as snap,
+    ):
         for key in dict.fromkeys(keys):
             rows = list(
                 snap.execute_sql(d.record_select(), params=d.param_dict(["tbl", "k"], [table, key]))
@@ -46,7 +53,10 @@ def list_records(
 ) -> list[tuple[str, dict[str, Any]]]:
     """Records of a table whose key starts with ``prefix``, in key order."""
     d = backend.dialect
-    with backend.database.snapshot() as snap:
+    with (
+        mapped_errors(f"listing records of {table}", backend.endpoint),
+        backend.database.snapshot() as snap,
+    ):
         rows = list(
             snap.execute_sql(
                 d.record_scan(), params=d.param_dict(["tbl", "prefix"], [table, prefix])

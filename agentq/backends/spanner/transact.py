@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from google.api_core import exceptions as gexc
 
 from agentq.backends.base import Transaction
+from agentq.backends.spanner.api_errors import api_error
 from agentq.backends.spanner.transaction import SpannerTransaction
 from agentq.errors import (
     AgentQError,
@@ -97,6 +98,8 @@ def transact(backend: SpannerBackend, fn: Callable[[Transaction], T]) -> T:
         raise
     except gexc.GoogleAPICallError as exc:
         raise _statement_error(exc) from exc
+    except gexc.RetryError as exc:  # a call that kept failing until its deadline
+        raise api_error(exc, "transaction (not committed)", backend.endpoint) from exc
     except RuntimeError as exc:
         if "nested" in str(exc).lower():
             raise TransactionError("transactions cannot be nested") from exc
