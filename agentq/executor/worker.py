@@ -47,6 +47,9 @@ class WorkerStats(Counter[str]):
     ``lease_lost``. Timeouts: ``timed_out``, ``cancelled`` (async),
     ``abandoned_threads``, ``abandoned_limit``, ``late_after_timeout``. Also
     ``group_commits``, ``commit_failed``, ``crashed`` and ``receive_errors``.
+    Long-lived receives (Spanner): ``receive_cancelled_full`` (a stream cancelled
+    after the worker stayed full for ``full_wait`` seconds), ``expired_on_receipt``
+    (messages skipped, their lease gone on arrival); ``renew_errors``.
     """
 
 
@@ -58,7 +61,9 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
     ``max_deliveries`` dead-letters an attempt whose deliveries never complete
     (a poison task that kills its worker); ``prefetch`` is how many leased tasks
     may wait for a free handler (their leases are renewed meanwhile);
-    ``max_abandoned`` bounds the handler threads a worker gives up on when their
+    ``full_wait`` is how long a long-lived receive stream stays open while the
+    worker is full (see :mod:`agentq.executor.receiving`); ``max_abandoned``
+    bounds the handler threads a worker gives up on when their
     calls overrun the tool's timeout (default: ``concurrency``; see
     :mod:`agentq.executor.running` for what a timeout does).
     """
@@ -77,6 +82,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         monitor_interval: float = 0.5,
         prefetch: int | None = None,
         max_abandoned: int | None = None,
+        full_wait: float = 5.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -89,6 +95,8 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         self.batch_size = batch_size or concurrency
         self.group_commit = group_commit
         self.receive_timeout = receive_timeout
+        self.full_wait = full_wait
+        self._open_streams = set()
         self.max_deliveries = max_deliveries
         self.renew_margin = renew_margin
         self.monitor_interval = monitor_interval
@@ -174,6 +182,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
                 pass
         finally:
             stop.set()
+            self._cancel_streams()  # a long RECEIVE would otherwise hold its receiver
             for t in receivers:
                 t.join(self.receive_timeout + 5)
             self._stop_services()
