@@ -14,6 +14,7 @@ ledger writes      :mod:`agentq.executor.outcomes`
 
 from __future__ import annotations
 
+import logging
 import queue as queue_mod
 import threading
 from collections import Counter
@@ -31,6 +32,8 @@ from agentq.ratelimit import RateLimiter
 
 if TYPE_CHECKING:
     from agentq.runtime import Runtime
+
+log = logging.getLogger("agentq.worker")
 
 __all__ = ["Worker", "WorkerStats"]
 
@@ -167,6 +170,9 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         above) when the database refuses writes: retrying cannot help."""
         stop = stop or threading.Event()
         self.failure = None
+        check = getattr(self.runtime.backend, "sizing_warnings", None)
+        for warning in check(self.queues) if check else ():
+            log.warning("sizing: %s", warning)  # a limit of the database this would exceed
         self._start_services()
         receivers = [
             threading.Thread(target=self._receive_loop, args=(q, stop), name=f"agentq-recv-{q}")

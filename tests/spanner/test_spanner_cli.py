@@ -79,9 +79,10 @@ def test_worker_blocked_in_a_long_receive_stops_promptly_on_sigterm(
             time.sleep(0.05)
 
     svc.on_sql(r"RECEIVE_|spanner\.receive_", stream=hold_open)
+    env = {**os.environ, "AGENTQ_WORKER_PROCESSES": "1500"}  # beyond 1000 receives per queue
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentq.cli", "worker", "--db", spanner_url(mock_server[2])],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     try:
         assert receiving.wait(60), "the worker never issued a RECEIVE"
@@ -94,6 +95,7 @@ def test_worker_blocked_in_a_long_receive_stops_promptly_on_sigterm(
         assert time.monotonic() - start < 20, err  # was 96 s
         assert proc.returncode == 0, err
         assert "agentq worker stopped" in out
+        assert "sizing: 1500 worker processes hold 1500 receives on each queue" in out + err
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -42,6 +42,7 @@ from agentq.backends.spanner.dialect import Dialect
 from agentq.backends.spanner.inspection import queue_stats
 from agentq.backends.spanner.leases import renew_leases
 from agentq.backends.spanner.receiving import ReceiveStream
+from agentq.backends.spanner.sizing import sizing_warnings
 from agentq.backends.spanner.transact import transact
 from agentq.clock import Clock, SystemClock
 from agentq.errors import BackendUnavailable, ConfigError, QueueNotFound
@@ -187,6 +188,11 @@ class SpannerBackend:
         """Forget an RPC that ended."""
         with self._lock:
             self._calls.discard(call)
+
+    def sizing_warnings(self, queues: Sequence[str]) -> list[str]:
+        """Documented Spanner limits a worker serving ``queues`` would exceed
+        (see :mod:`.sizing`); the worker logs them when it starts."""
+        return sizing_warnings(queues, self.receive_duration)
 
     def renew(self, queue: str, tokens: Sequence[str]) -> list[Renewal]:
         self.queue_spec(queue)
