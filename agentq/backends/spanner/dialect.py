@@ -78,6 +78,12 @@ class Dialect:
         t, k = self.params(["tbl", "k"])
         return f"SELECT v FROM {RECORDS} WHERE tbl = {t} AND k = {k}"
 
+    def record_multi_select(self) -> str:
+        """Read the records of many keys of one table (an array parameter)."""
+        if self.postgres:
+            return f"SELECT k, v FROM {RECORDS} WHERE tbl = $1 AND k = ANY($2)"
+        return f"SELECT k, v FROM {RECORDS} WHERE tbl = @tbl AND k IN UNNEST(@keys)"
+
     def record_scan(self) -> str:
         """Read a table's records from a key prefix on, in key order."""
         t, k = self.params(["tbl", "prefix"])

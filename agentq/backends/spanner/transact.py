@@ -120,6 +120,12 @@ def _committing(work: Callable[[Any], T]) -> Callable[[Any], T]:
         def tagged_commit(*args: Any, **kwargs: Any) -> Any:
             try:
                 return commit(*args, **kwargs)
+            except ValueError as exc:
+                # A function that read and wrote nothing (every key it touched was
+                # one no record can have): the client refuses to commit nothing.
+                if "has not begun" in str(exc):
+                    return None
+                raise
             except gexc.Aborted:
                 raise
             except gexc.GoogleAPICallError as exc:
@@ -143,8 +149,9 @@ def _commit_error(exc: gexc.GoogleAPICallError, tx: SpannerTransaction | None) -
     strict = tx is not None and tx.strict_acks > 0
     if isinstance(exc, gexc.NotFound) and strict and not _NOT_A_MESSAGE.search(message):
         return MessageNotFound(f"ack of a message that is gone (already acknowledged): {message}")
-    if isinstance(exc, gexc.AlreadyExists) and tx is not None and tx.sent:
-        return DuplicateKey(f"a message with this key already exists: {message}")
+    if isinstance(exc, gexc.AlreadyExists) and tx is not None and tx.sent_queues:
+        queues = ", ".join(repr(q) for q in tx.sent_queues)
+        return DuplicateKey(f"a message with this key already exists in queue {queues}: {message}")
     if isinstance(exc, gexc.ServiceUnavailable | gexc.DeadlineExceeded):
         # The commit outcome is unknown: callers must treat it as "maybe".
         return BackendUnavailable(f"Spanner unavailable (commit outcome unknown): {message}")
