@@ -23,6 +23,7 @@ from typing import Any
 from agentq.backends import open_backend
 from agentq.errors import AgentQError, ConfigError
 from agentq.logs import configure_logging
+from agentq.mcp import command as mcp_command
 from agentq.redact import redact_data, redact_text
 
 __all__ = ["build_parser", "main"]
@@ -334,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     tasks.add_argument("--status", help="only tasks with this status")
     _add_runtime_args(tasks)
     tasks.set_defaults(func=_cmd_tasks)
+    mcp_command.register(sub, _add_runtime_args, _runtime)
     return parser
 
 
