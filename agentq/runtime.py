@@ -18,7 +18,6 @@ any two steps leaves no half-done decision.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,22 +311,6 @@ class Runtime:
             t.schema() for t in sorted(self.tools, key=lambda t: t.name)
             if t.visible and not self.is_internal(t.name)
         ]  # fmt: skip
-
-    # TEMPORARY shim until branch http-api's Runtime.wait lands (merged over this).
-    def wait(self, task_id: str, timeout: float) -> TaskInfo:
-        """The finished task, or its current state at the timeout (temporary: polls)."""
-        import time as _time
-
-        deadline = _time.monotonic() + timeout
-        while True:
-            info = self.task(task_id)
-            if info.done or _time.monotonic() >= deadline:
-                return info
-            threading.Event().wait(0.02)
-
-    async def wait_async(self, task_id: str, timeout: float) -> TaskInfo:
-        """Async form of :meth:`wait` (temporary shim)."""
-        return await asyncio.to_thread(self.wait, task_id, timeout)
 
     # -- workers ----------------------------------------------------------------
 
