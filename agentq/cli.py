@@ -335,6 +335,10 @@ def build_parser() -> argparse.ArgumentParser:
     tasks.add_argument("--status", help="only tasks with this status")
     _add_runtime_args(tasks)
     tasks.set_defaults(func=_cmd_tasks)
+
+    from agentq.server.cli import register as register_http
+
+    register_http(sub, _add_runtime_args, _runtime)
     mcp_command.register(sub, _add_runtime_args, _runtime)
     return parser
 

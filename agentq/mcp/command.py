@@ -29,7 +29,7 @@ def register(
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default loopback)")
     p.add_argument("--port", type=int, default=8765, help="HTTP: port (default %(default)s)")
-    p.add_argument("--tokens", help="HTTP: tokens file (TOML) naming each principal and scopes")
+    p.add_argument("--tokens", help="HTTP: tokens file (TOML, as for agentq serve)")
     p.add_argument("--insecure-local", action="store_true",
                    help="HTTP: no tokens, loopback only (development)")  # fmt: skip
     p.add_argument("--wait", type=float, default=1.0,
@@ -42,7 +42,7 @@ def register(
 
     def run(args: argparse.Namespace) -> int:
         from agentq.mcp import transports
-        from agentq.mcp.server import Principal
+        from agentq.server.auth import Principal
 
         if args.transport == "stdio":
             if args.tokens or args.insecure_local:
@@ -56,11 +56,11 @@ def register(
             finally:
                 rt.close()
             return 0
-        authenticate = transports.load_authenticator(args.tokens, args.insecure_local)
+        auth = transports.load_authenticator(args.tokens, args.insecure_local, args.host)
         rt = open_runtime(args)
         try:
             transports.serve_http(
-                rt, authenticate, host=args.host, port=args.port, wait_seconds=args.wait
+                rt, auth, host=args.host, port=args.port, wait_seconds=args.wait
             )
         finally:
             rt.close()

@@ -15,9 +15,11 @@ JSON-RPC request id, scoped to the caller and its connection (request ids
 restart at 1 on every connection: unscoped, a new client's call would be
 answered with an old client's task).
 
-Who calls is a :class:`Principal` found by the transport (a bearer token on
-HTTP, the operator's grant on stdio); its scopes decide what it sees and may
-call, and approvals record its name, never one the caller typed.
+Who calls is a :class:`~agentq.server.auth.Principal` found by the transport (a
+bearer token on HTTP, checked by the HTTP API's authentication; the operator's
+grant on stdio); its scopes (``read``, ``enqueue``, ``approve``, ``admin``)
+decide what it sees and may call, and approvals record its name, never one the
+caller typed.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import json
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
@@ -39,11 +40,11 @@ from agentq.errors import AgentQError, ConfigError
 from agentq.ledger import TaskInfo
 from agentq.mcp.tasks import RELATED_TASK_META, task_text, task_view
 from agentq.runtime import Runtime
+from agentq.server.auth import Principal, Scope
 
 __all__ = [
     "IDEMPOTENCY_META",
     "MAX_WAIT_SECONDS",
-    "Principal",
     "PrincipalLookup",
     "build_server",
 ]
@@ -56,22 +57,6 @@ MAX_WAIT_SECONDS = 30.0
 _TASK_URI = "agentq://tasks/"
 
 
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling, as authenticated by the transport, and what it may do.
-
-    Scopes: ``enqueue`` (call tools, cancel), ``read`` (task status),
-    ``approve`` (list and decide approvals); ``admin`` implies them all.
-    """
-
-    name: str
-    scopes: frozenset[str]
-
-    def may(self, scope: str) -> bool:
-        """Whether this principal holds ``scope``."""
-        return scope in self.scopes or "admin" in self.scopes
-
-
 #: Finds the caller of a request (raises AgentQError, or returns None: refused).
 PrincipalLookup = Callable[[ServerRequestContext[Any, Any]], Principal | None]
 
@@ -81,12 +66,12 @@ class _Refused(Exception):
 
 
 _TASK_ID = {"type": "string", "minLength": 1, "maxLength": 200}
-_BUILTINS: dict[str, tuple[str, str, dict[str, Any]]] = {
-    "agentq_get_task": ("read", "The current status, result or error of an agentq task.", {
+_BUILTINS: dict[str, tuple[Scope, str, dict[str, Any]]] = {
+    "agentq_get_task": (Scope.READ, "The current status, result or error of an agentq task.", {
         "type": "object", "properties": {"task_id": _TASK_ID}, "required": ["task_id"],
         "additionalProperties": False,
     }),
-    "agentq_wait_task": ("read", "Wait (at most timeout_seconds) for an agentq task to finish.", {
+    "agentq_wait_task": (Scope.READ, "Wait (at most timeout_seconds) for a task to finish.", {
         "type": "object",
         "properties": {
             "task_id": _TASK_ID,
@@ -94,19 +79,19 @@ _BUILTINS: dict[str, tuple[str, str, dict[str, Any]]] = {
         },
         "required": ["task_id"], "additionalProperties": False,
     }),
-    "agentq_cancel_task": ("enqueue", "Cancel an agentq task that has not finished.", {
+    "agentq_cancel_task": (Scope.ENQUEUE, "Cancel an agentq task that has not finished.", {
         "type": "object", "properties": {"task_id": _TASK_ID}, "required": ["task_id"],
         "additionalProperties": False,
     }),
-    "agentq_list_approvals": ("approve", "Approval requests waiting for a decision.", {
+    "agentq_list_approvals": (Scope.APPROVE, "Approval requests waiting for a decision.", {
         "type": "object", "properties": {}, "additionalProperties": False,
     }),
-    "agentq_approve": ("approve", "Approve a pending request: its action runs.", {
+    "agentq_approve": (Scope.APPROVE, "Approve a pending request: its action runs.", {
         "type": "object",
         "properties": {"approval_id": _TASK_ID, "note": {"type": "string", "maxLength": 2000}},
         "required": ["approval_id"], "additionalProperties": False,
     }),
-    "agentq_reject": ("approve", "Reject a pending request: its action never runs.", {
+    "agentq_reject": (Scope.APPROVE, "Reject a pending request: its action never runs.", {
         "type": "object",
         "properties": {"approval_id": _TASK_ID, "note": {"type": "string", "maxLength": 2000}},
         "required": ["approval_id"], "additionalProperties": False,
@@ -189,12 +174,12 @@ def build_server(
         raise ConfigError(f"tool name(s) {', '.join(clash)} are reserved by the MCP server")
     connections = _Connections()
 
-    def caller(ctx: ServerRequestContext[Any, Any], scope: str) -> Principal:
+    def caller(ctx: ServerRequestContext[Any, Any], scope: Scope) -> Principal:
         principal = principal_of(ctx)
         if principal is None:
             raise _Refused("not authenticated")
         if not principal.may(scope):
-            raise _Refused(f"principal {principal.name!r} lacks the {scope!r} scope")
+            raise _Refused(f"principal {principal.name!r} lacks the {scope.value!r} scope")
         return principal
 
     async def list_tools(
@@ -204,7 +189,7 @@ def build_server(
         if principal is None:
             return types.ListToolsResult(tools=[])
         tools = []
-        if principal.may("enqueue"):
+        if principal.may(Scope.ENQUEUE):
             tools += [
                 types.Tool(name=n, description=f["description"], input_schema=f["parameters"])
                 for n, f in sorted(agent_tools.items())
@@ -219,7 +204,7 @@ def build_server(
     async def enqueue(
         ctx: ServerRequestContext[Any, Any], tool: str, args: dict[str, Any]
     ) -> types.CallToolResult:
-        principal = caller(ctx, "enqueue")
+        principal = caller(ctx, Scope.ENQUEUE)
         key = _call_key(principal, ctx, connections)
         reason = f"mcp:{principal.name}"
         info = await anyio.to_thread.run_sync(
@@ -291,7 +276,7 @@ def build_server(
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         try:
-            caller(ctx, "read")
+            caller(ctx, Scope.READ)
         except _Refused as exc:
             raise AgentQError(f"refused: {exc}") from None
         if not uri.startswith(_TASK_URI):

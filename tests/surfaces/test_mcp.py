@@ -25,11 +25,12 @@ from mcp import Client, StdioServerParameters
 from agentq import Runtime, TaskStatus
 from agentq.demo_server import DemoAPI
 from agentq.errors import ConfigError
-from agentq.mcp.server import IDEMPOTENCY_META, Principal, build_server
-from agentq.mcp.transports import http_app, static_tokens
+from agentq.mcp.server import IDEMPOTENCY_META, build_server
+from agentq.mcp.transports import http_app
+from agentq.server.auth import InsecureLocal, Principal, Scope, TokenAuth
 from tests.surfaces.conftest import ROOT, worker_thread
 
-AGENT = Principal("refund-agent", frozenset({"enqueue", "read"}))
+AGENT = Principal("refund-agent", frozenset({Scope.ENQUEUE, Scope.READ}))
 
 
 def run(coro: Any) -> Any:
@@ -202,7 +203,7 @@ AGENT_TOKEN = "agent-token-0123456789abcdef"
 CAROL_TOKEN = "carol-token-0123456789abcdef"
 TOKENS = {
     AGENT_TOKEN: AGENT,
-    CAROL_TOKEN: Principal("carol", frozenset({"approve", "read"})),
+    CAROL_TOKEN: Principal("carol", frozenset({Scope.APPROVE, Scope.READ})),
 }
 
 
@@ -221,7 +222,7 @@ async def _client(url: str, token: str) -> AsyncIterator[Client]:
 def test_an_approval_over_http_records_the_authenticated_approver(
     rt: Runtime, api: DemoAPI
 ) -> None:
-    app = http_app(rt, static_tokens(TOKENS), wait_seconds=0)
+    app = http_app(rt, TokenAuth.from_tokens(TOKENS), wait_seconds=0)
 
     async def scenario(url: str) -> tuple[dict[str, Any], Any, dict[str, Any]]:
         async with _client(url, AGENT_TOKEN) as agent:
@@ -254,7 +255,7 @@ def test_an_approval_over_http_records_the_authenticated_approver(
 
 
 def test_http_without_a_valid_token_is_refused_before_any_mcp_session(rt: Runtime) -> None:
-    app = http_app(rt, static_tokens(TOKENS))
+    app = http_app(rt, TokenAuth.from_tokens(TOKENS))
     with serving(app) as url:
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
         no_token = httpx.post(url, json=body, timeout=10)
@@ -265,4 +266,24 @@ def test_http_without_a_valid_token_is_refused_before_any_mcp_session(rt: Runtim
 
 def test_insecure_local_refuses_a_non_loopback_address(rt: Runtime) -> None:
     with pytest.raises(ConfigError, match="loopback"):
-        http_app(rt, None, host="0.0.0.0")
+        http_app(rt, InsecureLocal(), host="0.0.0.0")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [([], "requires authentication"),
+     (["--insecure-local", "--host", "0.0.0.0"], "loopback only")],
+)  # fmt: skip
+def test_the_http_transport_will_not_start_without_authentication(
+    db_url: str, flags: list[str], message: str
+) -> None:
+    import subprocess
+
+    agentq = str(Path(sys.executable).parent / "agentq")
+    proc = subprocess.run(
+        [agentq, "mcp", "--transport", "http", "--db", db_url, "--tools", str(ROOT / "tools"),
+         "--policies", str(ROOT / "policies"), *flags],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 2 and message in proc.stderr
+    assert proc.stderr.startswith("agentq: error:") and "Traceback" not in proc.stderr
