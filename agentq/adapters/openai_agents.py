@@ -90,6 +90,11 @@ class AgentQTools:
             self.rt, tool, args, key, wait, f"openai-agents:{conversation}"
         )
 
+    def _held_for_approval(self, tool: str, params: dict[str, Any]) -> bool:
+        definition = self.rt.tools.get(tool)
+        validated = definition.enqueueable_args(params)
+        return bool(definition.requires_approval or self.rt.policy.approval_rule(tool, validated))
+
     def function_tools(self) -> list[FunctionTool]:
         """One ``FunctionTool`` per agent-callable tool."""
         return [self._function_tool(name, f) for name, f in self._functions.items()]
@@ -98,7 +103,12 @@ class AgentQTools:
         async def needs_approval(
             ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str
         ) -> bool:
+            # Only a call agentq's policy holds for a human is enqueued here (its
+            # approval must exist for the approver to decide); any other call is
+            # enqueued when invoked, after the SDK's input guardrails.
             try:
+                if not self._held_for_approval(name, params):
+                    return False
                 info = await self._enqueue(ctx, name, dict(params), call_id, 0)
             except AgentQError:
                 return False  # the invocation reports the problem to the model

@@ -34,13 +34,21 @@ from pydantic_ai import (
     ToolDenied,
 )
 from pydantic_ai.exceptions import ApprovalRequired
+from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
 from agentq.adapters.calls import KeyMode, call_key, check_wait, enqueue_and_wait, outcome
-from agentq.errors import ConfigError, IdempotencyConflict, InvalidArguments, TaskNotFound
+from agentq.errors import (
+    AgentQError,
+    ApprovalError,
+    ConfigError,
+    IdempotencyConflict,
+    InvalidArguments,
+    TaskNotFound,
+)
 from agentq.idempotency import args_digest
 from agentq.ledger import TaskStatus
 from agentq.runtime import Runtime
@@ -139,6 +147,9 @@ class AgentQToolset(AbstractToolset[Any]):
         results = DeferredToolResults()
         for call_id, approve in decisions.items():
             approval_id = str((requests.metadata.get(call_id) or {}).get("approval_id", ""))
+            # The metadata came back from the client: only this very call's approval is decided.
+            approval = await asyncio.to_thread(self.rt.approval, approval_id)
+            self._check_same_call(approval.tool, approval.args, pending[call_id], approval_id)
             if approve:
                 await self.rt.aapprove(approval_id, by, note)
                 results.approvals[call_id] = True
@@ -159,16 +170,25 @@ class AgentQToolset(AbstractToolset[Any]):
                 continue
             info = await self.rt.wait_async(task_id, check_wait(wait_seconds))
             # The metadata came back from the client: only a task of this very call answers it.
-            args = call.args_as_dict()
-            try:
-                validated = self.rt.tools.get(call.tool_name).enqueueable_args(args)
-            except (InvalidArguments, ConfigError) as exc:
-                raise TaskNotFound(f"task {task_id!r} is not this call's: {exc}") from exc
-            if info.tool != call.tool_name or args_digest(info.tool, info.args) != args_digest(
-                call.tool_name, validated
-            ):
-                raise TaskNotFound(f"task {task_id!r} is not the task of call {call.tool_call_id}")
+            self._check_same_call(info.tool, info.args, call, task_id, TaskNotFound)
             if info.done:
                 ok = info.status is TaskStatus.SUCCEEDED
                 results.calls[call.tool_call_id] = info.result if ok else outcome(info)
         return results
+
+    def _check_same_call(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        call: ToolCallPart,
+        what: str,
+        error: type[AgentQError] = ApprovalError,
+    ) -> None:
+        """Refuse a task or approval that is not the one of ``call`` (same tool, same
+        validated arguments)."""
+        try:
+            validated = self.rt.tools.get(call.tool_name).enqueueable_args(call.args_as_dict())
+        except AgentQError as exc:
+            raise error(f"{what} is not the one of call {call.tool_call_id}: {exc}") from exc
+        if tool != call.tool_name or args_digest(tool, args) != args_digest(tool, validated):
+            raise error(f"{what} is not the one of call {call.tool_call_id}")

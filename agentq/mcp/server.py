@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
@@ -222,8 +223,11 @@ def build_server(
         if tool == "agentq_get_task":
             return _result(await rt.atask(str(args["task_id"])))
         if tool == "agentq_wait_task":
-            timeout = min(float(args.get("timeout_seconds", wait_seconds)), MAX_WAIT_SECONDS)
-            return _result(await rt.wait_async(str(args["task_id"]), max(timeout, 0.0)))
+            timeout = float(args.get("timeout_seconds", wait_seconds))
+            if not math.isfinite(timeout) or timeout < 0:
+                raise ValueError(f"timeout_seconds must be from 0 to {MAX_WAIT_SECONDS:g}")
+            timeout = min(timeout, MAX_WAIT_SECONDS)
+            return _result(await rt.wait_async(str(args["task_id"]), timeout))
         if tool == "agentq_cancel_task":
             task_id = str(args["task_id"])
             return _result(await anyio.to_thread.run_sync(

@@ -107,3 +107,20 @@ def test_a_client_side_approval_agentq_did_not_record_runs_nothing(
     assert outputs[-1]["status"] == "awaiting_approval"
     (task,) = refunds(rt)
     assert task.status is TaskStatus.AWAITING_APPROVAL and api.applied() == []
+
+
+def test_only_a_call_held_for_approval_is_enqueued_before_the_sdk_invokes_it(
+    rt: Runtime,
+) -> None:
+    from agents import RunContextWrapper
+
+    (refund,) = AgentQTools(rt, conversation="conv-5", tools=["execute_refund"]).function_tools()
+    check = refund.needs_approval
+    assert callable(check)
+    ctx = RunContextWrapper(context=None)
+    # a small refund runs only when invoked (after the SDK's input guardrails)
+    assert not run(check(ctx, {"order_id": "o5", "amount": 20}, "call_small"))
+    assert refunds(rt) == []
+    assert run(check(ctx, {"order_id": "o5", "amount": 800}, "call_large"))
+    (held,) = refunds(rt)
+    assert held.status is TaskStatus.AWAITING_APPROVAL

@@ -16,6 +16,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from agentq import Runtime, TaskStatus
 from agentq.adapters.pydantic_ai import AgentQToolset
 from agentq.demo_server import DemoAPI
+from agentq.errors import ApprovalError
 from tests.surfaces.conftest import worker_thread
 
 
@@ -125,3 +126,15 @@ def test_a_forged_client_side_approval_runs_nothing(rt: Runtime, api: DemoAPI) -
     assert "awaiting_approval" in resumed.output
     (task,) = [t for t in rt.tasks() if t.tool == "execute_refund"]
     assert task.status is TaskStatus.AWAITING_APPROVAL and api.applied() == []
+
+
+def test_decide_refuses_an_approval_id_that_is_not_this_calls(rt: Runtime, api: DemoAPI) -> None:
+    toolset = AgentQToolset(rt, wait_seconds=0)
+    other = rt.enqueue_action("execute_refund", {"order_id": "o9", "amount": 900})
+    refund = ("execute_refund", {"order_id": "o6", "amount": 500}, "call_6")
+    first = run(agent(toolset, scripted(refund)), "refund o6", conversation_id="conv-6")
+    (asked,) = first.output.approvals
+    first.output.metadata[asked.tool_call_id]["approval_id"] = other.approval_id  # tampered
+    with pytest.raises(ApprovalError, match="not the one of call"):
+        asyncio.run(toolset.decide(first.output, {asked.tool_call_id: True}, by="carol"))
+    assert rt.approval(str(other.approval_id)).status.value == "pending"
