@@ -36,9 +36,11 @@ import anyio.to_thread
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
 
 from agentq.errors import AgentQError, ConfigError
 from agentq.ledger import TaskInfo
+from agentq.mcp.task_methods import add_task_methods
 from agentq.mcp.tasks import RELATED_TASK_META, task_text, task_view
 from agentq.runtime import Runtime
 from agentq.server.auth import Principal, Scope
@@ -47,6 +49,7 @@ __all__ = [
     "IDEMPOTENCY_META",
     "MAX_WAIT_SECONDS",
     "PrincipalLookup",
+    "Refused",
     "build_server",
 ]
 
@@ -62,8 +65,8 @@ _TASK_URI = "agentq://tasks/"
 PrincipalLookup = Callable[[ServerRequestContext[Any, Any]], Principal | None]
 
 
-class _Refused(Exception):
-    """A call the principal may not make: answered as an MCP error, not a result."""
+class Refused(AgentQError):
+    """A call the principal may not make (not authenticated, or lacking a scope)."""
 
 
 _TASK_ID = {"type": "string", "minLength": 1, "maxLength": 200}
@@ -126,7 +129,7 @@ def _call_key(
     explicit = meta.get(IDEMPOTENCY_META)
     if explicit is not None:
         if not isinstance(explicit, str) or not explicit or len(explicit) > 200:
-            raise _Refused(f"_meta[{IDEMPOTENCY_META!r}] must be a string of 1 to 200 characters")
+            raise Refused(f"_meta[{IDEMPOTENCY_META!r}] must be a string of 1 to 200 characters")
         who = hashlib.sha256(principal.name.encode()).hexdigest()[:16]
         return f"mcp:{who}:k:{explicit}"  # one principal cannot claim another's key
     if ctx.request_id is None:
@@ -178,9 +181,9 @@ def build_server(
     def caller(ctx: ServerRequestContext[Any, Any], scope: Scope) -> Principal:
         principal = principal_of(ctx)
         if principal is None:
-            raise _Refused("not authenticated")
+            raise Refused("not authenticated")
         if not principal.may(scope):
-            raise _Refused(f"principal {principal.name!r} lacks the {scope.value!r} scope")
+            raise Refused(f"principal {principal.name!r} lacks the {scope.value!r} scope")
         return principal
 
     async def list_tools(
@@ -255,7 +258,7 @@ def build_server(
             if params.name not in agent_tools:
                 return _error(f"unknown tool {params.name!r}")
             return await enqueue(ctx, params.name, args)
-        except _Refused as exc:
+        except Refused as exc:
             return _error(f"refused: {exc}")
         except AgentQError as exc:  # bad arguments, unknown task, reused key...
             return _error(f"agentq: {exc}")
@@ -281,16 +284,16 @@ def build_server(
         uri = str(params.uri)
         try:
             caller(ctx, Scope.READ)
-        except _Refused as exc:
-            raise AgentQError(f"refused: {exc}") from None
-        if not uri.startswith(_TASK_URI):
-            raise AgentQError(f"unknown resource {uri!r}")
-        info = await rt.atask(uri.removeprefix(_TASK_URI))
+            if not uri.startswith(_TASK_URI):
+                raise AgentQError(f"unknown resource {uri!r}")
+            info = await rt.atask(uri.removeprefix(_TASK_URI))
+        except AgentQError as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=uri, mime_type="application/json", text=task_text(info),
         )])  # fmt: skip
 
-    return Server(
+    server: Server[Any] = Server(
         name,
         instructions=(
             "Tool calls enqueue durable agentq tasks. A call answers with the result if the "
@@ -303,3 +306,5 @@ def build_server(
         on_list_resources=list_resources,
         on_read_resource=read_resource,
     )
+    add_task_methods(server, rt, caller, _result, MAX_WAIT_SECONDS)
+    return server

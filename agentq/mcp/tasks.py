@@ -13,7 +13,17 @@ from typing import Any
 
 from agentq.ledger import TaskInfo, TaskStatus
 
-__all__ = ["MCP_STATUS", "RELATED_TASK_META", "task_text", "task_view"]
+__all__ = [
+    "MCP_STATUS",
+    "POLL_INTERVAL_MS",
+    "RELATED_TASK_META",
+    "mcp_task",
+    "task_text",
+    "task_view",
+]
+
+#: The polling interval suggested to MCP Tasks clients.
+POLL_INTERVAL_MS = 1000
 
 #: The MCP Tasks status of each agentq status: a task awaiting a human's
 #: approval is ``input_required``; any unfinished one is ``working``.
@@ -62,3 +72,17 @@ def task_view(info: TaskInfo) -> dict[str, Any]:
 def task_text(info: TaskInfo) -> str:
     """The task as the text content a model reads."""
     return json.dumps(task_view(info), sort_keys=True, default=str)
+
+
+def mcp_task(info: TaskInfo) -> dict[str, Any]:
+    """The task in the MCP Tasks wire shape (``tasks/get``). ``ttl`` is null: the
+    ledger keeps tasks until they are deleted."""
+    return {
+        "taskId": info.task_id,
+        "status": MCP_STATUS[info.status],
+        "statusMessage": _status_message(info),
+        "createdAt": info.created_at.isoformat(),
+        "lastUpdatedAt": info.updated_at.isoformat(),
+        "ttl": None,
+        "pollInterval": POLL_INTERVAL_MS,
+    }

@@ -287,3 +287,45 @@ def test_the_http_transport_will_not_start_without_authentication(
     )  # fmt: skip
     assert proc.returncode == 2 and message in proc.stderr
     assert proc.stderr.startswith("agentq: error:") and "Traceback" not in proc.stderr
+
+
+def test_the_mcp_tasks_methods_speak_of_the_agentq_task(rt: Runtime, api: DemoAPI) -> None:
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
+    server = build_server(rt, lambda _ctx: AGENT, wait_seconds=0)
+
+    async def scenario() -> tuple[Any, Any, Any, Any, str]:
+        async with Client(server) as client:
+            small = await client.call_tool("execute_refund", {"order_id": "o8", "amount": 10})
+            large = await client.call_tool("execute_refund", {"order_id": "o9", "amount": 900})
+            assert small.meta is not None
+            related = small.meta["io.modelcontextprotocol/related-task"]["taskId"]
+
+            def get(task_id: str) -> Any:
+                return types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id))
+
+            waiting = await client.session.send_request(
+                get(large.structured_content["task_id"]), types.GetTaskResult
+            )
+            with worker_thread(rt):
+                payload = await client.session.send_request(
+                    types.GetTaskPayloadRequest(
+                        params=types.GetTaskPayloadRequestParams(task_id=related)
+                    ),
+                    types.CallToolResult,
+                )
+            cancelled = await client.session.send_request(
+                types.CancelTaskRequest(params=types.CancelTaskRequestParams(
+                    task_id=large.structured_content["task_id"])),
+                types.CancelTaskResult,
+            )  # fmt: skip
+            with pytest.raises(MCPError, match="tsk_nope"):
+                await client.session.send_request(get("tsk_nope"), types.GetTaskResult)
+            return small, waiting, payload, cancelled, related
+
+    small, waiting, payload, cancelled, related = run(scenario())
+    assert related == small.structured_content["task_id"]  # the MCP task id is agentq's
+    assert waiting.status == "input_required" and waiting.ttl is None
+    assert payload.structured_content["status"] == "succeeded"
+    assert cancelled.status == "cancelled"
