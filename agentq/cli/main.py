@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from agentq.cli import demo, dlq, inspect_cmd, tasks, worker
+from agentq.cli import demo, dlq, inspect_cmd, tasks, ui, worker
 from agentq.errors import AgentQError
 from agentq.redact import redact_text
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_cmd.register(sub)
     dlq.register(sub)
     tasks.register(sub)
+    ui.register(sub)
     # Other surfaces: one import above and one register(sub) call here.
     return parser
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Callable
 
 from agentq.console.app import Console, create_app
@@ -39,11 +40,18 @@ def serve(
 
     if not allow_remote and not is_loopback(host):
         raise ConfigError(f"refusing to serve the console on {host!r}: pass --allow-remote")
+    # Bound here, so port 0 picks a free port and the address told is the real one.
+    sock = socket.create_server((host, port))
+    bound = sock.getsockname()[1]
     config = uvicorn.Config(
-        create_app(console), host=host, port=port, log_level="warning",
-        timeout_graceful_shutdown=GRACE_SECONDS, access_log=False,
+        create_app(console), log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS,
+        access_log=False,
     )  # fmt: skip
     server = uvicorn.Server(config)
     if ready is not None:
-        ready(f"http://{host}:{port}/console/")
-    server.run()
+        shown = f"[{host}]" if ":" in host else host
+        ready(f"http://{shown}:{bound}/console/")
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()

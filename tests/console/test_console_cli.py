@@ -1,0 +1,63 @@
+"""``agentq ui`` as a real process: it prints where it listens, signs in with
+its token, serves the console, stops on SIGINT; and refuses what it should."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.console.conftest import login
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "cli-token-0123456789abcdef"
+
+
+def _ui(tmp_path: Path, *extra: str, token: str = TOKEN) -> subprocess.Popen[str]:
+    env = {**os.environ, "AGENTQ_UI_TOKEN": token}
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentq.cli", "ui", "--port", "0", "--db",
+         f"sqlite:///{tmp_path / 'ui.db'}", "--tools", str(ROOT / "tools"),
+         "--policies", str(ROOT / "policies"), "--user", "carol", *extra],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_agentq_ui_serves_the_console_until_sigint(tmp_path: Path) -> None:
+    proc = _ui(tmp_path, "--read-only")
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        found = re.search(r"on (http://127\.0\.0\.1:\d+/console/) as carol \(admin\)", first)
+        assert found, first + (proc.stderr.read() if proc.poll() is not None else "")
+        assert "(read-only)" in first
+        assert "AGENTQ_UI_TOKEN" in proc.stdout.readline()
+        url = found[1].rstrip("/")
+        with httpx.Client(base_url=url, timeout=20) as client:
+            assert client.get("/approvals").status_code == 303
+            assert login(client, TOKEN).status_code == 303
+            page = client.get("/approvals")
+            assert page.status_code == 200
+            assert 'id="principal">carol<' in page.text and 'id="read-only"' in page.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+
+
+def test_agentq_ui_refuses_a_remote_host_and_a_short_token(tmp_path: Path) -> None:
+    remote = _ui(tmp_path, "--host", "0.0.0.0")
+    _, err = remote.communicate(timeout=60)
+    assert remote.returncode == 2
+    assert "agentq: error: refusing to serve the console on '0.0.0.0'" in err
+    short = _ui(tmp_path, token="short")
+    _, err = short.communicate(timeout=60)
+    assert short.returncode == 2
+    assert "agentq: error: a console token must be at least 16 characters long" in err
+    assert "Traceback" not in err
