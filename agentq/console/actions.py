@@ -52,8 +52,9 @@ def _note(form: FormData) -> str:
 
 
 async def _form(request: Request) -> FormData | None:
-    size = request.headers.get("content-length")
-    if size is not None and (not size.isdigit() or int(size) > MAX_FORM_BYTES):
+    # A form without a length (chunked) could be endless: refused like a large one.
+    size = request.headers.get("content-length", "")
+    if not size.isdigit() or int(size) > MAX_FORM_BYTES:
         return None
     return await request.form(max_files=0, max_fields=20)
 
@@ -67,26 +68,29 @@ def routes(console: Console) -> list[Route]:
             who = console.who(request)
             if who is None:
                 return Response("sign in first", status_code=401, headers=HEADERS)
+
+            async def refuse(status: int, text: str) -> Response:
+                # Pages read the runtime (the navigation's figures): off the event loop.
+                return await run_in_threadpool(console.message, request, who, status, text)
+
             if console.read_only:
-                return console.message(request, who, 403, "the console is read-only")
+                return await refuse(403, "the console is read-only")
             form = await _form(request)
             if form is None:
-                return console.message(request, who, 413, "the form is too large")
+                return await refuse(413, "the form is too large (or has no Content-Length)")
             if who.session is not None and not who.session.csrf_ok(_field(form, "csrf_token")):
-                return console.message(request, who, 403, "missing or wrong CSRF token")
+                return await refuse(403, "missing or wrong CSRF token")
             if not who.principal.can(scope):
-                return console.message(
-                    request, who, 403, f"{who.principal.name} lacks the {scope!r} scope"
-                )
+                return await refuse(403, f"{who.principal.name} lacks the {scope!r} scope")
             call, back, done = act(request)
             try:
                 await run_in_threadpool(call, who.principal.name, form)
             except TaskNotFound as exc:
-                return console.message(request, who, 404, str(exc))
+                return await refuse(404, str(exc))
             except IllegalTransition as exc:
-                return console.message(request, who, 409, str(exc))
+                return await refuse(409, str(exc))
             except AgentQError as exc:
-                return console.message(request, who, 400, str(exc))
+                return await refuse(400, str(exc))
             _flash(who, done)
             return RedirectResponse(back, status_code=303)
 

@@ -48,6 +48,7 @@ def test_agentq_ui_serves_the_console_until_sigint(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
+    assert "agentq console stopped" in out
     assert "Traceback" not in err
 
 
