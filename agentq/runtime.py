@@ -18,13 +18,14 @@ any two steps leaves no half-done decision.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import httpx
 
+from agentq import waiting, webhooks
 from agentq.approvals import ApprovalInfo, ApprovalStatus
 from agentq.backends import Backend, Transaction, open_backend
 from agentq.clock import Clock
@@ -33,6 +34,7 @@ from agentq.envelope import task_queue_spec
 from agentq.errors import ApprovalError, ConfigError, IllegalTransition, TaskNotFound
 from agentq.faults import FaultPoints
 from agentq.ledger import Tables, TaskInfo, TaskStatus
+from agentq.lifecycle import approvals as approval_events
 from agentq.lifecycle import audit, dead_letters
 from agentq.lifecycle.audit import AuditAction, AuditEntry
 from agentq.lifecycle.tasks import BUILTIN_ESCALATION, BUILTIN_EXPIRY, ESCALATION_QUEUE
@@ -40,13 +42,28 @@ from agentq.policies import Policy, load_policies
 from agentq.telemetry import Telemetry
 from agentq.tools import ToolRegistry
 
-__all__ = ["ESCALATION_QUEUE", "REPLAY_REFUSALS", "Decision", "ReplayReport", "Runtime"]
+__all__ = [
+    "ESCALATION_QUEUE",
+    "REPLAY_REFUSALS",
+    "Decision",
+    "ReplayReport",
+    "Runtime",
+    "Submission",
+]
 
 T = TypeVar("T")
 
 #: Why one dead-letter entry cannot be replayed; anything else (the database
 #: failing, say) stops a replay of many instead of being reported per entry.
 REPLAY_REFUSALS = (IllegalTransition, TaskNotFound, ConfigError)
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What :meth:`Runtime.submit` did: the task, and whether this call created it."""
+
+    task: TaskInfo
+    created: bool
 
 
 @dataclass
@@ -94,6 +111,8 @@ class Runtime:
             elif tools is not None:
                 for t in cast(Iterable[Any], tools):
                     self.tools.add(t)
+        if webhooks.WEBHOOK_TOOL not in self.tools:
+            self.tools.add(webhooks.deliver_webhook)  # every worker can send webhooks
         self.policy = policies if isinstance(policies, Policy) else load_policies(policies)
         self._check_policy()
         self.settings: dict[str, Any] = dict(settings or {})
@@ -139,29 +158,63 @@ class Runtime:
         idempotency_key: str | None = None,
         ordering_key: str | None = None,
         reason: str = "",
+        callback_url: str | None = None,
     ) -> TaskInfo:
         """One-call enqueue for agent frameworks; the same ``idempotency_key``
-        returns the same task, never a second one."""
-        return self.transact(
-            lambda tx: tx.enqueue(
-                tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
-                reason=reason,
+        returns the same task, never a second one. ``callback_url``: a signed
+        completion webhook (:mod:`agentq.webhooks`)."""
+        return self.submit(
+            tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
+            reason=reason, callback_url=callback_url,
+        ).task  # fmt: skip
+
+    def submit(
+        self,
+        tool: str,
+        args: Mapping[str, Any] | Any,
+        *,
+        idempotency_key: str | None = None,
+        ordering_key: str | None = None,
+        reason: str = "",
+        callback_url: str | None = None,
+    ) -> Submission:
+        """:meth:`enqueue_action`, also telling whether this call created the task
+        (False: its ``idempotency_key`` had created it before)."""
+
+        def fn(tx: Decision) -> Submission:
+            fresh = idempotency_key is None or (
+                tx.tx.get_record(Tables.IDEMPOTENCY, idempotency_key) is None
             )
-        )  # fmt: skip
+            task = tx.enqueue(
+                tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
+                reason=reason, callback_url=callback_url,
+            )  # fmt: skip
+            return Submission(task, created=fresh)
 
-    def approve(self, approval_id: str, by: str, note: str = "") -> TaskInfo:
+        return self.transact(fn)
+
+    def approve(
+        self, approval_id: str, by: str, note: str = "", *, if_version: str | None = None
+    ) -> TaskInfo:
         """Approve a pending (or escalated) request; see :meth:`Decision.approve`.
-        Audited: ``by`` is recorded as who approved."""
-        return self._decide(approval_id, AuditAction.APPROVE, by, note)
+        With ``if_version`` (an :attr:`ApprovalInfo.version`) an approval that
+        changed since raises :class:`~agentq.errors.ApprovalChanged`. Audited:
+        ``by`` is recorded as who approved."""
+        return self._decide(approval_id, AuditAction.APPROVE, by, note, if_version)
 
-    def reject(self, approval_id: str, by: str, note: str = "") -> TaskInfo:
-        """Reject a pending (or escalated) request; audited like :meth:`approve`."""
-        return self._decide(approval_id, AuditAction.REJECT, by, note)
+    def reject(
+        self, approval_id: str, by: str, note: str = "", *, if_version: str | None = None
+    ) -> TaskInfo:
+        """Reject a pending (or escalated) request (``if_version`` as for
+        :meth:`approve`); audited like :meth:`approve`."""
+        return self._decide(approval_id, AuditAction.REJECT, by, note, if_version)
 
-    def _decide(self, approval_id: str, action: AuditAction, by: str, note: str) -> TaskInfo:
+    def _decide(
+        self, approval_id: str, action: AuditAction, by: str, note: str, if_version: str | None
+    ) -> TaskInfo:
         def fn(tx: Decision) -> TaskInfo:
             decide = tx.approve if action is AuditAction.APPROVE else tx.reject
-            task = decide(approval_id, by, note)
+            task = decide(approval_id, by, note, if_version=if_version)
             audit.record(
                 tx.tx, actor=by, action=action, target=approval_id, task_id=task.task_id,
                 note=note,
@@ -198,6 +251,23 @@ class Runtime:
             raise TaskNotFound(f"no task {task_id!r}")
         return TaskInfo.model_validate(rec)
 
+    def wait(self, task_id: str, timeout: float) -> TaskInfo:
+        """Block until the task is finished (succeeded, dead or cancelled) or
+        ``timeout`` seconds of the runtime's clock pass, and return it as it then
+        is (check ``.done``). Woken by commits, this process's and other
+        processes' (:mod:`agentq.waiting`), not by polling. An unknown task raises
+        :class:`~agentq.errors.TaskNotFound`; ``timeout`` must be 0..3600 s."""
+        return waiting.wait_for_task(self.backend, task_id, timeout)
+
+    async def wait_async(self, task_id: str, timeout: float) -> TaskInfo:
+        """Async form of :meth:`wait` (the same loop; no thread held while waiting)."""
+        return await waiting.wait_for_task_async(self.backend, task_id, timeout)
+
+    def task_changes(self, task_id: str, timeout: float) -> AsyncIterator[TaskInfo]:
+        """Async iterator: the task now, then at each change, until it is final or
+        ``timeout`` seconds pass (the HTTP API's server-sent events)."""
+        return waiting.task_changes(self.backend, task_id, timeout)
+
     def _task_in(self, tx: Transaction, task_id: str) -> TaskInfo:
         rec = tx.get_record(Tables.TASKS, task_id)
         if rec is None:
@@ -216,12 +286,13 @@ class Runtime:
         rec = self.backend.get_record(Tables.APPROVALS, approval_id)
         if rec is None:
             raise ApprovalError(f"no approval {approval_id!r}")
-        return ApprovalInfo.model_validate(rec)
+        return ApprovalInfo.model_validate({**rec, "version": approval_events.version(rec)})
 
     def approvals(self, status: ApprovalStatus | str | None = None) -> list[ApprovalInfo]:
         """Approval requests, optionally filtered by status."""
         out = [
-            ApprovalInfo.model_validate(v) for _, v in self.backend.list_records(Tables.APPROVALS)
+            ApprovalInfo.model_validate({**v, "version": approval_events.version(v)})
+            for _, v in self.backend.list_records(Tables.APPROVALS)
         ]
         if status is not None:
             out = [a for a in out if a.status == ApprovalStatus(status)]

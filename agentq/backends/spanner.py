@@ -65,6 +65,7 @@ from agentq.backends.base import (
     check_stream_args,
     record_text,
 )
+from agentq.backends.notify import Notifier, Wake
 from agentq.clock import Clock, SystemClock
 from agentq.errors import (
     BackendUnavailable,
@@ -353,10 +354,21 @@ class SpannerBackend:
         self._calls: set[Any] = set()
         self._lock = threading.Lock()
         self._closed = False
+        # Commits here wake this process's waiters at once; other processes'
+        # commits are only seen by re-reading, every commit_poll_interval seconds
+        # (Spanner has no change notification short of a change stream).
+        self._commits = Notifier()
+        self.commit_poll_interval: float | None = 0.5
 
     @property
     def url(self) -> str:
         return self._url
+
+    def subscribe_commits(self, wake: Wake) -> None:
+        self._commits.subscribe(wake)
+
+    def unsubscribe_commits(self, wake: Wake) -> None:
+        self._commits.unsubscribe(wake)
 
     # -- queues and DDL ------------------------------------------------------------
 
@@ -419,9 +431,11 @@ class SpannerBackend:
             return fn(tx)
 
         try:
-            return self.database.run_in_transaction(  # type: ignore[no-any-return]
+            result: T = self.database.run_in_transaction(
                 work, timeout_secs=self.transaction_timeout
             )
+            self._commits.notify()
+            return result
         except gexc.AlreadyExists as exc:
             raise DuplicateKey(f"a message with this key already exists: {exc.message}") from exc
         except gexc.NotFound as exc:

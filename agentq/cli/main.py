@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from agentq.cli import demo, dlq, inspect_cmd, tasks, ui, worker
+from agentq.cli import common, demo, dlq, inspect_cmd, tasks, ui, worker
 from agentq.errors import AgentQError
 from agentq.redact import redact_text
 
@@ -36,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     dlq.register(sub)
     tasks.register(sub)
     ui.register(sub)
+    # The HTTP API's (agentq.server.cli sits below the CLI: it is handed the helpers).
+    from agentq.server.cli import register as register_http
+
+    register_http(sub, common.add_runtime_args, common.open_runtime)
     # Other surfaces: one import above and one register(sub) call here.
     return parser
 

@@ -6,8 +6,10 @@ it in the transaction that applies it; the actor is always the signed-in
 principal, never a form field. An action is refused in read-only mode (403),
 without the scope it needs (403), with a cookie session but without the
 session's CSRF token (403), and when the lifecycle refuses it (409: an approval
-decided, expired or voided since the page was shown is *stale*, and deciding it
-again is refused by its state, inside the transaction).
+changed since the page showed it (decided, escalated, expired, voided) is
+*stale*: the form carries the version it showed, and the runtime refuses the
+decision inside its transaction, ``ApprovalChanged``; without a version the
+approval's state alone decides).
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ def _field(form: FormData, name: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _seen(form: FormData) -> str | None:
+    """The approval's version the page showed (None: the poster did not say)."""
+    return _field(form, "version") or None
+
+
 def _note(form: FormData) -> str:
     note = _field(form, "note").strip()
     if len(note) > MAX_NOTE_CHARS:
@@ -65,7 +72,7 @@ def routes(console: Console) -> list[Route]:
 
     def action(scope: str, act: Callable[[Request], tuple[Act, str, str]]) -> Callable[..., Any]:
         async def endpoint(request: Request) -> Response:
-            who = console.who(request)
+            who = await console.who(request)
             if who is None:
                 return Response("sign in first", status_code=401, headers=HEADERS)
 
@@ -80,7 +87,7 @@ def routes(console: Console) -> list[Route]:
                 return await refuse(413, "the form is too large (or has no Content-Length)")
             if who.session is not None and not who.session.csrf_ok(_field(form, "csrf_token")):
                 return await refuse(403, "missing or wrong CSRF token")
-            if not who.principal.can(scope):
+            if not who.can(scope):
                 return await refuse(403, f"{who.principal.name} lacks the {scope!r} scope")
             call, back, done = act(request)
             try:
@@ -102,12 +109,14 @@ def routes(console: Console) -> list[Route]:
 
     def approve(request: Request) -> tuple[Act, str, str]:
         aid = request.path_params["approval_id"]
-        return ((lambda by, form: _none(rt.approve(aid, by=by, note=_note(form)))),
+        return ((lambda by, form: _none(rt.approve(aid, by=by, note=_note(form),
+                                                   if_version=_seen(form)))),
                 console.url(request, "approvals"), f"approved {aid}")  # fmt: skip
 
     def reject(request: Request) -> tuple[Act, str, str]:
         aid = request.path_params["approval_id"]
-        return ((lambda by, form: _none(rt.reject(aid, by=by, note=_note(form)))),
+        return ((lambda by, form: _none(rt.reject(aid, by=by, note=_note(form),
+                                                  if_version=_seen(form)))),
                 console.url(request, "approvals"), f"rejected {aid}")  # fmt: skip
 
     def cancel(request: Request) -> tuple[Act, str, str]:
@@ -150,7 +159,7 @@ def routes(console: Console) -> list[Route]:
             or not secrets.compare_digest(nonce.encode(), _field(form, "nonce").encode())
         ):
             return console.message(request, None, 403, "the login form expired: reload it")
-        principal = console.authenticate(_field(form, "token"))
+        principal = await console.principal_for(_field(form, "token"), request)
         if principal is None:
             page = console.render(request, "login.html", None, 401, nonce=nonce,
                                   next=_next(request, form), error="unknown token")  # fmt: skip
@@ -166,7 +175,7 @@ def routes(console: Console) -> list[Route]:
         return response
 
     async def logout(request: Request) -> Response:
-        who = console.who(request)
+        who = await console.who(request)
         form = await _form(request)
         session = who.session if who is not None else None
         if session is not None and form is not None and session.csrf_ok(_field(form, "csrf_token")):

@@ -1,8 +1,12 @@
 """The console as a Starlette mount: configuration, who is asking, rendering.
 
-:func:`mount_console` adds the console under a path of any Starlette app (the
-HTTP API's, or the standalone one of :func:`create_app`); the pages and
-actions live in :mod:`~agentq.console.pages` and :mod:`~agentq.console.actions`.
+:func:`console_mount` is the console as one Starlette ``Mount``: hand it to the
+HTTP API's ``create_app(rt, auth=..., mounts=[...])`` to serve both in one app
+with one authenticator, or let :func:`create_app` here serve the console alone.
+Who may do what is the HTTP API's authentication (:mod:`agentq.server.auth`:
+tokens, scopes, the principal); a browser exchanges a token for a session
+cookie (:mod:`~agentq.console.sessions`). The pages and actions live in
+:mod:`~agentq.console.pages` and :mod:`~agentq.console.actions`.
 Every page goes out with a strict Content-Security-Policy (scripts only from
 the console's own static files, no inline script), and templates are
 autoescaped: task arguments are untrusted agent input.
@@ -15,17 +19,19 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.authentication import AuthenticationError
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agentq.approvals import ApprovalStatus
 from agentq.console import views
-from agentq.console.auth import Authenticator, Principal, Session, SessionStore, bearer_token
+from agentq.console.sessions import Session, SessionStore
 from agentq.runtime import Runtime
+from agentq.server.auth import Authenticator, Principal, Scope
 
-__all__ = ["COOKIE", "Console", "Who", "create_app", "mount_console"]
+__all__ = ["COOKIE", "Console", "Who", "console_mount", "create_app", "mount_console"]
 
 #: Name of the session cookie.
 COOKIE = "agentq_console"
@@ -49,19 +55,23 @@ class Who:
     principal: Principal
     session: Session | None
 
+    def can(self, scope: str) -> bool:
+        """Whether the principal holds ``scope`` (``admin`` holds every scope)."""
+        return self.principal.may(Scope(scope))
+
 
 @dataclass
 class Console:
     """One console over one runtime.
 
-    ``authenticate`` maps a token to its principal (see
-    :class:`~agentq.console.auth.TokenAuthenticator`); ``read_only`` refuses every
+    ``auth`` is the HTTP API's authenticator (:class:`~agentq.server.auth.TokenAuth`,
+    or :class:`~agentq.server.auth.InsecureLocal` on loopback); ``read_only`` refuses every
     action; ``refresh_seconds`` is how often the live queue figures are sent, and
     ``stream_seconds`` how long one event stream lasts before the browser reconnects.
     """
 
     runtime: Runtime
-    authenticate: Authenticator
+    auth: Authenticator
     read_only: bool = False
     refresh_seconds: float = 2.0
     stream_seconds: float = 300.0
@@ -79,14 +89,41 @@ class Console:
 
     # -- who is asking ----------------------------------------------------------
 
-    def who(self, request: Request) -> Who | None:
-        """The bearer token's principal, else the session cookie's, else None."""
-        token = bearer_token(request.headers.get("authorization"))
-        if token is not None:
-            principal = self.authenticate(token)
-            return Who(principal, None) if principal is not None else None
+    async def who(self, request: Request) -> Who | None:
+        """The principal of the request's bearer token, else of its session cookie.
+
+        Only a request that *carries* a token is taken as its principal without a
+        session: a browser never attaches one by itself, so such a request cannot
+        be forged cross-site and needs no CSRF token. (``InsecureLocal`` admits
+        every loopback request, so from a browser it too goes through a session.)
+        """
+        if "authorization" in request.headers:
+            user = request.scope.get("user")  # set when mounted in the HTTP API's app
+            if not isinstance(user, Principal):
+                user = await self._authenticated(request)
+            return Who(user, None) if user is not None else None
         session = self.sessions.get(request.cookies.get(COOKIE))
         return Who(session.principal, session) if session is not None else None
+
+    async def _authenticated(self, conn: HTTPConnection) -> Principal | None:
+        try:
+            found = await self.auth.authenticate(conn)
+        except AuthenticationError:
+            return None
+        user = found[1] if found is not None else None
+        return user if isinstance(user, Principal) else None
+
+    async def principal_for(self, token: str, request: Request) -> Principal | None:
+        """Whose ``token`` is (typed into the login form), by the same authenticator."""
+        token = token.strip()
+        if not token or not token.isascii() or not token.isprintable():
+            return None
+        scope = {
+            "type": "http",
+            "headers": [(b"authorization", f"Bearer {token}".encode())],
+            "client": request.scope.get("client"),
+        }
+        return await self._authenticated(HTTPConnection(scope))
 
     # -- responses --------------------------------------------------------------
 
@@ -152,17 +189,27 @@ class Console:
         ]
 
 
+def console_mount(console: Console, *, path: str = "/console") -> Mount:
+    """The console under ``path``, for ``agentq.server.create_app(..., mounts=[...])``
+    (its routes are named ``console:...``)."""
+    return Mount(path, routes=console.routes(), name="console")
+
+
 def mount_console(app: Starlette, console: Console, *, path: str = "/console") -> None:
-    """Serve ``console`` under ``path`` of ``app`` (routes named ``console:...``)."""
-    app.router.routes.append(Mount(path, routes=console.routes(), name="console"))
+    """Serve ``console`` under ``path`` of an existing Starlette ``app``."""
+    app.router.routes.append(console_mount(console, path=path))
 
 
-def create_app(console: Console, *, path: str = "/console") -> Starlette:
-    """A Starlette app serving only the console (``agentq ui``); ``/`` leads to it."""
+async def _home(request: Request) -> Response:
+    return RedirectResponse(request.url_for("console:overview").path, status_code=303)
 
-    async def home(request: Request) -> Response:
-        return RedirectResponse(request.url_for("console:overview").path, status_code=303)
 
-    app = Starlette(routes=[Route("/", home)])
-    mount_console(app, console, path=path)
-    return app
+def create_app(console: Console, *, path: str = "/console", api: bool = False) -> Starlette:
+    """An app serving the console (``agentq ui``), ``/`` leading to it; with
+    ``api``, the HTTP API's app with the console mounted, behind the same auth."""
+    routes = [Route("/", _home), console_mount(console, path=path)]
+    if api:
+        from agentq.server.app import create_app as create_api
+
+        return create_api(console.runtime, auth=console.auth, mounts=routes)
+    return Starlette(routes=routes)

@@ -31,10 +31,10 @@ def routes(console: Console) -> list[Route]:
 
     def page(build: Page) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
-            who = console.who(request)
+            who = await console.who(request)
             if who is None:
                 return console.to_login(request)
-            if not who.principal.can("read"):
+            if not who.can("read"):
                 return console.message(request, who, 403, "your token may not read the console")
             return await run_in_threadpool(build, request, who)
 
@@ -84,8 +84,8 @@ def routes(console: Console) -> list[Route]:
         return console.render(request, "audit.html", who, audit=entries)
 
     async def events(request: Request) -> Response:
-        who = console.who(request)
-        if who is None or not who.principal.can("read"):
+        who = await console.who(request)
+        if who is None or not who.can("read"):
             return Response("sign in first", status_code=401, headers=HEADERS)
         fragment = console.templates.get_template("_queues.html")
 

@@ -2,40 +2,32 @@
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from collections.abc import Callable
 
-from agentq.console.app import Console, create_app
-from agentq.errors import ConfigError
+from starlette.applications import Starlette
 
-__all__ = ["is_loopback", "serve"]
+from agentq.errors import ConfigError
+from agentq.server.auth import is_loopback
+
+__all__ = ["serve"]
 
 #: Seconds uvicorn waits for open event streams when asked to stop.
 GRACE_SECONDS = 3
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names only this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def serve(
-    console: Console,
+    app: Starlette,
     *,
     host: str = "127.0.0.1",
     port: int = 8765,
     allow_remote: bool = False,
     ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve ``console`` until SIGINT/SIGTERM. A host other than loopback needs
-    ``allow_remote`` (put TLS in front of it: session cookies are then marked
-    Secure only when the request came over HTTPS)."""
+    """Serve ``app`` (from :func:`~agentq.console.app.create_app`) until SIGINT or
+    SIGTERM. A host other than loopback needs ``allow_remote`` (put TLS in front
+    of it: session cookies are marked Secure only on requests that came over HTTPS).
+    ``ready`` is told the console's URL once the port is bound."""
     import uvicorn
 
     if not allow_remote and not is_loopback(host):
@@ -44,8 +36,7 @@ def serve(
     sock = socket.create_server((host, port))
     bound = sock.getsockname()[1]
     config = uvicorn.Config(
-        create_app(console), log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS,
-        access_log=False,
+        app, log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS, access_log=False,
     )  # fmt: skip
     server = uvicorn.Server(config)
     if ready is not None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from agentq import ordering
+from agentq import ordering, webhooks
 from agentq.backends import Backend, EncodedRecord, Transaction
 from agentq.envelope import TaskKind, checked_payload, envelope_payload
 from agentq.errors import TaskNotFound
@@ -162,11 +162,15 @@ def create(
     idempotency_key: str | None = None,
     approval_id: str | None = None,
     deliver: datetime | None = None,
+    callback_url: str | None = None,
+    http_idempotency_key: str | None = None,
 ) -> dict[str, Any]:
     """A new task (enqueue, schedule or request approval); sent if it may run.
 
     Its envelope is checked even when it is not sent now (behind an ordering
-    key, awaiting approval), so it can always be sent later.
+    key, awaiting approval), so it can always be sent later. A ``callback_url``
+    (checked by the caller: :func:`agentq.webhooks.check_callback_url`) gets a
+    webhook task in the transaction that finishes the task.
     """
     task_id = new_task_id(tx.now if env.backend.ordered_keys else None)
     status = next_task_state(task_id, None, event)
@@ -190,6 +194,10 @@ def create(
         "updated_at": now,
         "next_attempt_at": iso(deliver) if deliver else None,
     }
+    if callback_url is not None:
+        rec["callback_url"] = callback_url
+    if http_idempotency_key is not None:
+        rec["http_idempotency_key"] = http_idempotency_key
     if status is TaskStatus.QUEUED and (
         ordering_key is None or ordering.admit(tx, ordering_key, task_id)
     ):
@@ -220,6 +228,8 @@ def finish(
 
 def _write_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
     store(tx, new)
+    if new.get("callback_url"):
+        _send_webhook(env, tx, new)
     key = new.get("ordering_key")
     if not key:
         return
@@ -233,6 +243,16 @@ def _write_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
             send(env, tx, waiting, _due(tx, waiting))
             return
         nxt = ordering.release(tx, key, nxt)  # not sendable (gone): skip it
+
+
+def _send_webhook(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
+    """The completion webhook of a finished task, in its completion transaction:
+    it commits with the outcome or not at all (:mod:`agentq.webhooks`)."""
+    args = webhooks.webhook_args(new)
+    create(
+        env, tx, tool=webhooks.WEBHOOK_TOOL, queue=webhooks.WEBHOOK_QUEUE, args=args,
+        kind="webhook", event=Event.ENQUEUE, http_idempotency_key=args["webhook_id"],
+    )  # fmt: skip
 
 
 def reschedule(

@@ -33,9 +33,10 @@ from agentq import (  # noqa: E402
     ToolContext,
     tool,
 )
-from agentq.console import Console, Principal, TokenAuthenticator  # noqa: E402
+from agentq.console import Console  # noqa: E402
 from agentq.console.app import create_app  # noqa: E402
 from agentq.policies import ApprovalRule, Defaults, Policy  # noqa: E402
+from agentq.server.auth import Principal, Scope, TokenAuth  # noqa: E402
 
 TOKENS = {
     "alice": "alice-token-0123456789abcdef",
@@ -94,8 +95,11 @@ def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
     runtime.close()
 
 
-def authenticator() -> TokenAuthenticator:
-    return TokenAuthenticator({TOKENS[n]: Principal(n, frozenset(SCOPES[n])) for n in TOKENS})
+def authenticator() -> TokenAuth:
+    """The HTTP API's token authentication, which the console shares."""
+    return TokenAuth.from_tokens(
+        {TOKENS[n]: Principal(n, frozenset(Scope(s) for s in SCOPES[n])) for n in TOKENS}
+    )
 
 
 @dataclass
@@ -131,18 +135,21 @@ def csrf_of(html: str) -> str:
 
 @pytest.fixture
 def serve(rt: Runtime) -> Iterator[Callable[..., Served]]:
-    """Start a console server (``serve(read_only=True)`` for a read-only one)."""
+    """Start a console server (``serve(read_only=True)`` for a read-only one;
+    ``serve(api=True)``: the HTTP API's app with the console mounted)."""
     started: list[tuple[Any, threading.Thread]] = []
 
     def start(**options: Any) -> Served:
         options.setdefault("refresh_seconds", 0.2)
         options.setdefault("stream_seconds", 30.0)
-        console = Console(rt, authenticate=authenticator(), **options)
+        api = options.pop("api", False)
+        auth = options.pop("auth", None) or authenticator()
+        console = Console(rt, auth=auth, **options)
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         config = uvicorn.Config(
-            create_app(console), log_level="warning", timeout_graceful_shutdown=2,
+            create_app(console, api=api), log_level="warning", timeout_graceful_shutdown=2,
             access_log=False,
         )  # fmt: skip
         server = uvicorn.Server(config)

@@ -33,10 +33,11 @@ def test_agentq_ui_serves_the_console_until_sigint(tmp_path: Path) -> None:
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
-        found = re.search(r"on (http://127\.0\.0\.1:\d+/console/) as carol \(admin\)", first)
+        found = re.search(r"\(read-only\) on (http://127\.0\.0\.1:\d+/console/)", first)
         assert found, first + (proc.stderr.read() if proc.poll() is not None else "")
-        assert "(read-only)" in first
-        assert "AGENTQ_UI_TOKEN" in proc.stdout.readline()
+        second = proc.stdout.readline()
+        assert "$AGENTQ_UI_TOKEN (as carol, admin)" in second
+        assert TOKEN not in first + second
         url = found[1].rstrip("/")
         with httpx.Client(base_url=url, timeout=20) as client:
             assert client.get("/approvals").status_code == 303
@@ -60,5 +61,5 @@ def test_agentq_ui_refuses_a_remote_host_and_a_short_token(tmp_path: Path) -> No
     short = _ui(tmp_path, token="short")
     _, err = short.communicate(timeout=60)
     assert short.returncode == 2
-    assert "agentq: error: a console token must be at least 16 characters long" in err
+    assert "agentq: error: $AGENTQ_UI_TOKEN must be at least 16 characters long" in err
     assert "Traceback" not in err

@@ -1,94 +1,23 @@
-"""Who is using the console: bearer tokens, browser sessions and CSRF tokens.
+"""Browser sessions of the console, and their CSRF tokens.
 
-A browser signs in once with a token (the login form posts it) and gets an
-HttpOnly, SameSite=Strict session cookie; scripts may send the token as
-``Authorization: Bearer`` instead. Every form post of a cookie session carries
-the session's CSRF token; bearer requests need none (a browser never attaches
-them by itself).
-
-Scopes: ``read`` (every page), ``approve`` (approve and reject) and ``admin``
-(cancel, replay and delete dead letters; it implies the other two).
+Who a token belongs to is the HTTP API's business (:mod:`agentq.server.auth`:
+bearer tokens with scopes, the principal); a browser signs in once with such a
+token and is then known by an HttpOnly, SameSite=Strict session cookie whose id
+is kept here, with a CSRF token that every form post of the session must carry.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
-__all__ = [
-    "SCOPES",
-    "Authenticator",
-    "Principal",
-    "Session",
-    "SessionStore",
-    "TokenAuthenticator",
-    "bearer_token",
-]
+from agentq.server.auth import Principal
 
-#: Every scope, weakest first.
-SCOPES = ("read", "approve", "admin")
-
-
-@dataclass(frozen=True)
-class Principal:
-    """An authenticated user: the name actions are recorded under, and its scopes."""
-
-    name: str
-    scopes: frozenset[str] = field(default_factory=lambda: frozenset({"read"}))
-
-    def can(self, scope: str) -> bool:
-        """Whether this principal holds ``scope`` (``admin`` holds every scope)."""
-        return scope in self.scopes or "admin" in self.scopes
-
-
-#: Maps a presented token to its principal, or None when the token is unknown.
-Authenticator = Callable[[str], "Principal | None"]
-
-
-def _digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
-
-
-class TokenAuthenticator:
-    """An :data:`Authenticator` over a fixed set of tokens.
-
-    Only the tokens' SHA-256 digests are kept, and every lookup compares all
-    of them in constant time, so neither memory nor timing gives a token away.
-    """
-
-    def __init__(self, tokens: Mapping[str, Principal]) -> None:
-        for token in tokens:
-            if len(token) < 16:
-                raise ValueError("a console token must be at least 16 characters long")
-        self._principals = [(_digest(t), p) for t, p in tokens.items()]
-
-    def __call__(self, token: str) -> Principal | None:
-        presented = _digest(token)
-        found = None
-        for digest, principal in self._principals:
-            if hmac.compare_digest(digest, presented):
-                found = principal
-        return found
-
-    @classmethod
-    def single(cls, name: str, scopes: Iterable[str] = SCOPES) -> tuple[str, TokenAuthenticator]:
-        """A fresh random token for one user, and the authenticator that knows it."""
-        token = secrets.token_urlsafe(32)
-        return token, cls({token: Principal(name, frozenset(scopes))})
-
-
-def bearer_token(header: str | None) -> str | None:
-    """The token of an ``Authorization: Bearer TOKEN`` header, else None."""
-    if not header:
-        return None
-    scheme, _, token = header.partition(" ")
-    token = token.strip()
-    return token if scheme.lower() == "bearer" and token else None
+__all__ = ["Session", "SessionStore"]
 
 
 @dataclass(frozen=True)
