@@ -26,6 +26,7 @@ specific class here, with the original kept as ``__cause__``.
     ├── TaskNotFound
     ├── IllegalTransition            an event the task's (or approval's) state does not allow
     │   └── ApprovalError            unknown approval, or already decided / void
+    │       └── ApprovalNotFound     no approval with this id
     │       └── ApprovalChanged      the approval changed since the version the decider saw
     └── IdempotencyConflict          an idempotency key reused with other args or another tool
 """
@@ -36,6 +37,7 @@ __all__ = [
     "AgentQError",
     "ApprovalChanged",
     "ApprovalError",
+    "ApprovalNotFound",
     "BackendUnavailable",
     "ConfigError",
     "DatabaseNotWritable",
@@ -141,6 +143,10 @@ class IllegalTransition(AgentQError):
 class ApprovalError(IllegalTransition):
     """The approval does not exist, has already been decided, or is void (its
     task was cancelled)."""
+
+
+class ApprovalNotFound(ApprovalError, LookupError):
+    """No approval with this id exists."""
 
 
 class ApprovalChanged(ApprovalError):

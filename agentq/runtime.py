@@ -20,24 +20,26 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import httpx
 
-from agentq import waiting, webhooks
+from agentq import overview, waiting, webhooks
 from agentq.approvals import ApprovalInfo, ApprovalStatus
 from agentq.backends import Backend, Transaction, open_backend
 from agentq.clock import Clock
 from agentq.decision import Decision
 from agentq.envelope import task_queue_spec
-from agentq.errors import ApprovalError, ConfigError, IllegalTransition, TaskNotFound
+from agentq.errors import ApprovalNotFound, ConfigError, IllegalTransition, TaskNotFound
 from agentq.faults import FaultPoints
 from agentq.ledger import Tables, TaskInfo, TaskStatus
 from agentq.lifecycle import approvals as approval_events
 from agentq.lifecycle import audit, dead_letters
 from agentq.lifecycle.audit import AuditAction, AuditEntry
 from agentq.lifecycle.tasks import BUILTIN_ESCALATION, BUILTIN_EXPIRY, ESCALATION_QUEUE
+from agentq.overview import ToolCounts, WorkerInfo
 from agentq.policies import Policy, load_policies
 from agentq.telemetry import Telemetry
 from agentq.tools import ToolRegistry
@@ -49,6 +51,7 @@ __all__ = [
     "ReplayReport",
     "Runtime",
     "Submission",
+    "TaskPage",
 ]
 
 T = TypeVar("T")
@@ -56,6 +59,19 @@ T = TypeVar("T")
 #: Why one dead-letter entry cannot be replayed; anything else (the database
 #: failing, say) stops a replay of many instead of being reported per entry.
 REPLAY_REFUSALS = (IllegalTransition, TaskNotFound, ConfigError)
+
+
+#: Ledger records read per query by :meth:`Runtime.task_page`.
+SCAN_PAGE = 500
+
+
+@dataclass
+class TaskPage:
+    """One page of :meth:`Runtime.task_page`: the tasks, and the cursor of the next
+    page (``None`` when the ledger has no more)."""
+
+    tasks: list[TaskInfo]
+    next_after: str | None
 
 
 @dataclass(frozen=True)
@@ -124,6 +140,15 @@ class Runtime:
         self._internal = self._internal_tools()
 
     def _check_policy(self) -> None:
+        # A misspelt [tools.NAME] would otherwise leave the real tool unconfigured
+        # (no allowed hosts, default limits) without a word.
+        unknown = sorted(name for name in self.policy.tools if name not in self.tools)
+        if unknown:
+            known = ", ".join(sorted(t.name for t in self.tools)) or "none"
+            raise ConfigError(
+                f"policy configures unknown tool(s) {', '.join(map(repr, unknown))} "
+                f"in [tools.…] (known tools: {known})"
+            )
         for rule in self.policy.approvals:
             if rule.tool not in self.tools:
                 raise ConfigError(f"approval rule for unknown tool {rule.tool!r}")
@@ -159,13 +184,16 @@ class Runtime:
         ordering_key: str | None = None,
         reason: str = "",
         callback_url: str | None = None,
+        at: datetime | None = None,
+        delay: float | timedelta | None = None,
     ) -> TaskInfo:
         """One-call enqueue for agent frameworks; the same ``idempotency_key``
         returns the same task, never a second one. ``callback_url``: a signed
-        completion webhook (:mod:`agentq.webhooks`)."""
+        completion webhook (:mod:`agentq.webhooks`); ``at`` / ``delay``: run it
+        later (see :meth:`Decision.enqueue`)."""
         return self.submit(
             tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
-            reason=reason, callback_url=callback_url,
+            reason=reason, callback_url=callback_url, at=at, delay=delay,
         ).task  # fmt: skip
 
     def submit(
@@ -177,6 +205,8 @@ class Runtime:
         ordering_key: str | None = None,
         reason: str = "",
         callback_url: str | None = None,
+        at: datetime | None = None,
+        delay: float | timedelta | None = None,
     ) -> Submission:
         """:meth:`enqueue_action`, also telling whether this call created the task
         (False: its ``idempotency_key`` had created it before)."""
@@ -187,7 +217,7 @@ class Runtime:
             )
             task = tx.enqueue(
                 tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
-                reason=reason, callback_url=callback_url,
+                reason=reason, callback_url=callback_url, at=at, delay=delay,
             )  # fmt: skip
             return Submission(task, created=fresh)
 
@@ -274,18 +304,61 @@ class Runtime:
             raise TaskNotFound(f"no task {task_id!r}")
         return TaskInfo.model_validate(rec)
 
-    def tasks(self, status: TaskStatus | str | None = None) -> list[TaskInfo]:
-        """Every task in the ledger, optionally only those with ``status``."""
-        out = [TaskInfo.model_validate(v) for _, v in self.backend.list_records(Tables.TASKS)]
-        if status is not None:
-            out = [t for t in out if t.status == TaskStatus(status)]
-        return sorted(out, key=lambda t: t.created_at)
+    def tasks(
+        self,
+        status: TaskStatus | str | None = None,
+        *,
+        tool: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+    ) -> list[TaskInfo]:
+        """Tasks of the ledger, oldest first: only those with ``status``, of
+        ``tool``, created at or after ``since``; at most ``limit`` of them (then
+        the first ``limit`` in the ledger's order: see :meth:`task_page`)."""
+        page = self.task_page(status, tool=tool, since=since, limit=limit)
+        return sorted(page.tasks, key=lambda t: t.created_at)
+
+    def task_page(
+        self,
+        status: TaskStatus | str | None = None,
+        *,
+        tool: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> TaskPage:
+        """One page of the ledger in key order (creation order on SQLite, whose
+        task ids grow with time; any fixed order on Spanner), filtered as in
+        :meth:`tasks`. Pass the page's ``next_after`` as ``after`` for the next
+        page; it is ``None`` after the last. The ledger is read
+        :data:`SCAN_PAGE` records at a time, never all at once."""
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        wanted = None if status is None else TaskStatus(status)
+        found: list[TaskInfo] = []
+        cursor = after or ""
+        while limit is None or len(found) < limit:
+            rows = self.backend.list_records(Tables.TASKS, limit=SCAN_PAGE, after=cursor)
+            for key, value in rows:
+                cursor = key
+                task = TaskInfo.model_validate(value)
+                if (
+                    (wanted is None or task.status == wanted)
+                    and (tool is None or task.tool == tool)
+                    and (since is None or task.created_at >= since)
+                ):
+                    found.append(task)
+                    if limit is not None and len(found) == limit:
+                        return TaskPage(found, key)
+            if len(rows) < SCAN_PAGE:
+                return TaskPage(found, None)
+        return TaskPage(found, cursor)
 
     def approval(self, approval_id: str) -> ApprovalInfo:
         """One approval request."""
         rec = self.backend.get_record(Tables.APPROVALS, approval_id)
         if rec is None:
-            raise ApprovalError(f"no approval {approval_id!r}")
+            raise ApprovalNotFound(f"no approval {approval_id!r}")
         return ApprovalInfo.model_validate({**rec, "version": approval_events.version(rec)})
 
     def approvals(self, status: ApprovalStatus | str | None = None) -> list[ApprovalInfo]:
@@ -370,6 +443,16 @@ class Runtime:
         ]  # fmt: skip
 
     # -- workers ----------------------------------------------------------------
+
+    def tool_counts(self) -> list[ToolCounts]:
+        """Per tool: tasks queued, running, retrying, awaiting approval and dead, and
+        the oldest unfinished one's age; read a page of the ledger at a time."""
+        return overview.tool_counts(self.backend, self.clock.now())
+
+    def workers(self, live_within: float = overview.LIVE_SECONDS) -> list[WorkerInfo]:
+        """Workers that published a heartbeat (``live``: heard from within
+        ``live_within`` seconds); see :mod:`agentq.executor.heartbeat`."""
+        return overview.workers(self.backend, self.clock.now(), live_within)
 
     def worker(self, **options: Any) -> Any:
         """An executor over this runtime's queues; see :class:`agentq.executor.Worker`."""

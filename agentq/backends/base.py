@@ -276,9 +276,10 @@ class Backend(Protocol):
         ...
 
     def list_records(
-        self, table: str, prefix: str = "", limit: int | None = None
+        self, table: str, prefix: str = "", limit: int | None = None, after: str = ""
     ) -> list[tuple[str, dict[str, Any]]]:
-        """Records of a table whose key starts with ``prefix``, in key order."""
+        """Records of a table whose key starts with ``prefix``, in key order;
+        with ``after``, only keys above it (pass a page's last key for the next)."""
         ...
 
     def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:

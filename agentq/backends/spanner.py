@@ -615,16 +615,21 @@ class SpannerBackend:
         return out
 
     def list_records(
-        self, table: str, prefix: str = "", limit: int | None = None
+        self, table: str, prefix: str = "", limit: int | None = None, after: str = ""
     ) -> list[tuple[str, dict[str, Any]]]:
         d = self.dialect
+        start = max(prefix, after)  # the scan's lower bound; ``after`` itself is left out
         with self.database.snapshot() as snap:
             rows = list(
                 snap.execute_sql(
-                    d.record_scan(), params=d.param_dict(["tbl", "prefix"], [table, prefix])
+                    d.record_scan(), params=d.param_dict(["tbl", "prefix"], [table, start])
                 )
             )
-        out = [(str(k), dict(json.loads(v))) for k, v in rows if str(k).startswith(prefix)]
+        out = [
+            (str(k), dict(json.loads(v)))
+            for k, v in rows
+            if str(k).startswith(prefix) and str(k) > after
+        ]
         return out if limit is None else out[:limit]
 
     def close(self) -> None:

@@ -25,7 +25,13 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from agentq.console.app import COOKIE, HEADERS, Console, Who
-from agentq.errors import AgentQError, ConfigError, IllegalTransition, TaskNotFound
+from agentq.errors import (
+    AgentQError,
+    ApprovalNotFound,
+    ConfigError,
+    IllegalTransition,
+    TaskNotFound,
+)
 
 __all__ = ["routes"]
 
@@ -92,7 +98,7 @@ def routes(console: Console) -> list[Route]:
             call, back, done = act(request)
             try:
                 await run_in_threadpool(call, who.principal.name, form)
-            except TaskNotFound as exc:
+            except (TaskNotFound, ApprovalNotFound) as exc:
                 return await refuse(404, str(exc))
             except IllegalTransition as exc:
                 return await refuse(409, str(exc))

@@ -19,7 +19,7 @@ from typing import Any
 from agentq import ordering
 from agentq.approvals import ApprovalInfo, ApprovalNotice, ApprovalStatus
 from agentq.backends import Transaction
-from agentq.errors import ApprovalChanged, ApprovalError
+from agentq.errors import ApprovalChanged, ApprovalError, ApprovalNotFound
 from agentq.ledger import Tables, TaskStatus
 from agentq.lifecycle import tasks
 from agentq.lifecycle.states import Event, next_approval_state
@@ -123,7 +123,7 @@ def version(rec: Mapping[str, Any]) -> str:
 def _approval(tx: Transaction, approval_id: str) -> dict[str, Any]:
     rec = tx.get_record(Tables.APPROVALS, approval_id)
     if rec is None:
-        raise ApprovalError(f"no approval {approval_id!r}")
+        raise ApprovalNotFound(f"no approval {approval_id!r}")
     return rec
 
 

@@ -89,8 +89,9 @@ def moved(rec: Mapping[str, Any], event: Event, now: datetime, **changes: Any) -
     fenced by a strict ack or a compare-and-swap) and writes it with :func:`store`.
     """
     status = next_task_state(str(rec["task_id"]), rec.get("status"), event)
-    if isinstance(changes.get("error"), str):
-        changes["error"] = redact_text(changes["error"])  # errors quote URLs, with secrets
+    for name in ("error", "traceback"):  # errors quote URLs, with secrets
+        if isinstance(changes.get(name), str):
+            changes[name] = redact_text(changes[name])
     return {**rec, **changes, "status": status, "updated_at": iso(now)}
 
 
@@ -101,12 +102,15 @@ def finished(
     *,
     result: Any = None,
     error: str | None = None,
+    traceback: str | None = None,
 ) -> dict[str, Any]:
-    """A new record: ``rec`` after a final event (succeed, fail, cancel, ...)."""
+    """A new record: ``rec`` after a final event (succeed, fail, cancel, ...);
+    ``traceback`` is the failure's, kept with its ``error``."""
     stamp = iso(now)
     return moved(
-        rec, event, now, result=result, error=error, finished_at=stamp, next_attempt_at=None
-    )
+        rec, event, now, result=result, error=error, traceback=traceback, finished_at=stamp,
+        next_attempt_at=None,
+    )  # fmt: skip
 
 
 def claimed(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str, Any]:
@@ -310,9 +314,10 @@ def dead_letter(
     *,
     event: Event = Event.DEAD_LETTER,
     ack_key: Sequence[Any] | None = None,
+    traceback: str | None = None,
 ) -> dict[str, Any]:
     """Ack this delivery (if ``ack_key``) and move the task to the dead-letter queue."""
-    new = finished(rec, event, tx.now, error=error)
+    new = finished(rec, event, tx.now, error=error, traceback=traceback)
     if ack_key is not None:
         tx.ack(new["queue"], tuple(ack_key), must_exist=True)
     tx.put_record(
@@ -322,7 +327,7 @@ def dead_letter(
             "entry_id": new["task_id"], "kind": "task", "stray": False,
             "task_id": new["task_id"], "tool": new["tool"], "queue": new.get("queue"),
             "args": new.get("args"), "attempt": new["attempt"], "error": new["error"],
-            "dead_at": iso(tx.now),
+            "traceback": new.get("traceback"), "dead_at": iso(tx.now),
         },
     )  # fmt: skip
     _write_final(env, tx, new)

@@ -161,6 +161,8 @@ def test_every_page_in_chromium_with_an_approval_clicked(
     assert d.find_element(By.ID, "task-attempt").text == "1"
     error = d.find_element(By.ID, "task-error").text
     assert "PermanentError" in error and "REDACTED" in error and "hunter2" not in error
+    traceback = d.find_element(By.ID, "task-traceback").text
+    assert "Traceback (most recent call last)" in traceback and "hunter2" not in traceback
     assert d.find_element(By.ID, "trace-id").is_displayed()
     shot(d, "05-task-dead")
 

@@ -196,6 +196,8 @@ def test_the_task_page_shows_attempts_error_trace_id_and_audit(
     assert 'id="task-status">dead<' in page
     assert 'id="task-attempt">1<' in page and 'id="task-deliveries">1<' in page
     assert 'id="task-error"' in page and "PermanentError" in page
+    assert 'id="task-traceback"' in page and "Traceback (most recent call last)" in page
+    assert "raise PermanentError" in page and "hunter2" not in page
     assert 'id="trace-id"' in page
     assert 'id="audit-list"' in page
 
@@ -333,6 +335,13 @@ def test_an_approval_escalated_since_the_page_showed_it_is_stale(
                         data={"csrf_token": csrf_of(fresh), "version": version[1]})  # fmt: skip
         assert r.status_code == 303
     assert rt.approval(approval_id).decided_by == "alice"
+
+
+def test_an_unknown_approval_is_404(serve: Callable[..., Served]) -> None:
+    with serve().client("alice") as client:
+        csrf = csrf_of(client.get("/").text)
+        r = client.post("/approvals/apr_nonexistent/approve", data={"csrf_token": csrf})
+        assert r.status_code == 404
 
 
 def test_an_approval_voided_by_a_cancel_is_stale_too(serve: Callable[..., Served]) -> None:

@@ -217,9 +217,9 @@ class SQLiteBackend:
         return records.read_records(self._db, table, keys)
 
     def list_records(
-        self, table: str, prefix: str = "", limit: int | None = None
+        self, table: str, prefix: str = "", limit: int | None = None, after: str = ""
     ) -> list[tuple[str, dict[str, Any]]]:
-        return records.list_records(self._db, table, prefix, limit)
+        return records.list_records(self._db, table, prefix, limit, after)
 
     def close(self) -> None:
         if self._db.closed:
