@@ -63,3 +63,44 @@ def test_agentq_ui_refuses_a_remote_host_and_a_short_token(tmp_path: Path) -> No
     assert short.returncode == 2
     assert "agentq: error: $AGENTQ_UI_TOKEN must be at least 16 characters long" in err
     assert "Traceback" not in err
+
+
+def test_agentq_ui_with_the_api_s_tokens_file_serves_both_and_audits_cli_decisions(
+    tmp_path: Path,
+) -> None:
+    from agentq import Runtime
+    from agentq.server.auth import hash_token
+
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(
+        f'[[tokens]]\nname = "dana"\nscopes = ["approve", "read"]\nsha256 = "{hash_token(TOKEN)}"\n'
+    )
+    db = f"sqlite:///{tmp_path / 'ui.db'}"
+    with Runtime(db, tools=ROOT / "tools", policies=ROOT / "policies") as rt:
+        big = rt.enqueue_action("execute_refund", {"order_id": "o-1", "amount": 900})
+    assert big.approval_id is not None
+    decided = subprocess.run(
+        [sys.executable, "-m", "agentq.cli", "approve", big.approval_id, "--by", "erin",
+         "--note", "from the shell", "--db", db],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert decided.returncode == 0, decided.stderr
+    proc = _ui(tmp_path, "--tokens", str(tokens), "--api")
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        found = re.search(r"on (http://127\.0\.0\.1:\d+)/console/ with the HTTP API", first)
+        assert found, first + (proc.stderr.read() if proc.poll() is not None else "")
+        assert f"a token of {tokens}" in proc.stdout.readline()
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        with httpx.Client(base_url=found[1], timeout=20) as client:
+            api = client.get(f"/v1/approvals/{big.approval_id}", headers=bearer)
+            assert api.status_code == 200 and api.json()["decided_by"] == "erin"
+            audit = client.get("/console/audit", headers=bearer)
+            assert audit.status_code == 200
+            assert 'id="principal">dana<' in audit.text
+            assert 'class="actor">erin<' in audit.text and "from the shell" in audit.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
