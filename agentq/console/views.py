@@ -114,9 +114,7 @@ def task_rows(
     ``search`` matches (case-insensitively) the id, tool, error, approval id,
     keys and the arguments' JSON text. An unknown ``status`` raises ValueError.
     """
-    tasks = rt.tasks(TaskStatus(status) if status else None)
-    if tool:
-        tasks = [t for t in tasks if t.tool == tool]
+    tasks = rt.tasks(TaskStatus(status) if status else None, tool=tool or None)
     needle = search.strip().lower()[:SEARCH_CHARS]
     if needle:
         tasks = [t for t in tasks if _matches(t, needle)]

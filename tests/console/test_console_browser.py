@@ -239,18 +239,22 @@ def test_an_admin_replays_a_dead_letter_and_sees_live_figures(
     wait_for(d, lambda d: "live update" in live_text(d, "#figures-time"))
     before = depth(d)
     rt.enqueue_action("pay", {"ref": "live-1", "amount": 1})
-    rt.enqueue_action("pay", {"ref": "live-2", "amount": 2})
+    live = rt.enqueue_action("pay", {"ref": "live-2", "amount": 2})
     wait_for(d, lambda d: depth(d) == before + 2)
     shot(d, "12-overview-live")
 
     # The task page of a queued task offers the admin a cancel; clicking it cancels.
-    task_id = rt.tasks(TaskStatus.QUEUED)[-1].task_id
+    task_id = live.task_id
     d.get(f"{served.url}/tasks/{task_id}")
     d.find_element(By.CSS_SELECTOR, "#cancel-form input[name=note]").send_keys("not needed")
     d.find_element(By.ID, "cancel").click()
     wait_for(d, lambda d: d.find_element(By.ID, "task-status").text == "cancelled")
+    assert f"cancelled {task_id}" in d.find_element(By.CLASS_NAME, "flash").text
+    assert d.find_element(By.ID, "task-error").text == "not needed"
+    assert d.find_element(By.CSS_SELECTOR, "#audit-list td.actor").text == "root"
     shot(d, "13-task-cancelled")
-    assert rt.audit_log()[0].actor == "root"
+    assert rt.task(task_id).status == TaskStatus.CANCELLED
+    assert (rt.audit_log()[0].actor, rt.audit_log()[0].action) == ("root", AuditAction.CANCEL)
 
 
 def test_the_read_only_console_in_chromium(serve: Callable[..., Served], browser: Any) -> None:
