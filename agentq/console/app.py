@@ -66,8 +66,10 @@ class Console:
 
     ``auth`` is the HTTP API's authenticator (:class:`~agentq.server.auth.TokenAuth`,
     or :class:`~agentq.server.auth.InsecureLocal` on loopback); ``read_only`` refuses every
-    action; ``refresh_seconds`` is how often the live queue figures are sent, and
-    ``stream_seconds`` how long one event stream lasts before the browser reconnects.
+    action; ``refresh_seconds`` is how often the live queue figures are sent,
+    ``stream_seconds`` how long one event stream lasts before the browser
+    reconnects, and ``max_streams`` how many may be open at once (each reads the
+    queue figures every ``refresh_seconds``; one more is told to retry later).
     """
 
     runtime: Runtime
@@ -75,11 +77,13 @@ class Console:
     read_only: bool = False
     refresh_seconds: float = 2.0
     stream_seconds: float = 300.0
+    max_streams: int = 50
     sessions: SessionStore = field(default_factory=SessionStore)
 
     def __post_init__(self) -> None:
-        if self.refresh_seconds <= 0 or self.stream_seconds <= 0:
-            raise ValueError("refresh_seconds and stream_seconds must be positive")
+        if self.refresh_seconds <= 0 or self.stream_seconds <= 0 or self.max_streams < 1:
+            raise ValueError("refresh_seconds, stream_seconds and max_streams must be positive")
+        self.open_streams = 0  # changed on the event loop only
         self.templates = Environment(
             loader=PackageLoader("agentq.console", "templates"),
             autoescape=True,

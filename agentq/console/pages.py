@@ -24,6 +24,8 @@ from agentq.ledger import TaskStatus
 __all__ = ["routes"]
 
 Page = Callable[[Request, Who], Response]
+#: How long a browser refused a stream (too many open) waits before it retries.
+BUSY_RETRY_MS = 10_000
 
 
 def routes(console: Console) -> list[Route]:
@@ -90,17 +92,26 @@ def routes(console: Console) -> list[Route]:
         fragment = console.templates.get_template("_queues.html")
 
         async def stream() -> AsyncIterator[str]:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + console.stream_seconds
-            seq = 0
-            yield f"retry: {int(console.refresh_seconds * 1000)}\n\n"
-            while loop.time() < deadline:
-                seq += 1
-                rows = await run_in_threadpool(views.queue_figures, console.runtime)
-                html = fragment.render(queues=rows, seq=seq, now=console.runtime.clock.now())
-                data = "".join(f"data: {line}\n" for line in html.splitlines())
-                yield f"event: queues\n{data}\n"
-                await asyncio.sleep(console.refresh_seconds)
+            # Counted here, where a finally always runs once the stream has started.
+            if console.open_streams >= console.max_streams:
+                yield f"retry: {BUSY_RETRY_MS}\n: too many open streams, retry later\n\n"
+                return
+            console.open_streams += 1
+            try:
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + console.stream_seconds
+                seq = 0
+                yield f"retry: {int(console.refresh_seconds * 1000)}\n\n"
+                while loop.time() < deadline:
+                    seq += 1
+                    rows = await run_in_threadpool(views.queue_figures, console.runtime)
+                    now = console.runtime.clock.now()
+                    html = fragment.render(queues=rows, seq=seq, now=now)
+                    data = "".join(f"data: {line}\n" for line in html.splitlines())
+                    yield f"event: queues\n{data}\n"
+                    await asyncio.sleep(console.refresh_seconds)
+            finally:
+                console.open_streams -= 1
 
         headers = {**HEADERS, "X-Accel-Buffering": "no"}
         return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)

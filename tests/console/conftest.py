@@ -15,28 +15,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 from pydantic import BaseModel
 
-pytest.importorskip("starlette", reason="the console needs the 'ui' extra")
-pytest.importorskip("jinja2", reason="the console needs the 'ui' extra")
-uvicorn = pytest.importorskip("uvicorn", reason="the console needs the 'ui' extra")
+from agentq import ApprovalNotice, FakeClock, PermanentError, Runtime, ToolContext, tool
+from agentq.policies import ApprovalRule, Defaults, Policy
 
-from agentq import (  # noqa: E402
-    ApprovalNotice,
-    FakeClock,
-    PermanentError,
-    Runtime,
-    ToolContext,
-    tool,
-)
-from agentq.console import Console  # noqa: E402
-from agentq.console.app import create_app  # noqa: E402
-from agentq.policies import ApprovalRule, Defaults, Policy  # noqa: E402
-from agentq.server.auth import Principal, Scope, TokenAuth  # noqa: E402
+if TYPE_CHECKING:
+    from agentq.console import Console
+    from agentq.server.auth import TokenAuth
+
+# The ui extra is imported inside the fixtures: each test module says it needs
+# it (tests/console/_need.py), so without it they skip with the reason.
 
 TOKENS = {
     "alice": "alice-token-0123456789abcdef",
@@ -97,6 +90,8 @@ def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
 
 def authenticator() -> TokenAuth:
     """The HTTP API's token authentication, which the console shares."""
+    from agentq.server.auth import Principal, Scope, TokenAuth
+
     return TokenAuth.from_tokens(
         {TOKENS[n]: Principal(n, frozenset(Scope(s) for s in SCOPES[n])) for n in TOKENS}
     )
@@ -140,6 +135,11 @@ def serve(rt: Runtime) -> Iterator[Callable[..., Served]]:
     started: list[tuple[Any, threading.Thread]] = []
 
     def start(**options: Any) -> Served:
+        import uvicorn
+
+        from agentq.console import Console
+        from agentq.console.app import create_app
+
         options.setdefault("refresh_seconds", 0.2)
         options.setdefault("stream_seconds", 30.0)
         api = options.pop("api", False)

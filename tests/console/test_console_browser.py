@@ -18,9 +18,13 @@ from typing import Any
 
 import pytest
 
-from agentq import ApprovalStatus, Runtime, TaskStatus
-from agentq.lifecycle.audit import AuditAction
-from tests.console.conftest import TOKENS, Served
+from tests.console._need import need_ui
+
+need_ui()
+
+from agentq import ApprovalStatus, Runtime, TaskStatus  # noqa: E402
+from agentq.lifecycle.audit import AuditAction  # noqa: E402
+from tests.console.conftest import TOKENS, Served  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import httpx
 
-from tests.console.conftest import login
+from tests.console._need import need_ui
+
+need_ui()
+
+from tests.console.conftest import login  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "cli-token-0123456789abcdef"

@@ -5,13 +5,18 @@ escaping of hostile task arguments (issue 12, web console)."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 
 import httpx
 
-from agentq import ApprovalStatus, Runtime, TaskStatus
-from agentq.lifecycle.audit import AuditAction
-from tests.console.conftest import TOKENS, Served, csrf_of, login
+from tests.console._need import need_ui
+
+need_ui()
+
+from agentq import ApprovalStatus, Runtime, TaskStatus  # noqa: E402
+from agentq.lifecycle.audit import AuditAction  # noqa: E402
+from tests.console.conftest import TOKENS, Served, csrf_of, login  # noqa: E402
 
 PAGES = ["/", "/tasks", "/approvals", "/dead-letters", "/audit"]
 HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
@@ -522,6 +527,27 @@ def test_the_event_stream_ends_after_its_time(serve: Callable[..., Served]) -> N
     with served.client("viewer") as client, client.stream("GET", "/events") as stream:
         body = "".join(stream.iter_text())  # returns: the server closes the stream
     assert body.count("event: queues") >= 1
+
+
+def test_one_stream_too_many_is_told_to_retry_later(serve: Callable[..., Served]) -> None:
+    served = serve(max_streams=1)
+    with served.client("viewer") as client, client.stream("GET", "/events") as first:
+        lines = first.iter_lines()  # kept: dropping the iterator closes the stream
+        _next_event(lines, "queues")
+        assert served.console.open_streams == 1
+        with client.stream("GET", "/events") as second:
+            body = "".join(second.iter_text())  # ends at once
+        assert "retry: 10000" in body and "event: queues" not in body
+    # Closing the first stream frees its place once the server notices the
+    # disconnect, which takes a moment: retry as a browser would, within 30 s.
+    deadline = time.monotonic() + 30
+    while True:
+        with served.client("viewer") as client, client.stream("GET", "/events") as again:
+            head = next(again.iter_text())
+            if not head.startswith("retry: 10000"):
+                break
+        assert time.monotonic() < deadline, "the first stream's place was never freed"
+        time.sleep(0.05)
 
 
 def test_pages_need_the_read_scope(serve: Callable[..., Served]) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
+from tests.console._need import need_ui
 
-pytest.importorskip("starlette", reason="the console needs the 'ui' extra")
+need_ui()
 
 SCRIPT = r"""
 from opentelemetry import trace

@@ -3,7 +3,11 @@ secret-named values, trace ids."""
 
 from __future__ import annotations
 
-from agentq.console import views
+from tests.console._need import need_ui
+
+need_ui()
+
+from agentq.console import views  # noqa: E402
 
 
 def test_values_of_secret_named_keys_are_masked_and_urls_redacted() -> None:
