@@ -41,8 +41,9 @@ MAX_FORM_BYTES = 64 * 1024
 MAX_NOTE_CHARS = 2000
 _LOGIN_CSRF = "agentq_console_login"
 
-#: An action: (runtime call given the actor and the form, page to return to,
-#: message to flash); the call returns nothing, raising when refused.
+#: An action's runtime call, given the actor's name and the form: it returns
+#: nothing and raises when the runtime refuses. Each route's ``act`` returns it
+#: with the page to return to and the message to flash.
 Act = Callable[[str, FormData], None]
 
 
