@@ -144,7 +144,7 @@ class Runtime:
         # (no allowed hosts, default limits) without a word.
         unknown = sorted(name for name in self.policy.tools if name not in self.tools)
         if unknown:
-            known = ", ".join(sorted(t.name for t in self.tools)) or "none"
+            known = ", ".join(sorted(t.name for t in self.tools if not t.internal)) or "none"
             raise ConfigError(
                 f"policy configures unknown tool(s) {', '.join(map(repr, unknown))} "
                 f"in [tools.…] (known tools: {known})"

@@ -18,6 +18,7 @@ from agentq.cli import approvals, common, demo, dlq, inspect_cmd, tasks, ui, wor
 from agentq.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_REFUSED
 from agentq.errors import AgentQError, ApprovalNotFound, IllegalTransition, TaskNotFound
 from agentq.redact import redact_text
+from agentq.server.cli import register as register_http
 
 __all__ = ["build_parser", "main"]
 
@@ -55,9 +56,6 @@ def build_parser() -> argparse.ArgumentParser:
     dlq.register(sub)
     demo.register(sub)
     ui.register(sub)
-    # The HTTP API's (agentq.server.cli sits below the CLI: it is handed the helpers).
-    from agentq.server.cli import register as register_http
-
     register_http(sub, common.add_runtime_args, common.open_runtime)
     # Other surfaces: one import above and one register(sub) call here.
     return parser

@@ -114,10 +114,13 @@ class Heartbeat:
         return self
 
     def stop(self) -> None:
-        """Stop, and delete this worker's record (it stopped cleanly)."""
+        """Stop, log the stats a last time, and delete this worker's record (it
+        stopped cleanly)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
+        if self.stats_interval is not None:
+            self.log_stats()
         try:
             self.worker.runtime.backend.transact(
                 lambda tx: tx.delete_record(Tables.WORKERS, self.worker_id), durable=False
