@@ -21,7 +21,15 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from agentq import ApprovalNotice, FakeClock, PermanentError, Runtime, ToolContext, tool
+from agentq import (
+    ApprovalNotice,
+    FakeClock,
+    PermanentError,
+    Runtime,
+    TaskStatus,
+    ToolContext,
+    tool,
+)
 from agentq.policies import ApprovalRule, Defaults, Policy
 
 if TYPE_CHECKING:
@@ -168,3 +176,22 @@ def serve(rt: Runtime) -> Iterator[Callable[..., Served]]:
         server.should_exit = True
         thread.join(timeout=15)
         assert not thread.is_alive(), "the console server did not stop in 15 s"
+
+
+# -- a world to look at ------------------------------------------------------------
+
+
+def pending(rt: Runtime, ref: str = "r-1", amount: float = 500) -> str:
+    """A payment waiting for a human; its approval id."""
+    task = rt.enqueue_action("pay", {"ref": ref, "amount": amount})
+    assert task.status == TaskStatus.AWAITING_APPROVAL
+    assert task.approval_id is not None
+    return task.approval_id
+
+
+def dead(rt: Runtime, ref: str = "d-1") -> str:
+    """A task in the dead-letter queue (with a secret in its error); its id."""
+    task = rt.enqueue_action("flaky", {"ref": ref, "amount": 5})
+    rt.worker().drain()
+    assert rt.task(task.task_id).status == TaskStatus.DEAD
+    return task.task_id
