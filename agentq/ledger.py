@@ -24,6 +24,7 @@ class Tables:
     ORDERING = "ordering"
     DEAD_LETTERS = "dead_letters"
     HOLDS = "holds"
+    AUDIT = "audit"
     WORKERS = "workers"
 
 

@@ -36,7 +36,8 @@ from agentq.errors import ApprovalNotFound, ConfigError, IllegalTransition, Task
 from agentq.faults import FaultPoints
 from agentq.ledger import Tables, TaskInfo, TaskStatus
 from agentq.lifecycle import approvals as approval_events
-from agentq.lifecycle import dead_letters
+from agentq.lifecycle import audit, dead_letters
+from agentq.lifecycle.audit import AuditAction, AuditEntry
 from agentq.lifecycle.tasks import BUILTIN_ESCALATION, BUILTIN_EXPIRY, ESCALATION_QUEUE
 from agentq.overview import ToolCounts, WorkerInfo
 from agentq.policies import Policy, load_policies
@@ -227,18 +228,49 @@ class Runtime:
     ) -> TaskInfo:
         """Approve a pending (or escalated) request; see :meth:`Decision.approve`.
         With ``if_version`` (an :attr:`ApprovalInfo.version`) an approval that
-        changed since raises :class:`~agentq.errors.ApprovalChanged`."""
-        return self.transact(lambda tx: tx.approve(approval_id, by, note, if_version=if_version))
+        changed since raises :class:`~agentq.errors.ApprovalChanged`. Audited:
+        ``by`` is recorded as who approved."""
+        return self._decide(approval_id, AuditAction.APPROVE, by, note, if_version)
 
     def reject(
         self, approval_id: str, by: str, note: str = "", *, if_version: str | None = None
     ) -> TaskInfo:
-        """Reject a pending (or escalated) request (``if_version`` as for :meth:`approve`)."""
-        return self.transact(lambda tx: tx.reject(approval_id, by, note, if_version=if_version))
+        """Reject a pending (or escalated) request (``if_version`` as for
+        :meth:`approve`); audited like :meth:`approve`."""
+        return self._decide(approval_id, AuditAction.REJECT, by, note, if_version)
 
-    def cancel(self, task_id: str, reason: str = "cancelled") -> TaskInfo:
-        """Cancel an unfinished task; see :meth:`Decision.cancel`."""
-        return self.transact(lambda tx: tx.cancel(task_id, reason))
+    def _decide(
+        self, approval_id: str, action: AuditAction, by: str, note: str, if_version: str | None
+    ) -> TaskInfo:
+        def fn(tx: Decision) -> TaskInfo:
+            decide = tx.approve if action is AuditAction.APPROVE else tx.reject
+            task = decide(approval_id, by, note, if_version=if_version)
+            audit.record(
+                tx.tx, actor=by, action=action, target=approval_id, task_id=task.task_id,
+                note=note,
+            )  # fmt: skip
+            return task
+
+        return self.transact(fn)
+
+    def cancel(self, task_id: str, reason: str = "cancelled", *, by: str | None = None) -> TaskInfo:
+        """Cancel an unfinished task; see :meth:`Decision.cancel`. Audited, with
+        ``by`` as who cancelled."""
+
+        def fn(tx: Decision) -> TaskInfo:
+            task = tx.cancel(task_id, reason)
+            audit.record(
+                tx.tx, actor=by, action=AuditAction.CANCEL, target=task_id, task_id=task_id,
+                note=reason,
+            )  # fmt: skip
+            return task
+
+        return self.transact(fn)
+
+    def audit_log(self, *, target: str | None = None, limit: int | None = None) -> list[AuditEntry]:
+        """Operator actions (approve, reject, cancel, replay, delete), newest first;
+        only those about ``target`` (an approval, task or dead-letter id) if given."""
+        return audit.entries(self.backend, target=target, limit=limit)
 
     # -- reading ----------------------------------------------------------------
 
@@ -345,39 +377,59 @@ class Runtime:
         corrupt): they can be deleted, never replayed."""
         return [{**v, "entry_id": k} for k, v in self.backend.list_records(Tables.DEAD_LETTERS)]
 
-    def replay(self, task_id: str) -> TaskInfo:
+    def replay(self, task_id: str, *, by: str | None = None) -> TaskInfo:
         """Send a dead task again for a fresh set of attempts. Only dead tasks can
         be replayed: a succeeded, cancelled, queued or running one raises
-        :class:`~agentq.errors.IllegalTransition`, a stray entry too."""
+        :class:`~agentq.errors.IllegalTransition`, a stray entry too. Audited, with
+        ``by`` as who replayed it."""
 
         def fn(tx: Decision) -> TaskInfo:
             rec = tx.tx.get_record(Tables.TASKS, task_id)
             if rec is not None and not self._runnable_tool(rec["tool"]):
                 raise ConfigError(f"cannot replay {task_id!r}: unknown tool {rec['tool']!r}")
-            return TaskInfo.model_validate(dead_letters.replay(self, tx.tx, task_id))
+            task = TaskInfo.model_validate(dead_letters.replay(self, tx.tx, task_id))
+            audit.record(
+                tx.tx, actor=by, action=AuditAction.REPLAY, target=task_id, task_id=task_id
+            )
+            return task
 
         return self.transact(fn)
 
-    def replay_all(self) -> ReplayReport:
+    def replay_all(self, *, by: str | None = None) -> ReplayReport:
         """Replay every dead task, each in its own transaction; entries that cannot
         be replayed (strays, unknown tools, tasks no longer dead) are skipped and
         reported, never stopping the others."""
         report = ReplayReport()
         for entry_id, _ in self.backend.list_records(Tables.DEAD_LETTERS):
             try:
-                self.replay(entry_id)
+                self.replay(entry_id, by=by)
                 report.replayed.append(entry_id)
             except REPLAY_REFUSALS as exc:
                 report.skipped[entry_id] = str(exc)
         return report
 
-    def delete_dead_letters(self, entry_ids: Iterable[str]) -> list[str]:
+    def delete_dead_letters(
+        self, entry_ids: Iterable[str], *, by: str | None = None
+    ) -> list[str]:
         """Delete dead-letter entries (the tasks stay dead in the ledger); returns
-        the ids that were deleted, in one transaction."""
+        the ids that were deleted, in one transaction. Each deletion is audited,
+        with ``by`` as who deleted it."""
         ids = list(entry_ids)
-        return self.backend.transact(
-            lambda tx: [i for i in ids if tx.delete_record(Tables.DEAD_LETTERS, i)]
-        )
+
+        def fn(tx: Transaction) -> list[str]:
+            deleted = []
+            for entry_id in ids:
+                entry = tx.get_record(Tables.DEAD_LETTERS, entry_id)
+                if entry is None or not tx.delete_record(Tables.DEAD_LETTERS, entry_id):
+                    continue
+                deleted.append(entry_id)
+                audit.record(
+                    tx, actor=by, action=AuditAction.DELETE_DEAD_LETTER, target=entry_id,
+                    task_id=entry.get("task_id"),
+                )  # fmt: skip
+            return deleted
+
+        return self.backend.transact(fn)
 
     def _runnable_tool(self, tool: str) -> bool:
         return tool in self.tools or tool in (BUILTIN_ESCALATION, BUILTIN_EXPIRY)
