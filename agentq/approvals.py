@@ -54,6 +54,11 @@ class ApprovalInfo(BaseModel):
     decided_by: str | None = None
     decision_note: str | None = None
 
+    def _repr_html_(self) -> str:
+        from agentq.notebook.html import approval_html
+
+        return approval_html(self)
+
 
 class ApprovalNotice(BaseModel):
     """Arguments of the notification and escalation tools for an approval."""

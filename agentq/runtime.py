@@ -20,14 +20,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import httpx
 
 from agentq.approvals import ApprovalInfo, ApprovalStatus
 from agentq.backends import Backend, Transaction, open_backend
-from agentq.clock import Clock
+from agentq.clock import Clock, FakeClock
 from agentq.decision import Decision
 from agentq.envelope import task_queue_spec
 from agentq.errors import ApprovalError, ConfigError, IllegalTransition, TaskNotFound
@@ -35,9 +36,13 @@ from agentq.faults import FaultPoints
 from agentq.ledger import Tables, TaskInfo, TaskStatus
 from agentq.lifecycle import dead_letters
 from agentq.lifecycle.tasks import BUILTIN_ESCALATION, BUILTIN_EXPIRY, ESCALATION_QUEUE
+from agentq.notebook.html import ApprovalList, QueueStatsList, TaskList
 from agentq.policies import Policy, load_policies
 from agentq.telemetry import Telemetry
 from agentq.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from agentq.notebook.idle import IdleReport
 
 __all__ = ["ESCALATION_QUEUE", "REPLAY_REFUSALS", "Decision", "ReplayReport", "Runtime"]
 
@@ -61,9 +66,12 @@ class Runtime:
 
     ``db`` is a URL (``sqlite:///agentq.db``, ``sqlite:///:memory:``,
     ``spanner://...``) or an open backend. ``tools`` is a directory of tool
-    modules, a registry, or an iterable of decorated handlers; ``policies`` a
-    directory of TOML files or a :class:`~agentq.policies.Policy`. ``settings``
-    is handed to handlers (API base URLs and the like).
+    modules, a registry, or an iterable of handlers decorated with
+    :func:`~agentq.tool` (inline tools, as in a notebook) and directories;
+    ``reload=True`` imports a tools directory again even if no file in it changed
+    (a changed one is always imported again). ``policies`` is a directory of TOML
+    files or a :class:`~agentq.policies.Policy`. ``settings`` is handed to
+    handlers (API base URLs and the like).
     """
 
     def __init__(
@@ -75,6 +83,7 @@ class Runtime:
         clock: Clock | None = None,
         settings: Mapping[str, Any] | None = None,
         http_transport: httpx.BaseTransport | None = None,
+        reload: bool = False,
         **backend_options: Any,
     ) -> None:
         if isinstance(db, str):
@@ -88,10 +97,11 @@ class Runtime:
             self.tools = tools
         else:
             self.tools = ToolRegistry()
-            if isinstance(tools, str | Path):
-                self.tools.load_dir(tools)
-            elif tools is not None:
-                for t in cast(Iterable[Any], tools):
+            items = [tools] if isinstance(tools, str | Path) else list(tools or ())
+            for t in cast(list[Any], items):
+                if isinstance(t, str | Path):
+                    self.tools.load_dir(t, reload=reload)
+                else:
                     self.tools.add(t)
         self.policy = policies if isinstance(policies, Policy) else load_policies(policies)
         self._check_policy()
@@ -175,12 +185,13 @@ class Runtime:
             raise TaskNotFound(f"no task {task_id!r}")
         return TaskInfo.model_validate(rec)
 
-    def tasks(self, status: TaskStatus | str | None = None) -> list[TaskInfo]:
-        """Every task in the ledger, optionally only those with ``status``."""
+    def tasks(self, status: TaskStatus | str | None = None) -> TaskList:
+        """Every task in the ledger, optionally only those with ``status`` (a list
+        that shows as a table in a notebook)."""
         out = [TaskInfo.model_validate(v) for _, v in self.backend.list_records(Tables.TASKS)]
         if status is not None:
             out = [t for t in out if t.status == TaskStatus(status)]
-        return sorted(out, key=lambda t: t.created_at)
+        return TaskList(sorted(out, key=lambda t: t.created_at))
 
     def approval(self, approval_id: str) -> ApprovalInfo:
         """One approval request."""
@@ -189,14 +200,15 @@ class Runtime:
             raise ApprovalError(f"no approval {approval_id!r}")
         return ApprovalInfo.model_validate(rec)
 
-    def approvals(self, status: ApprovalStatus | str | None = None) -> list[ApprovalInfo]:
-        """Approval requests, optionally filtered by status."""
+    def approvals(self, status: ApprovalStatus | str | None = None) -> ApprovalList:
+        """Approval requests, optionally filtered by status (a list that shows as a
+        table in a notebook)."""
         out = [
             ApprovalInfo.model_validate(v) for _, v in self.backend.list_records(Tables.APPROVALS)
         ]
         if status is not None:
             out = [a for a in out if a.status == ApprovalStatus(status)]
-        return sorted(out, key=lambda a: a.requested_at)
+        return ApprovalList(sorted(out, key=lambda a: a.requested_at))
 
     def dead_letters(self) -> list[dict[str, Any]]:
         """Entries of the dead-letter queue with their errors. ``stray`` entries are
@@ -256,6 +268,44 @@ class Runtime:
         from agentq.executor import Worker
 
         return Worker(self, **options)
+
+    # -- notebooks (the code is in agentq.notebook) ---------------------------------
+
+    def queue_stats(self) -> QueueStatsList:
+        """Depth, ready, scheduled and leased messages of every queue this runtime uses."""
+        names = sorted(self.tools.queues() | {ESCALATION_QUEUE})
+        return QueueStatsList(self.backend.stats(q) for q in names)
+
+    def run_until_idle(
+        self,
+        *,
+        clock: FakeClock | None = None,
+        until: datetime | timedelta | None = None,
+        max_steps: int = 100,
+        **worker_options: Any,
+    ) -> IdleReport:
+        """Run every ready task, jump the fake clock to the next timer (retry,
+        delayed task, escalation, expiry), and again, until nothing is due; see
+        :func:`agentq.notebook.idle.run_until_idle`."""
+        from agentq.notebook.idle import run_until_idle
+
+        return run_until_idle(
+            self, clock=clock, until=until, max_steps=max_steps, **worker_options
+        )
+
+    def tasks_frame(self, status: TaskStatus | str | None = None) -> Any:
+        """The ledger as a pandas DataFrame, one row per task (``agentq[notebook]``)."""
+        from agentq.notebook.frame import tasks_frame
+
+        return tasks_frame(self.tasks(status))
+
+    def plot_timeline(self, **options: Any) -> Any:
+        """A matplotlib figure of the run: a bar per task from enqueue to finish,
+        coloured by outcome, escalations marked (``agentq[notebook]``); see
+        :func:`agentq.notebook.timeline.plot_timeline`."""
+        from agentq.notebook.timeline import plot_timeline
+
+        return plot_timeline(self.tasks(), self.approvals(), **options)
 
     # -- async forms (one implementation, thin wrappers) -------------------------------
 

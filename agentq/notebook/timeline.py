@@ -1,0 +1,101 @@
+"""``rt.plot_timeline()``: a run as bars, one per task, from enqueue to finish.
+
+Bars are coloured by outcome (a task not finished yet reaches to the latest time
+in the ledger); an escalation is marked on the row of the task whose approval
+escalated, and an approval's decision too. Time runs from the first enqueue, in
+seconds, minutes or hours, whichever reads best. Needs matplotlib
+(``pip install 'agentq[notebook]'``); the figure is returned, so a notebook shows
+it inline and a script can ``savefig`` it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from agentq.notebook.frame import optional_import
+from agentq.notebook.html import MAX_ROWS
+
+if TYPE_CHECKING:
+    from agentq.approvals import ApprovalInfo
+    from agentq.ledger import TaskInfo
+
+__all__ = ["OUTCOME_COLOURS", "plot_timeline"]
+
+#: Bar colour of each task status.
+OUTCOME_COLOURS = {
+    "succeeded": "tab:green",
+    "dead": "tab:red",
+    "cancelled": "tab:gray",
+    "running": "tab:blue",
+    "queued": "tab:purple",
+    "retry_scheduled": "tab:orange",
+    "awaiting_approval": "gold",
+}
+_UNITS = ((3 * 3600, 3600.0, "h"), (180, 60.0, "min"), (0, 1.0, "s"))
+
+
+def plot_timeline(
+    tasks: Sequence[TaskInfo],
+    approvals: Sequence[ApprovalInfo] = (),
+    *,
+    title: str = "tasks from enqueue to finish",
+    max_tasks: int = MAX_ROWS,
+    ax: Any = None,
+) -> Any:
+    """Plot ``tasks`` (the first ``max_tasks`` by enqueue time) and mark the
+    escalations and decisions of ``approvals``; returns the matplotlib figure."""
+    plt = optional_import("matplotlib.pyplot")
+    shown = sorted(tasks, key=lambda t: t.created_at)[:max_tasks]
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(7, 0.6 + 0.22 * max(len(shown), 3)), dpi=80)
+    else:
+        fig = ax.figure
+    ax.set_title(title)
+    ax.set_ylabel("task (tool, id)")
+    if not shown:
+        ax.set_xlabel("time since first enqueue (s)")
+        ax.text(0.5, 0.5, "no tasks", ha="center", va="center", transform=ax.transAxes)
+        return fig
+    origin = shown[0].created_at
+    latest = max(t.finished_at or t.updated_at for t in shown)
+    span = (latest - origin).total_seconds()
+    scale, unit = next((s, u) for limit, s, u in _UNITS if span >= limit)
+
+    def x(when: datetime) -> float:
+        return (when - origin).total_seconds() / scale
+
+    rows = {t.task_id: i for i, t in enumerate(shown)}
+    minimum = span / scale / 200 or 0.005  # an instant task still shows as a sliver
+    seen: set[str] = set()
+    for i, t in enumerate(shown):
+        end = t.finished_at or latest
+        status = t.status.value
+        ax.barh(
+            i, max(x(end) - x(t.created_at), minimum), left=x(t.created_at), height=0.6,
+            color=OUTCOME_COLOURS.get(status, "black"),
+            label=status if status not in seen else None,
+        )  # fmt: skip
+        seen.add(status)
+    marks = {"escalated": ("v", "tab:red"), "decided": ("|", "black")}
+    labelled: set[str] = set()
+    for a in approvals:
+        row = rows.get(a.task_id)
+        if row is None:
+            continue
+        for what, when in (("escalated", a.escalated_at), ("decided", a.decided_at)):
+            if when is None:
+                continue
+            marker, colour = marks[what]
+            ax.plot(
+                [x(when)], [row], marker=marker, color=colour, markersize=9, linestyle="",
+                label=what if what not in labelled else None,
+            )  # fmt: skip
+            labelled.add(what)
+    ax.set_yticks(range(len(shown)), [f"{t.tool} {t.task_id[-6:]}" for t in shown])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time since first enqueue ({unit})")
+    ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    return fig
