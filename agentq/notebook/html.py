@@ -16,7 +16,7 @@ import html
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self, SupportsIndex, TypeVar, overload
 
 from agentq.redact import REDACTED, is_secret_name, redact_data, redact_text
 
@@ -36,6 +36,8 @@ __all__ = [
     "task_html",
     "tasks_html",
 ]
+
+T = TypeVar("T")
 
 #: Rows shown by a list view; the rest are counted.
 MAX_ROWS = 50
@@ -215,21 +217,34 @@ def queue_stats_html(stats: Sequence[QueueStats]) -> str:
     return _table(header, rows, len(stats))
 
 
-class TaskList(list["TaskInfo"]):
+class _Shown(list[T]):
+    """A list whose slices are lists of the same kind (so they show as tables too)."""
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> Self: ...
+    def __getitem__(self, index: SupportsIndex | slice) -> T | Self:
+        if isinstance(index, slice):
+            return type(self)(super().__getitem__(index))
+        return super().__getitem__(index)
+
+
+class TaskList(_Shown["TaskInfo"]):
     """A list of tasks that shows as a table in a notebook."""
 
     def _repr_html_(self) -> str:
         return tasks_html(self)
 
 
-class ApprovalList(list["ApprovalInfo"]):
+class ApprovalList(_Shown["ApprovalInfo"]):
     """A list of approval requests that shows as a table in a notebook."""
 
     def _repr_html_(self) -> str:
         return approvals_html(self)
 
 
-class QueueStatsList(list["QueueStats"]):
+class QueueStatsList(_Shown["QueueStats"]):
     """Figures of several queues that show as a table in a notebook."""
 
     def _repr_html_(self) -> str:

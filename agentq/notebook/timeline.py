@@ -1,7 +1,8 @@
 """``rt.plot_timeline()``: a run as bars, one per task, from enqueue to finish.
 
 Bars are coloured by outcome (a task not finished yet reaches to the latest time
-in the ledger); an escalation is marked on the row of the task whose approval
+in the ledger), and the time a task waited for a human's approval shows as its
+own segment; an escalation is marked on the row of the task whose approval
 escalated, and an approval's decision too. Time runs from the first enqueue, in
 seconds, minutes or hours, whichever reads best. Needs matplotlib
 (``pip install 'agentq[notebook]'``); the figure is returned, so a notebook shows
@@ -33,6 +34,7 @@ OUTCOME_COLOURS = {
     "retry_scheduled": "tab:orange",
     "awaiting_approval": "gold",
 }
+_LABELLED = 25  # more rows than this: numbered, not named (the figure stays small)
 _UNITS = ((3 * 3600, 3600.0, "h"), (180, 60.0, "min"), (0, 1.0, "s"))
 
 
@@ -49,11 +51,11 @@ def plot_timeline(
     plt = optional_import("matplotlib.pyplot")
     shown = sorted(tasks, key=lambda t: t.created_at)[:max_tasks]
     if ax is None:
-        fig, ax = plt.subplots(figsize=(7, 0.6 + 0.22 * max(len(shown), 3)), dpi=80)
+        fig, ax = plt.subplots(figsize=(7, 1.5 + 0.18 * min(len(shown), _LABELLED)), dpi=80)
     else:
         fig = ax.figure
     ax.set_title(title)
-    ax.set_ylabel("task (tool, id)")
+    ax.set_ylabel("task (tool, id)" if len(shown) <= _LABELLED else "task (in enqueue order)")
     if not shown:
         ax.set_xlabel("time since first enqueue (s)")
         ax.text(0.5, 0.5, "no tasks", ha="center", va="center", transform=ax.transAxes)
@@ -67,17 +69,27 @@ def plot_timeline(
         return (when - origin).total_seconds() / scale
 
     rows = {t.task_id: i for i, t in enumerate(shown)}
+    decided = {a.task_id: a.decided_at for a in approvals if a.decided_at is not None}
     minimum = span / scale / 200 or 0.005  # an instant task still shows as a sliver
     seen: set[str] = set()
-    for i, t in enumerate(shown):
-        end = t.finished_at or latest
-        status = t.status.value
+
+    def bar(row: int, start: datetime, end: datetime, status: str) -> None:
         ax.barh(
-            i, max(x(end) - x(t.created_at), minimum), left=x(t.created_at), height=0.6,
+            row, max(x(end) - x(start), minimum), left=x(start), height=0.6,
             color=OUTCOME_COLOURS.get(status, "black"),
             label=status if status not in seen else None,
         )  # fmt: skip
         seen.add(status)
+
+    for i, t in enumerate(shown):
+        start, end = t.created_at, t.finished_at or latest
+        waited = decided.get(t.task_id)
+        if t.kind == "action" and t.approval_id and (waited is None or waited > start):
+            # The time it waited for a human, then its run to the outcome.
+            bar(i, start, min(waited or end, end), "awaiting_approval")
+            start = min(waited or end, end)
+        if t.status != "awaiting_approval":
+            bar(i, start, end, t.status.value)
     marks = {"escalated": ("v", "tab:red"), "decided": ("|", "black")}
     labelled: set[str] = set()
     for a in approvals:
@@ -93,9 +105,10 @@ def plot_timeline(
                 label=what if what not in labelled else None,
             )  # fmt: skip
             labelled.add(what)
-    ax.set_yticks(range(len(shown)), [f"{t.tool} {t.task_id[-6:]}" for t in shown])
+    if len(shown) <= _LABELLED:
+        ax.set_yticks(range(len(shown)), [f"{t.tool} {t.task_id[-6:]}" for t in shown])
     ax.invert_yaxis()
     ax.set_xlabel(f"time since first enqueue ({unit})")
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     fig.tight_layout()
     return fig

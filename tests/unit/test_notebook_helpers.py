@@ -107,6 +107,7 @@ def test_task_list_shows_a_row_per_task_and_cuts_long_lists(rt: Runtime) -> None
     assert view.startswith("<p>55 task(s)</p>")
     assert view.count("<tr>") == 1 + 50
     assert "and 5 more" in view
+    assert rt.tasks()[:3]._repr_html_().startswith("<p>3 task(s)</p>")  # a slice is a table too
 
 
 def test_approval_and_queue_views(rt: Runtime) -> None:
@@ -223,9 +224,10 @@ def test_timeline_plots_a_bar_per_task_with_escalations_marked(rt: Runtime) -> N
     ax = fig.axes[0]
     assert ax.get_xlabel() == "time since first enqueue (h)"
     assert ax.get_ylabel() == "task (tool, id)"
-    assert len(ax.patches) == len(rt.tasks())
+    # One bar per task, and the approved one's wait for a human as a segment of its own.
+    assert len(ax.patches) == len(rt.tasks()) + 1
     labels = {t.get_text() for t in ax.get_legend().get_texts()}
-    assert {"succeeded", "escalated", "decided"} <= labels
+    assert {"succeeded", "awaiting_approval", "escalated", "decided"} <= labels
     import matplotlib.pyplot as plt
 
     plt.close(fig)
