@@ -15,6 +15,8 @@ from agentq import (
     AgentQError,
     ConfigError,
     FakeClock,
+    MissingExtra,
+    NotIdle,
     Policy,
     RetryLater,
     Runtime,
@@ -23,7 +25,6 @@ from agentq import (
     ToolContext,
     tool,
 )
-from agentq.errors import MissingExtra, NotIdle
 
 HOSTILE = "<script>alert(1)</script>"
 SECRET_URL = "https://user:hunter2@api.example.com/v1?api_key=sk-live-123&page=2"
