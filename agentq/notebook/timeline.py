@@ -5,8 +5,8 @@ in the ledger), and the time a task waited for a human's approval shows as its
 own segment; an escalation is marked on the row of the task whose approval
 escalated, and an approval's decision too. Time runs from the first enqueue, in
 seconds, minutes or hours, whichever reads best. Needs matplotlib
-(``pip install 'agentq[notebook]'``); the figure is returned, so a notebook shows
-it inline and a script can ``savefig`` it.
+(``pip install 'agentq[notebook]'``); the figure is returned: a notebook shows it
+when it is a cell's value, a script can ``savefig`` it.
 """
 
 from __future__ import annotations
@@ -48,10 +48,13 @@ def plot_timeline(
 ) -> Any:
     """Plot ``tasks`` (the first ``max_tasks`` by enqueue time) and mark the
     escalations and decisions of ``approvals``; returns the matplotlib figure."""
-    plt = optional_import("matplotlib.pyplot")
+    figure = optional_import("matplotlib.figure")
     shown = sorted(tasks, key=lambda t: t.created_at)[:max_tasks]
     if ax is None:
-        fig, ax = plt.subplots(figsize=(7, 1.5 + 0.18 * min(len(shown), _LABELLED)), dpi=80)
+        # A Figure of its own, not pyplot's: no global state, and a notebook shows it
+        # once (as the cell's value), not a second time when pyplot flushes its figures.
+        fig = figure.Figure(figsize=(7, 1.5 + 0.18 * min(len(shown), _LABELLED)), dpi=80)
+        ax = fig.subplots()
     else:
         fig = ax.figure
     ax.set_title(title)

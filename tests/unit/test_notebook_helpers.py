@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import builtins
+import io
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -212,16 +213,16 @@ def test_tasks_frame_without_pandas_names_the_extra(
 
 
 def test_timeline_plots_a_bar_per_task_with_escalations_marked(rt: Runtime) -> None:
-    pytest.importorskip("matplotlib")
-    import matplotlib
-
-    matplotlib.use("Agg")
+    plt = pytest.importorskip("matplotlib.pyplot")
+    figures_before = set(plt.get_fignums())
     rt.enqueue_action("flaky", {"text": "a"})
     big = rt.enqueue_action("pay", {"text": "b"})
     rt.run_until_idle(until=timedelta(hours=73))
     rt.approve(big.approval_id or "", by="manager")
     rt.run_until_idle()
     fig = rt.plot_timeline()
+    # Not a pyplot figure: a notebook shows it once, as the cell's value.
+    assert set(plt.get_fignums()) == figures_before
     ax = fig.axes[0]
     assert ax.get_xlabel() == "time since first enqueue (h)"
     assert ax.get_ylabel() == "task (tool, id)"
@@ -229,6 +230,6 @@ def test_timeline_plots_a_bar_per_task_with_escalations_marked(rt: Runtime) -> N
     assert len(ax.patches) == len(rt.tasks()) + 1
     labels = {t.get_text() for t in ax.get_legend().get_texts()}
     assert {"succeeded", "awaiting_approval", "escalated", "decided"} <= labels
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    out = io.BytesIO()
+    fig.savefig(out, format="png")  # a script saves it
+    assert out.getvalue().startswith(b"\x89PNG")
