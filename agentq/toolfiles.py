@@ -16,11 +16,12 @@ module. A ``tools/__init__.py``, if present, runs as the package's own module.
 **Edits are picked up.** Loading a folder fingerprints the content of its Python
 files; when it changed since the last load in this process (or ``reload=True``),
 the whole folder is imported again under a new package name, so a tool and the
-helpers it imports always come from the same edit. Code already loaded is left
-alone: a worker that is running keeps the handlers it was built with until it is
-rebuilt (``agentq worker`` is restarted to deploy, never swapped under a task).
-Sources are compiled from the files every time, never from ``__pycache__``,
-whose timestamps cannot tell two edits within one second apart.
+helpers it imports always come from the same edit: each load keeps the sources it
+fingerprinted, and its modules are compiled from those, even a helper a handler
+imports lazily later. Code already loaded is left alone: a worker that is running
+keeps the handlers it was built with until it is rebuilt (``agentq worker`` is
+restarted to deploy, never swapped under a task). Nothing is read from
+``__pycache__``, whose timestamps cannot tell two edits within one second apart.
 """
 
 from __future__ import annotations
@@ -54,15 +55,21 @@ class _Loaded:
 _lock = threading.RLock()
 _loaded: dict[Path, _Loaded] = {}  # resolved folder -> its latest load
 _folders: dict[str, Path] = {}  # package name -> folder
+_snapshots: dict[str, dict[str, bytes]] = {}  # package name -> source path -> its bytes
 _versions = itertools.count(1)
 
 
 class _SourceLoader(importlib.machinery.SourceFileLoader):
-    """Compiles from the source file, never from (or to) ``__pycache__``."""
+    """Compiles the source its package's load fingerprinted (the file as it was
+    then), never anything from (or to) ``__pycache__``."""
 
     def get_code(self, fullname: str) -> CodeType:
         path = self.get_filename(fullname)
-        return compile(self.get_data(path), path, "exec", dont_inherit=True)
+        snapshot = _snapshots.get(fullname.partition(".")[0], {})
+        source = snapshot.get(path)
+        if source is None:  # a file added after the load: as it is now
+            source = self.get_data(path)
+        return compile(source, path, "exec", dont_inherit=True)
 
 
 class _ToolsFinder(importlib.abc.MetaPathFinder):
@@ -109,12 +116,16 @@ def _sources(folder: Path) -> list[Path]:
     )  # fmt: skip
 
 
-def _fingerprint(folder: Path) -> str:
+def _fingerprint(folder: Path) -> tuple[str, dict[str, bytes]]:
+    """A digest of the folder's Python sources, and the sources it was made of."""
     digest = hashlib.sha256()
+    snapshot: dict[str, bytes] = {}
     for file in _sources(folder):
+        source = file.read_bytes()
+        snapshot[str(file)] = source
         digest.update(str(file.relative_to(folder)).encode() + b"\0")
-        digest.update(file.read_bytes() + b"\0")
-    return digest.hexdigest()
+        digest.update(source + b"\0")
+    return digest.hexdigest(), snapshot
 
 
 def tool_files(folder: Path) -> list[Path]:
@@ -131,7 +142,7 @@ def load_tool_modules(folder: str | Path, *, reload: bool = False) -> tuple[Modu
         raise ConfigError(f"tools directory {str(root)!r} does not exist")
     root = root.resolve()
     with _lock:
-        fingerprint = _fingerprint(root)
+        fingerprint, snapshot = _fingerprint(root)
         previous = _loaded.get(root)
         if previous is not None and previous.fingerprint == fingerprint and not reload:
             return previous.modules
@@ -139,6 +150,7 @@ def load_tool_modules(folder: str | Path, *, reload: bool = False) -> tuple[Modu
         package = f"{_PREFIX}{digest}_v{next(_versions)}"
         _install_finder()
         _folders[package] = root
+        _snapshots[package] = snapshot
         try:
             _make_package(package, root)
             modules = tuple(_import(package, root, f) for f in tool_files(root))
@@ -200,3 +212,4 @@ def _forget(package: str) -> None:
     for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
         del sys.modules[name]
     _folders.pop(package, None)
+    _snapshots.pop(package, None)

@@ -113,6 +113,27 @@ def test_a_running_worker_keeps_the_code_it_was_built_with(tmp_path: Path) -> No
         new.close()
 
 
+def test_a_helper_imported_lazily_comes_from_the_same_edit(tmp_path: Path) -> None:
+    # The handler imports its helper only when it runs, after the file was edited:
+    # it still gets the helper as it was when its runtime loaded the folder.
+    folder = tmp_path / "tools"
+    _greeter(folder, "Hello")
+    source = (folder / "greet.py").read_text()
+    lazy = source.replace("from ._common import GREETING\n", "").replace(
+        '    return {"text"', '    from ._common import GREETING\n\n    return {"text"'
+    )
+    (folder / "greet.py").write_text(lazy)
+    old = Runtime("sqlite:///:memory:", tools=folder)
+    try:
+        _write(folder, "_common.py", "GREETING = 'Howdy'\n")
+        task = old.enqueue_action("greet", {"name": "Ada"})
+        old.worker(concurrency=1).drain()
+        assert old.task(task.task_id).result == {"text": "Hello, Ada"}
+    finally:
+        old.close()
+    assert _run_greet(folder) == "Howdy, Ada"
+
+
 def test_two_folders_with_the_same_file_names_do_not_collide(tmp_path: Path) -> None:
     _greeter(tmp_path / "a" / "tools", "Hello")
     _greeter(tmp_path / "b" / "tools", "Bonjour")
