@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
@@ -61,6 +61,28 @@ class ReplayReport:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
+def _registry(tools: str | Path | Iterable[Any] | None, reload: bool) -> ToolRegistry:
+    """The registry of ``Runtime(tools=...)``: folders and decorated functions."""
+    registry = ToolRegistry()
+    if tools is None:
+        return registry
+    if isinstance(tools, str | Path) or callable(tools):
+        items: list[Any] = [tools]
+    elif isinstance(tools, Iterable):
+        items = list(tools)
+    else:
+        raise ConfigError(
+            f"tools must be a folder, a ToolRegistry or functions decorated with @agentq.tool, "
+            f"not {type(tools).__name__}"
+        )
+    for t in items:
+        if isinstance(t, str | Path):
+            registry.load_dir(t, reload=reload)
+        else:
+            registry.add(t)
+    return registry
+
+
 class Runtime:
     """agentq's runtime over one database.
 
@@ -96,13 +118,7 @@ class Runtime:
         if isinstance(tools, ToolRegistry):
             self.tools = tools
         else:
-            self.tools = ToolRegistry()
-            items = [tools] if isinstance(tools, str | Path) else list(tools or ())
-            for t in cast(list[Any], items):
-                if isinstance(t, str | Path):
-                    self.tools.load_dir(t, reload=reload)
-                else:
-                    self.tools.add(t)
+            self.tools = _registry(tools, reload)
         self.policy = policies if isinstance(policies, Policy) else load_policies(policies)
         self._check_policy()
         self.settings: dict[str, Any] = dict(settings or {})

@@ -98,6 +98,7 @@ def test_committed_notebook_has_its_outputs_and_public_imports_only(path: Path) 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(400)  # the chaos notebook runs about 30 s, its own bound is 90 s
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_executes_and_shows(path: Path) -> None:

@@ -195,3 +195,10 @@ def test_an_undecorated_inline_tool_is_a_clear_error() -> None:
 
     with pytest.raises(ConfigError, match=r"not decorated with @agentq\.tool"):
         Runtime("sqlite:///:memory:", tools=[plain])
+
+
+def test_one_inline_tool_needs_no_list_and_garbage_is_a_clear_error() -> None:
+    with Runtime("sqlite:///:memory:", tools=echo) as rt:
+        assert rt.tools.names() == ["echo"]
+    with pytest.raises(ConfigError, match=r"tools must be a folder.*not int"):
+        Runtime("sqlite:///:memory:", tools=42)  # type: ignore[arg-type]
