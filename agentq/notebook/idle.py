@@ -4,8 +4,11 @@ A notebook (or a test) on a :class:`~agentq.clock.FakeClock` wants "what happens
 next, all of it": run the ready tasks, then jump the clock to the next thing that
 is due (a retry's backoff, a delayed task, an escalation, an approval's expiry),
 run again, and so on until nothing is due. Timers are read from the ledger: the
-earliest ``next_attempt_at`` of a task still queued or waiting to retry. (A lease
-left by a crashed in-process worker is not such a timer.)
+earliest ``next_attempt_at`` of a task still queued or waiting to retry. A task
+left ``running`` once the drain is over was abandoned by a crashed worker (a
+``WorkerCrash`` fault, say): its lease runs out within ``LEASE_SECONDS``, so the
+clock jumps that far and its redelivery runs. Do not run other workers on the
+same clock meanwhile: a jump can outrun their lease renewals.
 
 It is bounded: a task that reschedules itself forever would keep it going, so
 after ``max_steps`` clock jumps it raises :class:`~agentq.errors.NotIdle`, naming
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from agentq.backends import LEASE_SECONDS
 from agentq.clock import FakeClock
 from agentq.errors import ConfigError, NotIdle
 from agentq.ledger import TaskStatus
@@ -51,14 +55,18 @@ class IdleReport:
 
 
 def next_timer(tasks: list[TaskInfo], now: datetime) -> tuple[datetime, TaskInfo] | None:
-    """The earliest future ``next_attempt_at`` of a waiting task, and that task."""
+    """The earliest future ``next_attempt_at`` of a waiting task, and that task; else,
+    for a task abandoned ``running``, the time its lease has surely run out."""
     due = [
         (t.next_attempt_at, t) for t in tasks
         if t.status in _WAITING and t.next_attempt_at is not None and t.next_attempt_at > now
     ]  # fmt: skip
-    if not due:
-        return None
-    return min(due, key=lambda d: d[0])
+    if due:
+        return min(due, key=lambda d: d[0])
+    stranded = [t for t in tasks if t.status == TaskStatus.RUNNING]
+    if stranded:
+        return now + timedelta(seconds=LEASE_SECONDS), stranded[0]
+    return None
 
 
 def run_until_idle(

@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from agentq import (
+    LEASE_SECONDS,
     AgentQError,
     ConfigError,
     FakeClock,
@@ -24,6 +25,7 @@ from agentq import (
     SystemClock,
     TaskStatus,
     ToolContext,
+    WorkerCrash,
     tool,
 )
 
@@ -166,6 +168,16 @@ def test_run_until_idle_is_bounded_on_a_task_that_never_finishes(
     assert isinstance(NotIdle("x"), AgentQError)
     report = rt.run_until_idle(until=timedelta(hours=2, minutes=30))
     assert report.next_due is not None and not rt.task(task.task_id).done
+
+
+def test_run_until_idle_waits_out_the_lease_of_a_crashed_worker(rt: Runtime) -> None:
+    task = rt.enqueue_action("pay", {"text": "crash"})
+    rt.approve(task.approval_id or "", by="alice")
+    rt.faults.arm("after_external_call", WorkerCrash())
+    report = rt.run_until_idle()
+    done = rt.task(task.task_id)
+    assert done.status == TaskStatus.SUCCEEDED and done.deliveries == 2
+    assert report.advanced >= timedelta(seconds=LEASE_SECONDS)
 
 
 def test_run_until_idle_needs_the_runtimes_fake_clock(rt: Runtime) -> None:
