@@ -125,7 +125,8 @@ def test_approval_and_queue_views(rt: Runtime) -> None:
     assert [s.queue for s in stats] == sorted(s.queue for s in stats)
     view = stats._repr_html_()
     assert "notes" in view and "depth" in view
-    assert "notes" in stats[0]._repr_html_() or "notes" in stats[-1]._repr_html_()
+    notes = next(s for s in stats if s.queue == "notes")
+    assert ">notes<" in notes._repr_html_() and ">0<" in notes._repr_html_()
 
 
 # -- run_until_idle ------------------------------------------------------------------

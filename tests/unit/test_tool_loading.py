@@ -184,7 +184,7 @@ def echo(ctx: ToolContext, args: Echo) -> dict[str, str]:
 def test_inline_tools_and_folders_mix(tmp_path: Path) -> None:
     _greeter(tmp_path / "tools", "Hello")
     with Runtime("sqlite:///:memory:", tools=[echo, tmp_path / "tools"]) as rt:
-        assert rt.tools.names() == ["echo", "greet"]
+        assert {"echo", "greet"} <= set(rt.tools.names())
         task = rt.enqueue_action("echo", {"text": "hi"})
         rt.worker(concurrency=1).drain()
         assert rt.task(task.task_id).result == {"echo": "hi"}
@@ -199,6 +199,6 @@ def test_an_undecorated_inline_tool_is_a_clear_error() -> None:
 
 def test_one_inline_tool_needs_no_list_and_garbage_is_a_clear_error() -> None:
     with Runtime("sqlite:///:memory:", tools=echo) as rt:
-        assert rt.tools.names() == ["echo"]
+        assert "echo" in rt.tools.names()
     with pytest.raises(ConfigError, match=r"tools must be a folder.*not int"):
         Runtime("sqlite:///:memory:", tools=42)  # type: ignore[arg-type]
