@@ -22,14 +22,14 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 from agentq import overview, waiting, webhooks
 from agentq.approvals import ApprovalInfo, ApprovalStatus
 from agentq.backends import Backend, Transaction, open_backend
-from agentq.clock import Clock
+from agentq.clock import Clock, FakeClock
 from agentq.decision import Decision
 from agentq.envelope import task_queue_spec
 from agentq.errors import ApprovalNotFound, ConfigError, IllegalTransition, TaskNotFound
@@ -39,10 +39,14 @@ from agentq.lifecycle import approvals as approval_events
 from agentq.lifecycle import audit, dead_letters
 from agentq.lifecycle.audit import AuditAction, AuditEntry
 from agentq.lifecycle.tasks import BUILTIN_ESCALATION, BUILTIN_EXPIRY, ESCALATION_QUEUE
+from agentq.notebook.html import ApprovalList, QueueStatsList, TaskList
 from agentq.overview import ToolCounts, WorkerInfo
 from agentq.policies import Policy, load_policies
 from agentq.telemetry import Telemetry
 from agentq.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from agentq.notebook.idle import IdleReport
 
 __all__ = [
     "ESCALATION_QUEUE",
@@ -90,14 +94,39 @@ class ReplayReport:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
+def _registry(tools: str | Path | Iterable[Any] | None, reload: bool) -> ToolRegistry:
+    """The registry of ``Runtime(tools=...)``: folders and decorated functions."""
+    registry = ToolRegistry()
+    if tools is None:
+        return registry
+    if isinstance(tools, str | Path) or callable(tools):
+        items: list[Any] = [tools]
+    elif isinstance(tools, Iterable):
+        items = list(tools)
+    else:
+        raise ConfigError(
+            f"tools must be a folder, a ToolRegistry or functions decorated with @agentq.tool, "
+            f"not {type(tools).__name__}"
+        )
+    for t in items:
+        if isinstance(t, str | Path):
+            registry.load_dir(t, reload=reload)
+        else:
+            registry.add(t)
+    return registry
+
+
 class Runtime:
     """agentq's runtime over one database.
 
     ``db`` is a URL (``sqlite:///agentq.db``, ``sqlite:///:memory:``,
     ``spanner://...``) or an open backend. ``tools`` is a directory of tool
-    modules, a registry, or an iterable of decorated handlers; ``policies`` a
-    directory of TOML files or a :class:`~agentq.policies.Policy`. ``settings``
-    is handed to handlers (API base URLs and the like).
+    modules, a registry, or an iterable of handlers decorated with
+    :func:`~agentq.tool` (inline tools, as in a notebook) and directories;
+    ``reload=True`` imports a tools directory again even if no file in it changed
+    (a changed one is always imported again). ``policies`` is a directory of TOML
+    files or a :class:`~agentq.policies.Policy`. ``settings`` is handed to
+    handlers (API base URLs and the like).
     """
 
     def __init__(
@@ -109,6 +138,7 @@ class Runtime:
         clock: Clock | None = None,
         settings: Mapping[str, Any] | None = None,
         http_transport: httpx.BaseTransport | None = None,
+        reload: bool = False,
         **backend_options: Any,
     ) -> None:
         if isinstance(db, str):
@@ -121,12 +151,7 @@ class Runtime:
         if isinstance(tools, ToolRegistry):
             self.tools = tools
         else:
-            self.tools = ToolRegistry()
-            if isinstance(tools, str | Path):
-                self.tools.load_dir(tools)
-            elif tools is not None:
-                for t in cast(Iterable[Any], tools):
-                    self.tools.add(t)
+            self.tools = _registry(tools, reload)
         if webhooks.WEBHOOK_TOOL not in self.tools:
             self.tools.add(webhooks.deliver_webhook)  # every worker can send webhooks
         self.policy = policies if isinstance(policies, Policy) else load_policies(policies)
@@ -314,9 +339,11 @@ class Runtime:
     ) -> list[TaskInfo]:
         """Tasks of the ledger, oldest first: only those with ``status``, of
         ``tool``, created at or after ``since``; at most ``limit`` of them (then
-        the first ``limit`` in the ledger's order: see :meth:`task_page`)."""
+        the first ``limit`` in the ledger's order: see :meth:`task_page`). The
+        list (a :class:`~agentq.notebook.html.TaskList`) shows as a table in a
+        notebook."""
         page = self.task_page(status, tool=tool, since=since, limit=limit)
-        return sorted(page.tasks, key=lambda t: t.created_at)
+        return TaskList(sorted(page.tasks, key=lambda t: t.created_at))
 
     def task_page(
         self,
@@ -362,14 +389,15 @@ class Runtime:
         return ApprovalInfo.model_validate({**rec, "version": approval_events.version(rec)})
 
     def approvals(self, status: ApprovalStatus | str | None = None) -> list[ApprovalInfo]:
-        """Approval requests, optionally filtered by status."""
+        """Approval requests, optionally filtered by status (a list that shows as a
+        table in a notebook)."""
         out = [
             ApprovalInfo.model_validate({**v, "version": approval_events.version(v)})
             for _, v in self.backend.list_records(Tables.APPROVALS)
         ]
         if status is not None:
             out = [a for a in out if a.status == ApprovalStatus(status)]
-        return sorted(out, key=lambda a: a.requested_at)
+        return ApprovalList(sorted(out, key=lambda a: a.requested_at))
 
     def dead_letters(self) -> list[dict[str, Any]]:
         """Entries of the dead-letter queue with their errors. ``stray`` entries are
@@ -459,6 +487,44 @@ class Runtime:
         from agentq.executor import Worker
 
         return Worker(self, **options)
+
+    # -- notebooks (the code is in agentq.notebook) ---------------------------------
+
+    def queue_stats(self) -> QueueStatsList:
+        """Depth, ready, scheduled and leased messages of every queue this runtime uses."""
+        names = sorted(self.tools.queues() | {ESCALATION_QUEUE})
+        return QueueStatsList(self.backend.stats(q) for q in names)
+
+    def run_until_idle(
+        self,
+        *,
+        clock: FakeClock | None = None,
+        until: datetime | timedelta | None = None,
+        max_steps: int = 100,
+        **worker_options: Any,
+    ) -> IdleReport:
+        """Run every ready task, jump the fake clock to the next timer (retry,
+        delayed task, escalation, expiry), and again, until nothing is due; see
+        :func:`agentq.notebook.idle.run_until_idle`."""
+        from agentq.notebook.idle import run_until_idle
+
+        return run_until_idle(
+            self, clock=clock, until=until, max_steps=max_steps, **worker_options
+        )
+
+    def tasks_frame(self, status: TaskStatus | str | None = None) -> Any:
+        """The ledger as a pandas DataFrame, one row per task (``agentq[notebook]``)."""
+        from agentq.notebook.frame import tasks_frame
+
+        return tasks_frame(self.tasks(status))
+
+    def plot_timeline(self, **options: Any) -> Any:
+        """A matplotlib figure of the run: a bar per task from enqueue to finish,
+        coloured by outcome, escalations marked (``agentq[notebook]``); see
+        :func:`agentq.notebook.timeline.plot_timeline`."""
+        from agentq.notebook.timeline import plot_timeline
+
+        return plot_timeline(self.tasks(), self.approvals(), **options)
 
     # -- async forms (one implementation, thin wrappers) -------------------------------
 
