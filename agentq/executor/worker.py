@@ -18,9 +18,11 @@ import queue as queue_mod
 import threading
 from collections import Counter
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from agentq.executor.admission import Admission
+from agentq.decision import as_timedelta
+from agentq.executor.admission import DEFAULT_UNKNOWN_TOOL_GRACE, Admission
 from agentq.executor.committing import Committing
 from agentq.executor.holds import Holds
 from agentq.executor.leases import LeaseMonitor
@@ -41,7 +43,8 @@ class WorkerStats(Counter[str]):
     """Counts of what a worker did.
 
     Outcomes: ``succeeded``, ``retried``, ``throttled``, ``checkpointed``, ``dead``,
-    ``policy_refused``, ``held_back``. Messages: ``stale_message`` (acked, task
+    ``policy_refused``, ``held_back``, ``unknown_tool`` (left for a worker that
+    knows the tool). Messages: ``stale_message`` (acked, task
     unchanged), ``stray`` (dead-lettered as a stray entry), ``stale_completion``
     (a run whose ack failed: nothing recorded). Leases: ``renewed``,
     ``lease_lost``. Timeouts: ``timed_out``, ``cancelled`` (async),
@@ -60,7 +63,10 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
     may wait for a free handler (their leases are renewed meanwhile);
     ``max_abandoned`` bounds the handler threads a worker gives up on when their
     calls overrun the tool's timeout (default: ``concurrency``; see
-    :mod:`agentq.executor.running` for what a timeout does).
+    :mod:`agentq.executor.running` for what a timeout does);
+    ``unknown_tool_grace`` (seconds or a timedelta, default 24 h) is how long a
+    task for a tool this worker does not know is left for a worker that knows it
+    (a rolling deploy) before it is dead-lettered.
     """
 
     def __init__(
@@ -77,9 +83,13 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         monitor_interval: float = 0.5,
         prefetch: int | None = None,
         max_abandoned: int | None = None,
+        unknown_tool_grace: float | timedelta = DEFAULT_UNKNOWN_TOOL_GRACE,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        grace = as_timedelta(unknown_tool_grace)
+        if grace < timedelta(0):
+            raise ValueError(f"unknown_tool_grace must be zero or more, got {unknown_tool_grace}")
         if max_abandoned is not None and max_abandoned < 0:
             raise ValueError("max_abandoned must be zero or more")
         self.runtime = runtime
@@ -95,7 +105,10 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         self.stats = WorkerStats()
         self._stats_lock = threading.Lock()
         self.holds = Holds(self.clock, runtime.policy)
-        self.admission = Admission(runtime, self.holds, self._count, max_deliveries=max_deliveries)
+        self.admission = Admission(
+            runtime, self.holds, self._count, max_deliveries=max_deliveries,
+            unknown_tool_grace=grace,
+        )  # fmt: skip
         self._inflight = {}
         self._lock = threading.Condition()
         self._outstanding = 0
