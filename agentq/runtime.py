@@ -25,19 +25,20 @@ from typing import Any, TypeVar, cast
 
 import httpx
 
+from agentq import catalog
 from agentq.approvals import ApprovalInfo, ApprovalStatus
 from agentq.backends import Backend, Transaction, open_backend
 from agentq.clock import Clock
 from agentq.decision import Decision
 from agentq.envelope import task_queue_spec
-from agentq.errors import ApprovalError, ConfigError, IllegalTransition, TaskNotFound
+from agentq.errors import ApprovalError, ConfigError, IllegalTransition, TaskNotFound, UnknownTool
 from agentq.faults import FaultPoints
 from agentq.ledger import Tables, TaskInfo, TaskStatus
 from agentq.lifecycle import dead_letters
 from agentq.lifecycle.tasks import BUILTIN_ESCALATION, BUILTIN_EXPIRY, ESCALATION_QUEUE
 from agentq.policies import Policy, load_policies
 from agentq.telemetry import Telemetry
-from agentq.tools import ToolRegistry
+from agentq.tools import ToolDef, ToolRegistry
 
 __all__ = ["ESCALATION_QUEUE", "REPLAY_REFUSALS", "Decision", "ReplayReport", "Runtime"]
 
@@ -64,6 +65,12 @@ class Runtime:
     modules, a registry, or an iterable of decorated handlers; ``policies`` a
     directory of TOML files or a :class:`~agentq.policies.Policy`. ``settings``
     is handed to handlers (API base URLs and the like).
+
+    A runtime with tools records them (and its policies, if given) in the
+    database's tool catalog. A runtime without ``tools`` is a *producer*: it
+    enqueues by tool name, validating arguments against the recorded JSON
+    Schemas, with the given ``policies`` or else the recorded policy, and
+    imports no handler code (see :mod:`agentq.catalog`).
     """
 
     def __init__(
@@ -84,6 +91,9 @@ class Runtime:
             self.backend = db
             self._owns_backend = False
         self.clock: Clock = self.backend.clock
+        # Without tools, calls are checked against the tool catalog that runtimes
+        # with tools record in the database (agentq.catalog): no handler code needed.
+        self.from_catalog = tools is None
         if isinstance(tools, ToolRegistry):
             self.tools = tools
         else:
@@ -93,20 +103,34 @@ class Runtime:
             elif tools is not None:
                 for t in cast(Iterable[Any], tools):
                     self.tools.add(t)
-        self.policy = policies if isinstance(policies, Policy) else load_policies(policies)
+        self._recorded = catalog.read_tools(self.backend) if self.from_catalog else ToolRegistry()
+        if isinstance(policies, Policy):
+            self.policy = policies
+        elif policies is not None or not self.from_catalog:
+            self.policy = load_policies(policies)
+        else:
+            self.policy = catalog.read_policy(self.backend) or Policy()
         self._check_policy()
         self.settings: dict[str, Any] = dict(settings or {})
         self.faults = FaultPoints()
         self.telemetry = Telemetry()
         self.http_transport = http_transport or httpx.HTTPTransport()
-        for queue in sorted(self.tools.queues() | {ESCALATION_QUEUE}):
+        for queue in sorted(self.tools.queues() | self._recorded.queues() | {ESCALATION_QUEUE}):
             self.backend.create_queue(task_queue_spec(queue))
         self._internal = self._internal_tools()
+        if self.tools.names():
+            catalog.record(self.backend, self.tools, None if policies is None else self.policy)
 
     def _check_policy(self) -> None:
         for rule in self.policy.approvals:
-            if rule.tool not in self.tools:
-                raise ConfigError(f"approval rule for unknown tool {rule.tool!r}")
+            if rule.tool not in self.tools and rule.tool not in self._recorded:
+                hint = (
+                    " (this runtime has no tools and the database's tool catalog does not "
+                    "list it: run `agentq init` with the tools, or start a worker)"
+                    if self.from_catalog
+                    else ""
+                )
+                raise ConfigError(f"approval rule for unknown tool {rule.tool!r}{hint}")
 
     def _internal_tools(self) -> frozenset[str]:
         """Tools only the runtime may send: declared internal, or named by a policy
@@ -115,8 +139,28 @@ class Runtime:
         named = {self.policy.defaults.notify_tool, self.policy.defaults.escalation_tool}
         for rule in self.policy.approvals:
             named |= {rule.notify_tool, rule.escalation_tool}
-        declared = {t.name for t in self.tools if t.internal}
+        declared = {t.name for t in [*self.tools, *self._recorded] if t.internal}
         return frozenset(n for n in named | declared if n)
+
+    def find_tool(self, tx: Transaction, name: str) -> ToolDef | None:
+        """The tool called ``name``: loaded, else (a runtime without tools) as the
+        database's tool catalog records it, read in ``tx``; None if unknown."""
+        if name in self.tools:
+            return self.tools.get(name)
+        return catalog.read_tool(tx, name) if self.from_catalog else None
+
+    def enqueueable_tool(self, tx: Transaction, name: str) -> ToolDef:
+        """The tool called ``name`` for a new task (:class:`UnknownTool` if none)."""
+        found = self.find_tool(tx, name)
+        if found is not None:
+            return found
+        if self.from_catalog:
+            raise UnknownTool(
+                f"unknown tool {name!r}: this runtime has no tools and the database's tool "
+                "catalog does not list it (`agentq init` with the tools records them, as "
+                "every worker does at start)"
+            )
+        return self.tools.get(name)  # raises UnknownTool, naming the known tools
 
     def is_internal(self, tool: str) -> bool:
         """Whether ``tool`` is sent only by the runtime (never by an agent)."""
@@ -211,7 +255,7 @@ class Runtime:
 
         def fn(tx: Decision) -> TaskInfo:
             rec = tx.tx.get_record(Tables.TASKS, task_id)
-            if rec is not None and not self._runnable_tool(rec["tool"]):
+            if rec is not None and not self._runnable_tool(tx.tx, rec["tool"]):
                 raise ConfigError(f"cannot replay {task_id!r}: unknown tool {rec['tool']!r}")
             return TaskInfo.model_validate(dead_letters.replay(self, tx.tx, task_id))
 
@@ -238,15 +282,17 @@ class Runtime:
             lambda tx: [i for i in ids if tx.delete_record(Tables.DEAD_LETTERS, i)]
         )
 
-    def _runnable_tool(self, tool: str) -> bool:
-        return tool in self.tools or tool in (BUILTIN_ESCALATION, BUILTIN_EXPIRY)
+    def _runnable_tool(self, tx: Transaction, tool: str) -> bool:
+        builtin = tool in (BUILTIN_ESCALATION, BUILTIN_EXPIRY)
+        return builtin or self.find_tool(tx, tool) is not None
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style function schemas of the tools an agent may call (internal
         tools and tools declared ``visible=False`` are left out)."""
+        known = catalog.read_tools(self.backend) if self.from_catalog else self.tools
         return [
-            t.schema() for t in sorted(self.tools, key=lambda t: t.name)
-            if t.visible and not self.is_internal(t.name)
+            t.schema() for t in sorted(known, key=lambda t: t.name)
+            if t.visible and not t.internal and not self.is_internal(t.name)
         ]  # fmt: skip
 
     # -- workers ----------------------------------------------------------------
