@@ -51,7 +51,12 @@ from agentq.ledger import TaskStatus
 from agentq.policies import load_policies
 from agentq.runtime import Decision, Runtime
 
-__all__ = ["DemoSummary", "find_project_dir", "run_demo"]
+__all__ = ["DemoSummary", "LoopbackAPI", "find_project_dir", "run_demo"]
+
+#: The demo's stand-in payments, notifications and shipping API on 127.0.0.1
+#: (honours ``Idempotency-Key``): ``with LoopbackAPI() as api: ... api.url``.
+#: For trying agentq out; point the settings at the real APIs in production.
+LoopbackAPI = DemoAPI
 
 ESCALATE_AFTER = timedelta(seconds=3)
 

@@ -52,6 +52,7 @@ from agentq.executor.running import tool_timeout
 from agentq.faults import WorkerCrash
 from agentq.ledger import TERMINAL, Tables, TaskStatus
 from agentq.lifecycle import tasks as lifecycle
+from agentq.policies import format_duration
 from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
@@ -72,15 +73,6 @@ _UNKNOWN_TOOL_MAX_DELAY = timedelta(minutes=5)
 
 #: The runtime's own timers, run without a tool handler.
 BUILTIN_TOOLS = frozenset({lifecycle.BUILTIN_ESCALATION, lifecycle.BUILTIN_EXPIRY})
-
-
-def _duration(value: timedelta) -> str:
-    """A grace period as people write it: ``24h``, ``90m``, ``30s``."""
-    seconds = value.total_seconds()
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
-    return f"{seconds:g}s"
 
 
 def _fits_task_key(key: Sequence[Any]) -> bool:
@@ -354,20 +346,21 @@ class Admission:
         since_text = rec.get("unknown_tool_since")
         since = datetime.fromisoformat(since_text) if since_text else now
         waited = now - since
+        grace = format_duration(self.unknown_tool_grace)
         if waited >= self.unknown_tool_grace:
             known = ", ".join(rt.tools.names()) or "none"
             lifecycle.dead_letter(
                 rt, tx.tx, rec,
                 f"unknown tool {tool!r}: no worker that knows it took this task within "
-                f"{_duration(self.unknown_tool_grace)} (this worker knows: {known}); deploy a "
-                "worker with this tool, then replay the task", ack_key=key,
+                f"{grace} (this worker knows: {known}); deploy a worker with this tool, "
+                "then replay the task", ack_key=key,
             )  # fmt: skip
             return "dead"
         if tool not in self._unknown_logged:
             self._unknown_logged.add(tool)
             log.warning(
                 "tool %r is not known to this worker: its tasks are left for a worker that "
-                "knows it (dead-lettered after %s)", tool, _duration(self.unknown_tool_grace),
+                "knows it (dead-lettered after %s)", tool, grace,
             )  # fmt: skip
         delay = min(max(waited, _UNKNOWN_TOOL_FIRST_DELAY), _UNKNOWN_TOOL_MAX_DELAY)
         lifecycle.defer(

@@ -115,7 +115,9 @@ def test_agentq_init_records_and_a_producer_imports_no_tool_code(tmp_path: Path)
         f"rt = Runtime({db!r})\n"
         "small = rt.enqueue_action('execute_refund', {'order_id': 'o-5', 'amount': 20})\n"
         "large = rt.enqueue_action('execute_refund', {'order_id': 'o-6', 'amount': 200})\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith('_agentq_tools'))\n"
+        f"tools = {str(ROOT / 'tools')!r}\n"
+        "loaded = sorted(m.__name__ for m in list(sys.modules.values())\n"
+        "                if str(getattr(m, '__file__', None) or '').startswith(tools))\n"
         "print(json.dumps([small.status, large.status, loaded]))\n"
     )
     proc = subprocess.run(
