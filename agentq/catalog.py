@@ -158,12 +158,18 @@ def _policy_data(policy: Policy) -> dict[str, Any]:
 
 def record(backend: Backend, tools: ToolRegistry, policy: Policy | None) -> None:
     """Record every tool's entry (and the policy, if given) in one transaction,
-    writing only what changed."""
+    writing only what changed (nothing, and no transaction, if nothing did)."""
     entries = {t.name: _entry(t) for t in tools}
     policy_record = None if policy is None else _policy_data(policy)
     # JSON round trip: what is compared is what a read gives back.
     entries = json.loads(json.dumps(entries))
     policy_record = json.loads(json.dumps(policy_record))
+
+    recorded = dict(backend.list_records(TOOL_TABLE))
+    if all(recorded.get(name) == entry for name, entry in entries.items()) and (
+        policy_record is None or backend.get_record(POLICY_TABLE, _POLICY_KEY) == policy_record
+    ):
+        return  # as recorded: no write (and no write lock) when a runtime opens
 
     def write(tx: Transaction) -> None:
         for name, entry in entries.items():
