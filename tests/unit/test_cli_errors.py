@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import pytest
 
+import agentq.backends
 import agentq.cli
 import agentq.demo
 import agentq.runtime
@@ -72,7 +73,7 @@ def test_database_not_writable_is_a_clean_error_on_every_command(
     argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(agentq.runtime, "Runtime", _FakeRuntime)
-    monkeypatch.setattr(agentq.cli, "open_backend", _not_writable)
+    monkeypatch.setattr(agentq.backends, "open_backend", _not_writable)
     monkeypatch.setattr(agentq.demo, "run_demo", _not_writable)
     where = [] if argv == ["demo"] else ["--db", URL, "--config", "/nonexistent/agentq.toml"]
     assert agentq.cli.main([*argv, *where]) == 2
