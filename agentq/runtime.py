@@ -67,7 +67,8 @@ class Runtime:
     is handed to handlers (API base URLs and the like).
 
     A runtime with tools records them (and its policies, if given) in the
-    database's tool catalog. A runtime without ``tools`` is a *producer*: it
+    database's tool catalog (:meth:`record_tools`; ``agentq init`` and every
+    worker at start do). A runtime without ``tools`` is a *producer*: it
     enqueues by tool name, validating arguments against the recorded JSON
     Schemas, with the given ``policies`` or else the recorded policy, and
     imports no handler code (see :mod:`agentq.catalog`).
@@ -103,7 +104,7 @@ class Runtime:
             elif tools is not None:
                 for t in cast(Iterable[Any], tools):
                     self.tools.add(t)
-        self._recorded = catalog.read_tools(self.backend) if self.from_catalog else ToolRegistry()
+        self._policy_given = policies is not None
         if isinstance(policies, Policy):
             self.policy = policies
         elif policies is not None or not self.from_catalog:
@@ -115,15 +116,23 @@ class Runtime:
         self.faults = FaultPoints()
         self.telemetry = Telemetry()
         self.http_transport = http_transport or httpx.HTTPTransport()
-        for queue in sorted(self.tools.queues() | self._recorded.queues() | {ESCALATION_QUEUE}):
+        for queue in sorted(self.tools.queues() | {ESCALATION_QUEUE}):
             self.backend.create_queue(task_queue_spec(queue))
         self._internal = self._internal_tools()
+
+    def record_tools(self) -> None:
+        """Record this runtime's tools (and its policy, if it was given one) in the
+        database's tool catalog, for producers without the tools' code. ``agentq
+        init`` does, and every worker when it starts; nothing is written if the
+        records are as they were."""
         if self.tools.names():
-            catalog.record(self.backend, self.tools, None if policies is None else self.policy)
+            catalog.record(self.backend, self.tools, self.policy if self._policy_given else None)
 
     def _check_policy(self) -> None:
+        ruled = {rule.tool for rule in self.policy.approvals} - set(self.tools.names())
+        recorded = catalog.read_tools(self.backend) if ruled and self.from_catalog else None
         for rule in self.policy.approvals:
-            if rule.tool not in self.tools and rule.tool not in self._recorded:
+            if rule.tool not in self.tools and (recorded is None or rule.tool not in recorded):
                 hint = (
                     " (this runtime has no tools and the database's tool catalog does not "
                     "list it: run `agentq init` with the tools, or start a worker)"
@@ -139,7 +148,7 @@ class Runtime:
         named = {self.policy.defaults.notify_tool, self.policy.defaults.escalation_tool}
         for rule in self.policy.approvals:
             named |= {rule.notify_tool, rule.escalation_tool}
-        declared = {t.name for t in [*self.tools, *self._recorded] if t.internal}
+        declared = {t.name for t in self.tools if t.internal}
         return frozenset(n for n in named | declared if n)
 
     def find_tool(self, tx: Transaction, name: str) -> ToolDef | None:

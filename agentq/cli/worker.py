@@ -38,6 +38,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
         backend = rt.backend
         statements = getattr(backend, "ddl", None)
         if statements is None:
+            rt.record_tools()  # the tool catalog producers without the tools' code use
             queues = ", ".join(backend.queues())
             print(f"{redact_text(args.db)}: queues {queues} and the runtime's tables are ready")
             return 0
@@ -45,6 +46,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
             print(";\n".join(statements()) + ";")
             return 0
         backend.apply_ddl()
+        rt.record_tools()
         print(f"applied {len(statements())} DDL statement(s) to {redact_text(args.db)}")
         return 0
     finally:

@@ -99,7 +99,7 @@ class DemoSummary:
 def find_project_dir(name: str, given: str | None) -> Path:
     """``tools/`` or ``policies/``: as given, else in the current directory, else
     beside the agentq package (a source checkout)."""
-    candidates = [Path(given)] if given else [Path.cwd() / name, Path(__file__).parents[1] / name]
+    candidates = [Path(given)] if given else [Path.cwd() / name, Path(__file__).parents[2] / name]
     for path in candidates:
         if path.is_dir():
             return path

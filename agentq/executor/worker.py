@@ -125,6 +125,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         self._loop = None
         self._loop_thread = None
         self._started = False
+        self._recorded = False
         self.failure = None
 
     # -- services ------------------------------------------------------------------
@@ -132,6 +133,10 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
     def _start_services(self) -> None:
         if self._started:
             return
+        if not self._recorded:
+            # Producers without the tools' code enqueue against these records.
+            self.runtime.record_tools()
+            self._recorded = True
         self._started = True
         self._stop.clear()
         self._start_handlers()

@@ -34,6 +34,7 @@ def worker_rt(db: str, clock: FakeClock, api: DemoAPI) -> Iterator[Runtime]:
         db, tools=ROOT / "tools", policies=ROOT / "policies", clock=clock,
         settings=settings_for(api),
     )  # fmt: skip
+    rt.record_tools()  # as `agentq init` does
     yield rt
     rt.close()
 
@@ -94,6 +95,17 @@ def test_internal_and_unknown_tools_are_refused(producer: Runtime) -> None:
 
 def test_the_producer_shows_the_same_schemas(producer: Runtime, worker_rt: Runtime) -> None:
     assert producer.tool_schemas() == worker_rt.tool_schemas()
+
+
+def test_a_worker_records_its_tools_when_it_starts(db: str, clock: FakeClock) -> None:
+    shipment = {"order_id": "o", "address": "1 Way", "items": ["x"]}
+    with Runtime(db, clock=clock) as producer, pytest.raises(UnknownTool):
+        producer.enqueue_action("request_shipping", shipment)
+    with Runtime(db, tools=ROOT / "tools", policies=ROOT / "policies", clock=clock) as rt:
+        rt.worker().drain()
+    with Runtime(db, clock=clock) as producer:
+        task = producer.enqueue_action("request_shipping", shipment)
+        assert task.status == TaskStatus.QUEUED
 
 
 def test_a_policy_for_tools_nobody_recorded_says_how_to_record_them(tmp_path: Path) -> None:
