@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+# Building a wheel and installing it with its dependencies into a fresh venv
+# takes a minute or more on a loaded machine: the first test pays for it.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
