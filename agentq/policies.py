@@ -167,6 +167,9 @@ class ToolPolicy(_Strict):
     ``TimeoutError`` failure (the external call may still complete)."""
     requires_approval: bool = False
     """Every call of this tool needs a human's approval."""
+    require_idempotency_key: bool = False
+    """The HTTP API refuses (400) an action of this tool sent without an
+    ``Idempotency-Key``."""
 
     @field_validator("timeout", mode="before")
     @classmethod

@@ -3,25 +3,39 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
-from agentq.cli.common import add_runtime_args, open_runtime
+from agentq.cli.common import add_runtime_args, open_ledger, open_runtime
+from agentq.cli.output import add_format_args, emit
 from agentq.errors import ConfigError
-from agentq.redact import redact_data
 
 __all__ = ["register"]
+
+_COLUMNS = ("entry_id", "tool", "attempt", "stray", "error")
+
+
+def _confirm(what: str, count: int, args: argparse.Namespace) -> bool:
+    """A bulk action goes ahead only with --yes, or a "y" typed at a terminal."""
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        raise ConfigError(
+            f"dlq {args.action} --all would {what} {count} entries: confirm with --yes "
+            "(stdin is not a terminal)"
+        )
+    answer = input(f"{what} all {count} dead-letter entries? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
 
 
 def _cmd_dlq(args: argparse.Namespace) -> int:
     if args.action != "list" and bool(args.task_ids) == bool(args.all):
         raise ConfigError(f"dlq {args.action}: name entry ids or give --all (not both)")
-    rt = open_runtime(args)
+    # Replaying sends the task to its tool's queue: that needs the project's tools.
+    rt = open_runtime(args) if args.action == "replay" else open_ledger(args)
     try:
         if args.action == "list":
-            for entry in rt.dead_letters():
-                print(json.dumps(redact_data(entry), sort_keys=True))
+            emit(args, "dead_letters", rt.dead_letters(), _COLUMNS)
             return 0
         if args.action == "delete":
             return _dlq_delete(rt, args)
@@ -38,6 +52,9 @@ def _dlq_replay(rt: Any, args: argparse.Namespace) -> int:
     replayed: list[str] = []
     skipped: dict[str, str] = {}
     if args.all:
+        if not _confirm("replay", len(rt.dead_letters()), args):
+            print("nothing replayed")
+            return 1
         report = rt.replay_all()
         replayed, skipped = report.replayed, report.skipped
         for task_id in replayed:
@@ -58,13 +75,9 @@ def _dlq_replay(rt: Any, args: argparse.Namespace) -> int:
 
 def _dlq_delete(rt: Any, args: argparse.Namespace) -> int:
     ids = [str(e["entry_id"]) for e in rt.dead_letters()] if args.all else args.task_ids
-    if args.all and not args.yes:
-        if not sys.stdin.isatty():
-            raise ConfigError("dlq delete --all: confirm with --yes (stdin is not a terminal)")
-        answer = input(f"delete all {len(ids)} dead-letter entries? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            print("nothing deleted")
-            return 1
+    if args.all and not _confirm("delete", len(ids), args):
+        print("nothing deleted")
+        return 1
     deleted = rt.delete_dead_letters(ids)
     missing = sorted(set(ids) - set(deleted))
     for entry_id in missing:
@@ -79,6 +92,7 @@ def register(sub: Any) -> None:
     dlq.add_argument("action", choices=["list", "replay", "delete"])
     dlq.add_argument("task_ids", nargs="*", help="entries to replay or delete")
     dlq.add_argument("--all", action="store_true", help="every entry")
-    dlq.add_argument("--yes", action="store_true", help="delete --all without asking")
+    dlq.add_argument("--yes", action="store_true", help="replay or delete --all without asking")
+    add_format_args(dlq)
     add_runtime_args(dlq)
     dlq.set_defaults(func=_cmd_dlq)

@@ -14,7 +14,7 @@ import asyncio
 import queue as queue_mod
 import threading
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentq.clock import Clock
 from agentq.executor.inflight import Inflight, Outcome
@@ -36,6 +36,10 @@ class WorkerState:
     batch_size: int
     group_commit: int
     receive_timeout: float
+    # How long a long-lived receive stream may stay open while the worker is full.
+    full_wait: float
+    # Long-lived receive streams open now (cancelled on stop).
+    _open_streams: set[Any]
     renew_margin: float
     monitor_interval: float
     capacity: int
@@ -43,6 +47,8 @@ class WorkerState:
     # Handler threads given up on a timeout that have not returned yet.
     abandoned: int
     stats: Counter[str]
+    # Attempts finished and committed (one log line each): --max-tasks counts these.
+    finished: int
     admission: Admission
     _stats_lock: threading.Lock
     _lock: threading.Condition

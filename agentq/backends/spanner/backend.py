@@ -21,14 +21,12 @@ start: schema changes on Spanner take long-running operations.
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from google.api_core import exceptions as gexc
-
 from agentq.backends.base import (
-    Message,
     QueueStats,
     RedeliveryPolicy,
     Renewal,
@@ -36,12 +34,16 @@ from agentq.backends.base import (
     Transaction,
     check_stream_args,
 )
+from agentq.backends.notify import Notifier, Wake
 from agentq.backends.spanner import records
+from agentq.backends.spanner.api_errors import API_ERRORS, api_error
+from agentq.backends.spanner.catalog import record_specs, stored_specs
 from agentq.backends.spanner.ddl import ddl
 from agentq.backends.spanner.dialect import Dialect
 from agentq.backends.spanner.inspection import queue_stats
 from agentq.backends.spanner.leases import renew_leases
-from agentq.backends.spanner.receiving import receive_stream
+from agentq.backends.spanner.receiving import ReceiveStream
+from agentq.backends.spanner.sizing import sizing_warnings
 from agentq.backends.spanner.transact import transact
 from agentq.clock import Clock, SystemClock
 from agentq.errors import BackendUnavailable, ConfigError, QueueNotFound
@@ -66,6 +68,9 @@ class SpannerBackend:
         transaction_timeout: float = 60.0,
         auto_ddl: bool = False,
         unavailable_backoff: float = 0.5,
+        endpoint: str = "spanner.googleapis.com",
+        call_timeout: float = 30.0,
+        receive_duration: float = 1200.0,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         # Spanner decides redelivery itself; the policy here only documents it.
@@ -77,11 +82,22 @@ class SpannerBackend:
         self.transaction_timeout = transaction_timeout
         self.auto_ddl = auto_ddl
         self.unavailable_backoff = unavailable_backoff
+        #: Where calls go, for error messages.
+        self.endpoint = endpoint
+        #: The deadline of one call (seconds).
+        self.call_timeout = call_timeout
+        #: How long one long-lived RECEIVE of a worker lasts (seconds).
+        self.receive_duration = receive_duration
         self._url = url
         self._specs: dict[str, QueueSpec] = {}
         self._calls: set[Any] = set()
         self._lock = threading.Lock()
         self._closed = False
+        # Commits here wake this process's waiters at once; other processes'
+        # commits are only seen by re-reading, every commit_poll_interval seconds
+        # (Spanner has no change notification short of a change stream).
+        self._commits = Notifier()
+        self.commit_poll_interval: float | None = 0.5
 
     @property
     def url(self) -> str:
@@ -117,18 +133,31 @@ class SpannerBackend:
         statements = ddl(specs, postgres=self.dialect.postgres) if specs is not None else self.ddl()
         try:
             self.database.update_ddl(statements).result(timeout)
-        except gexc.GoogleAPICallError as exc:
-            raise BackendUnavailable(f"applying DDL failed: {exc.message}") from exc
+        except concurrent.futures.TimeoutError as exc:
+            raise BackendUnavailable(
+                f"applying DDL at {self.endpoint}: the schema change did not finish within "
+                f"{timeout:g} s (it may still be running)"
+            ) from exc
+        except API_ERRORS as exc:
+            raise api_error(exc, "applying DDL", self.endpoint) from exc
+        record_specs(self, list(specs) if specs is not None else list(self._specs.values()))
 
     def queue_spec(self, name: str) -> QueueSpec:
+        """The spec of a queue declared here or recorded in the database by ``init``."""
         spec = self._specs.get(name)
         if spec is None:
             validate_identifier(name, "queue name")
-            raise QueueNotFound(f"queue {name!r} is not registered; create it first")
+            spec = stored_specs(self).get(name)
+        if spec is None:
+            raise QueueNotFound(
+                f"queue {name!r} is neither declared here nor recorded in the database "
+                "(run `agentq init`)"
+            )
         return spec
 
     def queues(self) -> list[str]:
-        return sorted(self._specs)
+        """Queues declared here and those ``agentq init`` recorded in the database."""
+        return sorted(set(self._specs) | set(stored_specs(self)))
 
     # -- transactions ---------------------------------------------------------------
 
@@ -143,16 +172,26 @@ class SpannerBackend:
 
     def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
         # Every Spanner commit is durable; ``durable`` is accepted for the contract.
-        return transact(self, fn)
+        result = transact(self, fn)
+        self._commits.notify()
+        return result
+
+    def subscribe_commits(self, wake: Wake) -> None:
+        self._commits.subscribe(wake)
+
+    def unsubscribe_commits(self, wake: Wake) -> None:
+        self._commits.unsubscribe(wake)
 
     # -- receiving ------------------------------------------------------------------
 
     def stream(
         self, queue: str, max_batch_size: int = 1, max_duration: float = 0.0
-    ) -> Iterator[list[Message]]:
+    ) -> ReceiveStream:
+        """Batches of leased messages (see :mod:`.receiving`); the stream's
+        ``cancel()`` ends it from another thread."""
         check_stream_args(max_batch_size, max_duration)
         spec = self.queue_spec(queue)
-        return receive_stream(self, spec, max_batch_size, max_duration)
+        return ReceiveStream(self, spec, max_batch_size, max_duration)
 
     def track_call(self, call: Any) -> None:
         """Remember an open RPC so :meth:`close` can cancel it."""
@@ -163,6 +202,11 @@ class SpannerBackend:
         """Forget an RPC that ended."""
         with self._lock:
             self._calls.discard(call)
+
+    def sizing_warnings(self, queues: Sequence[str]) -> list[str]:
+        """Documented Spanner limits a worker serving ``queues`` would exceed
+        (see :mod:`.sizing`); the worker logs them when it starts."""
+        return sizing_warnings(queues, self.receive_duration)
 
     def renew(self, queue: str, tokens: Sequence[str]) -> list[Renewal]:
         self.queue_spec(queue)

@@ -13,17 +13,21 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from google.api_core import exceptions as gexc
 from google.cloud.spanner_v1.keyset import KeySet
 
 from agentq.backends.base import EncodedRecord, Transaction, record_text
 from agentq.backends.spanner.dialect import RECORDS
-from agentq.backends.spanner.wire import wire_key, wire_payload
+from agentq.backends.spanner.wire import storable_key, unstorable_key, wire_key, wire_payload
+from agentq.errors import MessageNotFound
 from agentq.spec import validate_identifier
 
 if TYPE_CHECKING:
     from agentq.backends.spanner.backend import SpannerBackend
 
 __all__ = ["SpannerTransaction"]
+
+_ASSERT = re.compile(r"\bASSERT_ROWS_MODIFIED\b", re.I)
 
 
 class SpannerTransaction(Transaction):
@@ -35,7 +39,10 @@ class SpannerTransaction(Transaction):
         self._now = now
         self._records: dict[tuple[str, str], dict[str, Any] | None] = {}
         self.strict_acks = 0
-        self.sent = False
+        #: Queues this transaction sent to (named in a DuplicateKey error).
+        self.sent_queues: list[str] = []
+        #: A failed ``ASSERT_ROWS_MODIFIED``: the transaction must not commit.
+        self.failed_assert: MessageNotFound | None = None
 
     @property
     def now(self) -> datetime:
@@ -53,7 +60,8 @@ class SpannerTransaction(Transaction):
         wire = wire_payload(spec, spec.encode_payload(payload))
         when = None if deliver_time is None else max(deliver_time, self._now)
         self._txn.send(queue, wire_key(spec, parts), payload=wire, deliver_time=when)
-        self.sent = True
+        if queue not in self.sent_queues:
+            self.sent_queues.append(queue)
 
     def ack(self, queue: str, key: Sequence[Any] | Any, must_exist: bool = True) -> bool:
         spec = self._backend.queue_spec(queue)
@@ -70,12 +78,23 @@ class SpannerTransaction(Transaction):
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[tuple[Any, ...]]:
         named = self._backend._named_params(params)
-        if re.match(r"^\s*(SELECT|WITH)\b", sql, re.I):
-            return [tuple(row) for row in self._txn.execute_sql(sql, params=named or None)]
-        count = self._txn.execute_update(sql, params=named or None)
+        try:
+            if re.match(r"^\s*(SELECT|WITH)\b", sql, re.I):
+                return [tuple(row) for row in self._txn.execute_sql(sql, params=named or None)]
+            count = self._txn.execute_update(sql, params=named or None)
+        except gexc.OutOfRange as exc:
+            if not _ASSERT.search(sql):
+                raise
+            # The documents' at-most-once ack: the message was already deleted.
+            self.failed_assert = MessageNotFound(
+                f"ASSERT_ROWS_MODIFIED failed (already acknowledged): {exc.message}"
+            )
+            raise self.failed_assert from exc
         return [(count,)]
 
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
+        if not storable_key(key):
+            return None  # no record can have this key
         if (table, key) in self._records:
             cached = self._records[(table, key)]
             return None if cached is None else json.loads(json.dumps(cached))
@@ -89,6 +108,8 @@ class SpannerTransaction(Transaction):
 
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
         validate_identifier(table, "record table")
+        if not storable_key(key):
+            raise unstorable_key(table, key)
         text = record_text(value)
         self._txn.insert_or_update(RECORDS, columns=("tbl", "k", "v"), values=[(table, key, text)])
         self._records[(table, key)] = json.loads(text)
@@ -112,7 +133,7 @@ class SpannerTransaction(Transaction):
         d = self._backend.dialect
         changed = []
         for key, version, value in items:
-            if (table, key) in self._records:
+            if not storable_key(key) or (table, key) in self._records:
                 changed.append(key)  # written in this transaction: not the version read
                 continue
             rows = list(

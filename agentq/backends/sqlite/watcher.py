@@ -1,8 +1,9 @@
 """How waiting receivers wake: in process on a notification, across processes on
 a change of the WAL file.
 
-An agentq commit in this process wakes receivers through the :class:`Notifier`
-of its database file. Commits by other processes (or any other program writing
+An agentq commit in this process wakes receivers (and readers waiting for a
+record, :mod:`agentq.waiting`) through the notifiers of its database file
+(:mod:`agentq.backends.notify`). Commits by other processes (or any other program writing
 the file) are noticed by the :class:`Watcher`: an inotify watch of the WAL file
 on Linux (no CPU while idle), elsewhere an adaptive 1-10 ms check of it backed
 by ``PRAGMA data_version`` (about 1-2 % of a core while receivers wait).
@@ -15,8 +16,10 @@ import os
 import select
 import sqlite3
 import threading
-import weakref
+from collections.abc import Sequence
 from typing import Any
+
+from agentq.backends.notify import Notifier, notifier_for
 
 try:  # Linux: block on file events instead of polling (see Watcher)
     from inotify_simple import INotify as _INotify
@@ -33,43 +36,6 @@ __all__ = ["Notifier", "Watcher", "notifier_for"]
 log = logging.getLogger("agentq.sqlite")
 
 _SAFETY_POLL = 0.25  # seconds between checks of the WAL while an inotify watch is active
-
-
-class Notifier:
-    """Wakes in-process receivers of one database file when a commit may have
-    made messages ready."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._events: set[threading.Event] = set()
-
-    def subscribe(self, event: threading.Event) -> None:
-        with self._lock:
-            self._events.add(event)
-
-    def unsubscribe(self, event: threading.Event) -> None:
-        with self._lock:
-            self._events.discard(event)
-
-    def notify(self) -> None:
-        with self._lock:
-            events = list(self._events)
-        for event in events:
-            event.set()
-
-
-_notifiers: weakref.WeakValueDictionary[str, Notifier] = weakref.WeakValueDictionary()
-_notifiers_lock = threading.Lock()
-
-
-def notifier_for(path: str) -> Notifier:
-    """The one notifier of a database file in this process."""
-    with _notifiers_lock:
-        notifier = _notifiers.get(path)
-        if notifier is None:
-            notifier = Notifier()
-            _notifiers[path] = notifier
-        return notifier
 
 
 class Watcher:
@@ -91,11 +57,15 @@ class Watcher:
     """
 
     def __init__(
-        self, conn: sqlite3.Connection, path: str, notifier: Notifier, poll_interval: float
+        self,
+        conn: sqlite3.Connection,
+        path: str,
+        notifiers: Sequence[Notifier],
+        poll_interval: float,
     ) -> None:
         self._conn = conn
         self._wal = path + "-wal"
-        self._notifier = notifier
+        self._notifiers = tuple(notifiers)
         self._interval = poll_interval
         self._fast = min(0.001, poll_interval)
         self._cond = threading.Condition()
@@ -176,7 +146,7 @@ class Watcher:
                 changed = state != self._last
                 self._last = state
             if changed:
-                self._notifier.notify()
+                self._notify()
                 interval = self._fast
             else:
                 interval = min(interval * 1.25, self._interval)
@@ -194,7 +164,11 @@ class Watcher:
             self.events += 1
             if any(e.mask & _LOST_FLAGS for e in events):
                 self._watch()  # the WAL was deleted or replaced: watch the new one
-            self._notifier.notify()
+            self._notify()
+
+    def _notify(self) -> None:
+        for notifier in self._notifiers:
+            notifier.notify()
 
     def close(self) -> None:
         """Stop the thread and close the watch and its connection."""
