@@ -26,13 +26,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from agentq import overview, waiting, webhooks
+from agentq import catalog, overview, waiting, webhooks
 from agentq.approvals import ApprovalInfo, ApprovalStatus
 from agentq.backends import Backend, Transaction, open_backend
 from agentq.clock import Clock, FakeClock
 from agentq.decision import Decision
 from agentq.envelope import task_queue_spec
-from agentq.errors import ApprovalNotFound, ConfigError, IllegalTransition, TaskNotFound
+from agentq.errors import (
+    ApprovalNotFound,
+    ConfigError,
+    IllegalTransition,
+    TaskNotFound,
+    UnknownTool,
+)
 from agentq.faults import FaultPoints
 from agentq.ledger import Tables, TaskInfo, TaskStatus
 from agentq.lifecycle import approvals as approval_events
@@ -43,7 +49,7 @@ from agentq.notebook.html import ApprovalList, QueueStatsList, TaskList
 from agentq.overview import ToolCounts, WorkerInfo
 from agentq.policies import Policy, load_policies
 from agentq.telemetry import Telemetry
-from agentq.tools import ToolRegistry
+from agentq.tools import ToolDef, ToolRegistry
 
 if TYPE_CHECKING:
     from agentq.notebook.idle import IdleReport
@@ -127,6 +133,12 @@ class Runtime:
     (a changed one is always imported again). ``policies`` is a directory of TOML
     files or a :class:`~agentq.policies.Policy`. ``settings`` is handed to
     handlers (API base URLs and the like).
+    A runtime with tools records them (and its policies, if given) in the
+    database's tool catalog (:meth:`record_tools`; ``agentq init`` and every
+    worker at start do). A runtime without ``tools`` is a *producer*: it
+    enqueues by tool name, validating arguments against the recorded JSON
+    Schemas, with the given ``policies`` or else the recorded policy, and
+    imports no handler code (see :mod:`agentq.catalog`).
     """
 
     def __init__(
@@ -148,13 +160,22 @@ class Runtime:
             self.backend = db
             self._owns_backend = False
         self.clock: Clock = self.backend.clock
+        # Without tools, calls are checked against the tool catalog that runtimes
+        # with tools record in the database (agentq.catalog): no handler code needed.
+        self.from_catalog = tools is None
         if isinstance(tools, ToolRegistry):
             self.tools = tools
         else:
             self.tools = _registry(tools, reload)
         if webhooks.WEBHOOK_TOOL not in self.tools:
             self.tools.add(webhooks.deliver_webhook)  # every worker can send webhooks
-        self.policy = policies if isinstance(policies, Policy) else load_policies(policies)
+        self._policy_given = policies is not None
+        if isinstance(policies, Policy):
+            self.policy = policies
+        elif policies is not None or not self.from_catalog:
+            self.policy = load_policies(policies)
+        else:
+            self.policy = catalog.read_policy(self.backend) or Policy()
         self._check_policy()
         self.settings: dict[str, Any] = dict(settings or {})
         self.faults = FaultPoints()
@@ -164,19 +185,37 @@ class Runtime:
             self.backend.create_queue(task_queue_spec(queue))
         self._internal = self._internal_tools()
 
+    def record_tools(self) -> None:
+        """Record this runtime's tools (and its policy, if it was given one) in the
+        database's tool catalog, for producers without the tools' code. ``agentq
+        init`` does, and every worker when it starts; nothing is written if the
+        records are as they were."""
+        if self.tools.names():
+            catalog.record(self.backend, self.tools, self.policy if self._policy_given else None)
+
     def _check_policy(self) -> None:
+        named = set(self.policy.tools) | {rule.tool for rule in self.policy.approvals}
+        known = set(self.tools.names())
+        if named - known and self.from_catalog:
+            known |= set(catalog.read_tools(self.backend).names())
+        hint = (
+            " (this runtime has no tools and the database's tool catalog does not list "
+            "it: run `agentq init` with the tools, or start a worker)"
+            if self.from_catalog
+            else ""
+        )
         # A misspelt [tools.NAME] would otherwise leave the real tool unconfigured
         # (no allowed hosts, default limits) without a word.
-        unknown = sorted(name for name in self.policy.tools if name not in self.tools)
+        unknown = sorted(name for name in self.policy.tools if name not in known)
         if unknown:
-            known = ", ".join(sorted(t.name for t in self.tools if not t.internal)) or "none"
+            listed = ", ".join(sorted(t.name for t in self.tools if not t.internal)) or "none"
             raise ConfigError(
                 f"policy configures unknown tool(s) {', '.join(map(repr, unknown))} "
-                f"in [tools.…] (known tools: {known})"
+                f"in [tools.…] (known tools: {listed}){hint}"
             )
         for rule in self.policy.approvals:
-            if rule.tool not in self.tools:
-                raise ConfigError(f"approval rule for unknown tool {rule.tool!r}")
+            if rule.tool not in known:
+                raise ConfigError(f"approval rule for unknown tool {rule.tool!r}{hint}")
 
     def _internal_tools(self) -> frozenset[str]:
         """Tools only the runtime may send: declared internal, or named by a policy
@@ -187,6 +226,26 @@ class Runtime:
             named |= {rule.notify_tool, rule.escalation_tool}
         declared = {t.name for t in self.tools if t.internal}
         return frozenset(n for n in named | declared if n)
+
+    def find_tool(self, tx: Transaction, name: str) -> ToolDef | None:
+        """The tool called ``name``: loaded, else (a runtime without tools) as the
+        database's tool catalog records it, read in ``tx``; None if unknown."""
+        if name in self.tools:
+            return self.tools.get(name)
+        return catalog.read_tool(tx, name) if self.from_catalog else None
+
+    def enqueueable_tool(self, tx: Transaction, name: str) -> ToolDef:
+        """The tool called ``name`` for a new task (:class:`UnknownTool` if none)."""
+        found = self.find_tool(tx, name)
+        if found is not None:
+            return found
+        if self.from_catalog:
+            raise UnknownTool(
+                f"unknown tool {name!r}: this runtime has no tools and the database's tool "
+                "catalog does not list it (`agentq init` with the tools records them, as "
+                "every worker does at start)"
+            )
+        return self.tools.get(name)  # raises UnknownTool, naming the known tools
 
     def is_internal(self, tool: str) -> bool:
         """Whether ``tool`` is sent only by the runtime (never by an agent)."""
@@ -413,7 +472,7 @@ class Runtime:
 
         def fn(tx: Decision) -> TaskInfo:
             rec = tx.tx.get_record(Tables.TASKS, task_id)
-            if rec is not None and not self._runnable_tool(rec["tool"]):
+            if rec is not None and not self._runnable_tool(tx.tx, rec["tool"]):
                 raise ConfigError(f"cannot replay {task_id!r}: unknown tool {rec['tool']!r}")
             task = TaskInfo.model_validate(dead_letters.replay(self, tx.tx, task_id))
             audit.record(
@@ -459,15 +518,17 @@ class Runtime:
 
         return self.backend.transact(fn)
 
-    def _runnable_tool(self, tool: str) -> bool:
-        return tool in self.tools or tool in (BUILTIN_ESCALATION, BUILTIN_EXPIRY)
+    def _runnable_tool(self, tx: Transaction, tool: str) -> bool:
+        builtin = tool in (BUILTIN_ESCALATION, BUILTIN_EXPIRY)
+        return builtin or self.find_tool(tx, tool) is not None
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style function schemas of the tools an agent may call (internal
         tools and tools declared ``visible=False`` are left out)."""
+        known = catalog.read_tools(self.backend) if self.from_catalog else self.tools
         return [
-            t.schema() for t in sorted(self.tools, key=lambda t: t.name)
-            if t.visible and not self.is_internal(t.name)
+            t.schema() for t in sorted(known, key=lambda t: t.name)
+            if t.visible and not t.internal and not self.is_internal(t.name)
         ]  # fmt: skip
 
     # -- workers ----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The queue contract (DESIGN.md, "Queue backend contract"), on every backend."""
+"""The queue contract (docs/architecture.md, "The queue backend contract"), on every backend."""
 
 from __future__ import annotations
 
