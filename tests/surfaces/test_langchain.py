@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("langgraph", reason="langchain-core/langgraph (agentq[langchain]) missing")
+from tests.surfaces._extras import require
+
+require("langgraph", "langchain")
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage

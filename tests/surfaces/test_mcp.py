@@ -17,7 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-pytest.importorskip("mcp", reason="the MCP SDK (agentq[mcp]) is not installed")
+from tests.surfaces._extras import require
+
+require("mcp", "mcp")
 
 import uvicorn
 from mcp import Client, StdioServerParameters

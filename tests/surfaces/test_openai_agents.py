@@ -6,9 +6,9 @@ import asyncio
 import json
 from typing import Any
 
-import pytest
+from tests.surfaces._extras import require
 
-pytest.importorskip("agents", reason="openai-agents (agentq[openai-agents]) is not installed")
+require("agents", "openai-agents")
 
 from agents import Agent, Runner, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call

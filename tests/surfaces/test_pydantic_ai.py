@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("pydantic_ai", reason="pydantic-ai-slim (agentq[pydantic-ai]) is not installed")
+from tests.surfaces._extras import require
+
+require("pydantic_ai", "pydantic-ai")
 
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.surfaces._extras import require
 from tests.surfaces.conftest import ROOT
 
 SECTIONS = ("## MCP server", "## Agent framework adapters")
@@ -32,7 +33,9 @@ def test_every_snippet_is_checked() -> None:
 
 @pytest.mark.parametrize("index", range(len(EXPECTED)))
 def test_snippet_runs_as_written(tmp_path: Path, index: int) -> None:
-    pytest.importorskip(["mcp", "pydantic_ai", "agents", "langgraph"][index])
+    module, extra = [("mcp", "mcp"), ("pydantic_ai", "pydantic-ai"), ("agents", "openai-agents"),
+                     ("langgraph", "langchain")][index]  # fmt: skip
+    require(module, extra)
     shutil.copytree(ROOT / "tools", tmp_path / "tools")
     shutil.copytree(ROOT / "policies", tmp_path / "policies")
     bin_dir = str(Path(sys.executable).parent)
