@@ -55,9 +55,7 @@ def lookup(tx: Transaction, key: str, tool: str, args: Mapping[str, Any]) -> str
     return task_id
 
 
-def remember(
-    tx: Transaction, key: str, tool: str, args: Mapping[str, Any], task_id: str
-) -> None:
+def remember(tx: Transaction, key: str, tool: str, args: Mapping[str, Any], task_id: str) -> None:
     """Record that ``key`` created ``task_id`` for this call."""
     tx.put_record(
         Tables.IDEMPOTENCY,

@@ -18,7 +18,7 @@ any two steps leaves no half-done decision.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -260,6 +260,11 @@ class Runtime:
     async def wait_async(self, task_id: str, timeout: float) -> TaskInfo:
         """Async form of :meth:`wait` (the same loop; no thread held while waiting)."""
         return await waiting.wait_for_task_async(self.backend, task_id, timeout)
+
+    def task_changes(self, task_id: str, timeout: float) -> AsyncIterator[TaskInfo]:
+        """Async iterator: the task now, then at each change, until it is final or
+        ``timeout`` seconds pass (the HTTP API's server-sent events)."""
+        return waiting.task_changes(self.backend, task_id, timeout)
 
     def _task_in(self, tx: Transaction, task_id: str) -> TaskInfo:
         rec = tx.get_record(Tables.TASKS, task_id)

@@ -58,7 +58,7 @@ def open_backend(url: str, *, clock: Clock | None = None, **options: Any) -> Bac
         return open_sqlite(url, clock, options)
     if scheme == "spanner":
         try:
-            module = importlib.import_module("agentq.backends.spanner")
+            module = importlib.import_module("agentq.backends.spanner.connect")
         except ModuleNotFoundError as exc:
             if exc.name and exc.name.startswith("agentq"):
                 raise ConfigError("this agentq build has no Spanner backend") from exc

@@ -83,7 +83,7 @@ def _settings(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _config(args: argparse.Namespace) -> Config:
+def args_config(args: argparse.Namespace) -> Config:
     """``--config`` (which must exist), else ``./agentq.toml`` if there is one."""
     from agentq.config import Config, load_config
 
@@ -97,7 +97,7 @@ def _config(args: argparse.Namespace) -> Config:
 
 def resolve_db(args: argparse.Namespace, config: Config | None = None) -> str:
     """--db, else $AGENTQ_DB, else agentq.toml, else the default file."""
-    config = config if config is not None else _config(args)
+    config = config if config is not None else args_config(args)
     db: str = args.db or os.environ.get("AGENTQ_DB") or config.agentq.db or DEFAULT_DB
     return db
 
@@ -156,7 +156,7 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
     policies loaded); it may create the database."""
     from agentq.runtime import Runtime
 
-    config = _config(args)
+    config = args_config(args)
     db = resolve_db(args, config)
     project = find_project(args, config)
     settings = config.settings | _settings(getattr(args, "setting", []))

@@ -14,10 +14,11 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from agentq.cli import approvals, demo, dlq, inspect_cmd, tasks, worker
+from agentq.cli import approvals, common, demo, dlq, inspect_cmd, tasks, worker
 from agentq.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_REFUSED
 from agentq.errors import AgentQError, ApprovalNotFound, IllegalTransition, TaskNotFound
 from agentq.redact import redact_text
+from agentq.server.cli import register as register_http
 
 __all__ = ["build_parser", "main"]
 
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_cmd.register(sub)
     dlq.register(sub)
     demo.register(sub)
+    register_http(sub, common.add_runtime_args, common.open_runtime)
     # Other surfaces: one import above and one register(sub) call here.
     return parser
 

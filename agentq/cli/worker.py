@@ -18,7 +18,15 @@ import signal
 import threading
 from typing import Any
 
-from agentq.cli.common import add_runtime_args, open_runtime, positive, positive_float
+from agentq.cli.common import (
+    add_runtime_args,
+    args_config,
+    find_project,
+    open_runtime,
+    positive,
+    positive_float,
+    resolve_db,
+)
 from agentq.cli.exits import EXIT_INTERRUPTED
 from agentq.errors import ConfigError
 from agentq.logs import configure_logging
@@ -78,6 +86,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
+    if args.print_ddl and resolve_db(args).lower().startswith("spanner:"):
+        from agentq.schema import spanner_ddl  # no credentials, no spanner extra
+
+        project = find_project(args, args_config(args))
+        print(";\n".join(spanner_ddl(resolve_db(args), project.tools)) + ";")
+        return 0
     rt = open_runtime(args)
     try:
         backend: Any = rt.backend

@@ -129,9 +129,7 @@ class Admission:
                 # Bookkeeping: after a power loss it may be lost, which only
                 # undercounts a delivery by one.
                 changed = set(
-                    rt.transact(
-                        lambda tx: lifecycle.swap_claimed(tx.tx, items), durable=False
-                    )
+                    rt.transact(lambda tx: lifecycle.swap_claimed(tx.tx, items), durable=False)
                 )
             except TransactionError:
                 changed = {inf.task_id for inf, _, _ in fast}

@@ -14,7 +14,7 @@ import asyncio
 import queue as queue_mod
 import threading
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentq.clock import Clock
 from agentq.executor.inflight import Inflight, Outcome
@@ -36,6 +36,10 @@ class WorkerState:
     batch_size: int
     group_commit: int
     receive_timeout: float
+    # How long a long-lived receive stream may stay open while the worker is full.
+    full_wait: float
+    # Long-lived receive streams open now (cancelled on stop).
+    _open_streams: set[Any]
     renew_margin: float
     monitor_interval: float
     capacity: int

@@ -35,6 +35,8 @@ from agentq.ratelimit import RateLimiter
 if TYPE_CHECKING:
     from agentq.runtime import Runtime
 
+log = logging.getLogger("agentq.worker")
+
 __all__ = ["Worker", "WorkerStats"]
 
 _STOP_CHECK_SECONDS = 0.25
@@ -51,6 +53,9 @@ class WorkerStats(Counter[str]):
     ``lease_lost``. Timeouts: ``timed_out``, ``cancelled`` (async),
     ``abandoned_threads``, ``abandoned_limit``, ``late_after_timeout``. Also
     ``group_commits``, ``commit_failed``, ``crashed`` and ``receive_errors``.
+    Long-lived receives (Spanner): ``receive_cancelled_full`` (a stream cancelled
+    after the worker stayed full for ``full_wait`` seconds), ``expired_on_receipt``
+    (messages skipped, their lease gone on arrival); ``renew_errors``.
     """
 
 
@@ -62,7 +67,9 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
     ``max_deliveries`` dead-letters an attempt whose deliveries never complete
     (a poison task that kills its worker); ``prefetch`` is how many leased tasks
     may wait for a free handler (their leases are renewed meanwhile);
-    ``max_abandoned`` bounds the handler threads a worker gives up on when their
+    ``full_wait`` is how long a long-lived receive stream stays open while the
+    worker is full (see :mod:`agentq.executor.receiving`); ``max_abandoned``
+    bounds the handler threads a worker gives up on when their
     calls overrun the tool's timeout (default: ``concurrency``; see
     :mod:`agentq.executor.running` for what a timeout does). While
     :meth:`run` serves, the worker publishes a heartbeat every
@@ -87,6 +94,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         max_abandoned: int | None = None,
         heartbeat_interval: float = 5.0,
         stats_interval: float | None = 60.0,
+        full_wait: float = 5.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -110,6 +118,8 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         self.batch_size = batch_size or concurrency
         self.group_commit = group_commit
         self.receive_timeout = receive_timeout
+        self.full_wait = full_wait
+        self._open_streams = set()
         self.max_deliveries = max_deliveries
         self.renew_margin = renew_margin
         self.monitor_interval = monitor_interval
@@ -195,6 +205,9 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         above) when the database refuses writes: retrying cannot help."""
         stop = stop or threading.Event()
         self.failure = None
+        check = getattr(self.runtime.backend, "sizing_warnings", None)
+        for warning in check(self.queues) if check else ():
+            log.warning("sizing: %s", warning)  # a limit of the database this would exceed
         self._start_services()
         heartbeat = Heartbeat(self, self.heartbeat_interval, self.stats_interval).start()
         receivers = [
@@ -212,6 +225,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
                     break
         finally:
             stop.set()
+            self._cancel_streams()  # a long RECEIVE would otherwise hold its receiver
             for t in receivers:
                 t.join(self.receive_timeout + 5)
             self._stop_services(grace)

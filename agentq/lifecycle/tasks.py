@@ -129,9 +129,7 @@ def store_encoded(tx: Transaction, task_id: str, encoded: EncodedRecord) -> None
     tx.put_record(Tables.TASKS, task_id, encoded)
 
 
-def swap_claimed(
-    tx: Transaction, items: Sequence[tuple[str, str, EncodedRecord]]
-) -> list[str]:
+def swap_claimed(tx: Transaction, items: Sequence[tuple[str, str, EncodedRecord]]) -> list[str]:
     """Write claimed records (made by :func:`claimed` from a read outside the
     transaction) where each is still the version read: a compare-and-swap. Returns
     the ids that changed since their read, to be decided again in a transaction."""

@@ -1,0 +1,250 @@
+"""The Google Cloud Spanner backend (``spanner://projects/P/instances/I/databases/D``).
+
+Spanner queues are the real thing this contract mirrors; this package maps the
+contract onto google-cloud-spanner with both SQL dialects. One module per concern:
+
+* :mod:`.config` parses the URL, :mod:`.dialect` and :mod:`.ddl` write the SQL
+  (plain Python: DDL prints without the client library);
+* :mod:`.transact` runs transactions and maps their errors, :mod:`.transaction`
+  is the contract's ``tx`` (queue mutations, records with read-your-writes,
+  application SQL);
+* :mod:`.receiving` streams ``RECEIVE``, :mod:`.leases` renews;
+* :mod:`.records` and :mod:`.inspection` read outside transactions;
+* :mod:`.connect` builds the client; this module ties them together.
+
+The client's built-in metrics are disabled so they cannot take over the
+application's OpenTelemetry meter provider; ``close`` never blocks for long.
+
+DDL is applied by ``agentq init`` (or ``ddl=auto`` in the URL), not on every
+start: schema changes on Spanner take long-running operations.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from agentq.backends.base import (
+    QueueStats,
+    RedeliveryPolicy,
+    Renewal,
+    StoredRecord,
+    Transaction,
+    check_stream_args,
+)
+from agentq.backends.notify import Notifier, Wake
+from agentq.backends.spanner import records
+from agentq.backends.spanner.api_errors import API_ERRORS, api_error
+from agentq.backends.spanner.catalog import record_specs, stored_specs
+from agentq.backends.spanner.ddl import ddl
+from agentq.backends.spanner.dialect import Dialect
+from agentq.backends.spanner.inspection import queue_stats
+from agentq.backends.spanner.leases import renew_leases
+from agentq.backends.spanner.receiving import ReceiveStream
+from agentq.backends.spanner.sizing import sizing_warnings
+from agentq.backends.spanner.transact import transact
+from agentq.clock import Clock, SystemClock
+from agentq.errors import BackendUnavailable, ConfigError, QueueNotFound
+from agentq.spec import QueueSpec, check_new_queue_name, validate_identifier
+
+__all__ = ["SpannerBackend"]
+
+T = TypeVar("T")
+
+
+class SpannerBackend:
+    """Spanner-queue contract on Google Cloud Spanner."""
+
+    def __init__(
+        self,
+        database: Any,
+        *,
+        url: str,
+        postgres: bool,
+        clock: Clock | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        transaction_timeout: float = 60.0,
+        auto_ddl: bool = False,
+        unavailable_backoff: float = 0.5,
+        endpoint: str = "spanner.googleapis.com",
+        call_timeout: float = 30.0,
+        receive_duration: float = 1200.0,
+    ) -> None:
+        self.clock: Clock = clock or SystemClock()
+        # Spanner decides redelivery itself; the policy here only documents it.
+        self.redelivery = redelivery or RedeliveryPolicy()
+        self.ordered_keys = False  # keys growing with time would hotspot one split
+        self.single_writer = False
+        self.database = database
+        self.dialect = Dialect(postgres)
+        self.transaction_timeout = transaction_timeout
+        self.auto_ddl = auto_ddl
+        self.unavailable_backoff = unavailable_backoff
+        #: Where calls go, for error messages.
+        self.endpoint = endpoint
+        #: The deadline of one call (seconds).
+        self.call_timeout = call_timeout
+        #: How long one long-lived RECEIVE of a worker lasts (seconds).
+        self.receive_duration = receive_duration
+        self._url = url
+        self._specs: dict[str, QueueSpec] = {}
+        self._calls: set[Any] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        # Commits here wake this process's waiters at once; other processes'
+        # commits are only seen by re-reading, every commit_poll_interval seconds
+        # (Spanner has no change notification short of a change stream).
+        self._commits = Notifier()
+        self.commit_poll_interval: float | None = 0.5
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    # -- queues and DDL ------------------------------------------------------------
+
+    def create_queue(self, spec: QueueSpec) -> None:
+        """Register the queue; with ``ddl=auto`` also create it (``agentq init`` does
+        that for every queue in one schema change)."""
+        existing = self._specs.get(spec.name)
+        if existing is not None and existing != spec:
+            raise ConfigError(f"queue {spec.name!r} already exists with a different spec")
+        check_new_queue_name(spec.name, self._specs)
+        ddl([spec], postgres=self.dialect.postgres)  # validates what Spanner cannot express
+        self._specs[spec.name] = spec
+        if self.auto_ddl:
+            self.apply_ddl([spec])
+
+    def ddl(self) -> list[str]:
+        """DDL for every registered queue and the runtime's table."""
+        return ddl(
+            sorted(self._specs.values(), key=lambda s: s.name), postgres=self.dialect.postgres
+        )
+
+    def apply_ddl(self, specs: Sequence[QueueSpec] | None = None, timeout: float = 600) -> None:
+        """Apply the DDL with ``update_ddl`` and wait for the operation."""
+        statements = ddl(specs, postgres=self.dialect.postgres) if specs is not None else self.ddl()
+        try:
+            self.database.update_ddl(statements).result(timeout)
+        except concurrent.futures.TimeoutError as exc:
+            raise BackendUnavailable(
+                f"applying DDL at {self.endpoint}: the schema change did not finish within "
+                f"{timeout:g} s (it may still be running)"
+            ) from exc
+        except API_ERRORS as exc:
+            raise api_error(exc, "applying DDL", self.endpoint) from exc
+        record_specs(self, list(specs) if specs is not None else list(self._specs.values()))
+
+    def queue_spec(self, name: str) -> QueueSpec:
+        """The spec of a queue declared here or recorded in the database by ``init``."""
+        spec = self._specs.get(name)
+        if spec is None:
+            validate_identifier(name, "queue name")
+            spec = stored_specs(self).get(name)
+        if spec is None:
+            raise QueueNotFound(
+                f"queue {name!r} is neither declared here nor recorded in the database "
+                "(run `agentq init`)"
+            )
+        return spec
+
+    def queues(self) -> list[str]:
+        """Queues declared here and those ``agentq init`` recorded in the database."""
+        return sorted(set(self._specs) | set(stored_specs(self)))
+
+    # -- transactions ---------------------------------------------------------------
+
+    def _named_params(self, params: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
+        if isinstance(params, Mapping):
+            return dict(params)
+        if not params:
+            return {}
+        if self.dialect.postgres:
+            return {f"p{i}": v for i, v in enumerate(params, start=1)}
+        raise ConfigError("GoogleSQL takes named parameters: pass a dict for @name placeholders")
+
+    def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
+        # Every Spanner commit is durable; ``durable`` is accepted for the contract.
+        result = transact(self, fn)
+        self._commits.notify()
+        return result
+
+    def subscribe_commits(self, wake: Wake) -> None:
+        self._commits.subscribe(wake)
+
+    def unsubscribe_commits(self, wake: Wake) -> None:
+        self._commits.unsubscribe(wake)
+
+    # -- receiving ------------------------------------------------------------------
+
+    def stream(
+        self, queue: str, max_batch_size: int = 1, max_duration: float = 0.0
+    ) -> ReceiveStream:
+        """Batches of leased messages (see :mod:`.receiving`); the stream's
+        ``cancel()`` ends it from another thread."""
+        check_stream_args(max_batch_size, max_duration)
+        spec = self.queue_spec(queue)
+        return ReceiveStream(self, spec, max_batch_size, max_duration)
+
+    def track_call(self, call: Any) -> None:
+        """Remember an open RPC so :meth:`close` can cancel it."""
+        with self._lock:
+            self._calls.add(call)
+
+    def untrack_call(self, call: Any) -> None:
+        """Forget an RPC that ended."""
+        with self._lock:
+            self._calls.discard(call)
+
+    def sizing_warnings(self, queues: Sequence[str]) -> list[str]:
+        """Documented Spanner limits a worker serving ``queues`` would exceed
+        (see :mod:`.sizing`); the worker logs them when it starts."""
+        return sizing_warnings(queues, self.receive_duration)
+
+    def renew(self, queue: str, tokens: Sequence[str]) -> list[Renewal]:
+        self.queue_spec(queue)
+        return renew_leases(self, queue, tokens)
+
+    # -- inspection and records -----------------------------------------------------------
+
+    def stats(self, queue: str) -> QueueStats:
+        """Depth, ready and scheduled from the queue table (see :mod:`.inspection`)."""
+        return queue_stats(self, self.queue_spec(queue))
+
+    def get_record(self, table: str, key: str) -> dict[str, Any] | None:
+        return records.get_record(self, table, key)
+
+    def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
+        return records.read_records(self, table, keys)
+
+    def list_records(
+        self, table: str, prefix: str = "", limit: int | None = None, after: str = ""
+    ) -> list[tuple[str, dict[str, Any]]]:
+        return records.list_records(self, table, prefix, limit, after)
+
+    def close(self) -> None:
+        """Cancel open RECEIVE calls and close the client without blocking: the
+        library's ``Database.close`` can wait up to 10 minutes for a maintenance
+        thread, so it runs in a daemon thread with a short join."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            calls = list(self._calls)
+        for call in calls:
+            call.cancel()
+        closer = threading.Thread(
+            target=self.database.close, name="agentq-spanner-close", daemon=True
+        )
+        closer.start()
+        closer.join(2.0)
+
+    def __repr__(self) -> str:
+        return f"SpannerBackend({self._url!r})"

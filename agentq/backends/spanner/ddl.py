@@ -1,0 +1,75 @@
+"""``CREATE`` statements for the runtime's table and the queues.
+
+Plain Python (no google-cloud-spanner import): ``agentq init --print-ddl``
+prints them without the ``spanner`` extra and without credentials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentq.backends.spanner.dialect import RECORDS, Dialect
+from agentq.errors import ConfigError
+from agentq.spec import KeyType, PayloadType, QueueSpec
+
+__all__ = ["ddl"]
+
+_GSQL_TYPES = {KeyType.INT: "INT64", KeyType.STR: "STRING(MAX)", KeyType.BYTES: "BYTES(MAX)"}
+_PG_TYPES = {KeyType.INT: "bigint", KeyType.STR: "varchar", KeyType.BYTES: "bytea"}
+
+
+def ddl(specs: Sequence[QueueSpec], *, postgres: bool = False) -> list[str]:
+    """``CREATE`` statements for the runtime's table and the given queues."""
+    if postgres:
+        stmts = [
+            f"CREATE TABLE IF NOT EXISTS {RECORDS} (tbl varchar(128) NOT NULL, k varchar NOT NULL, "
+            "v varchar NOT NULL, PRIMARY KEY (tbl, k))"
+        ]
+    else:
+        stmts = [
+            f"CREATE TABLE IF NOT EXISTS {RECORDS} (tbl STRING(128) NOT NULL, k STRING(MAX) NOT NULL, "
+            "v STRING(MAX) NOT NULL) PRIMARY KEY (tbl, k)"
+        ]
+    stmts.extend(_queue_ddl(spec, postgres) for spec in specs)
+    return stmts
+
+
+def _ttl_days(spec: QueueSpec) -> int | None:
+    if spec.ttl is None:
+        return None
+    days = spec.ttl.total_seconds() / 86400
+    if days != int(days):
+        raise ConfigError(
+            f"queue {spec.name!r}: Spanner row deletion policies take whole days; "
+            f"ttl={spec.ttl} is not"
+        )
+    return int(days)
+
+
+def _queue_ddl(spec: QueueSpec, postgres: bool) -> str:
+    d = Dialect(postgres)
+    ttl_days = _ttl_days(spec)
+    keys = ", ".join(d.ident(c.name) for c in spec.key)
+    if postgres:
+        cols = [f"{d.ident(c.name)} {_PG_TYPES[c.type]} NOT NULL" for c in spec.key]
+        payload = "bytea" if spec.payload is PayloadType.BYTES else "jsonb"
+        stmt = (
+            f"CREATE QUEUE IF NOT EXISTS {d.ident(spec.name)} ({', '.join(cols)}, "
+            f"payload {payload} NOT NULL, PRIMARY KEY ({keys}))"
+        )
+        if spec.parent:
+            stmt += f" INTERLEAVE IN PARENT {d.ident(spec.parent)} ON DELETE CASCADE"
+        if ttl_days is not None:
+            stmt += f" TTL INTERVAL '{ttl_days} days' ON deliver_time"
+        return stmt
+    cols = [f"{c.name} {_GSQL_TYPES[c.type]} NOT NULL" for c in spec.key]
+    payload = "BYTES(MAX)" if spec.payload is PayloadType.BYTES else "JSON"
+    stmt = (
+        f"CREATE QUEUE IF NOT EXISTS {spec.name} ({', '.join(cols)}, "
+        f"Payload {payload} NOT NULL) PRIMARY KEY ({keys})"
+    )
+    if spec.parent:
+        stmt += f", INTERLEAVE IN PARENT {spec.parent} ON DELETE CASCADE"
+    if ttl_days is not None:
+        stmt += f", ROW DELETION POLICY (OLDER_THAN(DeliverTime, INTERVAL {ttl_days} DAY))"
+    return stmt

@@ -1,0 +1,99 @@
+"""SQL text that differs between GoogleSQL and PostgreSQL databases.
+
+Plain Python (no google-cloud-spanner import), so DDL can be printed without
+the ``spanner`` extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentq.spec import QueueSpec
+
+__all__ = ["RECORDS", "Dialect"]
+
+#: The one table holding the runtime's own state.
+RECORDS = "agentq_records"
+
+
+class Dialect:
+    """SQL text that differs between GoogleSQL and PostgreSQL databases."""
+
+    def __init__(self, postgres: bool) -> None:
+        self.postgres = postgres
+
+    def ident(self, name: str) -> str:
+        """A queue or column name as addressed in SQL."""
+        # PostgreSQL folds unquoted identifiers to lower case; queues and their
+        # TVFs are addressed in lower case there.
+        return name.lower() if self.postgres else name
+
+    def params(self, names: Sequence[str]) -> list[str]:
+        """Placeholders for ``names`` in this dialect (``@name`` or ``$n``)."""
+        return (
+            [f"${i}" for i in range(1, len(names) + 1)]
+            if self.postgres
+            else [f"@{n}" for n in names]
+        )
+
+    def param_dict(self, names: Sequence[str], values: Sequence[Any]) -> dict[str, Any]:
+        """The ``params`` mapping the client takes for :meth:`params` placeholders."""
+        keys = [f"p{i}" for i in range(1, len(names) + 1)] if self.postgres else list(names)
+        return dict(zip(keys, values, strict=True))
+
+    def param_keys(self, names: Sequence[str]) -> list[str]:
+        """The keys of :meth:`param_dict` for ``names``."""
+        return [f"p{i}" for i in range(1, len(names) + 1)] if self.postgres else list(names)
+
+    def receive_sql(self, spec: QueueSpec, max_batch_size: int, seconds: int) -> str:
+        """A ``RECEIVE`` of up to ``max_batch_size`` messages a batch for ``seconds``."""
+        keys = ", ".join(self.ident(c.name) for c in spec.key)
+        if self.postgres:
+            return (
+                f"SELECT {keys}, payload, deliver_time, spanner_lease_expiration_timestamp, "
+                "spanner_lease_token, spanner_last_batch_message "
+                f"FROM spanner.receive_{self.ident(spec.name)}({max_batch_size}, NULL, '{seconds}s')"
+            )
+        return (
+            f"SELECT {keys}, Payload, DeliverTime, SpannerLeaseExpirationTimestamp, "
+            "SpannerLeaseToken, SpannerLastBatchMessage "
+            f"FROM RECEIVE_{spec.name}(max_duration=>'{seconds}s', max_batch_size=>{max_batch_size})"
+        )
+
+    def renew_sql(self, queue: str) -> str:
+        """A ``RENEWLEASE`` of an array of lease tokens (the one parameter)."""
+        if self.postgres:
+            return (
+                "SELECT spanner_old_lease_token, spanner_new_lease_token, "
+                f"spanner_lease_expiration_timestamp FROM spanner.renewlease_{self.ident(queue)}($1)"
+            )
+        return (
+            "SELECT SpannerOldLeaseToken, SpannerNewLeaseToken, SpannerLeaseExpirationTimestamp "
+            f"FROM RENEWLEASE_{queue}(lease_tokens => @tokens)"
+        )
+
+    def record_select(self) -> str:
+        """Read one record by table and key."""
+        t, k = self.params(["tbl", "k"])
+        return f"SELECT v FROM {RECORDS} WHERE tbl = {t} AND k = {k}"
+
+    def record_multi_select(self) -> str:
+        """Read the records of many keys of one table (an array parameter)."""
+        if self.postgres:
+            return f"SELECT k, v FROM {RECORDS} WHERE tbl = $1 AND k = ANY($2)"
+        return f"SELECT k, v FROM {RECORDS} WHERE tbl = @tbl AND k IN UNNEST(@keys)"
+
+    def record_scan(self) -> str:
+        """Read a table's records from a key prefix on, in key order."""
+        t, k = self.params(["tbl", "prefix"])
+        return f"SELECT k, v FROM {RECORDS} WHERE tbl = {t} AND k >= {k} ORDER BY k"
+
+    def stats_sql(self, spec: QueueSpec) -> str:
+        """Depth, ready, scheduled and the oldest delivery time of a ready message."""
+        deliver = "deliver_time" if self.postgres else "DeliverTime"
+        now = "CURRENT_TIMESTAMP" if self.postgres else "CURRENT_TIMESTAMP()"
+        ready = f"COALESCE(SUM(CASE WHEN {deliver} <= {now} THEN 1 ELSE 0 END), 0)"
+        scheduled = f"COALESCE(SUM(CASE WHEN {deliver} > {now} THEN 1 ELSE 0 END), 0)"
+        oldest = f"MIN(CASE WHEN {deliver} <= {now} THEN {deliver} END)"
+        return f"SELECT COUNT(*), {ready}, {scheduled}, {oldest} FROM {self.ident(spec.name)}"

@@ -1,0 +1,148 @@
+"""One read-write transaction of the Spanner backend (the contract's ``tx``).
+
+Mutations are invisible to reads in the same Spanner transaction, so the
+transaction object keeps its own record writes and answers later reads from
+them (read-your-writes, as on SQLite).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from google.api_core import exceptions as gexc
+from google.cloud.spanner_v1.keyset import KeySet
+
+from agentq.backends.base import EncodedRecord, Transaction, record_text
+from agentq.backends.spanner.dialect import RECORDS
+from agentq.backends.spanner.wire import storable_key, unstorable_key, wire_key, wire_payload
+from agentq.errors import MessageNotFound
+from agentq.spec import validate_identifier
+
+if TYPE_CHECKING:
+    from agentq.backends.spanner.backend import SpannerBackend
+
+__all__ = ["SpannerTransaction"]
+
+_ASSERT = re.compile(r"\bASSERT_ROWS_MODIFIED\b", re.I)
+
+
+class SpannerTransaction(Transaction):
+    """The contract's transaction over a client ``Transaction``."""
+
+    def __init__(self, backend: SpannerBackend, txn: Any, now: datetime) -> None:
+        self._backend = backend
+        self._txn = txn
+        self._now = now
+        self._records: dict[tuple[str, str], dict[str, Any] | None] = {}
+        self.strict_acks = 0
+        #: Queues this transaction sent to (named in a DuplicateKey error).
+        self.sent_queues: list[str] = []
+        #: A failed ``ASSERT_ROWS_MODIFIED``: the transaction must not commit.
+        self.failed_assert: MessageNotFound | None = None
+
+    @property
+    def now(self) -> datetime:
+        return self._now
+
+    def send(
+        self,
+        queue: str,
+        key: Sequence[Any] | Any,
+        payload: Any,
+        deliver_time: datetime | None = None,
+    ) -> None:
+        spec = self._backend.queue_spec(queue)
+        parts = spec.check_key(key)
+        wire = wire_payload(spec, spec.encode_payload(payload))
+        when = None if deliver_time is None else max(deliver_time, self._now)
+        self._txn.send(queue, wire_key(spec, parts), payload=wire, deliver_time=when)
+        if queue not in self.sent_queues:
+            self.sent_queues.append(queue)
+
+    def ack(self, queue: str, key: Sequence[Any] | Any, must_exist: bool = True) -> bool:
+        spec = self._backend.queue_spec(queue)
+        parts = spec.check_key(key)
+        # An Ack mutation without ignore_not_found fails the commit with NOT_FOUND when
+        # the message is gone: nothing of this transaction is then committed. A blind
+        # ack cannot tell whether a message existed; it reports True.
+        self._txn.ack(queue, wire_key(spec, parts), ignore_not_found=not must_exist)
+        if must_exist:
+            self.strict_acks += 1
+        return True
+
+    def execute(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        named = self._backend._named_params(params)
+        try:
+            if re.match(r"^\s*(SELECT|WITH)\b", sql, re.I):
+                return [tuple(row) for row in self._txn.execute_sql(sql, params=named or None)]
+            count = self._txn.execute_update(sql, params=named or None)
+        except gexc.OutOfRange as exc:
+            if not _ASSERT.search(sql):
+                raise
+            # The documents' at-most-once ack: the message was already deleted.
+            self.failed_assert = MessageNotFound(
+                f"ASSERT_ROWS_MODIFIED failed (already acknowledged): {exc.message}"
+            )
+            raise self.failed_assert from exc
+        return [(count,)]
+
+    def get_record(self, table: str, key: str) -> dict[str, Any] | None:
+        if not storable_key(key):
+            return None  # no record can have this key
+        if (table, key) in self._records:
+            cached = self._records[(table, key)]
+            return None if cached is None else json.loads(json.dumps(cached))
+        d = self._backend.dialect
+        rows = list(
+            self._txn.execute_sql(
+                d.record_select(), params=d.param_dict(["tbl", "k"], [table, key])
+            )
+        )
+        return None if not rows else dict(json.loads(rows[0][0]))
+
+    def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
+        validate_identifier(table, "record table")
+        if not storable_key(key):
+            raise unstorable_key(table, key)
+        text = record_text(value)
+        self._txn.insert_or_update(RECORDS, columns=("tbl", "k", "v"), values=[(table, key, text)])
+        self._records[(table, key)] = json.loads(text)
+
+    def insert_record(self, table: str, key: str, value: Mapping[str, Any]) -> bool:
+        if self.get_record(table, key) is not None:
+            return False
+        self.put_record(table, key, value)
+        return True
+
+    def delete_record(self, table: str, key: str) -> bool:
+        existed = self.get_record(table, key) is not None
+        if existed:
+            self._txn.delete(RECORDS, KeySet(keys=[[table, key]]))
+            self._records[(table, key)] = None
+        return existed
+
+    def replace_records(
+        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord]]
+    ) -> list[str]:
+        d = self._backend.dialect
+        changed = []
+        for key, version, value in items:
+            if not storable_key(key) or (table, key) in self._records:
+                changed.append(key)  # written in this transaction: not the version read
+                continue
+            rows = list(
+                self._txn.execute_sql(
+                    d.record_select(), params=d.param_dict(["tbl", "k"], [table, key])
+                )
+            )
+            if not rows or rows[0][0] != version:
+                changed.append(key)
+                continue
+            self.put_record(table, key, value)
+        return changed

@@ -1,0 +1,390 @@
+"""A stand-in for Spanner queues between google-cloud-spanner and the emulator.
+
+**Delete this module when the Cloud Spanner emulator supports queues**
+(GoogleCloudPlatform/cloud-spanner-emulator#383: emulator 1.5.28 rejects
+``CREATE QUEUE``, does not know the Send/Ack mutations, RECEIVE or RENEWLEASE).
+
+It is a gRPC server that forwards every call to the emulator byte for byte,
+except what the emulator lacks, which it translates (from ``queues-using`` in
+the Spanner docs, ``/work/shared/seeds/001``):
+
+* ``CREATE QUEUE`` / ``DROP QUEUE`` (both dialects) become a backing table of
+  the same name with the system column ``DeliverTime`` (``deliver_time``) and
+  lease columns ``emu_lease_token``, ``emu_lease_expiry``, ``emu_visible_at``
+  and ``emu_deliveries``.
+* In ``Commit`` (and ``BeginTransaction``'s ``mutation_key``), Send becomes an
+  insert (a duplicate key fails with ALREADY_EXISTS from the emulator) and Ack
+  a delete; a strict ack (no ``ignore_not_found``) of a missing row fails the
+  commit with NOT_FOUND, after the transaction read the row.
+* ``RECEIVE_<q>`` (``spanner.receive_<q>``) becomes leasing transactions on
+  the backing table, streamed as batches with the documented columns, until
+  ``max_duration`` ends; ``RENEWLEASE_<q>`` (``spanner.renewlease_<q>``) a
+  renewing transaction with the documented return rules.
+* ABORTED from the emulator gets the RetryInfo trailer Spanner sends.
+
+Only the documented statement shapes are translated: anything else goes to
+the emulator, which rejects a wrong function name, column or argument.
+
+Time (delivery, leases, backoff) runs on one :class:`~agentq.clock.Clock` per
+database, Spanner's own clock unless a test registers a ``FakeClock``. Where
+Spanner's behaviour is unpublished the stand-in chooses: redelivery waits
+agentq's :class:`~agentq.backends.RedeliveryPolicy` after an expiry, the PG
+RECEIVE's second argument is ignored, tokens live in this process's memory.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import grpc
+from google.cloud import spanner_v1
+from google.cloud.spanner_v1 import param_types
+from google.cloud.spanner_v1.keyset import KeySet
+from google.cloud.spanner_v1.types import type as type_pb
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.struct_pb2 import ListValue, Value
+from google.rpc.error_details_pb2 import RetryInfo
+
+from agentq.backends import LEASE_SECONDS, RedeliveryPolicy
+from agentq.clock import Clock, SystemClock
+
+from .emulator import database_path
+from .queue_sql import QueueDef, Rejected, queue_statement, translate_ddl, ts
+
+_SPANNER = "/google.spanner.v1.Spanner/"
+_STREAMING = {_SPANNER + m for m in ("ExecuteStreamingSql", "StreamingRead", "BatchWrite")}
+_DDL = "/google.spanner.admin.database.v1.DatabaseAdmin/UpdateDatabaseDdl"
+_PB = {name: getattr(spanner_v1, name).pb() for name in (
+    "CommitRequest", "CommitResponse", "BeginTransactionRequest", "Transaction", "ReadRequest",
+    "ResultSet", "RollbackRequest", "ExecuteSqlRequest", "PartialResultSet")}  # fmt: skip
+_Mutation = spanner_v1.Mutation.pb()
+_Code = type_pb.TypeCode
+_LEASE = timedelta(seconds=LEASE_SECONDS)
+_TOKEN = "emu-lease-"
+_POLL = 0.005  # real seconds between checks of a waiting RECEIVE
+
+
+@dataclass
+class _Lease:
+    database: str
+    queue: str
+    key: list[Any]
+    expiry: datetime
+
+
+class Interposer:
+    """The gRPC server; ``endpoint`` is what the client connects to."""
+
+    def __init__(self, emulator_endpoint: str, client: Any) -> None:
+        self._channel = grpc.insecure_channel(emulator_endpoint)
+        self._client = client  # talks to the emulator directly, for leasing transactions
+        self._queues: dict[str, dict[str, QueueDef]] = {}
+        self._clocks: dict[str, Clock] = {}
+        self._leases: dict[str, _Lease] = {}
+        self._wake: dict[str, threading.Event] = {}
+        self._databases: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.redelivery = RedeliveryPolicy()
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
+        self._server.add_generic_rpc_handlers([_Handler(self)])
+        self.endpoint = f"127.0.0.1:{self._server.add_insecure_port('127.0.0.1:0')}"
+        self._server.start()
+
+    def stop(self) -> None:
+        self._server.stop(grace=None)
+        self._channel.close()
+
+    def use_clock(self, database_id: str, clock: Clock) -> None:
+        """Run the queues of this database on ``clock`` (as if it were Spanner's)."""
+        self._clocks[database_path(database_id)] = clock
+
+    def _clock(self, db: str) -> Clock:
+        return self._clocks.get(db) or SystemClock()
+
+    def _queue(self, db: str, name: str, kind: str = "Queue") -> QueueDef:
+        queue = self._queues.get(db, {}).get(name.lower())
+        if queue is None:
+            raise Rejected(grpc.StatusCode.NOT_FOUND, f"{kind} not found: {name}")
+        return queue
+
+    # -- forwarding ---------------------------------------------------------------
+
+    def call(self, method: str, request: bytes, context: Any) -> bytes:
+        try:
+            return self._channel.unary_unary(method)(  # type: ignore[no-any-return]
+                request, metadata=_metadata(context), timeout=context.time_remaining()
+            )
+        except grpc.RpcError as exc:
+            _relay(exc, context)
+            raise  # unreachable: _relay aborts
+
+    def pb_call(self, name: str, request: Any, response: str, context: Any) -> Any:
+        raw = self.call(_SPANNER + name, request.SerializeToString(), context)
+        return _PB[response].FromString(raw)
+
+    def stream(self, method: str, request: bytes, context: Any) -> Any:
+        call = self._channel.unary_stream(method)(
+            request, metadata=_metadata(context), timeout=context.time_remaining()
+        )
+        context.add_callback(call.cancel)
+        try:
+            yield from call
+        except grpc.RpcError as exc:
+            if context.is_active():
+                _relay(exc, context)
+
+    # -- DDL and mutations ------------------------------------------------------------
+
+    def update_ddl(self, request: bytes, context: Any) -> bytes:
+        from google.cloud.spanner_admin_database_v1.types import UpdateDatabaseDdlRequest
+
+        pb = UpdateDatabaseDdlRequest.pb().FromString(request)
+        translated = [translate_ddl(s) for s in pb.statements]
+        if all(q is None and s == o for (s, q), o in zip(translated, pb.statements, strict=True)):
+            return self.call(_DDL, request, context)
+        del pb.statements[:]
+        pb.statements.extend(s for s, _ in translated)
+        response = self.call(_DDL, pb.SerializeToString(), context)
+        with self._lock:
+            for queue in (q for _, q in translated if q is not None):
+                self._queues.setdefault(pb.database, {}).setdefault(queue.name.lower(), queue)
+        return response
+
+    def _mutation(self, db: str, m: Any, now: datetime) -> tuple[Any, tuple[QueueDef, Any] | None]:
+        kind = m.WhichOneof("operation")
+        if kind == "send":
+            q = self._queue(db, m.send.queue)
+            when = parsets(ts(m.send.deliver_time.ToDatetime(UTC))) if m.send.HasField(
+                "deliver_time") else now  # fmt: skip
+            row = ListValue(values=[*m.send.key.values, m.send.payload,
+                                    Value(string_value=ts(max(when, now)))])  # fmt: skip
+            cols = [*q.keys, q.payload, q.deliver]
+            return _Mutation(insert={"table": q.name, "columns": cols, "values": [row]}), None
+        if kind == "ack":
+            q = self._queue(db, m.ack.queue)
+            delete = _Mutation(delete={"table": q.name, "key_set": {"keys": [m.ack.key]}})
+            return delete, None if m.ack.ignore_not_found else (q, m.ack.key)
+        return m, None
+
+    def begin_transaction(self, request: bytes, context: Any) -> bytes:
+        pb = _PB["BeginTransactionRequest"].FromString(request)
+        if pb.HasField("mutation_key") and pb.mutation_key.WhichOneof("operation") in ("send", "ack"):
+            db = pb.session.split("/sessions/")[0]
+            pb.mutation_key.CopyFrom(self._mutation(db, pb.mutation_key, self._clock(db).now())[0])
+            request = pb.SerializeToString()
+        return self.call(_SPANNER + "BeginTransaction", request, context)
+
+    def commit(self, request: bytes, context: Any) -> bytes:
+        pb = _PB["CommitRequest"].FromString(request)
+        if not any(m.WhichOneof("operation") in ("send", "ack") for m in pb.mutations):
+            return self.call(_SPANNER + "Commit", request, context)
+        db = pb.session.split("/sessions/")[0]
+        now = self._clock(db).now()
+        strict, sent, out = [], set(), []
+        for m in pb.mutations:
+            new, check = self._mutation(db, m, now)
+            if m.WhichOneof("operation") == "send":
+                sent.add((m.send.queue.lower(), m.send.key.SerializeToString()))
+            if check and (check[0].name.lower(), check[1].SerializeToString()) not in sent:
+                strict.append(check)
+            out.append(new)
+        del pb.mutations[:]
+        pb.mutations.extend(out)
+        if strict:
+            if pb.WhichOneof("transaction") == "single_use_transaction":
+                begin = _PB["BeginTransactionRequest"](session=pb.session,
+                                                       options=pb.single_use_transaction)  # fmt: skip
+                pb.transaction_id = self.pb_call("BeginTransaction", begin, "Transaction", context).id
+            for q, key in strict:
+                read = _PB["ReadRequest"](session=pb.session, table=q.name, columns=[q.keys[0]])
+                read.transaction.id = pb.transaction_id
+                read.key_set.keys.add().CopyFrom(key)
+                if not self.pb_call("Read", read, "ResultSet", context).rows:
+                    rollback = _PB["RollbackRequest"](session=pb.session, transaction_id=pb.transaction_id)
+                    self.call(_SPANNER + "Rollback", rollback.SerializeToString(), context)
+                    raise Rejected(grpc.StatusCode.NOT_FOUND, f"Message not found in queue {q.name}")
+        response = self.call(_SPANNER + "Commit", pb.SerializeToString(), context)
+        with self._lock:
+            wake = self._wake.pop(db, None)
+        if wake is not None:
+            wake.set()
+        return response
+
+    # -- RECEIVE and RENEWLEASE ------------------------------------------------------------
+
+    def database(self, db: str, postgres: bool) -> Any:
+        """The interposer's own handle on a database of the emulator (cached)."""
+        from google.cloud.spanner_admin_database_v1 import DatabaseDialect
+
+        with self._lock:
+            if db not in self._databases:
+                parts = db.split("/")
+                dialect = (
+                    DatabaseDialect.POSTGRESQL if postgres else DatabaseDialect.GOOGLE_STANDARD_SQL
+                )
+                self._databases[db] = self._client.instance(parts[3]).database(
+                    parts[5], database_dialect=dialect
+                )
+            return self._databases[db]
+
+    def forget(self, database_id: str) -> None:
+        """Drop what the interposer knows of a database that is gone."""
+        db = database_path(database_id)
+        with self._lock:
+            self._queues.pop(db, None)
+            self._clocks.pop(db, None)
+            self._wake.pop(db, None)
+            self._leases = {t: v for t, v in self._leases.items() if v.database != db}
+            database = self._databases.pop(db, None)
+        if database is not None:
+            threading.Thread(target=database.close, daemon=True).start()
+
+    def _params(self, q: QueueDef, names: list[str], values: list[Any], types: list[Any]) -> Any:
+        keys = [f"p{i}" for i in range(1, len(names) + 1)] if q.postgres else names
+        marks = [f"${i}" for i in range(1, len(names) + 1)] if q.postgres else [f"@{n}" for n in names]
+        return marks, dict(zip(keys, values, strict=True)), dict(zip(keys, types, strict=True))
+
+    def lease(self, db: str, q: QueueDef, batch: int) -> list[tuple[list[Any], str, datetime]]:
+        """Lease up to ``batch`` ready messages, oldest delivery time first."""
+        now = self._clock(db).now()
+        (mark,), params, types = self._params(q, ["now"], [now], [param_types.TIMESTAMP])
+        payload = q.payload if q.payload_code != _Code.JSON else q.col(
+            f"TO_JSON_STRING({q.payload})", f"CAST({q.payload} AS varchar)")  # fmt: skip
+        sql = (f"SELECT {', '.join(q.keys)}, {payload}, {q.deliver}, emu_deliveries FROM {q.name} "
+               f"WHERE {q.deliver} <= {mark} AND (emu_visible_at IS NULL OR emu_visible_at <= {mark}) "
+               f"ORDER BY {q.deliver} LIMIT {int(batch)}")  # fmt: skip
+        database = self.database(db, q.postgres)
+        with database.snapshot() as snap:  # a read first: no write lock when nothing is ready
+            if not list(snap.execute_sql(sql, params=params, param_types=types)):
+                return []
+
+        def take(txn: Any) -> list[tuple[list[Any], str, datetime]]:
+            out = []
+            for row in txn.execute_sql(sql, params=params, param_types=types):
+                n, deliver, expiry = (row[-1] or 0) + 1, row[-2], now + _LEASE
+                visible = expiry + timedelta(
+                    seconds=self.redelivery.delay(n, (expiry - deliver).total_seconds()))
+                token = _TOKEN + secrets.token_hex(12)
+                txn.update(q.name, [*q.keys, "emu_lease_token", "emu_lease_expiry",
+                                    "emu_visible_at", "emu_deliveries"],
+                           [[*row[: len(q.keys)], token, expiry, visible, n]])  # fmt: skip
+                out.append((list(row[:-1]), token, expiry))
+            return out
+
+        leased: list[tuple[list[Any], str, datetime]] = database.run_in_transaction(
+            take, default_retry_delay=0.01)  # fmt: skip
+        with self._lock:
+            for row, token, expiry in leased:
+                self._leases[token] = _Lease(db, q.name, row[: len(q.keys)], expiry)
+        return leased
+
+    def next_change(self, db: str, q: QueueDef) -> datetime | None:
+        """When a message not ready now becomes ready (delivery time or lease end)."""
+        now = self._clock(db).now()
+        (mark,), params, types = self._params(q, ["now"], [now], [param_types.TIMESTAMP])
+        sql = (f"SELECT (SELECT MIN({q.deliver}) FROM {q.name} WHERE {q.deliver} > {mark}), "
+               f"(SELECT MIN(emu_visible_at) FROM {q.name} WHERE emu_visible_at > {mark})")  # fmt: skip
+        with self.database(db, q.postgres).snapshot() as snap:
+            times = [t for t in next(iter(snap.execute_sql(sql, params, types))) if t is not None]
+        return min(times) if times else None
+
+    def wait(self, db: str, q: QueueDef, until_mono: float, context: Any) -> None:
+        clock = self._clock(db)
+        with self._lock:
+            wake = self._wake.setdefault(db, threading.Event())
+        change = self.next_change(db, q)
+        if change is not None:
+            until_mono = min(until_mono, clock.monotonic() + (change - clock.now()).total_seconds())
+        # Polls in real time, so a FakeClock's sleeper count stays the application's.
+        while not wake.is_set() and clock.monotonic() < until_mono and context.is_active():
+            wake.wait(_POLL)
+
+    def renew(self, db: str, q: QueueDef, tokens: list[str]) -> list[tuple[str, str | None, datetime]]:
+        now = self._clock(db).now()
+        with self._lock:
+            leases = [(t, self._leases.get(t)) for t in tokens]
+        live = [(t, lease) for t, lease in leases
+                if lease and lease.database == db and lease.queue == q.name and lease.expiry > now]
+
+        def renew_all(txn: Any) -> list[tuple[str, str | None, datetime, _Lease]]:
+            out: list[tuple[str, str | None, datetime, _Lease]] = []
+            for token, lease in live:
+                rows = list(txn.read(q.name, ["emu_lease_token", q.deliver, "emu_deliveries"],
+                                     KeySet(keys=[lease.key])))  # fmt: skip
+                if not rows or rows[0][0] != token:  # acked (or acked and sent again)
+                    out.append((token, None, lease.expiry, lease))
+                    continue
+                new, expiry = _TOKEN + secrets.token_hex(12), now + _LEASE
+                visible = expiry + timedelta(seconds=self.redelivery.delay(
+                    rows[0][2] or 1, (expiry - rows[0][1]).total_seconds()))  # fmt: skip
+                txn.update(q.name, [*q.keys, "emu_lease_token", "emu_lease_expiry", "emu_visible_at"],
+                           [[*lease.key, new, expiry, visible]])  # fmt: skip
+                out.append((token, new, expiry, _Lease(db, q.name, lease.key, expiry)))
+            return out
+
+        renewed = self.database(db, q.postgres).run_in_transaction(renew_all, default_retry_delay=0.01)
+        with self._lock:
+            for _, new, _, lease in renewed:
+                if new is not None:
+                    self._leases[new] = lease
+        return [(old, new, expiry) for old, new, expiry, _ in renewed]
+
+
+def _metadata(context: Any) -> list[tuple[str, Any]]:
+    return [(k, v) for k, v in context.invocation_metadata()
+            if not k.startswith((":", "grpc-")) and k not in ("user-agent", "te", "content-type")]  # fmt: skip
+
+
+def _relay(exc: Any, context: Any) -> None:
+    trailers = list(exc.trailing_metadata() or ())
+    if exc.code() is grpc.StatusCode.ABORTED and not any(k == "google.rpc.retryinfo-bin" for k, _ in trailers):
+        retry = RetryInfo(retry_delay=Duration(nanos=10_000_000))
+        trailers.append(("google.rpc.retryinfo-bin", retry.SerializeToString()))
+    context.set_trailing_metadata(trailers)
+    context.abort(exc.code(), exc.details())
+
+
+class _Handler(grpc.GenericRpcHandler):
+    def __init__(self, interposer: Interposer) -> None:
+        self._i = interposer
+
+    def service(self, details: Any) -> Any:
+        method: str = details.method
+        if method in _STREAMING:
+            return grpc.unary_stream_rpc_method_handler(lambda r, c: self._stream(method, r, c))
+        return grpc.unary_unary_rpc_method_handler(lambda r, c: self._unary(method, r, c))
+
+    def _unary(self, method: str, request: bytes, context: Any) -> bytes:
+        try:
+            if method == _DDL:
+                return self._i.update_ddl(request, context)
+            if method == _SPANNER + "Commit":
+                return self._i.commit(request, context)
+            if method == _SPANNER + "BeginTransaction":
+                return self._i.begin_transaction(request, context)
+            return self._i.call(method, request, context)
+        except Rejected as exc:
+            context.abort(exc.code, str(exc))
+            raise
+
+    def _stream(self, method: str, request: bytes, context: Any) -> Any:
+        statement = None
+        if method == _SPANNER + "ExecuteStreamingSql":
+            pb = _PB["ExecuteSqlRequest"].FromString(request)
+            try:
+                statement = queue_statement(self._i, pb)
+            except Rejected as exc:
+                context.abort(exc.code, str(exc))
+        if statement is None:
+            yield from self._i.stream(method, request, context)
+            return
+        try:
+            for part in statement.run(self._i, context):
+                yield part.SerializeToString()
+        except Rejected as exc:
+            context.abort(exc.code, str(exc))

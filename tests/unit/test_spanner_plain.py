@@ -1,0 +1,82 @@
+"""What the Spanner backend offers without the client library, and its floor.
+
+DDL generation and URL parsing are plain Python: ``agentq init --print-ddl`` for a
+``spanner://`` URL needs neither the ``spanner`` extra nor credentials.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _spanner_floor() -> tuple[int, ...]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (req,) = [r for r in project["optional-dependencies"]["spanner"] if "spanner" in r]
+    match = re.search(r">=\s*([\d.]+)", req)
+    assert match, req
+    return tuple(int(p) for p in match.group(1).split("."))
+
+
+def test_the_declared_floor_has_the_queue_mutations() -> None:
+    """``Transaction.send`` / ``ack`` first exist in google-cloud-spanner 3.71.0.
+
+    Documented check (issue 10): ``pip download --no-deps google-cloud-spanner==3.70.0``
+    and ``grep -n 'def send\\|def ack' google/cloud/spanner_v1/batch.py`` in the wheel
+    finds nothing; in 3.71.0 both are in ``_BatchBase`` (batch.py:148/172).
+    """
+    assert _spanner_floor() >= (3, 71)
+
+
+def test_installed_client_has_the_queue_mutations() -> None:
+    pytest.importorskip("google.cloud.spanner")
+    from google.cloud.spanner_v1.transaction import Transaction
+
+    assert callable(getattr(Transaction, "send", None))
+    assert callable(getattr(Transaction, "ack", None))
+
+
+def test_sizing_warnings_name_the_documented_limits() -> None:
+    from agentq.backends.spanner.sizing import sizing_warnings
+
+    assert sizing_warnings(["payments", "escalations"], 1200.0, processes=300) == []
+    many = sizing_warnings([f"q{i}" for i in range(101)], 1200.0)
+    assert len(many) == 1 and "at most 100" in many[0]
+    short = sizing_warnings(["payments"], 1.0)
+    assert len(short) == 1 and "about 20 minutes" in short[0]
+    fleet = sizing_warnings(["payments", "escalations"], 1200.0, processes=2500)
+    assert any("1000 active receives per queue" in w for w in fleet)
+    assert any("5000 concurrent receives" in w and "2000 per project" in w for w in fleet)
+
+
+def test_sizing_reads_the_fleet_size_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentq.backends.spanner.sizing import sizing_warnings
+
+    monkeypatch.setenv("AGENTQ_WORKER_PROCESSES", "1200")
+    assert any("1200 worker processes" in w for w in sizing_warnings(["q"], 1200.0))
+    monkeypatch.setenv("AGENTQ_WORKER_PROCESSES", "many")
+    assert sizing_warnings(["q"], 1200.0) == []
+
+
+def test_print_ddl_function_needs_no_client_library() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "for m in ('google.cloud.spanner', 'google.cloud.spanner_v1', 'google.api_core', 'grpc'):\n"
+        "    sys.modules[m] = None\n"
+        "from agentq.schema import spanner_ddl\n"
+        "url = 'spanner://projects/p/instances/i/databases/d'\n"
+        f"print(spanner_ddl(url, {str(ROOT / 'tools')!r})[1])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("CREATE QUEUE IF NOT EXISTS escalations")
