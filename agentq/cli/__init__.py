@@ -1,12 +1,13 @@
 """The ``agentq`` command line.
 
-``agentq demo`` runs the refund bot end to end; ``agentq worker`` serves
-tasks; ``agentq inspect`` shows queue health; ``agentq dlq list|replay|delete`` manages
-dead letters; ``agentq tasks`` lists the ledger; ``agentq bench`` measures.
+``agentq worker`` serves tasks; ``enqueue``, ``task``, ``tasks`` and
+``cancel`` work on tasks; ``approvals``, ``approve`` and ``reject`` on
+approvals; ``inspect`` and ``workers`` show health; ``dlq list|replay|delete``
+manages dead letters; ``demo`` runs the refund bot; ``bench`` measures.
 
-Every error agentq raises is printed as ``agentq: error: ...`` (exit status 2,
-no traceback), and everything printed, errors included, has URL credentials
-redacted (:mod:`agentq.redact`).
+Every error agentq raises is printed as ``agentq: error: ...`` (no traceback
+unless ``--debug``; exit statuses in :mod:`agentq.cli.exits`), and everything
+printed, errors included, has URL credentials redacted (:mod:`agentq.redact`).
 
 Layout: :mod:`agentq.cli.main` builds the parser and runs a command;
 :mod:`agentq.cli.common` holds what commands share (argument types, the

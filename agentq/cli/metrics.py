@@ -4,9 +4,10 @@
 exporter (agentq's own instruments, :mod:`agentq.telemetry`, plus the worker's
 in-flight count and finished attempts); ``GET /healthz`` answers ``ok`` while
 the worker serves. It listens on loopback unless ``--metrics-host`` says
-otherwise; with ``$AGENTQ_METRICS_TOKEN`` set, both paths require
-``Authorization: Bearer <token>``, and a non-loopback address without a token
-is refused. Needs the ``metrics`` extra (``pip install 'agentq[metrics]'``).
+otherwise. Both paths require ``Authorization: Bearer <token>`` with the token
+from ``$AGENTQ_METRICS_TOKEN``; ``--metrics-insecure-local`` drops that, on a
+loopback address only. Needs the ``metrics`` extra (``pip install
+'agentq[metrics]'``).
 """
 
 from __future__ import annotations
@@ -38,13 +39,28 @@ def _loopback(host: str) -> bool:
 class MetricsServer:
     """Serves ``/metrics`` and ``/healthz`` for one worker in a daemon thread."""
 
-    def __init__(self, host: str, port: int, worker: Any, healthy: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        worker: Any,
+        healthy: Callable[[], bool],
+        *,
+        insecure_local: bool = False,
+    ) -> None:
         token = os.environ.get(TOKEN_ENV) or None
-        if not _loopback(host) and token is None:
+        if insecure_local and not _loopback(host):
             raise ConfigError(
-                f"--metrics-host {host} is not a loopback address: set ${TOKEN_ENV} so "
-                "scrapers must authenticate"
+                f"--metrics-insecure-local is for loopback addresses only, not {host}: "
+                f"set ${TOKEN_ENV} instead"
             )
+        if token is None and not insecure_local:
+            raise ConfigError(
+                f"--metrics-port needs a token in ${TOKEN_ENV} (scrapers send "
+                "Authorization: Bearer <token>), or --metrics-insecure-local on loopback"
+            )
+        if insecure_local:
+            token = None
         try:
             from opentelemetry import metrics
             from opentelemetry.exporter.prometheus import PrometheusMetricReader

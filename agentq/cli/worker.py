@@ -66,8 +66,10 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         if args.metrics_port is not None:
             from agentq.cli.metrics import MetricsServer
 
-            metrics = MetricsServer(args.metrics_host, args.metrics_port, worker,
-                                    healthy=lambda: not stop.is_set()).start()  # fmt: skip
+            metrics = MetricsServer(
+                args.metrics_host, args.metrics_port, worker,
+                healthy=lambda: not stop.is_set(), insecure_local=args.metrics_insecure_local,
+            ).start()  # fmt: skip
             log.info("metrics on %s/metrics, health on %s/healthz", metrics.url, metrics.url)
         print(f"agentq worker on {redact_text(str(args.db))}: queues {', '.join(worker.queues)}",
               flush=True)  # fmt: skip
@@ -162,7 +164,12 @@ def register(sub: Any) -> None:
     worker.add_argument(
         "--metrics-host",
         default="127.0.0.1",
-        help="address for --metrics-port (default 127.0.0.1; others need $AGENTQ_METRICS_TOKEN)",
+        help="address for --metrics-port (default 127.0.0.1)",
+    )
+    worker.add_argument(
+        "--metrics-insecure-local",
+        action="store_true",
+        help="serve metrics without a token ($AGENTQ_METRICS_TOKEN); loopback only",
     )
     worker.set_defaults(func=_cmd_worker)
 

@@ -225,9 +225,9 @@ class SpannerBackend:
         return records.read_records(self, table, keys)
 
     def list_records(
-        self, table: str, prefix: str = "", limit: int | None = None
+        self, table: str, prefix: str = "", limit: int | None = None, after: str = ""
     ) -> list[tuple[str, dict[str, Any]]]:
-        return records.list_records(self, table, prefix, limit)
+        return records.list_records(self, table, prefix, limit, after)
 
     def close(self) -> None:
         """Cancel open RECEIVE calls and close the client without blocking: the

@@ -65,11 +65,17 @@ def read_records(
 
 
 def list_records(
-    backend: SpannerBackend, table: str, prefix: str = "", limit: int | None = None
+    backend: SpannerBackend,
+    table: str,
+    prefix: str = "",
+    limit: int | None = None,
+    after: str = "",
 ) -> list[tuple[str, dict[str, Any]]]:
-    """Records of a table whose key starts with ``prefix``, in key order."""
-    if not storable_key(prefix):
+    """Records of a table whose key starts with ``prefix``, in key order; with
+    ``after``, only keys above it (the next page)."""
+    if not storable_key(prefix) or not storable_key(after):
         return []
+    start = max(prefix, after)  # the scan's lower bound; ``after`` itself is left out
     d = backend.dialect
     with (
         mapped_errors(f"listing records of {table}", backend.endpoint),
@@ -77,8 +83,12 @@ def list_records(
     ):
         rows = list(
             snap.execute_sql(
-                d.record_scan(), params=d.param_dict(["tbl", "prefix"], [table, prefix])
+                d.record_scan(), params=d.param_dict(["tbl", "prefix"], [table, start])
             )
         )
-    out = [(str(k), dict(json.loads(v))) for k, v in rows if str(k).startswith(prefix)]
+    out = [
+        (str(k), dict(json.loads(v)))
+        for k, v in rows
+        if str(k).startswith(prefix) and str(k) > after
+    ]
     return out if limit is None else out[:limit]
