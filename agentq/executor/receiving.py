@@ -180,6 +180,8 @@ class Receiving(WorkerState):
         while max_rounds is None or rounds < max_rounds:
             rounds += 1
             got = 0
+            with self._lock:
+                commits_before = self._commits_finished
             for name in self.queues:
                 n = self._room(block=False)
                 if not n:
@@ -192,9 +194,13 @@ class Receiving(WorkerState):
             if got:
                 continue
             with self._lock:
-                if not self._inflight and not self._pending_commits:
+                # A commit that finished during the round may have sent a task to
+                # a queue this round had already received from: look once more.
+                settled = self._commits_finished == commits_before
+                if settled and not self._inflight and not self._pending_commits:
                     return handled
-                self._lock.wait(0.05)
+                if settled:
+                    self._lock.wait(0.05)
         return handled
 
     def _dispatch(self, batch: list[Message], received: float | None = None) -> None:
