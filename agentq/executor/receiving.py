@@ -9,8 +9,10 @@ run goes to the handler threads.
 
 On a backend with long-lived receives (``receive_duration``: Spanner, whose
 documents advise one RECEIVE of about 20 minutes per worker per queue, in a
-loop) the receiver keeps one stream open instead: it reads the next batch only
-when a whole batch fits (``batch_size`` free slots), re-issues the stream at once
+loop) the receiver keeps one stream open instead: it reads the next batch as
+soon as a slot is free (a batch may take the worker up to ``batch_size - 1``
+tasks past its capacity; those wait for a handler with their leases renewed),
+re-issues the stream at once
 when it ends, and with backoff after an error. If the worker stays full for
 ``full_wait`` seconds (default 5, half a lease) with the stream open, the stream
 is cancelled (counted as ``receive_cancelled_full``): rows the server already
@@ -97,9 +99,13 @@ class Receiving(WorkerState):
     def _long_receive_loop(self, queue: str, stop: threading.Event, duration: float) -> None:
         """One long-lived stream at a time (see the module docstring)."""
         failures = 0
-        whole_batch = min(self.batch_size, self.capacity)
+        # Read on as soon as one slot is free: rows the server already sent are
+        # then leased tasks waiting for a handler (their leases renewed), not rows
+        # in the client's buffer whose leases run out unseen. A batch may so take
+        # the worker up to batch_size - 1 tasks past its capacity.
+        one = 1
         while not stop.is_set():
-            if not self._wait_room(whole_batch, stop, None):
+            if not self._wait_room(1, stop, None):
                 continue
             stream: Any = None
             try:
@@ -112,7 +118,7 @@ class Receiving(WorkerState):
                     self._dispatch_fresh(batch)
                     if stop.is_set():
                         break
-                    if not self._wait_room(whole_batch, stop, self.full_wait):
+                    if not self._wait_room(1, stop, self.full_wait):
                         if not stop.is_set():
                             self._count("receive_cancelled_full")
                         break
