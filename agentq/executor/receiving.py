@@ -103,7 +103,6 @@ class Receiving(WorkerState):
         # then leased tasks waiting for a handler (their leases renewed), not rows
         # in the client's buffer whose leases run out unseen. A batch may so take
         # the worker up to batch_size - 1 tasks past its capacity.
-        one = 1
         while not stop.is_set():
             if not self._wait_room(1, stop, None):
                 continue
