@@ -110,6 +110,14 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
+    if args.print_ddl and _resolve_db(args).lower().startswith("spanner:"):
+        from agentq.config import load_config
+        from agentq.demo import find_project_dir
+        from agentq.schema import spanner_ddl  # no credentials, no spanner extra
+
+        tools = find_project_dir("tools", args.tools or load_config(args.config).agentq.tools)
+        print(";\n".join(spanner_ddl(_resolve_db(args), tools)) + ";")
+        return 0
     rt = _runtime(args)
     try:
         backend = rt.backend

@@ -3,15 +3,23 @@
 Every ``monitor_interval`` the monitor renews the leases of tasks (running or
 waiting for a handler) that expire within ``renew_margin`` seconds, about 7.5 s
 into their 10 s, and hands handlers that overran their tool's timeout to
-:meth:`~agentq.executor.running.Running._give_up`. A lease that cannot be
-renewed is marked lost: the task's completion will then fail its strict ack
-if another delivery finished it meanwhile.
+:meth:`~agentq.executor.running.Running._give_up`.
+
+The schedule is read on this machine's monotonic clock from when the lease was
+granted (receipt, or the sending of the renewal that extended it): the server's
+expiry compared with a local wall clock 2 s behind would renew 2 s late. A
+renewal that fails (the database unreachable, a dropped connection) leaves the
+lease as it was and is tried again on the next tick; only an answer saying the
+token cannot be renewed marks the lease lost: the task's completion will then
+fail its strict ack if another delivery finished it meanwhile.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
+from agentq.backends import LEASE_SECONDS
 from agentq.executor.inflight import Inflight
 from agentq.executor.state import WorkerState
 
@@ -44,17 +52,29 @@ class LeaseMonitor(WorkerState):
                 self._give_up(inf)
                 continue
             renew = inf.definition is None or inf.definition.renew_leases
-            if (
-                renew
-                and not inf.lost
-                and (inf.lease_expiry - now).total_seconds() <= self.renew_margin
-            ):
+            if renew and not inf.lost and self._lease_left(inf, now, mono) <= self.renew_margin:
                 due.setdefault(inf.queue, []).append(inf)
         for queue, infs in due.items():
             self._renew(queue, infs)
 
+    @staticmethod
+    def _lease_left(inf: Inflight, now: datetime, mono: float) -> float:
+        """Seconds of the lease left, on the local monotonic clock when known."""
+        if inf.leased_at is not None:
+            return LEASE_SECONDS - (mono - inf.leased_at)
+        return (inf.lease_expiry - now).total_seconds()
+
     def _renew(self, queue: str, infs: list[Inflight]) -> None:
-        rows = {r.old_token: r for r in self.runtime.backend.renew(queue, [i.token for i in infs])}
+        sent_at = self.clock.monotonic()
+        try:
+            renewed = self.runtime.backend.renew(queue, [i.token for i in infs])
+        except Exception as exc:
+            # Outcome unknown: the leases are not known to be lost. Try again on
+            # the next tick with the same tokens.
+            self._count("renew_errors")
+            log.warning("renewing %d lease(s) on %s failed (%r); retrying", len(infs), queue, exc)
+            return
+        rows = {r.old_token: r for r in renewed}
         for inf in infs:
             row = rows.get(inf.token)
             if row is None or row.new_token is None:
@@ -63,4 +83,5 @@ class LeaseMonitor(WorkerState):
                 continue
             inf.token = row.new_token
             inf.lease_expiry = row.lease_expiry
+            inf.leased_at = sent_at  # the server extended it after this moment
             self._count("renewed")

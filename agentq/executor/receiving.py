@@ -7,6 +7,21 @@ instead runs rounds over every queue with no waiting. Either way a batch goes
 through admission (:class:`~agentq.executor.admission.Admission`) and what may
 run goes to the handler threads.
 
+On a backend with long-lived receives (``receive_duration``: Spanner, whose
+documents advise one RECEIVE of about 20 minutes per worker per queue, in a
+loop) the receiver keeps one stream open instead: it reads the next batch as
+soon as a slot is free (a batch may take the worker up to ``batch_size - 1``
+tasks past its capacity; those wait for a handler with their leases renewed),
+re-issues the stream at once
+when it ends, and with backoff after an error. If the worker stays full for
+``full_wait`` seconds (default 5, half a lease) with the stream open, the stream
+is cancelled (counted as ``receive_cancelled_full``): rows the server already
+sent on it are then redelivered after their leases expire, instead of waiting
+in the client's buffer while their leases run out unseen. A message whose lease
+had already expired when it arrived is skipped (``expired_on_receipt``), as the
+documents' Go sample does. On stop, open streams are cancelled so the worker
+does not wait for the end of a 20-minute RECEIVE.
+
 A database that refuses writes (:class:`~agentq.errors.DatabaseNotWritable`:
 read-only, full, no permission) stops the worker: ``run()`` and ``drain()``
 raise it instead of retrying a lease that cannot succeed. Any other receive
@@ -18,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from agentq.backends import Message
 from agentq.errors import DatabaseNotWritable
@@ -43,6 +59,10 @@ class Receiving(WorkerState):
                 close()
 
     def _receive_loop(self, queue: str, stop: threading.Event) -> None:
+        duration = getattr(self.runtime.backend, "receive_duration", None)
+        if isinstance(duration, int | float) and duration > 0:
+            self._long_receive_loop(queue, stop, float(duration))
+            return
         failures = 0
         while not stop.is_set():
             n = self._room(block=True, stop=stop)
@@ -69,12 +89,94 @@ class Receiving(WorkerState):
                 continue
             if batch:
                 try:
-                    self._dispatch(batch)
+                    self._dispatch(batch, received=self.clock.monotonic())
                 except DatabaseNotWritable as exc:
                     log.error("claiming from %s failed: %s; the worker stops", queue, exc)
                     self._fail(exc)
                     stop.set()
                     return
+
+    def _long_receive_loop(self, queue: str, stop: threading.Event, duration: float) -> None:
+        """One long-lived stream at a time (see the module docstring)."""
+        failures = 0
+        # Read on as soon as one slot is free: rows the server already sent are
+        # then leased tasks waiting for a handler (their leases renewed), not rows
+        # in the client's buffer whose leases run out unseen. A batch may so take
+        # the worker up to batch_size - 1 tasks past its capacity.
+        one = 1
+        while not stop.is_set():
+            if not self._wait_room(1, stop, None):
+                continue
+            stream: Any = None
+            try:
+                stream = self.runtime.backend.stream(
+                    queue, max_batch_size=self.batch_size, max_duration=duration
+                )
+                self._track_stream(stream)
+                for batch in stream:
+                    failures = 0
+                    self._dispatch_fresh(batch)
+                    if stop.is_set():
+                        break
+                    if not self._wait_room(1, stop, self.full_wait):
+                        if not stop.is_set():
+                            self._count("receive_cancelled_full")
+                        break
+            except DatabaseNotWritable as exc:
+                self._count("receive_errors")
+                log.error("receive from %s failed: %s; the worker stops", queue, exc)
+                self._fail(exc)
+                stop.set()
+                return
+            except Exception as exc:
+                failures += 1
+                self._count("receive_errors")
+                log.warning("receive from %s failed (%r); retrying", queue, exc)
+                self.clock.wait(stop, min(0.1 * 2**failures, 5.0))
+            finally:
+                if stream is not None:
+                    self._untrack_stream(stream)
+                    close = getattr(stream, "close", None)
+                    if close is not None:
+                        close()
+
+    def _dispatch_fresh(self, batch: list[Message]) -> None:
+        """Dispatch a batch minus the messages whose lease expired before arrival."""
+        received = self.clock.monotonic()
+        now = self.clock.now()
+        fresh = [m for m in batch if m.lease_expiry > now]
+        self._count("expired_on_receipt", len(batch) - len(fresh))
+        if fresh:
+            self._dispatch(fresh, received=received)
+
+    def _wait_room(self, n: int, stop: threading.Event, timeout: float | None) -> bool:
+        """Wait until ``n`` more tasks fit (False on stop or after ``timeout`` s)."""
+        deadline = None if timeout is None else self.clock.monotonic() + timeout
+        with self._lock:
+            while self.capacity - self._outstanding < n:
+                if stop.is_set():
+                    return False
+                if deadline is not None and self.clock.monotonic() >= deadline:
+                    return False
+                self._lock.wait(0.1)
+            return not stop.is_set()
+
+    def _track_stream(self, stream: Any) -> None:
+        with self._lock:
+            self._open_streams.add(stream)
+
+    def _untrack_stream(self, stream: Any) -> None:
+        with self._lock:
+            self._open_streams.discard(stream)
+
+    def _cancel_streams(self) -> None:
+        """Cancel every open long-lived stream (from the stopping thread)."""
+        with self._lock:
+            streams = list(self._open_streams)
+        for stream in streams:
+            cancel = getattr(stream, "cancel", None)
+            if cancel is not None:
+                cancel()
 
     def _drain_rounds(self, max_rounds: int | None) -> int:
         """Receive from every queue until nothing is ready, in flight or uncommitted
@@ -84,6 +186,8 @@ class Receiving(WorkerState):
         while max_rounds is None or rounds < max_rounds:
             rounds += 1
             got = 0
+            with self._lock:
+                commits_before = self._commits_finished
             for name in self.queues:
                 n = self._room(block=False)
                 if not n:
@@ -96,12 +200,16 @@ class Receiving(WorkerState):
             if got:
                 continue
             with self._lock:
-                if not self._inflight and not self._pending_commits:
+                # A commit that finished during the round may have sent a task to
+                # a queue this round had already received from: look once more.
+                settled = self._commits_finished == commits_before
+                if settled and not self._inflight and not self._pending_commits:
                     return handled
-                self._lock.wait(0.05)
+                if settled:
+                    self._lock.wait(0.05)
         return handled
 
-    def _dispatch(self, batch: list[Message]) -> None:
+    def _dispatch(self, batch: list[Message], received: float | None = None) -> None:
         with self._lock:
             self._outstanding += len(batch)
         try:
@@ -116,6 +224,7 @@ class Receiving(WorkerState):
         self._done(len(batch) - len(runnable))
         with self._lock:
             for inflight in runnable:
+                inflight.leased_at = received
                 self._inflight[inflight.task_id] = inflight
         for inflight in runnable:
             self._work.put(inflight)

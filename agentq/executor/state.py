@@ -14,7 +14,7 @@ import asyncio
 import queue as queue_mod
 import threading
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentq.clock import Clock
 from agentq.executor.inflight import Inflight, Outcome
@@ -36,6 +36,10 @@ class WorkerState:
     batch_size: int
     group_commit: int
     receive_timeout: float
+    # How long a long-lived receive stream may stay open while the worker is full.
+    full_wait: float
+    # Long-lived receive streams open now (cancelled on stop).
+    _open_streams: set[Any]
     renew_margin: float
     monitor_interval: float
     capacity: int
@@ -52,6 +56,9 @@ class WorkerState:
     # busy one.
     _outstanding: int
     _pending_commits: int
+    # Commits finished since the worker was made: drain() runs another round when
+    # one finished during a round (it may have sent a task that round had passed).
+    _commits_finished: int
     _inflight: dict[str, Inflight]
     # SimpleQueue: a C queue without futures or task accounting; handing a task
     # to a handler thread and its outcome to the committer is on the hot path.
@@ -89,6 +96,7 @@ class WorkerState:
     def _finished_commit(self, n: int) -> None:
         with self._lock:
             self._pending_commits -= n
+            self._commits_finished += 1
             self._lock.notify_all()
 
     def _fail(self, exc: BaseException) -> None:

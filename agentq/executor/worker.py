@@ -14,6 +14,7 @@ ledger writes      :mod:`agentq.executor.outcomes`
 
 from __future__ import annotations
 
+import logging
 import queue as queue_mod
 import threading
 from collections import Counter
@@ -32,6 +33,8 @@ from agentq.ratelimit import RateLimiter
 if TYPE_CHECKING:
     from agentq.runtime import Runtime
 
+log = logging.getLogger("agentq.worker")
+
 __all__ = ["Worker", "WorkerStats"]
 
 _STOP_CHECK_SECONDS = 0.25
@@ -47,6 +50,9 @@ class WorkerStats(Counter[str]):
     ``lease_lost``. Timeouts: ``timed_out``, ``cancelled`` (async),
     ``abandoned_threads``, ``abandoned_limit``, ``late_after_timeout``. Also
     ``group_commits``, ``commit_failed``, ``crashed`` and ``receive_errors``.
+    Long-lived receives (Spanner): ``receive_cancelled_full`` (a stream cancelled
+    after the worker stayed full for ``full_wait`` seconds), ``expired_on_receipt``
+    (messages skipped, their lease gone on arrival); ``renew_errors``.
     """
 
 
@@ -58,7 +64,9 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
     ``max_deliveries`` dead-letters an attempt whose deliveries never complete
     (a poison task that kills its worker); ``prefetch`` is how many leased tasks
     may wait for a free handler (their leases are renewed meanwhile);
-    ``max_abandoned`` bounds the handler threads a worker gives up on when their
+    ``full_wait`` is how long a long-lived receive stream stays open while the
+    worker is full (see :mod:`agentq.executor.receiving`); ``max_abandoned``
+    bounds the handler threads a worker gives up on when their
     calls overrun the tool's timeout (default: ``concurrency``; see
     :mod:`agentq.executor.running` for what a timeout does).
     """
@@ -77,6 +85,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         monitor_interval: float = 0.5,
         prefetch: int | None = None,
         max_abandoned: int | None = None,
+        full_wait: float = 5.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -89,6 +98,8 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         self.batch_size = batch_size or concurrency
         self.group_commit = group_commit
         self.receive_timeout = receive_timeout
+        self.full_wait = full_wait
+        self._open_streams = set()
         self.max_deliveries = max_deliveries
         self.renew_margin = renew_margin
         self.monitor_interval = monitor_interval
@@ -101,6 +112,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         self._outstanding = 0
         self.capacity = concurrency + (concurrency if prefetch is None else prefetch)
         self._pending_commits = 0
+        self._commits_finished = 0
         self.max_abandoned = concurrency if max_abandoned is None else max_abandoned
         self.abandoned = 0
         self._outcomes = queue_mod.SimpleQueue()
@@ -159,6 +171,9 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         above) when the database refuses writes: retrying cannot help."""
         stop = stop or threading.Event()
         self.failure = None
+        check = getattr(self.runtime.backend, "sizing_warnings", None)
+        for warning in check(self.queues) if check else ():
+            log.warning("sizing: %s", warning)  # a limit of the database this would exceed
         self._start_services()
         receivers = [
             threading.Thread(target=self._receive_loop, args=(q, stop), name=f"agentq-recv-{q}")
@@ -174,6 +189,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
                 pass
         finally:
             stop.set()
+            self._cancel_streams()  # a long RECEIVE would otherwise hold its receiver
             for t in receivers:
                 t.join(self.receive_timeout + 5)
             self._stop_services()

@@ -119,18 +119,7 @@ BACKENDS = list(CAPABILITIES)
 #: /work/wt/spanner-findings.md): test name -> (backend kinds, finding).
 #: Strict, so a fix turns the test green only once its entry is removed.
 OPEN_FINDINGS: dict[str, tuple[tuple[str, ...], str]] = {
-    "test_duplicate_key_fails_the_whole_transaction": (
-        ("spanner-emulator-postgresql",),
-        "F1: DuplicateKey relays Spanner's text, which names the PG table, not the queue",
-    ),
-    "test_reading_a_record_under_an_invalid_key_finds_nothing": (
-        ("spanner-emulator-googlesql", "spanner-emulator-postgresql"),
-        "F2: a record key that is not valid Unicode reaches the client as UnicodeEncodeError",
-    ),
-    "test_writing_a_record_under_an_invalid_key_is_invalid_message": (
-        ("spanner-emulator-googlesql", "spanner-emulator-postgresql"),
-        "F2: a record key that is not valid Unicode reaches the client as UnicodeEncodeError",
-    ),
+    # F1 and F2 fixed in spanner-backend a67cdb6.
 }
 
 

@@ -101,6 +101,7 @@ class SqlRule:
 
 _RECORD_GET = re.compile(r"^SELECT v FROM agentq_records WHERE", re.I)
 _RECORD_SCAN = re.compile(r"^SELECT k, v FROM agentq_records WHERE", re.I)
+_RECORD_MULTI = re.compile(r"^SELECT k, v FROM agentq_records WHERE .*(IN UNNEST|= ANY)", re.I)
 
 
 class QueueAwareSpannerServicer(SpannerServicer):  # type: ignore[misc]
@@ -156,6 +157,14 @@ class QueueAwareSpannerServicer(SpannerServicer):  # type: ignore[misc]
             with self._lock:
                 found = self.records.get((tbl, key))
             return [partial([] if found is None else [sv(found)], metadata=md_v, last=True)]
+        if _RECORD_MULTI.match(request.sql):
+            tbl = params.get("tbl", params.get("p1"))
+            keys = list(params.get("keys", params.get("p2")) or [])
+            with self._lock:
+                rows = [(k, self.records[(tbl, k)]) for k in keys if (tbl, k) in self.records]
+            flat = [x for k, v in rows for x in (sv(k), sv(v))]
+            md = row_type([("k", TypeCode.STRING), ("v", TypeCode.STRING)])
+            return [partial(flat, metadata=md, last=True)]
         if _RECORD_SCAN.match(request.sql):
             tbl, prefix = values[0], values[1]
             with self._lock:

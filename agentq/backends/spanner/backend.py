@@ -1,34 +1,61 @@
 """The Google Cloud Spanner backend (``spanner://projects/P/instances/I/databases/D``).
 
 Spanner queues are the real thing this contract mirrors; this package maps the
-contract onto google-cloud-spanner with both SQL dialects. One module per concern:
+contract onto google-cloud-spanner (>= 3.71, the first with ``Transaction.send``
+and ``ack``) in both SQL dialects. One module per concern:
 
 * :mod:`.config` parses the URL, :mod:`.dialect` and :mod:`.ddl` write the SQL
-  (plain Python: DDL prints without the client library);
-* :mod:`.transact` runs transactions and maps their errors, :mod:`.transaction`
-  is the contract's ``tx`` (queue mutations, records with read-your-writes,
-  application SQL);
-* :mod:`.receiving` streams ``RECEIVE``, :mod:`.leases` renews;
-* :mod:`.records` and :mod:`.inspection` read outside transactions;
-* :mod:`.connect` builds the client; this module ties them together.
+  (plain Python: DDL prints without the client library or credentials);
+* :mod:`.connect` builds the client: every call gets a deadline (``timeout``),
+  opening checks the endpoint answers, ``database_role`` selects a
+  fine-grained access control role;
+* :mod:`.transact` runs transactions and maps their errors narrowly (only the
+  ack's own NOT_FOUND and the assert's own OUT_OF_RANGE are
+  ``MessageNotFound``), rolling back on every exception leaving the function;
+  :mod:`.transaction` is the contract's ``tx`` (queue mutations, records with
+  read-your-writes, application SQL);
+* :mod:`.receiving` streams long-lived ``RECEIVE`` calls, :mod:`.leases` renews,
+  both through :mod:`.streaming` (the raw gRPC stream, sent once);
+* :mod:`.records`, :mod:`.inspection` and :mod:`.catalog` (the queues ``agentq
+  init`` recorded) read outside transactions; :mod:`.sizing` knows the
+  documented limits a worker checks itself against.
+
+Design of receiving (the documents' practice, see :mod:`.receiving` and
+:mod:`agentq.executor.receiving`): one RECEIVE of ``receive_duration`` (default
+20 minutes) per worker per queue, re-issued at once when it ends and with
+backoff after errors; batches are read as the worker has room; a worker full for
+``full_wait`` cancels its stream; rows whose lease expired before arrival are
+skipped; renewals run on the local monotonic clock from receipt.
+
+Failure modes, and what happens:
+
+* the endpoint is unreachable: opening fails with ``BackendUnavailable`` naming
+  it; later, each call fails within ``timeout`` and the worker retries;
+* a commit's outcome is unknown (UNAVAILABLE / DEADLINE_EXCEEDED at commit):
+  ``BackendUnavailable`` saying so; a strict ack makes a repeat safe;
+* a RECEIVE stream breaks or is cancelled: rows sent on it come back after
+  their 10 s lease plus Spanner's redelivery backoff;
+* a renewal fails: the lease is kept and renewal retried (never marked lost on
+  an error); if Spanner did extend it, the token we hold is stale and the lease
+  ends 10 s later: the task may run twice, its completion's strict ack decides;
+* the worker's clock is skewed: renewals are unaffected (monotonic, local);
+  the expired-on-receipt check compares Spanner's expiry with the local clock
+  and may skip (skew ahead) or keep (skew behind) a borderline row.
 
 The client's built-in metrics are disabled so they cannot take over the
 application's OpenTelemetry meter provider; ``close`` never blocks for long.
-
 DDL is applied by ``agentq init`` (or ``ddl=auto`` in the URL), not on every
 start: schema changes on Spanner take long-running operations.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from google.api_core import exceptions as gexc
-
 from agentq.backends.base import (
-    Message,
     QueueStats,
     RedeliveryPolicy,
     Renewal,
@@ -37,11 +64,14 @@ from agentq.backends.base import (
     check_stream_args,
 )
 from agentq.backends.spanner import records
+from agentq.backends.spanner.api_errors import API_ERRORS, api_error
+from agentq.backends.spanner.catalog import record_specs, stored_specs
 from agentq.backends.spanner.ddl import ddl
 from agentq.backends.spanner.dialect import Dialect
 from agentq.backends.spanner.inspection import queue_stats
 from agentq.backends.spanner.leases import renew_leases
-from agentq.backends.spanner.receiving import receive_stream
+from agentq.backends.spanner.receiving import ReceiveStream
+from agentq.backends.spanner.sizing import sizing_warnings
 from agentq.backends.spanner.transact import transact
 from agentq.clock import Clock, SystemClock
 from agentq.errors import BackendUnavailable, ConfigError, QueueNotFound
@@ -66,6 +96,9 @@ class SpannerBackend:
         transaction_timeout: float = 60.0,
         auto_ddl: bool = False,
         unavailable_backoff: float = 0.5,
+        endpoint: str = "spanner.googleapis.com",
+        call_timeout: float = 30.0,
+        receive_duration: float = 1200.0,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         # Spanner decides redelivery itself; the policy here only documents it.
@@ -77,6 +110,12 @@ class SpannerBackend:
         self.transaction_timeout = transaction_timeout
         self.auto_ddl = auto_ddl
         self.unavailable_backoff = unavailable_backoff
+        #: Where calls go, for error messages.
+        self.endpoint = endpoint
+        #: The deadline of one call (seconds).
+        self.call_timeout = call_timeout
+        #: How long one long-lived RECEIVE of a worker lasts (seconds).
+        self.receive_duration = receive_duration
         self._url = url
         self._specs: dict[str, QueueSpec] = {}
         self._calls: set[Any] = set()
@@ -117,18 +156,31 @@ class SpannerBackend:
         statements = ddl(specs, postgres=self.dialect.postgres) if specs is not None else self.ddl()
         try:
             self.database.update_ddl(statements).result(timeout)
-        except gexc.GoogleAPICallError as exc:
-            raise BackendUnavailable(f"applying DDL failed: {exc.message}") from exc
+        except concurrent.futures.TimeoutError as exc:
+            raise BackendUnavailable(
+                f"applying DDL at {self.endpoint}: the schema change did not finish within "
+                f"{timeout:g} s (it may still be running)"
+            ) from exc
+        except API_ERRORS as exc:
+            raise api_error(exc, "applying DDL", self.endpoint) from exc
+        record_specs(self, list(specs) if specs is not None else list(self._specs.values()))
 
     def queue_spec(self, name: str) -> QueueSpec:
+        """The spec of a queue declared here or recorded in the database by ``init``."""
         spec = self._specs.get(name)
         if spec is None:
             validate_identifier(name, "queue name")
-            raise QueueNotFound(f"queue {name!r} is not registered; create it first")
+            spec = stored_specs(self).get(name)
+        if spec is None:
+            raise QueueNotFound(
+                f"queue {name!r} is neither declared here nor recorded in the database "
+                "(run `agentq init`)"
+            )
         return spec
 
     def queues(self) -> list[str]:
-        return sorted(self._specs)
+        """Queues declared here and those ``agentq init`` recorded in the database."""
+        return sorted(set(self._specs) | set(stored_specs(self)))
 
     # -- transactions ---------------------------------------------------------------
 
@@ -149,10 +201,12 @@ class SpannerBackend:
 
     def stream(
         self, queue: str, max_batch_size: int = 1, max_duration: float = 0.0
-    ) -> Iterator[list[Message]]:
+    ) -> ReceiveStream:
+        """Batches of leased messages (see :mod:`.receiving`); the stream's
+        ``cancel()`` ends it from another thread."""
         check_stream_args(max_batch_size, max_duration)
         spec = self.queue_spec(queue)
-        return receive_stream(self, spec, max_batch_size, max_duration)
+        return ReceiveStream(self, spec, max_batch_size, max_duration)
 
     def track_call(self, call: Any) -> None:
         """Remember an open RPC so :meth:`close` can cancel it."""
@@ -163,6 +217,11 @@ class SpannerBackend:
         """Forget an RPC that ended."""
         with self._lock:
             self._calls.discard(call)
+
+    def sizing_warnings(self, queues: Sequence[str]) -> list[str]:
+        """Documented Spanner limits a worker serving ``queues`` would exceed
+        (see :mod:`.sizing`); the worker logs them when it starts."""
+        return sizing_warnings(queues, self.receive_duration)
 
     def renew(self, queue: str, tokens: Sequence[str]) -> list[Renewal]:
         self.queue_spec(queue)

@@ -14,7 +14,12 @@ from agentq.errors import ConfigError
 __all__ = ["SpannerConfig", "parse_url"]
 
 _PATH = re.compile(r"^/?projects/([^/]+)/instances/([^/]+)/databases/([^/]+)$")
-_OPTIONS = ("dialect", "ddl", "endpoint")
+_OPTIONS = ("dialect", "ddl", "endpoint", "database_role", "timeout", "receive_duration")
+_ROLE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,127}$")
+#: Default deadline of one call (seconds); UNAVAILABLE is retried within it.
+DEFAULT_TIMEOUT = 30.0
+#: Default length of one long-lived RECEIVE (the documents recommend about 20 minutes).
+DEFAULT_RECEIVE_DURATION = 1200.0
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,12 @@ class SpannerConfig:
     postgres: bool
     auto_ddl: bool
     endpoint: str | None
+    #: Fine-grained access control: the database role sessions are created with.
+    database_role: str | None
+    #: Deadline of one call, seconds.
+    timeout: float
+    #: Length of one long-lived RECEIVE of a worker, seconds.
+    receive_duration: float
     #: The URL without secrets or client-only options, for logs and ``Backend.url``.
     safe_url: str
 
@@ -50,8 +61,33 @@ def parse_url(url: str) -> SpannerConfig:
     if dialect not in ("googlesql", "postgresql"):
         raise ConfigError(f"dialect must be googlesql or postgresql, not {dialect!r}")
     postgres = dialect == "postgresql"
-    safe_url = url.split("?", 1)[0] + (f"?dialect={dialect}" if postgres else "")
+    role = query.get("database_role")
+    if role is not None and not _ROLE.match(role):
+        raise ConfigError(
+            f"database_role {role!r} is not a Spanner role name (a letter, then up to 127 "
+            "letters, digits or underscores)"
+        )
+    shown = [f"dialect={dialect}"] if postgres else []
+    shown += [f"database_role={role}"] if role else []
+    safe_url = url.split("?", 1)[0] + ("?" + "&".join(shown) if shown else "")
     return SpannerConfig(
         project=project, instance=instance, database=database, postgres=postgres,
-        auto_ddl=query.get("ddl") == "auto", endpoint=query.get("endpoint"), safe_url=safe_url,
+        auto_ddl=query.get("ddl") == "auto", endpoint=query.get("endpoint"),
+        database_role=role,
+        timeout=_seconds(query, "timeout", DEFAULT_TIMEOUT, low=1.0),
+        receive_duration=_seconds(query, "receive_duration", DEFAULT_RECEIVE_DURATION, low=1.0),
+        safe_url=safe_url,
     )  # fmt: skip
+
+
+def _seconds(query: dict[str, str], name: str, default: float, *, low: float) -> float:
+    text = query.get(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= 86400:  # also refuses nan
+        raise ConfigError(f"{name} must be a number of seconds from {low:g} to 86400, not {text!r}")
+    return value

@@ -1,10 +1,26 @@
-"""``open_spanner``: the client library's ``Client`` and ``Database`` for a URL."""
+"""``open_spanner``: the client library's ``Client`` and ``Database`` for a URL.
+
+Every call gets a deadline. The generated client's defaults retry UNAVAILABLE for
+up to an hour on most methods (so ``agentq init`` against an unreachable endpoint
+printed nothing for minutes); here each method of the data and admin APIs is
+re-wrapped with a per-call deadline of ``timeout`` seconds (URL option, default
+30), retrying UNAVAILABLE and RESOURCE_EXHAUSTED with backoff only within it.
+Opening also checks, within the same bound, that the endpoint accepts a
+connection, so a wrong endpoint fails at once with :class:`BackendUnavailable`
+naming it.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
+import grpc
+from google.api_core import exceptions as gexc
+from google.api_core import gapic_v1
+from google.api_core import retry as retries
 from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.auth.exceptions import DefaultCredentialsError
@@ -12,21 +28,30 @@ from google.cloud import spanner
 from google.cloud.spanner_admin_database_v1 import DatabaseDialect
 
 from agentq.backends.spanner.backend import SpannerBackend
-from agentq.backends.spanner.config import parse_url
+from agentq.backends.spanner.config import SpannerConfig, parse_url
 from agentq.clock import Clock
 from agentq.errors import BackendUnavailable
 
-__all__ = ["open_spanner"]
+__all__ = ["bound_deadlines", "open_spanner"]
+
+log = logging.getLogger("agentq.backends.spanner")
+
+_DEFAULT_HOST = "spanner.googleapis.com"
 
 
 def open_spanner(url: str, clock: Clock | None, options: Mapping[str, Any]) -> SpannerBackend:
-    """Open ``spanner://projects/P/instances/I/databases/D[?dialect=postgresql&ddl=auto]``.
+    """Open ``spanner://projects/P/instances/I/databases/D[?options]``.
+
+    Options: ``dialect=postgresql``, ``ddl=auto``, ``database_role=ROLE``
+    (fine-grained access control), ``timeout=SECONDS`` (per call),
+    ``receive_duration=SECONDS`` (one worker RECEIVE), ``endpoint=HOST:PORT``.
 
     Credentials come from the environment (Application Default Credentials);
     ``SPANNER_EMULATOR_HOST`` is honoured by the client. ``endpoint=HOST:PORT``
     points at a plaintext endpoint with anonymous credentials (tests, emulators).
     """
     config = parse_url(url)
+    endpoint = config.endpoint or os.environ.get("SPANNER_EMULATOR_HOST") or _DEFAULT_HOST
     kwargs: dict[str, Any] = {"project": config.project, "disable_builtin_metrics": True}
     if config.endpoint is not None:
         kwargs["credentials"] = AnonymousCredentials()
@@ -44,8 +69,55 @@ def open_spanner(url: str, clock: Clock | None, options: Mapping[str, Any]) -> S
         database_dialect=DatabaseDialect.POSTGRESQL
         if config.postgres
         else DatabaseDialect.GOOGLE_STANDARD_SQL,
+        database_role=config.database_role,
     )
+    bound_deadlines(database.spanner_api, config.timeout)
+    bound_deadlines(client.database_admin_api, config.timeout)
+    _check_reachable(database.spanner_api, endpoint, config)
+    backend_options = {"receive_duration": config.receive_duration, **dict(options)}
     return SpannerBackend(
         database, url=config.safe_url, postgres=config.postgres, clock=clock,
-        auto_ddl=config.auto_ddl, **dict(options),
+        auto_ddl=config.auto_ddl, endpoint=endpoint, call_timeout=config.timeout,
+        **backend_options,
     )  # fmt: skip
+
+
+def bound_deadlines(api: Any, timeout: float) -> None:
+    """Give every method of a generated client a deadline of ``timeout`` seconds.
+
+    The generated transports keep their wrapped methods (default retry and
+    timeout) in ``_wrapped_methods``; there is no public setting for all of them.
+    If a future client changes that, calls keep the library's defaults and this
+    logs a warning (the per-call tests then fail, pointing here).
+    """
+    transport = getattr(api, "transport", None)
+    wrapped = getattr(transport, "_wrapped_methods", None)
+    if not isinstance(wrapped, dict):
+        log.warning("cannot bound Spanner call deadlines: unknown client layout")
+        return
+    retry = retries.Retry(
+        initial=0.25,
+        maximum=4.0,
+        multiplier=2.0,
+        predicate=retries.if_exception_type(gexc.ServiceUnavailable, gexc.ResourceExhausted),
+        timeout=timeout,
+    )
+    for method in list(wrapped):
+        wrapped[method] = gapic_v1.method.wrap_method(
+            method, default_retry=retry, default_timeout=timeout
+        )
+
+
+def _check_reachable(api: Any, endpoint: str, config: SpannerConfig) -> None:
+    """Fail fast when nothing accepts a connection at the endpoint."""
+    channel = getattr(api.transport, "grpc_channel", None)
+    if channel is None:
+        return
+    wait = min(config.timeout, 10.0)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=wait)
+    except grpc.FutureTimeoutError as exc:
+        raise BackendUnavailable(
+            f"cannot reach Spanner at {endpoint} (no connection within {wait:g} s); "
+            "check the endpoint, the network and SPANNER_EMULATOR_HOST"
+        ) from exc

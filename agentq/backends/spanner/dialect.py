@@ -78,15 +78,22 @@ class Dialect:
         t, k = self.params(["tbl", "k"])
         return f"SELECT v FROM {RECORDS} WHERE tbl = {t} AND k = {k}"
 
+    def record_multi_select(self) -> str:
+        """Read the records of many keys of one table (an array parameter)."""
+        if self.postgres:
+            return f"SELECT k, v FROM {RECORDS} WHERE tbl = $1 AND k = ANY($2)"
+        return f"SELECT k, v FROM {RECORDS} WHERE tbl = @tbl AND k IN UNNEST(@keys)"
+
     def record_scan(self) -> str:
         """Read a table's records from a key prefix on, in key order."""
         t, k = self.params(["tbl", "prefix"])
         return f"SELECT k, v FROM {RECORDS} WHERE tbl = {t} AND k >= {k} ORDER BY k"
 
     def stats_sql(self, spec: QueueSpec) -> str:
-        """Depth, ready, scheduled and the oldest delivery time of a queue."""
+        """Depth, ready, scheduled and the oldest delivery time of a ready message."""
         deliver = "deliver_time" if self.postgres else "DeliverTime"
         now = "CURRENT_TIMESTAMP" if self.postgres else "CURRENT_TIMESTAMP()"
         ready = f"COALESCE(SUM(CASE WHEN {deliver} <= {now} THEN 1 ELSE 0 END), 0)"
         scheduled = f"COALESCE(SUM(CASE WHEN {deliver} > {now} THEN 1 ELSE 0 END), 0)"
-        return f"SELECT COUNT(*), {ready}, {scheduled}, MIN({deliver}) FROM {self.ident(spec.name)}"
+        oldest = f"MIN(CASE WHEN {deliver} <= {now} THEN {deliver} END)"
+        return f"SELECT COUNT(*), {ready}, {scheduled}, {oldest} FROM {self.ident(spec.name)}"

@@ -1,16 +1,21 @@
-"""``renew``: ``RENEWLEASE_<queue>`` in a strong single-use snapshot."""
+"""``renew``: ``RENEWLEASE_<queue>`` in a strong single-use query, sent once.
+
+The query goes out on the raw stream (:mod:`.streaming`): the client's resumer
+would re-send it after a dropped connection, and a second RENEWLEASE with tokens
+the first one already replaced returns no rows for them, which the worker would
+take for lost leases. A failed call raises instead; the worker keeps the tokens
+and tries again (see :mod:`agentq.executor.leases`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from google.api_core import exceptions as gexc
-from google.cloud.spanner_v1 import param_types
-
 from agentq.backends.base import Renewal
+from agentq.backends.spanner.api_errors import mapped_errors
+from agentq.backends.spanner.streaming import string_array_param, strong_query
 from agentq.backends.spanner.wire import utc
-from agentq.errors import BackendUnavailable
 
 if TYPE_CHECKING:
     from agentq.backends.spanner.backend import SpannerBackend
@@ -24,18 +29,15 @@ def renew_leases(backend: SpannerBackend, queue: str, tokens: Sequence[str]) -> 
     if not tokens:
         return []
     d = backend.dialect
-    key = "p1" if d.postgres else "tokens"
-    try:
-        with backend.database.snapshot() as snap:  # strong single-use read
-            rows = list(
-                snap.execute_sql(
-                    d.renew_sql(queue),
-                    params={key: list(tokens)},
-                    param_types={key: param_types.Array(param_types.STRING)},
-                )
-            )
-    except gexc.GoogleAPICallError as exc:
-        raise BackendUnavailable(f"RENEWLEASE on {queue!r} failed: {exc}") from exc
+    params = string_array_param("p1" if d.postgres else "tokens", tokens)
+    with (
+        mapped_errors(f"RENEWLEASE on {queue!r}", backend.endpoint),
+        strong_query(backend, d.renew_sql(queue), timeout=backend.call_timeout, params=params) as (
+            _,
+            rows,
+        ),
+    ):
+        found = list(rows)
     return [
-        Renewal(str(old), None if new is None else str(new), utc(exp)) for old, new, exp in rows
+        Renewal(str(old), None if new is None else str(new), utc(exp)) for old, new, exp in found
     ]

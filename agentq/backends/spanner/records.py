@@ -6,7 +6,11 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from google.cloud.spanner_v1 import param_types
+
 from agentq.backends.base import StoredRecord
+from agentq.backends.spanner.api_errors import mapped_errors
+from agentq.backends.spanner.wire import storable_key
 
 if TYPE_CHECKING:
     from agentq.backends.spanner.backend import SpannerBackend
@@ -14,10 +18,19 @@ if TYPE_CHECKING:
 __all__ = ["get_record", "list_records", "read_records"]
 
 
+#: Keys per query of :func:`read_records` (one round trip each).
+READ_CHUNK = 500
+
+
 def get_record(backend: SpannerBackend, table: str, key: str) -> dict[str, Any] | None:
     """One record, or None."""
+    if not storable_key(key):
+        return None  # no record can have this key
     d = backend.dialect
-    with backend.database.snapshot() as snap:
+    with (
+        mapped_errors(f"reading record {table}/{key}", backend.endpoint),
+        backend.database.snapshot() as snap,
+    ):
         rows = list(
             snap.execute_sql(d.record_select(), params=d.param_dict(["tbl", "k"], [table, key]))
         )
@@ -27,26 +40,41 @@ def get_record(backend: SpannerBackend, table: str, key: str) -> dict[str, Any] 
 def read_records(
     backend: SpannerBackend, table: str, keys: Sequence[str]
 ) -> dict[str, StoredRecord]:
-    """Many records with versions (their stored text), in one snapshot."""
+    """Many records with versions (their stored text), in one snapshot and one
+    query per :data:`READ_CHUNK` keys (not one round trip per key)."""
     d = backend.dialect
+    wanted = [k for k in dict.fromkeys(keys) if storable_key(k)]
+    names = ["p1", "p2"] if d.postgres else ["tbl", "keys"]
+    types = {names[0]: param_types.STRING, names[1]: param_types.Array(param_types.STRING)}
     out: dict[str, StoredRecord] = {}
-    with backend.database.snapshot(multi_use=True) as snap:
-        for key in dict.fromkeys(keys):
-            rows = list(
-                snap.execute_sql(d.record_select(), params=d.param_dict(["tbl", "k"], [table, key]))
+    with (
+        mapped_errors(f"reading records of {table}", backend.endpoint),
+        backend.database.snapshot(multi_use=True) as snap,
+    ):
+        for start in range(0, len(wanted), READ_CHUNK):
+            chunk = wanted[start : start + READ_CHUNK]
+            rows = snap.execute_sql(
+                d.record_multi_select(),
+                params={names[0]: table, names[1]: chunk},
+                param_types=types,
             )
-            if rows:
-                text = str(rows[0][0])
-                out[key] = StoredRecord(value=dict(json.loads(text)), version=text)
-    return out
+            for k, v in rows:
+                text = str(v)
+                out[str(k)] = StoredRecord(value=dict(json.loads(text)), version=text)
+    return {k: out[k] for k in wanted if k in out}
 
 
 def list_records(
     backend: SpannerBackend, table: str, prefix: str = "", limit: int | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
     """Records of a table whose key starts with ``prefix``, in key order."""
+    if not storable_key(prefix):
+        return []
     d = backend.dialect
-    with backend.database.snapshot() as snap:
+    with (
+        mapped_errors(f"listing records of {table}", backend.endpoint),
+        backend.database.snapshot() as snap,
+    ):
         rows = list(
             snap.execute_sql(
                 d.record_scan(), params=d.param_dict(["tbl", "prefix"], [table, prefix])

@@ -18,7 +18,7 @@ from google.cloud.spanner_v1.keyset import KeySet
 
 from agentq.backends.base import EncodedRecord, Transaction, record_text
 from agentq.backends.spanner.dialect import RECORDS
-from agentq.backends.spanner.wire import wire_key, wire_payload
+from agentq.backends.spanner.wire import storable_key, unstorable_key, wire_key, wire_payload
 from agentq.errors import MessageNotFound
 from agentq.spec import validate_identifier
 
@@ -39,7 +39,8 @@ class SpannerTransaction(Transaction):
         self._now = now
         self._records: dict[tuple[str, str], dict[str, Any] | None] = {}
         self.strict_acks = 0
-        self.sent = False
+        #: Queues this transaction sent to (named in a DuplicateKey error).
+        self.sent_queues: list[str] = []
         #: A failed ``ASSERT_ROWS_MODIFIED``: the transaction must not commit.
         self.failed_assert: MessageNotFound | None = None
 
@@ -59,7 +60,8 @@ class SpannerTransaction(Transaction):
         wire = wire_payload(spec, spec.encode_payload(payload))
         when = None if deliver_time is None else max(deliver_time, self._now)
         self._txn.send(queue, wire_key(spec, parts), payload=wire, deliver_time=when)
-        self.sent = True
+        if queue not in self.sent_queues:
+            self.sent_queues.append(queue)
 
     def ack(self, queue: str, key: Sequence[Any] | Any, must_exist: bool = True) -> bool:
         spec = self._backend.queue_spec(queue)
@@ -91,6 +93,8 @@ class SpannerTransaction(Transaction):
         return [(count,)]
 
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
+        if not storable_key(key):
+            return None  # no record can have this key
         if (table, key) in self._records:
             cached = self._records[(table, key)]
             return None if cached is None else json.loads(json.dumps(cached))
@@ -104,6 +108,8 @@ class SpannerTransaction(Transaction):
 
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
         validate_identifier(table, "record table")
+        if not storable_key(key):
+            raise unstorable_key(table, key)
         text = record_text(value)
         self._txn.insert_or_update(RECORDS, columns=("tbl", "k", "v"), values=[(table, key, text)])
         self._records[(table, key)] = json.loads(text)
@@ -127,7 +133,7 @@ class SpannerTransaction(Transaction):
         d = self._backend.dialect
         changed = []
         for key, version, value in items:
-            if (table, key) in self._records:
+            if not storable_key(key) or (table, key) in self._records:
                 changed.append(key)  # written in this transaction: not the version read
                 continue
             rows = list(

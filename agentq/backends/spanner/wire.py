@@ -12,9 +12,18 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from agentq.errors import InvalidMessage
 from agentq.spec import KeyType, PayloadType, QueueSpec
 
-__all__ = ["from_wire", "payload_bytes", "utc", "wire_key", "wire_payload"]
+__all__ = [
+    "from_wire",
+    "payload_bytes",
+    "storable_key",
+    "unstorable_key",
+    "utc",
+    "wire_key",
+    "wire_payload",
+]
 
 
 def wire_key(spec: QueueSpec, key: Sequence[Any]) -> list[Any]:
@@ -58,3 +67,24 @@ def utc(value: Any) -> datetime:
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def storable_key(key: str) -> bool:
+    """Whether a record key is valid UTF-8 text (one that is not names no record:
+    the surrogate-escaped bytes of a mistyped command-line argument, say)."""
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def unstorable_key(table: str, key: str) -> InvalidMessage:
+    """The error for writing a record under a key :func:`storable_key` refuses."""
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        where = f" ({exc.reason} at position {exc.start})"
+    else:
+        where = ""
+    return InvalidMessage(f"record key {key!r} of {table!r} is not valid UTF-8 text{where}")

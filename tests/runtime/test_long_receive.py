@@ -1,0 +1,245 @@
+"""The worker's long-lived receive loop (issue 10, "the receive loop as documented").
+
+A backend that advertises ``receive_duration`` (Spanner) gets one stream per queue,
+kept open: batches are read as slots free, a worker that stays full cancels the
+stream after ``full_wait`` (counted), messages whose lease expired before arrival
+are skipped (counted), a stream that ends is re-issued, and stopping cancels the
+open stream instead of waiting out a 20-minute RECEIVE. The backend here is the
+real SQLite backend with a scripted ``stream``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentq import Runtime, SystemClock
+from agentq.backends import Message, open_backend
+from agentq.backends.base import LEASE_SECONDS, Renewal
+from agentq.executor.inflight import Inflight
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ScriptedStream:
+    """A long-lived stream: yields the scripted batches, then blocks until cancelled."""
+
+    def __init__(self, batches: list[list[Message]]) -> None:
+        self.batches = list(batches)
+        self.cancelled = threading.Event()
+        self.closed = threading.Event()
+        self.args: tuple[int, float] | None = None
+
+    def __iter__(self) -> Iterator[list[Message]]:
+        while self.batches:
+            yield self.batches.pop(0)
+        self.cancelled.wait(60)
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+class LongReceiveBackend:
+    """The SQLite backend, with Spanner's long-lived receive scripted."""
+
+    receive_duration = 1200.0
+
+    def __init__(self, inner: Any, streams: Callable[[], ScriptedStream]) -> None:
+        self._inner = inner
+        self._streams = streams
+        self.opened: list[ScriptedStream] = []
+        self.stream_args: list[tuple[int, float]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def stream(self, queue: str, max_batch_size: int = 1, max_duration: float = 0.0) -> Any:
+        self.stream_args.append((max_batch_size, max_duration))
+        s = self._streams()
+        self.opened.append(s)
+        return _Wrapped(s)
+
+
+class _Wrapped:
+    def __init__(self, s: ScriptedStream) -> None:
+        self._s = s
+        self._it = iter(s)
+
+    def __iter__(self) -> _Wrapped:
+        return self
+
+    def __next__(self) -> list[Message]:
+        return next(self._it)
+
+    def cancel(self) -> None:
+        self._s.cancel()
+
+    def close(self) -> None:
+        self._s.close()
+
+
+def _runtime(tmp_path: Path, streams: Callable[[], ScriptedStream]) -> tuple[Runtime, Any]:
+    inner = open_backend(f"sqlite:///{tmp_path / 'a.db'}", clock=SystemClock())
+    backend = LongReceiveBackend(inner, streams)
+    rt = Runtime(backend, tools=ROOT / "tools", policies=ROOT / "policies")  # type: ignore[arg-type]
+    return rt, backend
+
+
+def _expired(clock: SystemClock) -> Message:
+    past = clock.now() - timedelta(seconds=1)
+    return Message(queue="payments", key=("t-x", 1), payload={}, deliver_time=past,
+                   lease_token="tok", lease_expiry=past, last_in_batch=True)  # fmt: skip
+
+
+def _run_until(worker: Any, cond: Callable[[], bool]) -> None:
+    stop = threading.Event()
+    runner = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    runner.start()
+    try:
+        for _ in range(200):
+            if cond():
+                break
+            threading.Event().wait(0.05)
+    finally:
+        stop.set()
+        runner.join(30)
+    assert not runner.is_alive(), "the worker did not stop after its stream was cancelled"
+
+
+@pytest.mark.slow
+def test_expired_on_receipt_skipped_and_stop_cancels_the_open_stream(tmp_path: Path) -> None:
+    clock = SystemClock()
+    rt, backend = _runtime(tmp_path, lambda: ScriptedStream([[_expired(clock)]]))
+    try:
+        worker = rt.worker(queues=["payments"], concurrency=2)
+        _run_until(worker, lambda: worker.stats["expired_on_receipt"] >= 1)
+        assert worker.stats["expired_on_receipt"] == 1
+        (stream,) = backend.opened  # one stream, held open, not one per batch
+        assert stream.cancelled.is_set() and stream.closed.is_set()
+        assert backend.stream_args == [(2, 1200.0)]
+    finally:
+        rt.close()
+
+
+@pytest.mark.slow
+def test_a_worker_that_stays_full_cancels_the_stream_and_reissues_when_it_has_room(
+    tmp_path: Path,
+) -> None:
+    clock = SystemClock()
+    rt, backend = _runtime(tmp_path, lambda: ScriptedStream([[_expired(clock)], [_expired(clock)]]))
+    try:
+        worker = rt.worker(queues=["payments"], concurrency=1, full_wait=0.2)
+
+        def free_after_cancel() -> bool:
+            with worker._lock:
+                full = worker._outstanding == worker.capacity
+            if worker.stats["receive_cancelled_full"] and full:
+                worker._done(worker.capacity)  # the handlers finish
+            return len(backend.opened) >= 2
+
+        # First stream: one batch, then the worker is full for longer than full_wait.
+        worker._dispatch_fresh = _filling(worker, worker._dispatch_fresh)  # type: ignore[method-assign]
+        _run_until(worker, free_after_cancel)
+        assert worker.stats["receive_cancelled_full"] >= 1
+        assert len(backend.opened) >= 2  # re-issued once there was room
+        assert backend.opened[0].closed.is_set()
+    finally:
+        rt.close()
+
+
+def _filling(worker: Any, dispatch: Callable[[list[Message]], None]) -> Callable[..., None]:
+    def run(batch: list[Message]) -> None:
+        dispatch(batch)
+        with worker._lock:
+            if not worker.stats["receive_cancelled_full"]:
+                worker._outstanding = worker.capacity  # every slot taken
+
+    return run
+
+
+# -- renewal scheduled on the local clock (defect 8) ----------------------------------------
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.mono = 100.0
+        self.wall = SystemClock().now()
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    def now(self) -> Any:
+        return self.wall
+
+
+def _inflight(lease_expiry: Any, leased_at: float | None) -> Inflight:
+    return Inflight(queue="payments", key=("t", 1), token="tok", lease_expiry=lease_expiry,
+                    record={"task_id": "t"}, definition=None, timeout=None,
+                    leased_at=leased_at)  # fmt: skip
+
+
+def test_renewal_is_due_by_local_receipt_time_not_the_servers_expiry() -> None:
+    from agentq.executor.leases import LeaseMonitor
+
+    clock = _Clock()
+    # The server's clock runs 2 s ahead of ours: its expiry looks 12 s away at receipt.
+    inf = _inflight(clock.wall + timedelta(seconds=LEASE_SECONDS + 2), leased_at=clock.mono)
+    clock.mono += 7.6  # 7.6 s after receipt: 2.4 s of the lease left
+    left = LeaseMonitor._lease_left(inf, clock.wall + timedelta(seconds=7.6), clock.mono)
+    assert left == pytest.approx(LEASE_SECONDS - 7.6)
+
+
+def test_a_failed_renewal_does_not_mark_the_lease_lost(tmp_path: Path) -> None:
+    rt, backend = _runtime(tmp_path, lambda: ScriptedStream([]))
+    try:
+        worker = rt.worker(queues=["payments"], concurrency=1)
+        inf = _inflight(rt.clock.now(), leased_at=rt.clock.monotonic())
+        calls: list[list[str]] = []
+
+        def failing(queue: str, tokens: list[str]) -> list[Renewal]:
+            calls.append(list(tokens))
+            raise ConnectionError("connection reset")
+
+        backend.renew = failing
+        worker._renew("payments", [inf])
+        assert not inf.lost and worker.stats["renew_errors"] == 1 and inf.token == "tok"
+        backend.renew = lambda q, t: [Renewal("tok", "tok2", rt.clock.now())]
+        worker._renew("payments", [inf])
+        assert inf.token == "tok2" and not inf.lost and worker.stats["renewed"] == 1
+    finally:
+        rt.close()
+
+
+# -- drain() after a commit that lands mid-round (spanner-findings F4) ------------------------
+
+
+def test_drain_looks_again_when_a_commit_finished_during_its_round(tmp_path: Path) -> None:
+    """On Spanner each receive is an RPC: a completion can commit (sending the next
+    task) after the round passed that task's queue; drain() must not stop there."""
+    rt = Runtime(f"sqlite:///{tmp_path / 'd.db'}", tools=ROOT / "tools",
+                 policies=ROOT / "policies")  # fmt: skip
+    try:
+        worker = rt.worker(queues=["payments", "notifications"], concurrency=1)
+        seen: list[str] = []
+
+        def receive(name: str, n: int, duration: float) -> list[Message]:
+            seen.append(name)
+            if len(seen) == 2:  # the round's last receive: meanwhile a commit finishes
+                with worker._lock:
+                    worker._pending_commits += 1
+                worker._finished_commit(1)
+            return []
+
+        worker._receive = receive  # type: ignore[method-assign]
+        assert worker._drain_rounds(None) == 0
+        assert seen == ["payments", "notifications", "payments", "notifications"]
+    finally:
+        rt.close()
