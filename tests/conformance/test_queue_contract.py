@@ -509,7 +509,7 @@ def test_stream_wakes_promptly_on_send_from_another_thread(q: Harness) -> None:
     assert [m.key for m in got] == [(1, "wake")]
 
 
-@pytest.mark.needs("state", "fake_time")
+@pytest.mark.needs("state", "fake_time", "client_wait")
 def test_stream_wakes_when_a_scheduled_message_becomes_due(q: Harness) -> None:
     send(q, (1, "soon"), deliver_time=q.clock.now() + timedelta(seconds=5))
     got: list[Message] = []
@@ -528,7 +528,7 @@ def test_stream_wakes_when_a_scheduled_message_becomes_due(q: Harness) -> None:
     assert [m.key for m in got] == [(1, "soon")]
 
 
-@pytest.mark.needs("state", "fake_time")
+@pytest.mark.needs("state", "fake_time", "client_wait")
 def test_stream_ends_after_max_duration(q: Harness) -> None:
     result: list[list[Message]] = []
 
