@@ -48,8 +48,14 @@ class Receiving(WorkerState):
     """The receive stage of a worker."""
 
     def _receive(self, queue: str, n: int, duration: float) -> list[Message]:
+        """The first batch of a receive; for a one-shot receive (``duration`` 0,
+        drain()) every batch of it: on Spanner one RECEIVE call can carry several
+        batches, and the rows of batches never read would stay leased, unseen,
+        until their leases expire."""
         stream = self.runtime.backend.stream(queue, max_batch_size=n, max_duration=duration)
         try:
+            if duration == 0:
+                return [m for batch in stream for m in batch]
             for batch in stream:
                 return batch
             return []

@@ -243,3 +243,18 @@ def test_drain_looks_again_when_a_commit_finished_during_its_round(tmp_path: Pat
         assert seen == ["payments", "notifications", "payments", "notifications"]
     finally:
         rt.close()
+
+
+def test_a_one_shot_receive_hands_over_every_batch_of_the_call(tmp_path: Path) -> None:
+    """spanner-findings F5: drain()'s '0s' RECEIVE can carry several batches; taking
+    the first and closing the call left the others leased, unseen, for 10 s."""
+    clock = SystemClock()
+    batches = [[_expired(clock), _expired(clock)], [_expired(clock)]]
+    rt, backend = _runtime(tmp_path, lambda: ScriptedStream([]))
+    try:
+        worker = rt.worker(queues=["payments"], concurrency=2)
+        backend.stream = lambda queue, max_batch_size=1, max_duration=0.0: iter(list(batches))
+        assert len(worker._receive("payments", 2, 0.0)) == 3
+        assert len(worker._receive("payments", 2, 1.0)) == 2  # a waiting receive: first batch
+    finally:
+        rt.close()
