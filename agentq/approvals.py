@@ -53,6 +53,9 @@ class ApprovalInfo(BaseModel):
     decided_at: datetime | None = None
     decided_by: str | None = None
     decision_note: str | None = None
+    #: A digest of the stored record (never stored itself): it changes with every
+    #: change of the approval; pass it back as ``if_version`` to decide only that.
+    version: str = ""
 
 
 class ApprovalNotice(BaseModel):

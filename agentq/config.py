@@ -10,7 +10,8 @@
     [settings]              # handed to tool handlers
     payments_url = "https://payments.example.com"
 
-Paths are relative to the file. Command-line flags win over the file; the
+Every path is relative to the file: ``tools``, ``policies`` and the path of a
+``sqlite:///`` URL in ``db``. Command-line flags win over the file; the
 ``AGENTQ_DB`` environment variable wins over the file's ``db``.
 """
 
@@ -44,13 +45,16 @@ class Config(BaseModel):
     settings: dict[str, Any] = {}
 
 
-def load_config(path: str | Path = "agentq.toml") -> Config:
-    """Read ``agentq.toml`` if it exists (an absent file is an empty config).
+def load_config(path: str | Path = "agentq.toml", *, required: bool = False) -> Config:
+    """Read ``agentq.toml`` if it exists (an absent file is an empty config,
+    or with ``required`` a :class:`ConfigError`).
 
     Any problem is a :class:`ConfigError` naming the file, the field and the value.
     """
     file = Path(path)
     if not file.exists():
+        if required:
+            raise ConfigError(f"config file {file} does not exist")
         return Config()
     where = f"config file {file}"
     try:
@@ -63,4 +67,14 @@ def load_config(path: str | Path = "agentq.toml") -> Config:
         value = getattr(section, name)
         if value is not None and not Path(value).is_absolute():
             setattr(section, name, str(base / value))
+    if section.db is not None:
+        section.db = _sqlite_relative_to(section.db, base)
     return config
+
+
+def _sqlite_relative_to(url: str, base: Path) -> str:
+    """``sqlite:///relative.db`` read from a file in ``base``: the path from ``base``."""
+    scheme, sep, rest = url.partition(":///")
+    if scheme.lower() != "sqlite" or not sep or rest.startswith("/") or rest.startswith(":memory:"):
+        return url
+    return f"sqlite:///{base / rest}"

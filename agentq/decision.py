@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from agentq import idempotency
+from agentq import idempotency, webhooks
 from agentq.approvals import ApprovalInfo
 from agentq.backends import Transaction
 from agentq.errors import InvalidArguments, ToolError
@@ -74,6 +74,7 @@ class Decision:
         at: datetime | None = None,
         delay: float | timedelta | None = None,
         reason: str = "",
+        callback_url: str | None = None,
     ) -> TaskInfo:
         """Enqueue a tool call; validated now, committed with the transaction.
 
@@ -81,11 +82,14 @@ class Decision:
         approval instead, keeping its scheduled time (approved before ``at``, it
         runs at ``at``; approved after, at once). The same ``idempotency_key``
         with the same call returns the existing task; with another call it raises
-        :class:`~agentq.errors.IdempotencyConflict`.
+        :class:`~agentq.errors.IdempotencyConflict`. With ``callback_url`` its
+        outcome is POSTed there, signed, once it is final (:mod:`agentq.webhooks`).
         """
         rt = self.runtime
         definition = self._enqueueable(tool)
         validated = definition.enqueueable_args(args)
+        if callback_url is not None:
+            callback_url = webhooks.check_callback_url(callback_url, rt.policy)
         ordering_key = _checked_key("ordering_key", ordering_key)
         idempotency_key = _checked_key("idempotency_key", idempotency_key)
         if at is not None and delay is not None:
@@ -97,13 +101,15 @@ class Decision:
                 return rt._task_in(self.tx, existing)
         if rt.policy.approval_rule(tool, validated) or definition.requires_approval:
             approval = self._request(
-                definition, validated, reason, None, ordering_key, idempotency_key, deliver
+                definition, validated, reason, None, ordering_key, idempotency_key, deliver,
+                callback_url,
             )
             return rt._task_in(self.tx, approval.task_id)
         rec = tasks.create(
             rt, self.tx, tool=tool, queue=definition.queue, args=validated, kind="action",
             event=Event.ENQUEUE if deliver is None else Event.SCHEDULE,
             ordering_key=ordering_key, idempotency_key=idempotency_key, deliver=deliver,
+            callback_url=callback_url,
         )  # fmt: skip
         return TaskInfo.model_validate(rec)
 
@@ -142,15 +148,22 @@ class Decision:
         delay = None if escalate_after is None else as_timedelta(escalate_after)
         return self._request(definition, validated, reason, delay, ordering_key, None, at)
 
-    def approve(self, approval_id: str, by: str, note: str = "") -> TaskInfo:
+    def approve(
+        self, approval_id: str, by: str, note: str = "", *, if_version: str | None = None
+    ) -> TaskInfo:
         """Approve: record the decision, cancel the escalation, send the action
-        (at its scheduled time, if that is still ahead)."""
-        rec = approvals.decide(self.runtime, self.tx, approval_id, Event.APPROVE, by=by, note=note)
+        (at its scheduled time, if that is still ahead). With ``if_version`` (an
+        :attr:`ApprovalInfo.version`), only if the approval is still that version."""
+        rec = approvals.decide(self.runtime, self.tx, approval_id, Event.APPROVE, by=by,
+                               note=note, if_version=if_version)  # fmt: skip
         return TaskInfo.model_validate(rec)
 
-    def reject(self, approval_id: str, by: str, note: str = "") -> TaskInfo:
+    def reject(
+        self, approval_id: str, by: str, note: str = "", *, if_version: str | None = None
+    ) -> TaskInfo:
         """Reject: record the decision, cancel the escalation and the action."""
-        rec = approvals.decide(self.runtime, self.tx, approval_id, Event.REJECT, by=by, note=note)
+        rec = approvals.decide(self.runtime, self.tx, approval_id, Event.REJECT, by=by,
+                               note=note, if_version=if_version)  # fmt: skip
         return TaskInfo.model_validate(rec)
 
     # -- internals -------------------------------------------------------------
@@ -173,6 +186,7 @@ class Decision:
         ordering_key: str | None,
         idempotency_key: str | None,
         run_at: datetime | None,
+        callback_url: str | None = None,
     ) -> ApprovalInfo:
         rt = self.runtime
         rule = rt.policy.approval_rule(definition.name, args)
@@ -188,7 +202,7 @@ class Decision:
         return approvals.request(
             rt, self.tx, tool=definition.name, queue=definition.queue, args=args,
             reason=reason, plan=plan, ordering_key=ordering_key,
-            idempotency_key=idempotency_key, run_at=run_at,
+            idempotency_key=idempotency_key, run_at=run_at, callback_url=callback_url,
         )  # fmt: skip
 
     def _timer_tool(self, name: str | None) -> tuple[str, str] | None:

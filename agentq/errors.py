@@ -26,6 +26,8 @@ specific class here, with the original kept as ``__cause__``.
     ├── TaskNotFound
     ├── IllegalTransition            an event the task's (or approval's) state does not allow
     │   └── ApprovalError            unknown approval, or already decided / void
+    │       └── ApprovalNotFound     no approval with this id
+    │       └── ApprovalChanged      the approval changed since the version the decider saw
     └── IdempotencyConflict          an idempotency key reused with other args or another tool
 """
 
@@ -33,7 +35,9 @@ from __future__ import annotations
 
 __all__ = [
     "AgentQError",
+    "ApprovalChanged",
     "ApprovalError",
+    "ApprovalNotFound",
     "BackendUnavailable",
     "ConfigError",
     "DatabaseNotWritable",
@@ -139,6 +143,15 @@ class IllegalTransition(AgentQError):
 class ApprovalError(IllegalTransition):
     """The approval does not exist, has already been decided, or is void (its
     task was cancelled)."""
+
+
+class ApprovalNotFound(ApprovalError, LookupError):
+    """No approval with this id exists."""
+
+
+class ApprovalChanged(ApprovalError):
+    """An approve or reject named the version of the approval it was shown, and
+    the approval has changed since (escalated, decided, voided): nothing was decided."""
 
 
 class IdempotencyConflict(AgentQError):

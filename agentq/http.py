@@ -112,10 +112,11 @@ class PolicyTransport(httpx.BaseTransport):
         clock: Clock,
         attempts: int = 3,
         throttle_default: float = 1.0,
+        idempotency_key: str | None = None,
     ) -> None:
         self._inner = inner
         self._tool = tool
-        self._task_id = task_id
+        self._key = idempotency_key or task_id
         self._allowed = tuple(allowed_hosts)
         self._clock = clock
         self._attempts = attempts
@@ -129,7 +130,7 @@ class PolicyTransport(httpx.BaseTransport):
                 f"tool {self._tool!r} may not call host {request.url.host!r} "
                 f"(allowed: {', '.join(self._allowed) or 'none'})"
             )
-        request.headers[IDEMPOTENCY_HEADER] = self._task_id
+        request.headers[IDEMPOTENCY_HEADER] = self._key
         retrying = Retrying(
             retry=retry_if_exception_type(httpx.TransportError)
             | retry_if_result(lambda r: r.status_code in _RETRY_IN_PLACE),
@@ -164,8 +165,11 @@ def tool_http_client(
     clock: Clock,
     timeout: float = 30.0,
     transport: httpx.BaseTransport | None = None,
+    idempotency_key: str | None = None,
 ) -> httpx.Client:
-    """An httpx client for one task's handler."""
+    """An httpx client for one task's handler. Its requests carry
+    ``Idempotency-Key: <task_id>``, or ``idempotency_key`` where the lifecycle
+    recorded one for the task (a completion webhook's ``<task_id>:<status>``)."""
     return httpx.Client(
         transport=PolicyTransport(
             transport or httpx.HTTPTransport(),
@@ -173,6 +177,7 @@ def tool_http_client(
             task_id=task_id,
             allowed_hosts=allowed_hosts,
             clock=clock,
+            idempotency_key=idempotency_key,
         ),
         timeout=timeout,
         follow_redirects=False,

@@ -24,6 +24,8 @@ class Tables:
     ORDERING = "ordering"
     DEAD_LETTERS = "dead_letters"
     HOLDS = "holds"
+    AUDIT = "audit"
+    WORKERS = "workers"
 
 
 class TaskStatus(StrEnum):
@@ -66,6 +68,8 @@ class TaskInfo(BaseModel):
     args: dict[str, Any]
     result: Any = None
     error: str | None = None
+    #: The traceback of the failure that ``error`` describes (redacted), if any.
+    traceback: str | None = None
     ordering_key: str | None = None
     approval_id: str | None = None
     idempotency_key: str | None = None

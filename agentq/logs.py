@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import traceback
 from datetime import UTC, datetime
 from typing import IO, Any, Literal
 
@@ -33,6 +34,7 @@ __all__ = [
     "RedactingFilter",
     "TextFormatter",
     "configure_logging",
+    "failure_traceback",
     "install_redaction",
     "log_task_finished",
 ]
@@ -41,6 +43,17 @@ LogFormat = Literal["text", "json"]
 TASK_LOGGER = logging.getLogger("agentq.tasks")
 _TASK_FIELDS = ("task_id", "tool", "attempt", "outcome", "duration", "error")
 _TEXT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+#: The most of a traceback kept with a task's error (its innermost frames).
+MAX_TRACEBACK_CHARS = 8000
+
+
+def failure_traceback(exc: BaseException | None) -> str | None:
+    """The traceback of a handler's exception, redacted and cut to its last
+    :data:`MAX_TRACEBACK_CHARS` characters; ``None`` for an exception never raised."""
+    if exc is None or exc.__traceback__ is None:
+        return None
+    text = redact_text("".join(traceback.format_exception(exc)))
+    return text if len(text) <= MAX_TRACEBACK_CHARS else "…" + text[-MAX_TRACEBACK_CHARS:]
 
 
 def log_task_finished(
@@ -55,6 +68,13 @@ def log_task_finished(
     ``duration`` seconds after its handler started, failing with ``exc`` if given."""
     if not TASK_LOGGER.isEnabledFor(logging.INFO):
         return
+    if exc is not None and exc.__traceback__ is not None and TASK_LOGGER.isEnabledFor(
+        logging.DEBUG
+    ):
+        # The whole traceback, redacted here (an application's own handlers print
+        # the record as it is), and kept off the one INFO line.
+        TASK_LOGGER.debug("task %s traceback:\n%s", task_id, failure_traceback(exc),
+                          extra={"task_id": task_id, "tool": tool, "attempt": attempt})  # fmt: skip
     # One line per task: a multi-line message (httpx's, pydantic's) is joined.
     error = None if exc is None else " | ".join(describe_exception(exc).split("\n"))
     TASK_LOGGER.info(

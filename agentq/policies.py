@@ -124,6 +124,8 @@ class ToolPolicy(_Strict):
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     timeout: timedelta | None = None
     requires_approval: bool = False
+    #: The HTTP API refuses (400) an action of this tool without an Idempotency-Key.
+    require_idempotency_key: bool = False
 
     @field_validator("timeout", mode="before")
     @classmethod

@@ -18,34 +18,68 @@ any two steps leaves no half-done decision.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import httpx
 
+from agentq import overview, waiting, webhooks
 from agentq.approvals import ApprovalInfo, ApprovalStatus
 from agentq.backends import Backend, Transaction, open_backend
 from agentq.clock import Clock
 from agentq.decision import Decision
 from agentq.envelope import task_queue_spec
-from agentq.errors import ApprovalError, ConfigError, IllegalTransition, TaskNotFound
+from agentq.errors import ApprovalNotFound, ConfigError, IllegalTransition, TaskNotFound
 from agentq.faults import FaultPoints
 from agentq.ledger import Tables, TaskInfo, TaskStatus
-from agentq.lifecycle import dead_letters
+from agentq.lifecycle import approvals as approval_events
+from agentq.lifecycle import audit, dead_letters
+from agentq.lifecycle.audit import AuditAction, AuditEntry
 from agentq.lifecycle.tasks import BUILTIN_ESCALATION, BUILTIN_EXPIRY, ESCALATION_QUEUE
+from agentq.overview import ToolCounts, WorkerInfo
 from agentq.policies import Policy, load_policies
 from agentq.telemetry import Telemetry
 from agentq.tools import ToolRegistry
 
-__all__ = ["ESCALATION_QUEUE", "REPLAY_REFUSALS", "Decision", "ReplayReport", "Runtime"]
+__all__ = [
+    "ESCALATION_QUEUE",
+    "REPLAY_REFUSALS",
+    "Decision",
+    "ReplayReport",
+    "Runtime",
+    "Submission",
+    "TaskPage",
+]
 
 T = TypeVar("T")
 
 #: Why one dead-letter entry cannot be replayed; anything else (the database
 #: failing, say) stops a replay of many instead of being reported per entry.
 REPLAY_REFUSALS = (IllegalTransition, TaskNotFound, ConfigError)
+
+
+#: Ledger records read per query by :meth:`Runtime.task_page`.
+SCAN_PAGE = 500
+
+
+@dataclass
+class TaskPage:
+    """One page of :meth:`Runtime.task_page`: the tasks, and the cursor of the next
+    page (``None`` when the ledger has no more)."""
+
+    tasks: list[TaskInfo]
+    next_after: str | None
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What :meth:`Runtime.submit` did: the task, and whether this call created it."""
+
+    task: TaskInfo
+    created: bool
 
 
 @dataclass
@@ -93,6 +127,8 @@ class Runtime:
             elif tools is not None:
                 for t in cast(Iterable[Any], tools):
                     self.tools.add(t)
+        if webhooks.WEBHOOK_TOOL not in self.tools:
+            self.tools.add(webhooks.deliver_webhook)  # every worker can send webhooks
         self.policy = policies if isinstance(policies, Policy) else load_policies(policies)
         self._check_policy()
         self.settings: dict[str, Any] = dict(settings or {})
@@ -104,6 +140,15 @@ class Runtime:
         self._internal = self._internal_tools()
 
     def _check_policy(self) -> None:
+        # A misspelt [tools.NAME] would otherwise leave the real tool unconfigured
+        # (no allowed hosts, default limits) without a word.
+        unknown = sorted(name for name in self.policy.tools if name not in self.tools)
+        if unknown:
+            known = ", ".join(sorted(t.name for t in self.tools if not t.internal)) or "none"
+            raise ConfigError(
+                f"policy configures unknown tool(s) {', '.join(map(repr, unknown))} "
+                f"in [tools.…] (known tools: {known})"
+            )
         for rule in self.policy.approvals:
             if rule.tool not in self.tools:
                 raise ConfigError(f"approval rule for unknown tool {rule.tool!r}")
@@ -138,27 +183,94 @@ class Runtime:
         idempotency_key: str | None = None,
         ordering_key: str | None = None,
         reason: str = "",
+        callback_url: str | None = None,
+        at: datetime | None = None,
+        delay: float | timedelta | None = None,
     ) -> TaskInfo:
         """One-call enqueue for agent frameworks; the same ``idempotency_key``
-        returns the same task, never a second one."""
-        return self.transact(
-            lambda tx: tx.enqueue(
-                tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
-                reason=reason,
+        returns the same task, never a second one. ``callback_url``: a signed
+        completion webhook (:mod:`agentq.webhooks`); ``at`` / ``delay``: run it
+        later (see :meth:`Decision.enqueue`)."""
+        return self.submit(
+            tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
+            reason=reason, callback_url=callback_url, at=at, delay=delay,
+        ).task  # fmt: skip
+
+    def submit(
+        self,
+        tool: str,
+        args: Mapping[str, Any] | Any,
+        *,
+        idempotency_key: str | None = None,
+        ordering_key: str | None = None,
+        reason: str = "",
+        callback_url: str | None = None,
+        at: datetime | None = None,
+        delay: float | timedelta | None = None,
+    ) -> Submission:
+        """:meth:`enqueue_action`, also telling whether this call created the task
+        (False: its ``idempotency_key`` had created it before)."""
+
+        def fn(tx: Decision) -> Submission:
+            fresh = idempotency_key is None or (
+                tx.tx.get_record(Tables.IDEMPOTENCY, idempotency_key) is None
             )
-        )  # fmt: skip
+            task = tx.enqueue(
+                tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
+                reason=reason, callback_url=callback_url, at=at, delay=delay,
+            )  # fmt: skip
+            return Submission(task, created=fresh)
 
-    def approve(self, approval_id: str, by: str, note: str = "") -> TaskInfo:
-        """Approve a pending (or escalated) request; see :meth:`Decision.approve`."""
-        return self.transact(lambda tx: tx.approve(approval_id, by, note))
+        return self.transact(fn)
 
-    def reject(self, approval_id: str, by: str, note: str = "") -> TaskInfo:
-        """Reject a pending (or escalated) request."""
-        return self.transact(lambda tx: tx.reject(approval_id, by, note))
+    def approve(
+        self, approval_id: str, by: str, note: str = "", *, if_version: str | None = None
+    ) -> TaskInfo:
+        """Approve a pending (or escalated) request; see :meth:`Decision.approve`.
+        With ``if_version`` (an :attr:`ApprovalInfo.version`) an approval that
+        changed since raises :class:`~agentq.errors.ApprovalChanged`. Audited:
+        ``by`` is recorded as who approved."""
+        return self._decide(approval_id, AuditAction.APPROVE, by, note, if_version)
 
-    def cancel(self, task_id: str, reason: str = "cancelled") -> TaskInfo:
-        """Cancel an unfinished task; see :meth:`Decision.cancel`."""
-        return self.transact(lambda tx: tx.cancel(task_id, reason))
+    def reject(
+        self, approval_id: str, by: str, note: str = "", *, if_version: str | None = None
+    ) -> TaskInfo:
+        """Reject a pending (or escalated) request (``if_version`` as for
+        :meth:`approve`); audited like :meth:`approve`."""
+        return self._decide(approval_id, AuditAction.REJECT, by, note, if_version)
+
+    def _decide(
+        self, approval_id: str, action: AuditAction, by: str, note: str, if_version: str | None
+    ) -> TaskInfo:
+        def fn(tx: Decision) -> TaskInfo:
+            decide = tx.approve if action is AuditAction.APPROVE else tx.reject
+            task = decide(approval_id, by, note, if_version=if_version)
+            audit.record(
+                tx.tx, actor=by, action=action, target=approval_id, task_id=task.task_id,
+                note=note,
+            )  # fmt: skip
+            return task
+
+        return self.transact(fn)
+
+    def cancel(self, task_id: str, reason: str = "cancelled", *, by: str | None = None) -> TaskInfo:
+        """Cancel an unfinished task; see :meth:`Decision.cancel`. Audited, with
+        ``by`` as who cancelled."""
+
+        def fn(tx: Decision) -> TaskInfo:
+            task = tx.cancel(task_id, reason)
+            audit.record(
+                tx.tx, actor=by, action=AuditAction.CANCEL, target=task_id, task_id=task_id,
+                note=reason,
+            )  # fmt: skip
+            return task
+
+        return self.transact(fn)
+
+    def audit_log(self, *, target: str | None = None, limit: int | None = None) -> list[AuditEntry]:
+        """Operator actions (approve, reject, cancel, replay, delete), newest first;
+        only those about ``target`` (an approval, task or dead-letter id) if given."""
+        return audit.entries(self.backend, target=target, limit=limit)
 
     # -- reading ----------------------------------------------------------------
 
@@ -169,30 +281,91 @@ class Runtime:
             raise TaskNotFound(f"no task {task_id!r}")
         return TaskInfo.model_validate(rec)
 
+    def wait(self, task_id: str, timeout: float) -> TaskInfo:
+        """Block until the task is finished (succeeded, dead or cancelled) or
+        ``timeout`` seconds of the runtime's clock pass, and return it as it then
+        is (check ``.done``). Woken by commits, this process's and other
+        processes' (:mod:`agentq.waiting`), not by polling. An unknown task raises
+        :class:`~agentq.errors.TaskNotFound`; ``timeout`` must be 0..3600 s."""
+        return waiting.wait_for_task(self.backend, task_id, timeout)
+
+    async def wait_async(self, task_id: str, timeout: float) -> TaskInfo:
+        """Async form of :meth:`wait` (the same loop; no thread held while waiting)."""
+        return await waiting.wait_for_task_async(self.backend, task_id, timeout)
+
+    def task_changes(self, task_id: str, timeout: float) -> AsyncIterator[TaskInfo]:
+        """Async iterator: the task now, then at each change, until it is final or
+        ``timeout`` seconds pass (the HTTP API's server-sent events)."""
+        return waiting.task_changes(self.backend, task_id, timeout)
+
     def _task_in(self, tx: Transaction, task_id: str) -> TaskInfo:
         rec = tx.get_record(Tables.TASKS, task_id)
         if rec is None:
             raise TaskNotFound(f"no task {task_id!r}")
         return TaskInfo.model_validate(rec)
 
-    def tasks(self, status: TaskStatus | str | None = None) -> list[TaskInfo]:
-        """Every task in the ledger, optionally only those with ``status``."""
-        out = [TaskInfo.model_validate(v) for _, v in self.backend.list_records(Tables.TASKS)]
-        if status is not None:
-            out = [t for t in out if t.status == TaskStatus(status)]
-        return sorted(out, key=lambda t: t.created_at)
+    def tasks(
+        self,
+        status: TaskStatus | str | None = None,
+        *,
+        tool: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+    ) -> list[TaskInfo]:
+        """Tasks of the ledger, oldest first: only those with ``status``, of
+        ``tool``, created at or after ``since``; at most ``limit`` of them (then
+        the first ``limit`` in the ledger's order: see :meth:`task_page`)."""
+        page = self.task_page(status, tool=tool, since=since, limit=limit)
+        return sorted(page.tasks, key=lambda t: t.created_at)
+
+    def task_page(
+        self,
+        status: TaskStatus | str | None = None,
+        *,
+        tool: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> TaskPage:
+        """One page of the ledger in key order (creation order on SQLite, whose
+        task ids grow with time; any fixed order on Spanner), filtered as in
+        :meth:`tasks`. Pass the page's ``next_after`` as ``after`` for the next
+        page; it is ``None`` after the last. The ledger is read
+        :data:`SCAN_PAGE` records at a time, never all at once."""
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        wanted = None if status is None else TaskStatus(status)
+        found: list[TaskInfo] = []
+        cursor = after or ""
+        while limit is None or len(found) < limit:
+            rows = self.backend.list_records(Tables.TASKS, limit=SCAN_PAGE, after=cursor)
+            for key, value in rows:
+                cursor = key
+                task = TaskInfo.model_validate(value)
+                if (
+                    (wanted is None or task.status == wanted)
+                    and (tool is None or task.tool == tool)
+                    and (since is None or task.created_at >= since)
+                ):
+                    found.append(task)
+                    if limit is not None and len(found) == limit:
+                        return TaskPage(found, key)
+            if len(rows) < SCAN_PAGE:
+                return TaskPage(found, None)
+        return TaskPage(found, cursor)
 
     def approval(self, approval_id: str) -> ApprovalInfo:
         """One approval request."""
         rec = self.backend.get_record(Tables.APPROVALS, approval_id)
         if rec is None:
-            raise ApprovalError(f"no approval {approval_id!r}")
-        return ApprovalInfo.model_validate(rec)
+            raise ApprovalNotFound(f"no approval {approval_id!r}")
+        return ApprovalInfo.model_validate({**rec, "version": approval_events.version(rec)})
 
     def approvals(self, status: ApprovalStatus | str | None = None) -> list[ApprovalInfo]:
         """Approval requests, optionally filtered by status."""
         out = [
-            ApprovalInfo.model_validate(v) for _, v in self.backend.list_records(Tables.APPROVALS)
+            ApprovalInfo.model_validate({**v, "version": approval_events.version(v)})
+            for _, v in self.backend.list_records(Tables.APPROVALS)
         ]
         if status is not None:
             out = [a for a in out if a.status == ApprovalStatus(status)]
@@ -204,39 +377,59 @@ class Runtime:
         corrupt): they can be deleted, never replayed."""
         return [{**v, "entry_id": k} for k, v in self.backend.list_records(Tables.DEAD_LETTERS)]
 
-    def replay(self, task_id: str) -> TaskInfo:
+    def replay(self, task_id: str, *, by: str | None = None) -> TaskInfo:
         """Send a dead task again for a fresh set of attempts. Only dead tasks can
         be replayed: a succeeded, cancelled, queued or running one raises
-        :class:`~agentq.errors.IllegalTransition`, a stray entry too."""
+        :class:`~agentq.errors.IllegalTransition`, a stray entry too. Audited, with
+        ``by`` as who replayed it."""
 
         def fn(tx: Decision) -> TaskInfo:
             rec = tx.tx.get_record(Tables.TASKS, task_id)
             if rec is not None and not self._runnable_tool(rec["tool"]):
                 raise ConfigError(f"cannot replay {task_id!r}: unknown tool {rec['tool']!r}")
-            return TaskInfo.model_validate(dead_letters.replay(self, tx.tx, task_id))
+            task = TaskInfo.model_validate(dead_letters.replay(self, tx.tx, task_id))
+            audit.record(
+                tx.tx, actor=by, action=AuditAction.REPLAY, target=task_id, task_id=task_id
+            )
+            return task
 
         return self.transact(fn)
 
-    def replay_all(self) -> ReplayReport:
+    def replay_all(self, *, by: str | None = None) -> ReplayReport:
         """Replay every dead task, each in its own transaction; entries that cannot
         be replayed (strays, unknown tools, tasks no longer dead) are skipped and
         reported, never stopping the others."""
         report = ReplayReport()
         for entry_id, _ in self.backend.list_records(Tables.DEAD_LETTERS):
             try:
-                self.replay(entry_id)
+                self.replay(entry_id, by=by)
                 report.replayed.append(entry_id)
             except REPLAY_REFUSALS as exc:
                 report.skipped[entry_id] = str(exc)
         return report
 
-    def delete_dead_letters(self, entry_ids: Iterable[str]) -> list[str]:
+    def delete_dead_letters(
+        self, entry_ids: Iterable[str], *, by: str | None = None
+    ) -> list[str]:
         """Delete dead-letter entries (the tasks stay dead in the ledger); returns
-        the ids that were deleted, in one transaction."""
+        the ids that were deleted, in one transaction. Each deletion is audited,
+        with ``by`` as who deleted it."""
         ids = list(entry_ids)
-        return self.backend.transact(
-            lambda tx: [i for i in ids if tx.delete_record(Tables.DEAD_LETTERS, i)]
-        )
+
+        def fn(tx: Transaction) -> list[str]:
+            deleted = []
+            for entry_id in ids:
+                entry = tx.get_record(Tables.DEAD_LETTERS, entry_id)
+                if entry is None or not tx.delete_record(Tables.DEAD_LETTERS, entry_id):
+                    continue
+                deleted.append(entry_id)
+                audit.record(
+                    tx, actor=by, action=AuditAction.DELETE_DEAD_LETTER, target=entry_id,
+                    task_id=entry.get("task_id"),
+                )  # fmt: skip
+            return deleted
+
+        return self.backend.transact(fn)
 
     def _runnable_tool(self, tool: str) -> bool:
         return tool in self.tools or tool in (BUILTIN_ESCALATION, BUILTIN_EXPIRY)
@@ -250,6 +443,16 @@ class Runtime:
         ]  # fmt: skip
 
     # -- workers ----------------------------------------------------------------
+
+    def tool_counts(self) -> list[ToolCounts]:
+        """Per tool: tasks queued, running, retrying, awaiting approval and dead, and
+        the oldest unfinished one's age; read a page of the ledger at a time."""
+        return overview.tool_counts(self.backend, self.clock.now())
+
+    def workers(self, live_within: float = overview.LIVE_SECONDS) -> list[WorkerInfo]:
+        """Workers that published a heartbeat (``live``: heard from within
+        ``live_within`` seconds); see :mod:`agentq.executor.heartbeat`."""
+        return overview.workers(self.backend, self.clock.now(), live_within)
 
     def worker(self, **options: Any) -> Any:
         """An executor over this runtime's queues; see :class:`agentq.executor.Worker`."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
+from agentq.backends.notify import Wake
 from agentq.clock import Clock
 from agentq.spec import Key, QueueSpec
 
@@ -38,6 +39,7 @@ __all__ = [
     "Renewal",
     "StoredRecord",
     "Transaction",
+    "Wake",
     "encode_record",
 ]
 
@@ -221,6 +223,9 @@ class Backend(Protocol):
     #: moved out of a write transaction (read first, swap in) speeds every writer
     #: up; where transactions run side by side (Spanner) it only adds reads.
     single_writer: bool
+    #: ``None`` when :meth:`subscribe_commits` also sees other processes' commits;
+    #: otherwise how often (seconds) a waiting reader must re-read instead.
+    commit_poll_interval: float | None
 
     @property
     def url(self) -> str:
@@ -271,14 +276,25 @@ class Backend(Protocol):
         ...
 
     def list_records(
-        self, table: str, prefix: str = "", limit: int | None = None
+        self, table: str, prefix: str = "", limit: int | None = None, after: str = ""
     ) -> list[tuple[str, dict[str, Any]]]:
-        """Records of a table whose key starts with ``prefix``, in key order."""
+        """Records of a table whose key starts with ``prefix``, in key order;
+        with ``after``, only keys above it (pass a page's last key for the next)."""
         ...
 
     def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
         """Read many records outside a transaction (strong read), with versions
         for :meth:`Transaction.replace_records`; missing keys are left out."""
+        ...
+
+    def subscribe_commits(self, wake: Wake) -> None:
+        """Call ``wake.set()`` after every commit that may have changed a record:
+        this process's, and other processes' unless :attr:`commit_poll_interval`
+        is set. Subscribe before reading, so no commit after the read is missed."""
+        ...
+
+    def unsubscribe_commits(self, wake: Wake) -> None:
+        """Stop waking ``wake`` (each subscribe is undone by one unsubscribe)."""
         ...
 
     def close(self) -> None:

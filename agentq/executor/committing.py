@@ -77,6 +77,7 @@ class Committing(WorkerState):
                 self.runtime.telemetry.outcomes.add(1, {"outcome": label})
         for o, label in zip(real, labels, strict=True):  # one INFO line per finished task
             inf = o.inflight
+            self.finished += 1
             log_task_finished(inf.task_id, inf.record["tool"], inf.key[1], label,
                               self.clock.monotonic() - inf.started, o.exc)  # fmt: skip
 

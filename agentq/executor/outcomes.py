@@ -30,6 +30,7 @@ from agentq.ledger import Tables
 from agentq.lifecycle import approvals, dead_letters
 from agentq.lifecycle import tasks as lifecycle
 from agentq.lifecycle.states import Event
+from agentq.logs import failure_traceback
 from agentq.ratelimit import RateLimitWait
 from agentq.retry import PermanentError, RetryLater, judge_retry_later
 
@@ -89,6 +90,7 @@ def apply_failure(
     """A failed (or not started) attempt: deferred, throttled, dead or retried."""
     rt = tx.runtime
     error = f"{type(exc).__name__}: {exc}"
+    trace = failure_traceback(exc)
     if isinstance(exc, RateLimitWait):  # its turn is later: it did not run, not a failure
         waiting = dict(rec)
         exc.keep_turn(waiting)
@@ -110,7 +112,7 @@ def apply_failure(
                                  throttles=throttles)  # fmt: skip
             return "throttled"
     if isinstance(exc, _PERMANENT):
-        lifecycle.dead_letter(rt, tx.tx, rec, error, event=Event.FAIL)
+        lifecycle.dead_letter(rt, tx.tx, rec, error, event=Event.FAIL, traceback=trace)
         return "dead"
     definition = inf.definition
     max_attempts = definition.max_attempts if definition else None
@@ -119,11 +121,13 @@ def apply_failure(
     if policy.exhausted(failures):
         lifecycle.dead_letter(
             rt, tx.tx, {**rec, "failures": failures},
-            f"failed {failures} time(s); last: {error}", event=Event.FAIL,
+            f"failed {failures} time(s); last: {error}", event=Event.FAIL, traceback=trace,
         )  # fmt: skip
         return "dead"
     at = tx.now + timedelta(seconds=policy.delay(failures))
-    lifecycle.reschedule(rt, tx.tx, rec, Event.RETRY, at, error=error, failures=failures)
+    lifecycle.reschedule(
+        rt, tx.tx, rec, Event.RETRY, at, error=error, failures=failures, traceback=trace
+    )
     return "retried"
 
 

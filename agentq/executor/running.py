@@ -190,7 +190,10 @@ class Running(WorkerState):
         every other writer (and process) waits for. Escalations, handler writes
         and ordering keys do more in the commit and take the general path."""
         rec = outcome.inflight.record
-        if outcome.on_commit or rec.get("kind") in TIMER_KINDS or rec.get("ordering_key"):
+        if (
+            outcome.on_commit or rec.get("kind") in TIMER_KINDS or rec.get("ordering_key")
+            or rec.get("callback_url")  # its webhook task is created in the commit
+        ):  # fmt: skip
             return
         outcome.final = succeeded_record(rec, self.clock.now(), outcome.result)
 
@@ -258,6 +261,7 @@ class Running(WorkerState):
                 clock=self.clock,
                 timeout=timeout,
                 transport=_SharedTransport(rt.http_transport),
+                idempotency_key=rec.get("http_idempotency_key"),
             ),
         )
 

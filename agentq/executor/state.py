@@ -47,6 +47,8 @@ class WorkerState:
     # Handler threads given up on a timeout that have not returned yet.
     abandoned: int
     stats: Counter[str]
+    # Attempts finished and committed (one log line each): --max-tasks counts these.
+    finished: int
     admission: Admission
     _stats_lock: threading.Lock
     _lock: threading.Condition

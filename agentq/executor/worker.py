@@ -21,8 +21,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from agentq.errors import ConfigError
 from agentq.executor.admission import Admission
 from agentq.executor.committing import Committing
+from agentq.executor.heartbeat import Heartbeat
 from agentq.executor.holds import Holds
 from agentq.executor.leases import LeaseMonitor
 from agentq.executor.receiving import Receiving
@@ -38,6 +40,7 @@ log = logging.getLogger("agentq.worker")
 __all__ = ["Worker", "WorkerStats"]
 
 _STOP_CHECK_SECONDS = 0.25
+log = logging.getLogger("agentq.worker")
 
 
 class WorkerStats(Counter[str]):
@@ -68,7 +71,11 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
     worker is full (see :mod:`agentq.executor.receiving`); ``max_abandoned``
     bounds the handler threads a worker gives up on when their
     calls overrun the tool's timeout (default: ``concurrency``; see
-    :mod:`agentq.executor.running` for what a timeout does).
+    :mod:`agentq.executor.running` for what a timeout does). While
+    :meth:`run` serves, the worker publishes a heartbeat every
+    ``heartbeat_interval`` seconds and logs its counters every
+    ``stats_interval`` (``None``: never); see :mod:`agentq.executor.heartbeat`.
+    A queue in ``queues`` that none of the runtime's tools uses is an error.
     """
 
     def __init__(
@@ -85,6 +92,8 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         monitor_interval: float = 0.5,
         prefetch: int | None = None,
         max_abandoned: int | None = None,
+        heartbeat_interval: float = 5.0,
+        stats_interval: float | None = 60.0,
         full_wait: float = 5.0,
     ) -> None:
         if concurrency < 1:
@@ -93,7 +102,18 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
             raise ValueError("max_abandoned must be zero or more")
         self.runtime = runtime
         self.clock = runtime.clock
-        self.queues = list(queues or sorted(runtime.tools.queues() | {ESCALATION_QUEUE}))
+        known = runtime.tools.queues() | {ESCALATION_QUEUE}
+        unknown = sorted(set(queues or ()) - known)
+        if unknown:
+            # A mistyped --queue would otherwise be served, empty, forever.
+            raise ConfigError(
+                f"unknown queue(s) {', '.join(map(repr, unknown))}: this project's tools "
+                f"use {', '.join(sorted(known))}"
+            )
+        self.queues = list(queues or sorted(known))
+        self.heartbeat_interval = heartbeat_interval
+        self.stats_interval = stats_interval
+        self.finished = 0  # attempts finished and committed (one log line each)
         self.concurrency = concurrency
         self.batch_size = batch_size or concurrency
         self.group_commit = group_commit
@@ -143,6 +163,13 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         if not self._started:
             return
         with self._lock:
+            waiting = [inf.task_id for inf in self._inflight.values()]
+        if waiting:
+            more = f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
+            shown = ", ".join(waiting[:5]) + more
+            log.info("stopping: waiting up to %gs for %d task(s) in flight to finish: %s",
+                     timeout, len(waiting), shown)  # fmt: skip
+        with self._lock:
             self._lock.wait_for(lambda: not self._inflight and not self._pending_commits, timeout)
         self._stop.set()
         self._outcomes.put(None)
@@ -163,9 +190,17 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         finally:
             self._stop_services()
 
-    def run(self, stop: threading.Event | None = None) -> None:
-        """Serve until ``stop`` is set (or :meth:`stop` is called): no new leases
-        after that; in-flight tasks finish and commit, or are left to redelivery.
+    def run(
+        self,
+        stop: threading.Event | None = None,
+        *,
+        grace: float = 30.0,
+        max_tasks: int | None = None,
+    ) -> None:
+        """Serve until ``stop`` is set (or :meth:`stop` is called), or until
+        ``max_tasks`` attempts have finished: no new leases after that;
+        in-flight tasks get ``grace`` seconds to finish and commit, the rest are
+        left to redelivery once their leases expire.
 
         Raises :class:`~agentq.errors.DatabaseNotWritable` (after stopping as
         above) when the database refuses writes: retrying cannot help."""
@@ -175,6 +210,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         for warning in check(self.queues) if check else ():
             log.warning("sizing: %s", warning)  # a limit of the database this would exceed
         self._start_services()
+        heartbeat = Heartbeat(self, self.heartbeat_interval, self.stats_interval).start()
         receivers = [
             threading.Thread(target=self._receive_loop, args=(q, stop), name=f"agentq-recv-{q}")
             for q in self.queues
@@ -186,13 +222,15 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
             # thread wakes, and a signal the kernel hands to another thread does not
             # wake an untimed wait, so the worker would never notice it.
             while not stop.wait(_STOP_CHECK_SECONDS):
-                pass
+                if max_tasks is not None and self.finished >= max_tasks:
+                    break
         finally:
             stop.set()
             self._cancel_streams()  # a long RECEIVE would otherwise hold its receiver
             for t in receivers:
                 t.join(self.receive_timeout + 5)
-            self._stop_services()
+            self._stop_services(grace)
+            heartbeat.stop()
         if self.failure is not None:
             raise self.failure
 

@@ -9,19 +9,22 @@ voiding by a cancel lives with the task events (:func:`~agentq.lifecycle.tasks.c
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from agentq import ordering
 from agentq.approvals import ApprovalInfo, ApprovalNotice, ApprovalStatus
 from agentq.backends import Transaction
-from agentq.errors import ApprovalError
+from agentq.errors import ApprovalChanged, ApprovalError, ApprovalNotFound
 from agentq.ledger import Tables, TaskStatus
 from agentq.lifecycle import tasks
 from agentq.lifecycle.states import Event, next_approval_state
 
-__all__ = ["TimerPlan", "decide", "request", "timer_fired"]
+__all__ = ["TimerPlan", "decide", "request", "timer_fired", "version"]
 
 _TIMERS = ("escalation_task_id", "notify_task_id", "expiry_task_id")
 
@@ -55,6 +58,7 @@ def request(
     ordering_key: str | None = None,
     idempotency_key: str | None = None,
     run_at: datetime | None = None,
+    callback_url: str | None = None,
 ) -> ApprovalInfo:
     """Record a call that waits for a human, with its escalation and notification."""
     approval_id = f"apr_{os.urandom(16).hex()}"
@@ -63,6 +67,7 @@ def request(
         env, tx, tool=tool, queue=queue, args=args, kind="action",
         event=Event.REQUEST_APPROVAL, ordering_key=ordering_key,
         idempotency_key=idempotency_key, approval_id=approval_id, deliver=run_at,
+        callback_url=callback_url,
     )  # fmt: skip
     notice = ApprovalNotice(
         approval_id=approval_id, tool=tool, args=args, reason=reason
@@ -102,14 +107,23 @@ def request(
         expiry_task_id=expiry_id,
         run_at=run_at,
     )
-    tx.put_record(Tables.APPROVALS, approval_id, info.model_dump(mode="json"))
-    return info
+    stored = info.model_dump(mode="json", exclude={"version"})
+    tx.put_record(Tables.APPROVALS, approval_id, stored)
+    return info.model_copy(update={"version": version(stored)})
+
+
+def version(rec: Mapping[str, Any]) -> str:
+    """An approval's version (its HTTP ETag): a digest of its whole record, so
+    any change — escalated, decided, voided, expired — gives a new one."""
+    stored = {k: v for k, v in rec.items() if k != "version"}
+    text = json.dumps(stored, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _approval(tx: Transaction, approval_id: str) -> dict[str, Any]:
     rec = tx.get_record(Tables.APPROVALS, approval_id)
     if rec is None:
-        raise ApprovalError(f"no approval {approval_id!r}")
+        raise ApprovalNotFound(f"no approval {approval_id!r}")
     return rec
 
 
@@ -129,14 +143,24 @@ def decide(
     *,
     by: str,
     note: str = "",
+    if_version: str | None = None,
 ) -> dict[str, Any]:
     """A human's approve or reject: the approval, its task and its timers move
-    together. Returns the task's new record."""
+    together. Returns the task's new record.
+
+    With ``if_version`` (what the decider saw, from :func:`version`), an approval
+    that changed since — escalated, decided, voided — raises
+    :class:`~agentq.errors.ApprovalChanged` and nothing is decided."""
     if event not in (Event.APPROVE, Event.REJECT):
         raise ValueError(f"not a human decision: {event}")
     if not by.strip():
         raise ApprovalError(f"approval {approval_id!r}: say who decides (by=...)")
     rec = _approval(tx, approval_id)
+    if if_version is not None and version(rec) != if_version:
+        raise ApprovalChanged(
+            f"approval {approval_id!r} changed since version {if_version!r:.40} was read "
+            f"(now {rec['status']}{_detail(rec)}): read it again before deciding"
+        )
     status = next_approval_state(approval_id, rec["status"], event, _detail(rec))
     task = tasks.read(tx, rec["task_id"])
     if event is Event.APPROVE:

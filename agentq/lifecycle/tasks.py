@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from agentq import ordering
+from agentq import ordering, webhooks
 from agentq.backends import Backend, EncodedRecord, Transaction
 from agentq.envelope import TaskKind, checked_payload, envelope_payload
 from agentq.errors import TaskNotFound
@@ -89,8 +89,9 @@ def moved(rec: Mapping[str, Any], event: Event, now: datetime, **changes: Any) -
     fenced by a strict ack or a compare-and-swap) and writes it with :func:`store`.
     """
     status = next_task_state(str(rec["task_id"]), rec.get("status"), event)
-    if isinstance(changes.get("error"), str):
-        changes["error"] = redact_text(changes["error"])  # errors quote URLs, with secrets
+    for name in ("error", "traceback"):  # errors quote URLs, with secrets
+        if isinstance(changes.get(name), str):
+            changes[name] = redact_text(changes[name])
     return {**rec, **changes, "status": status, "updated_at": iso(now)}
 
 
@@ -101,12 +102,15 @@ def finished(
     *,
     result: Any = None,
     error: str | None = None,
+    traceback: str | None = None,
 ) -> dict[str, Any]:
-    """A new record: ``rec`` after a final event (succeed, fail, cancel, ...)."""
+    """A new record: ``rec`` after a final event (succeed, fail, cancel, ...);
+    ``traceback`` is the failure's, kept with its ``error``."""
     stamp = iso(now)
     return moved(
-        rec, event, now, result=result, error=error, finished_at=stamp, next_attempt_at=None
-    )
+        rec, event, now, result=result, error=error, traceback=traceback, finished_at=stamp,
+        next_attempt_at=None,
+    )  # fmt: skip
 
 
 def claimed(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str, Any]:
@@ -160,11 +164,15 @@ def create(
     idempotency_key: str | None = None,
     approval_id: str | None = None,
     deliver: datetime | None = None,
+    callback_url: str | None = None,
+    http_idempotency_key: str | None = None,
 ) -> dict[str, Any]:
     """A new task (enqueue, schedule or request approval); sent if it may run.
 
     Its envelope is checked even when it is not sent now (behind an ordering
-    key, awaiting approval), so it can always be sent later.
+    key, awaiting approval), so it can always be sent later. A ``callback_url``
+    (checked by the caller: :func:`agentq.webhooks.check_callback_url`) gets a
+    webhook task in the transaction that finishes the task.
     """
     task_id = new_task_id(tx.now if env.backend.ordered_keys else None)
     status = next_task_state(task_id, None, event)
@@ -188,6 +196,10 @@ def create(
         "updated_at": now,
         "next_attempt_at": iso(deliver) if deliver else None,
     }
+    if callback_url is not None:
+        rec["callback_url"] = callback_url
+    if http_idempotency_key is not None:
+        rec["http_idempotency_key"] = http_idempotency_key
     if status is TaskStatus.QUEUED and (
         ordering_key is None or ordering.admit(tx, ordering_key, task_id)
     ):
@@ -218,6 +230,8 @@ def finish(
 
 def _write_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
     store(tx, new)
+    if new.get("callback_url"):
+        _send_webhook(env, tx, new)
     key = new.get("ordering_key")
     if not key:
         return
@@ -231,6 +245,16 @@ def _write_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
             send(env, tx, waiting, _due(tx, waiting))
             return
         nxt = ordering.release(tx, key, nxt)  # not sendable (gone): skip it
+
+
+def _send_webhook(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
+    """The completion webhook of a finished task, in its completion transaction:
+    it commits with the outcome or not at all (:mod:`agentq.webhooks`)."""
+    args = webhooks.webhook_args(new)
+    create(
+        env, tx, tool=webhooks.WEBHOOK_TOOL, queue=webhooks.WEBHOOK_QUEUE, args=args,
+        kind="webhook", event=Event.ENQUEUE, http_idempotency_key=args["webhook_id"],
+    )  # fmt: skip
 
 
 def reschedule(
@@ -288,9 +312,10 @@ def dead_letter(
     *,
     event: Event = Event.DEAD_LETTER,
     ack_key: Sequence[Any] | None = None,
+    traceback: str | None = None,
 ) -> dict[str, Any]:
     """Ack this delivery (if ``ack_key``) and move the task to the dead-letter queue."""
-    new = finished(rec, event, tx.now, error=error)
+    new = finished(rec, event, tx.now, error=error, traceback=traceback)
     if ack_key is not None:
         tx.ack(new["queue"], tuple(ack_key), must_exist=True)
     tx.put_record(
@@ -300,7 +325,7 @@ def dead_letter(
             "entry_id": new["task_id"], "kind": "task", "stray": False,
             "task_id": new["task_id"], "tool": new["tool"], "queue": new.get("queue"),
             "args": new.get("args"), "attempt": new["attempt"], "error": new["error"],
-            "dead_at": iso(tx.now),
+            "traceback": new.get("traceback"), "dead_at": iso(tx.now),
         },
     )  # fmt: skip
     _write_final(env, tx, new)

@@ -75,11 +75,12 @@ def test_inspect_tasks_and_dead_letter_replay(tmp_path: Path) -> None:
     assert report["dead_letters"] == 1
     assert {q["queue"] for q in report["queues"]} >= {"payments", "escalations"}
 
-    listed = agentq("dlq", "list", "--db", db)
+    listed = agentq("dlq", "list", "--db", db, "--jsonl")
     assert json.loads(listed.stdout.splitlines()[0])["task_id"] == task.task_id
 
     with DemoAPI() as api:
-        replay = agentq("dlq", "replay", task.task_id, "--db", db)
+        replay = agentq("dlq", "replay", task.task_id, "--db", db, "--tools", str(ROOT / "tools"),
+                        "--policies", str(ROOT / "policies"))  # fmt: skip
         assert f"replayed {task.task_id} as attempt 2" in replay.stdout
         rt = Runtime(db, tools=ROOT / "tools", policies=ROOT / "policies",
                      settings={"payments_url": api.url})  # fmt: skip
@@ -106,12 +107,17 @@ def test_dlq_replay_and_delete_refuse_what_they_cannot_do(tmp_path: Path) -> Non
 
     bare = agentq("dlq", "replay", "--db", db)
     assert bare.returncode == 2 and "name entry ids or give --all" in bare.stderr
-    everything = agentq("dlq", "replay", "--all", "--db", db)
+    project = ["--tools", str(ROOT / "tools"), "--policies", str(ROOT / "policies")]
+    unconfirmed_replay = agentq("dlq", "replay", "--all", "--db", db, *project)
+    assert unconfirmed_replay.returncode == 2 and "replay 2 entries: confirm with --yes" in (
+        unconfirmed_replay.stderr
+    )
+    everything = agentq("dlq", "replay", "--all", "--yes", "--db", db, *project)
     assert everything.returncode == 1, everything.stderr
     assert f"replayed {dead.task_id}" in everything.stdout
     assert f"skipped {stray}: " in everything.stderr and "Traceback" not in everything.stderr
     assert "1 replayed, 1 skipped" in everything.stdout
-    again = agentq("dlq", "replay", dead.task_id, "--db", db)  # now queued, not dead
+    again = agentq("dlq", "replay", dead.task_id, "--db", db, *project)  # now queued, not dead
     assert again.returncode == 1 and "is queued: replay is not allowed" in again.stderr
 
     unconfirmed = agentq("dlq", "delete", "--all", "--db", db)
@@ -119,7 +125,7 @@ def test_dlq_replay_and_delete_refuse_what_they_cannot_do(tmp_path: Path) -> Non
     deleted = agentq("dlq", "delete", stray, "nope", "--db", db)
     assert deleted.returncode == 1 and "1 deleted" in deleted.stdout
     assert "no dead-letter entry nope" in deleted.stderr
-    assert agentq("dlq", "list", "--db", db).stdout == ""
+    assert agentq("dlq", "list", "--db", db, "--jsonl").stdout == ""
 
 
 def test_bad_database_url_is_a_clear_error() -> None:
@@ -277,7 +283,7 @@ def test_worker_log_and_cli_output_carry_no_url_secrets(
     assert "HTTP Request" not in err  # httpx's INFO lines stay off
 
     for command in (["tasks"], ["dlq", "list"]):
-        listed = agentq(*command, *common)
+        listed = agentq(*command, "--db", db, "--jsonl")
         assert listed.returncode == 0, listed.stderr
         assert task.task_id in listed.stdout and "REDACTED" in listed.stdout
         _assert_clean(listed.stdout + listed.stderr)
@@ -291,7 +297,7 @@ def test_cli_redacts_secrets_recorded_before_redaction_existed(tmp_path: Path) -
         Tables.DEAD_LETTERS, "t-old", {"task_id": "t-old", "tool": "charge", "error": leaked},
     ))  # fmt: skip
     rt.close()
-    listed = agentq("dlq", "list", "--db", db)
+    listed = agentq("dlq", "list", "--db", db, "--jsonl")
     assert listed.returncode == 0, listed.stderr
     entry = json.loads(listed.stdout)
     assert entry["error"] == "HTTPStatusError: for url 'http://u:REDACTED@h/x?api_key=REDACTED'"
@@ -321,18 +327,21 @@ def _assert_clean_error(proc: subprocess.CompletedProcess[str], *parts: str) -> 
 def test_malformed_policy_is_a_clean_cli_error(tmp_path: Path, case: str) -> None:
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "bad.toml").write_bytes(MALFORMED_POLICY[case])
-    proc = agentq("tasks", "--db", f"sqlite:///{tmp_path / 'a.db'}",
+    proc = agentq("init", "--db", f"sqlite:///{tmp_path / 'a.db'}", "--tools", str(ROOT / "tools"),
                   "--policies", str(tmp_path / "policies"))  # fmt: skip
     _assert_clean_error(proc, f"policy file {tmp_path / 'policies' / 'bad.toml'}")
 
 
 @pytest.mark.parametrize(
     "command",
-    [["worker"], ["init"], ["tasks"], ["dlq", "list"], ["dlq", "replay", "t1"], ["demo"]],
-)
+    [["worker"], ["init"], ["enqueue", "execute_refund", "--args", "{}"],
+     ["dlq", "replay", "t1"], ["demo"]],
+)  # fmt: skip
 def test_every_command_reports_a_bad_policy_cleanly(tmp_path: Path, command: list[str]) -> None:
+    """Every command that loads the project's policy (read-only ones do not)."""
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "bad.toml").write_bytes(MALFORMED_POLICY["tools-not-a-table"])
+    (tmp_path / "tools").symlink_to(ROOT / "tools")
     db = [] if command == ["demo"] else ["--db", f"sqlite:///{tmp_path / 'a.db'}"]
     proc = agentq(*command, *db, "--policies", str(tmp_path / "policies"), cwd=tmp_path)
     _assert_clean_error(proc, "bad.toml", "tools = [1]")

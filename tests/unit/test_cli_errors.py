@@ -11,16 +11,17 @@ import logging
 import signal
 import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
 
+import agentq.backends
 import agentq.cli
 import agentq.demo
 import agentq.runtime
 from agentq.errors import DatabaseNotWritable
 
-URL = "sqlite:////srv/ro/agentq.db"
 SECRET_URL = "spanner://u:pw-0d1e@h/db?token=tk-0d1e"
 
 
@@ -69,12 +70,17 @@ def _restore_process_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
      ["demo"]],
 )  # fmt: skip
 def test_database_not_writable_is_a_clean_error_on_every_command(
-    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    argv: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
+    (tmp_path / "tools").mkdir()
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(agentq.runtime, "Runtime", _FakeRuntime)
-    monkeypatch.setattr(agentq.cli, "open_backend", _not_writable)
+    monkeypatch.setattr(agentq.backends, "open_backend", _not_writable)
     monkeypatch.setattr(agentq.demo, "run_demo", _not_writable)
-    where = [] if argv == ["demo"] else ["--db", URL, "--config", "/nonexistent/agentq.toml"]
+    where = [] if argv == ["demo"] else ["--db", SECRET_URL]
     assert agentq.cli.main([*argv, *where]) == 2
     err = capsys.readouterr().err
     assert err == (

@@ -63,6 +63,7 @@ from agentq.backends.base import (
     Transaction,
     check_stream_args,
 )
+from agentq.backends.notify import Notifier, Wake
 from agentq.backends.spanner import records
 from agentq.backends.spanner.api_errors import API_ERRORS, api_error
 from agentq.backends.spanner.catalog import record_specs, stored_specs
@@ -121,6 +122,11 @@ class SpannerBackend:
         self._calls: set[Any] = set()
         self._lock = threading.Lock()
         self._closed = False
+        # Commits here wake this process's waiters at once; other processes'
+        # commits are only seen by re-reading, every commit_poll_interval seconds
+        # (Spanner has no change notification short of a change stream).
+        self._commits = Notifier()
+        self.commit_poll_interval: float | None = 0.5
 
     @property
     def url(self) -> str:
@@ -195,7 +201,15 @@ class SpannerBackend:
 
     def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
         # Every Spanner commit is durable; ``durable`` is accepted for the contract.
-        return transact(self, fn)
+        result = transact(self, fn)
+        self._commits.notify()
+        return result
+
+    def subscribe_commits(self, wake: Wake) -> None:
+        self._commits.subscribe(wake)
+
+    def unsubscribe_commits(self, wake: Wake) -> None:
+        self._commits.unsubscribe(wake)
 
     # -- receiving ------------------------------------------------------------------
 

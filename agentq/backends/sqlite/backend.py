@@ -21,6 +21,7 @@ from agentq.backends.base import (
     Transaction,
     check_stream_args,
 )
+from agentq.backends.notify import Wake
 from agentq.backends.sqlite import queues, records
 from agentq.backends.sqlite.connection import Database
 from agentq.backends.sqlite.files import DEFAULT_FILE_MODE, parse_file_mode
@@ -73,6 +74,8 @@ class SQLiteBackend:
         self._specs: dict[str, QueueSQL] = {}
         notifier_key = f"memory:{id(self)}" if memory else self._path
         self._notifier = notifier_for(notifier_key)
+        self._commits = notifier_for(notifier_key, "commits")
+        self.commit_poll_interval: float | None = None  # the watcher sees other processes
         self._db = Database(
             self._path,
             durability=durability,
@@ -85,7 +88,7 @@ class SQLiteBackend:
         try:
             if not memory:
                 self._watcher = Watcher(
-                    self._db.connect(), self._path, self._notifier, poll_interval
+                    self._db.connect(), self._path, (self._notifier, self._commits), poll_interval
                 )
             self._db.setup(queues.SCHEMA + records.SCHEMA)
         except BaseException:
@@ -145,7 +148,18 @@ class SQLiteBackend:
         result = self._db.write(body, durable)
         if sent:
             self._notifier.notify()
+        self._commits.notify()
         return result
+
+    def subscribe_commits(self, wake: Wake) -> None:
+        self._commits.subscribe(wake)
+        if self._watcher is not None:
+            self._watcher.enter()
+
+    def unsubscribe_commits(self, wake: Wake) -> None:
+        self._commits.unsubscribe(wake)
+        if self._watcher is not None:
+            self._watcher.leave()
 
     # -- receiving -----------------------------------------------------------
 
@@ -203,9 +217,9 @@ class SQLiteBackend:
         return records.read_records(self._db, table, keys)
 
     def list_records(
-        self, table: str, prefix: str = "", limit: int | None = None
+        self, table: str, prefix: str = "", limit: int | None = None, after: str = ""
     ) -> list[tuple[str, dict[str, Any]]]:
-        return records.list_records(self._db, table, prefix, limit)
+        return records.list_records(self._db, table, prefix, limit, after)
 
     def close(self) -> None:
         if self._db.closed:
@@ -214,6 +228,7 @@ class SQLiteBackend:
         if self._watcher is not None:
             self._watcher.close()
         self._notifier.notify()
+        self._commits.notify()
 
     def __enter__(self) -> SQLiteBackend:
         return self

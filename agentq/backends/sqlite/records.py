@@ -151,13 +151,13 @@ def _select_keys(conn: sqlite3.Connection, table: str, keys: list[str]) -> list[
 
 
 def list_records(
-    db: Database, table: str, prefix: str = "", limit: int | None = None
+    db: Database, table: str, prefix: str = "", limit: int | None = None, after: str = ""
 ) -> list[tuple[str, dict[str, Any]]]:
     # Keys with the prefix form one contiguous range of the primary key.
-    sql = "SELECT k, v FROM agentq_records WHERE tbl = ? AND k >= ?"
-    params: list[Any] = [table, prefix]
-    if not _storable(prefix):
-        return []  # no stored key starts with it
+    sql = "SELECT k, v FROM agentq_records WHERE tbl = ? AND k >= ? AND k > ?"
+    params: list[Any] = [table, prefix, after]
+    if not _storable(prefix) or not _storable(after):
+        return []  # no stored key starts with it (or: a cursor no key came from)
     if prefix:
         sql += " AND k < ?"
         params.append(prefix[:-1] + chr(ord(prefix[-1]) + 1))

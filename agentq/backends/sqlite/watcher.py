@@ -1,8 +1,9 @@
 """How waiting receivers wake: in process on a notification, across processes on
 a change of the WAL file.
 
-An agentq commit in this process wakes receivers through the :class:`Notifier`
-of its database file. Commits by other processes (or any other program writing
+An agentq commit in this process wakes receivers (and readers waiting for a
+record, :mod:`agentq.waiting`) through the notifiers of its database file
+(:mod:`agentq.backends.notify`). Commits by other processes (or any other program writing
 the file) are noticed by the :class:`Watcher`: an inotify watch of the WAL file
 on Linux (no CPU while idle), elsewhere an adaptive 1-10 ms check of it backed
 by ``PRAGMA data_version`` (about 1-2 % of a core while receivers wait).
@@ -15,8 +16,11 @@ import os
 import select
 import sqlite3
 import threading
-import weakref
+import time
+from collections.abc import Sequence
 from typing import Any
+
+from agentq.backends.notify import Notifier, notifier_for
 
 try:  # Linux: block on file events instead of polling (see Watcher)
     from inotify_simple import INotify as _INotify
@@ -33,43 +37,7 @@ __all__ = ["Notifier", "Watcher", "notifier_for"]
 log = logging.getLogger("agentq.sqlite")
 
 _SAFETY_POLL = 0.25  # seconds between checks of the WAL while an inotify watch is active
-
-
-class Notifier:
-    """Wakes in-process receivers of one database file when a commit may have
-    made messages ready."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._events: set[threading.Event] = set()
-
-    def subscribe(self, event: threading.Event) -> None:
-        with self._lock:
-            self._events.add(event)
-
-    def unsubscribe(self, event: threading.Event) -> None:
-        with self._lock:
-            self._events.discard(event)
-
-    def notify(self) -> None:
-        with self._lock:
-            events = list(self._events)
-        for event in events:
-            event.set()
-
-
-_notifiers: weakref.WeakValueDictionary[str, Notifier] = weakref.WeakValueDictionary()
-_notifiers_lock = threading.Lock()
-
-
-def notifier_for(path: str) -> Notifier:
-    """The one notifier of a database file in this process."""
-    with _notifiers_lock:
-        notifier = _notifiers.get(path)
-        if notifier is None:
-            notifier = Notifier()
-            _notifiers[path] = notifier
-        return notifier
+_SETTLE = 0.1  # longest wait, after a file event, for its commit to become visible
 
 
 class Watcher:
@@ -91,11 +59,15 @@ class Watcher:
     """
 
     def __init__(
-        self, conn: sqlite3.Connection, path: str, notifier: Notifier, poll_interval: float
+        self,
+        conn: sqlite3.Connection,
+        path: str,
+        notifiers: Sequence[Notifier],
+        poll_interval: float,
     ) -> None:
         self._conn = conn
         self._wal = path + "-wal"
-        self._notifier = notifier
+        self._notifiers = tuple(notifiers)
         self._interval = poll_interval
         self._fast = min(0.001, poll_interval)
         self._cond = threading.Condition()
@@ -172,11 +144,13 @@ class Watcher:
                 while self._waiters == 0 and not self._closed.is_set():
                     self._cond.wait()
                 self._polls += 1
-                state = self._state(self._polls % 10 == 0)
+                # Every check asks SQLite while watching (a check every 0.25 s is cheap);
+                # polling, every tenth (checks come every 1-10 ms then).
+                state = self._state(self._watching or self._polls % 10 == 0)
                 changed = state != self._last
                 self._last = state
             if changed:
-                self._notifier.notify()
+                self._notify()
                 interval = self._fast
             else:
                 interval = min(interval * 1.25, self._interval)
@@ -194,7 +168,40 @@ class Watcher:
             self.events += 1
             if any(e.mask & _LOST_FLAGS for e in events):
                 self._watch()  # the WAL was deleted or replaced: watch the new one
-            self._notifier.notify()
+            self._notify()
+            self._settle()
+
+    def _version(self) -> int | None:
+        with self._cond:
+            try:
+                return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.ProgrammingError:  # closed meanwhile
+                return None
+
+    def _settle(self) -> None:
+        """Wake the readers again once the commit that wrote the WAL is visible.
+
+        The file event comes with the commit's write, but readers see the commit
+        only after SQLite updates the WAL index (after the fsync, with
+        durability=full): a reader woken by the event alone often reads the old
+        state and then slept until a later poll (0.25-2.5 s; measured with the
+        HTTP API's long-poll). ``PRAGMA data_version`` changes when another
+        connection's commit becomes visible: watch it for up to ``_SETTLE``
+        seconds, then wake the readers again either way.
+        """
+        start = self._version()
+        deadline = time.monotonic() + _SETTLE
+        pause = 0.0002
+        while not self._closed.is_set() and time.monotonic() < deadline:
+            if self._version() != start:
+                break
+            self._closed.wait(pause)
+            pause = min(pause * 2, 0.004)
+        self._notify()
+
+    def _notify(self) -> None:
+        for notifier in self._notifiers:
+            notifier.notify()
 
     def close(self) -> None:
         """Stop the thread and close the watch and its connection."""

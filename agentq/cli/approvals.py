@@ -1,0 +1,78 @@
+"""Approvals: ``approvals`` (the inbox), ``approve ID`` and ``reject ID``.
+
+Decisions go through :meth:`Runtime.approve` / :meth:`Runtime.reject` (the
+lifecycle records who decided, when, and the note); an approval already
+decided is refused (exit 5), one that does not exist is exit 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from agentq.cli.common import add_db_args, open_ledger
+from agentq.cli.exits import EXIT_OK
+from agentq.cli.output import add_format_args, age, emit, print_json
+from agentq.errors import ConfigError
+
+__all__ = ["register"]
+
+_COLUMNS = ("approval_id", "status", "tool", "age_s", "task_id", "reason", "args")
+_OPEN = ("pending", "escalated")
+
+
+def _cmd_approvals(args: argparse.Namespace) -> int:
+    rt = open_ledger(args)
+    try:
+        now = rt.clock.now()
+        found = rt.approvals(args.status) if args.status != "open" else [
+            a for a in rt.approvals() if a.status in _OPEN
+        ]  # fmt: skip
+    finally:
+        rt.close()
+    # Undecided first (the inbox), then the oldest first.
+    found.sort(key=lambda a: (a.status not in _OPEN, a.requested_at))
+    rows = [{**a.model_dump(mode="json"), "age_s": age(now, a.requested_at)} for a in found]
+    emit(args, "approvals", rows, _COLUMNS)
+    return EXIT_OK
+
+
+def _decide(args: argparse.Namespace, verdict: str) -> int:
+    if not args.by.strip():
+        raise ConfigError(f"{verdict}: --by must name who decides")
+    rt = open_ledger(args)
+    try:
+        decide = rt.approve if verdict == "approve" else rt.reject
+        task = decide(args.approval_id, args.by, args.note)
+        approval = rt.approval(args.approval_id)
+    finally:
+        rt.close()
+    if args.json:
+        print_json({"approval": approval.model_dump(mode="json"),
+                    "task": task.model_dump(mode="json")})  # fmt: skip
+    else:
+        print(f"{approval.approval_id} {approval.status} by {approval.decided_by}: "
+              f"task {task.task_id} {task.status}")  # fmt: skip
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add ``approvals``, ``approve`` and ``reject``."""
+    inbox = sub.add_parser("approvals", help="approval requests, undecided first")
+    inbox.add_argument(
+        "--status", default="open",
+        choices=["open", "pending", "escalated", "approved", "rejected", "void", "expired"],
+        help="open (pending or escalated, the default) or one status",
+    )  # fmt: skip
+    add_format_args(inbox)
+    add_db_args(inbox)
+    inbox.set_defaults(func=_cmd_approvals)
+
+    for verdict, what in (("approve", "run the task"), ("reject", "cancel the task")):
+        p = sub.add_parser(verdict, help=f"{verdict} a pending or escalated request ({what})")
+        p.add_argument("approval_id")
+        p.add_argument("--by", required=True, help="who decides (recorded)")
+        p.add_argument("--note", default="", help="why (recorded)")
+        p.add_argument("--json", action="store_true", help="print approval and task as JSON")
+        add_db_args(p)
+        p.set_defaults(func=lambda a, v=verdict: _decide(a, v))

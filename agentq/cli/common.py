@@ -1,0 +1,195 @@
+"""What the subcommands share: argument types, the runtime arguments, finding
+the project, and opening the runtime a command works on.
+
+A project is found only where the user says: ``--tools`` / ``--policies``,
+else ``agentq.toml`` (``--config``, else ``./agentq.toml`` if present; every
+path in it is relative to the file), else ``./tools`` and ``./policies`` in
+the current folder. Never beside the installed package. A missing
+``policies/`` means the default policy (no hosts allowed, no approvals).
+
+Read-only commands open a database only if it exists: a mistyped ``--db``
+is an error, not a new empty file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from agentq.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentq.config import Config
+    from agentq.runtime import Runtime
+
+__all__ = [
+    "DEFAULT_DB",
+    "Project",
+    "add_db_args",
+    "add_runtime_args",
+    "find_project",
+    "non_negative",
+    "open_ledger",
+    "open_runtime",
+    "positive",
+    "positive_float",
+    "require_database",
+    "resolve_db",
+]
+
+DEFAULT_DB = "sqlite:///agentq.db"
+CONFIG_FILE = "agentq.toml"
+
+
+def positive(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative(text: str) -> int:
+    """argparse type: an integer of at least 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 < value < 1e9:
+        raise argparse.ArgumentTypeError(f"must be above 0 and finite, got {text}")
+    return value
+
+
+def _settings(pairs: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--setting expects KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def args_config(args: argparse.Namespace) -> Config:
+    """``--config`` (which must exist), else ``./agentq.toml`` if there is one."""
+    from agentq.config import Config, load_config
+
+    given = getattr(args, "config", None)
+    if given is not None:
+        return load_config(given, required=True)
+    if Path(CONFIG_FILE).exists():
+        return load_config(CONFIG_FILE)
+    return Config()
+
+
+def resolve_db(args: argparse.Namespace, config: Config | None = None) -> str:
+    """--db, else $AGENTQ_DB, else agentq.toml, else the default file."""
+    config = config if config is not None else args_config(args)
+    db: str = args.db or os.environ.get("AGENTQ_DB") or config.agentq.db or DEFAULT_DB
+    return db
+
+
+def require_database(url: str) -> None:
+    """Refuse a SQLite file that does not exist (opening it would create it)."""
+    if not url.lower().startswith("sqlite:"):
+        return
+    path = urlsplit(url).path
+    path = path[1:] if path.startswith("/") else path
+    if path and path != ":memory:" and not Path(path).exists():
+        raise ConfigError(
+            f"no database at {path} (from {url}); check --db, or create it with agentq init"
+        )
+
+
+@dataclass(frozen=True)
+class Project:
+    """Where a command's tools and policies are (``policies`` may be absent)."""
+
+    tools: Path
+    policies: Path | None
+
+
+def _given_dir(name: str, value: str, source: str) -> Path:
+    path = Path(value)
+    if not path.is_dir():
+        raise ConfigError(f"{name} folder {value} (from {source}) does not exist")
+    return path
+
+
+def find_project(args: argparse.Namespace, config: Config) -> Project:
+    """The project's folders, only from where the user says (module docstring)."""
+    found: dict[str, Path | None] = {}
+    for name in ("tools", "policies"):
+        flag = getattr(args, name, None)
+        configured = getattr(config.agentq, name)
+        if flag:
+            found[name] = _given_dir(name, flag, f"--{name}")
+        elif configured:
+            found[name] = _given_dir(name, configured, "agentq.toml")
+        elif Path(name).is_dir():
+            found[name] = Path(name).resolve()
+        else:
+            found[name] = None
+    if found["tools"] is None:
+        raise ConfigError(
+            f"no tools/ folder in {Path.cwd()}: run from your project's folder, "
+            "pass --tools PATH, or set tools in agentq.toml"
+        )
+    return Project(tools=found["tools"], policies=found["policies"])
+
+
+def open_runtime(args: argparse.Namespace) -> Runtime:
+    """The :class:`~agentq.runtime.Runtime` of the user's project (tools and
+    policies loaded); it may create the database."""
+    from agentq.runtime import Runtime
+
+    config = args_config(args)
+    db = resolve_db(args, config)
+    project = find_project(args, config)
+    settings = config.settings | _settings(getattr(args, "setting", []))
+    args.db = db
+    return Runtime(db, tools=project.tools, policies=project.policies, settings=settings)
+
+
+def open_ledger(args: argparse.Namespace) -> Runtime:
+    """A :class:`~agentq.runtime.Runtime` over an existing database, without the
+    project's tools: for reading the ledger and for actions that need no tool."""
+    from agentq.runtime import Runtime
+
+    db = resolve_db(args)
+    require_database(db)
+    args.db = db
+    return Runtime(db)
+
+
+def add_db_args(p: argparse.ArgumentParser) -> None:
+    """--config and --db: what a command that reads the database needs."""
+    p.add_argument("--config", help=f"config file (default: ./{CONFIG_FILE} if present)")
+    p.add_argument("--db", help=f"database URL (default: $AGENTQ_DB, agentq.toml, or {DEFAULT_DB})")
+
+
+def add_runtime_args(p: argparse.ArgumentParser) -> None:
+    """--config, --db, --tools, --policies, --setting."""
+    add_db_args(p)
+    p.add_argument("--tools", help="tools folder (default: agentq.toml, else ./tools)")
+    p.add_argument("--policies", help="policies folder (default: agentq.toml, else ./policies)")
+    p.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
+                   help="setting handed to tool handlers (repeatable)")  # fmt: skip
+
+
+def json_default(value: Any) -> str:
+    """``json.dumps(default=...)`` for datetimes and the like."""
+    return str(value)

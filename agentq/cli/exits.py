@@ -1,0 +1,34 @@
+"""The ``agentq`` command's exit statuses.
+
+====  ==============================================================
+0     done
+1     done in part, or the outcome is negative: entries skipped, a
+      waited-for task ended dead or cancelled, the demo's checks failed
+2     usage, configuration or database error (``agentq: error: ...``)
+3     not found: no such task, approval or dead-letter entry
+4     ``--wait`` ran out before the task finished
+5     refused by the task lifecycle: the task or approval is in a state
+      that does not allow it (already decided, already finished)
+130   interrupted (Ctrl-C)
+====  ==============================================================
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_NEGATIVE",
+    "EXIT_NOT_FOUND",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_TIMEOUT",
+]
+
+EXIT_OK = 0
+EXIT_NEGATIVE = 1
+EXIT_ERROR = 2
+EXIT_NOT_FOUND = 3
+EXIT_TIMEOUT = 4
+EXIT_REFUSED = 5
+EXIT_INTERRUPTED = 130

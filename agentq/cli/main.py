@@ -1,0 +1,89 @@
+"""The ``agentq`` parser and entry point.
+
+Each subcommand group lives in its own module with ``register(subparsers)``;
+:func:`build_parser` calls them in turn. To add a surface's subcommands, add
+one import and one ``register`` call below (keep heavy imports inside the
+handler, so ``agentq --help`` stays fast and optional extras stay optional).
+Exit statuses: :mod:`agentq.cli.exits`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+
+from agentq.cli import approvals, common, demo, dlq, inspect_cmd, tasks, ui, worker
+from agentq.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_REFUSED
+from agentq.errors import AgentQError, ApprovalNotFound, IllegalTransition, TaskNotFound
+from agentq.mcp.command import register as register_mcp
+from agentq.redact import redact_text
+from agentq.server.cli import register as register_http
+
+__all__ = ["build_parser", "main"]
+
+DESCRIPTION = """\
+agentq runs AI agents' tool calls reliably. Serve tasks with `agentq worker`;
+enqueue, look at and cancel them with `enqueue`, `task`, `tasks`, `cancel`;
+decide approvals with `approvals`, `approve`, `reject`; watch with `inspect` and
+`workers`; manage dead letters with `dlq`. Errors are printed as
+`agentq: error: ...`; exit statuses: 0 done, 1 partly or negative, 2 error,
+3 not found, 4 wait timed out, 5 refused by the lifecycle, 130 interrupted.
+"""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentq")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``agentq`` command."""
+    parser = argparse.ArgumentParser(prog="agentq", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"agentq {_version()}")
+    parser.add_argument(
+        "--debug", action="store_true", help="print the traceback of an error (redacted)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    worker.register(sub)
+    tasks.register(sub)
+    approvals.register(sub)
+    inspect_cmd.register(sub)
+    dlq.register(sub)
+    demo.register(sub)
+    ui.register(sub)
+    register_http(sub, common.add_runtime_args, common.open_runtime)
+    register_mcp(sub, common.add_runtime_args, common.open_runtime)
+    # Other surfaces: one import above and one register(sub) call here.
+    return parser
+
+
+def _status_of(exc: BaseException) -> int:
+    if isinstance(exc, TaskNotFound | ApprovalNotFound):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, IllegalTransition):
+        return EXIT_REFUSED
+    return EXIT_ERROR
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``agentq`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except (AgentQError, ValueError, OSError) as exc:
+        # A user's mistake or the environment's, not a bug: the message, no traceback
+        # (unless asked for).
+        if args.debug:
+            print(redact_text(traceback.format_exc()), file=sys.stderr, end="")
+        print(f"agentq: error: {redact_text(str(exc))}", file=sys.stderr)
+        return _status_of(exc)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED

@@ -1,0 +1,86 @@
+"""How listings print: a table for people, ``--json`` (one document) or
+``--jsonl`` (one object a line) for scripts. Everything printed is redacted."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from agentq.redact import redact_data, redact_text
+
+__all__ = ["add_format_args", "age", "emit", "print_json"]
+
+_CELL = 40  # widest table cell; longer values are cut with an ellipsis
+
+
+def add_format_args(p: argparse.ArgumentParser) -> None:
+    """``--json`` / ``--jsonl`` (the default is a table)."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--json", action="store_true", help="print one JSON document")
+    group.add_argument("--jsonl", action="store_true", help="print one JSON object per line")
+
+
+def _dumps(value: Any, indent: int | None = None) -> str:
+    return json.dumps(redact_data(value), sort_keys=True, indent=indent, default=str)
+
+
+def print_json(value: Any) -> None:
+    """One redacted JSON document."""
+    print(_dumps(value, indent=2))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        text = value.isoformat(timespec="seconds")
+    elif isinstance(value, float):
+        text = f"{value:.1f}"
+    elif isinstance(value, dict | list):
+        text = json.dumps(value, default=str)
+    else:
+        text = str(value)
+    text = redact_text(" ".join(text.split()))
+    return text if len(text) <= _CELL else text[: _CELL - 1] + "…"
+
+
+def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """``rows`` as aligned columns (header first)."""
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def emit(
+    args: argparse.Namespace,
+    name: str,
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    extra: Mapping[str, Any] | None = None,
+) -> None:
+    """Print a listing: ``{name: rows, **extra}`` with --json, a line per row
+    with --jsonl, else a table of ``columns`` (and ``extra`` as ``key: value``)."""
+    if getattr(args, "json", False):
+        print_json({name: list(rows), **(extra or {})})
+        return
+    if getattr(args, "jsonl", False):
+        for row in rows:
+            print(_dumps(row))
+        return
+    if rows:
+        print(table(rows, columns))
+    else:
+        print(f"no {name}")
+    for key, value in (extra or {}).items():
+        if value is not None:
+            print(f"{key}: {_cell(value)}")
+
+
+def age(now: datetime, then: datetime | None) -> float | None:
+    """Seconds from ``then`` to ``now`` (``None`` stays ``None``)."""
+    return None if then is None else max(0.0, (now - then).total_seconds())

@@ -1,0 +1,208 @@
+"""Tasks: ``enqueue``, ``task ID``, ``tasks`` (filtered, paged) and ``cancel``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentq.cli.common import (
+    add_db_args,
+    add_runtime_args,
+    open_ledger,
+    open_runtime,
+    positive,
+    positive_float,
+)
+from agentq.cli.exits import EXIT_NEGATIVE, EXIT_OK, EXIT_TIMEOUT
+from agentq.cli.output import add_format_args, emit, print_json
+from agentq.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentq.ledger import TaskInfo
+    from agentq.runtime import Runtime
+
+__all__ = ["register", "wait_for"]
+
+_COLUMNS = ("task_id", "tool", "status", "attempt", "created_at", "error")
+_MAX_ARGS_BYTES = 1 << 20  # an --args file larger than this is a mistake
+
+
+def _timestamp(text: str) -> datetime:
+    """argparse type: an ISO 8601 time with its zone (``2026-01-01T09:00Z``)."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an ISO 8601 time, got {text!r}") from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"give the time zone, e.g. {text}Z for UTC")
+    return when
+
+
+def _read_args(text: str) -> dict[str, Any]:
+    """``--args``: JSON text, ``@file`` or ``@-`` (standard input); an object."""
+    source = "--args"
+    if text.startswith("@"):
+        source = text[1:] or "-"
+        if source == "-":
+            text = sys.stdin.read(_MAX_ARGS_BYTES + 1)
+        else:
+            path = Path(source)
+            if not path.is_file():
+                raise ConfigError(f"--args file {source} does not exist")
+            if path.stat().st_size > _MAX_ARGS_BYTES:
+                raise ConfigError(f"--args file {source} is larger than {_MAX_ARGS_BYTES} bytes")
+            text = path.read_text(encoding="utf-8")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{source} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+_WAIT_CHUNK = 3600.0  # the longest one Runtime.wait takes
+
+
+def wait_for(rt: Runtime, task_id: str, timeout: float) -> TaskInfo:
+    """The task once it is finished, or as it is when ``timeout`` runs out."""
+    deadline = rt.clock.monotonic() + timeout
+    while True:
+        remaining = deadline - rt.clock.monotonic()
+        task = rt.wait(task_id, max(0.0, min(remaining, _WAIT_CHUNK)))
+        if task.done or remaining <= _WAIT_CHUNK:
+            return task
+
+
+def _finished_status(task: Any) -> int:
+    if not task.done:
+        print(f"agentq: {task.task_id} is still {task.status} after the wait", file=sys.stderr)
+        return EXIT_TIMEOUT
+    return EXIT_OK if task.status == "succeeded" else EXIT_NEGATIVE
+
+
+def _show(args: argparse.Namespace, task: Any) -> None:
+    doc = task.model_dump(mode="json")
+    if args.json:
+        print_json(doc)
+        return
+    emit(args, "fields", [{"field": k, "value": v} for k, v in doc.items()], ("field", "value"))
+
+
+def _cmd_enqueue(args: argparse.Namespace) -> int:
+    if args.at is not None and args.delay is not None:
+        raise ConfigError("give either --at or --delay, not both")
+    payload = _read_args(args.args)
+    rt = open_runtime(args)
+    try:
+        task = rt.enqueue_action(
+            args.tool, payload, idempotency_key=args.idempotency_key,
+            ordering_key=args.ordering_key, at=args.at, delay=args.delay,
+        )  # fmt: skip
+        if args.wait is not None:
+            task = wait_for(rt, task.task_id, args.wait)
+    finally:
+        rt.close()
+    if args.json:
+        print_json(task.model_dump(mode="json"))
+    else:
+        print(f"{task.task_id} {task.status}")
+    return EXIT_OK if args.wait is None else _finished_status(task)
+
+
+def _cmd_task(args: argparse.Namespace) -> int:
+    rt = open_ledger(args)
+    try:
+        task = rt.task(args.task_id)
+        if args.wait is not None:
+            task = wait_for(rt, task.task_id, args.wait)
+    finally:
+        rt.close()
+    _show(args, task)
+    return EXIT_OK if args.wait is None else _finished_status(task)
+
+
+def _cmd_tasks(args: argparse.Namespace) -> int:
+    rt = open_ledger(args)
+    try:
+        page = rt.task_page(
+            args.status, tool=args.tool, since=args.since, limit=args.limit, after=args.after
+        )
+    finally:
+        rt.close()
+    rows = [t.model_dump(mode="json") for t in page.tasks]
+    emit(args, "tasks", rows, _COLUMNS, {"next_after": page.next_after})
+    if page.next_after is not None and args.jsonl:
+        print(f"agentq: more tasks: --after {page.next_after}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    rt = open_ledger(args)
+    try:
+        task = rt.cancel(args.task_id, args.reason)
+    finally:
+        rt.close()
+    if args.json:
+        print_json(task.model_dump(mode="json"))
+    else:
+        print(f"{task.task_id} {task.status}")
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add ``enqueue``, ``task``, ``tasks`` and ``cancel``."""
+    enqueue = sub.add_parser("enqueue", help="enqueue a tool call (validated by the tool)")
+    enqueue.add_argument("tool", help="the tool's name")
+    enqueue.add_argument(
+        "--args",
+        required=True,
+        metavar="JSON|@FILE",
+        help="arguments: a JSON object, @file, or @- for standard input",
+    )
+    enqueue.add_argument("--idempotency-key", help="the same key returns the same task")
+    enqueue.add_argument("--ordering-key", help="tasks with one key run one at a time, in order")
+    enqueue.add_argument("--at", type=_timestamp, help="run at this ISO 8601 time (with zone)")
+    enqueue.add_argument("--delay", type=positive_float, metavar="SECONDS", help="run later")
+    enqueue.add_argument(
+        "--wait",
+        type=positive_float,
+        metavar="SECONDS",
+        help="wait for the task to finish (exit 0 succeeded, 1 not, 4 timeout)",
+    )
+    enqueue.add_argument("--json", action="store_true", help="print the task as JSON")
+    add_runtime_args(enqueue)
+    enqueue.set_defaults(func=_cmd_enqueue)
+
+    task = sub.add_parser("task", help="one task: status, attempts, result or error")
+    task.add_argument("task_id")
+    task.add_argument(
+        "--wait",
+        type=positive_float,
+        metavar="SECONDS",
+        help="wait for it to finish (exit 0 succeeded, 1 not, 4 timeout)",
+    )
+    add_format_args(task)
+    add_db_args(task)
+    task.set_defaults(func=_cmd_task)
+
+    tasks = sub.add_parser("tasks", help="list the ledger, filtered, a page at a time")
+    tasks.add_argument("--status", help="only tasks with this status")
+    tasks.add_argument("--tool", help="only tasks of this tool")
+    tasks.add_argument("--since", type=_timestamp, help="only tasks created at or after this time")
+    tasks.add_argument("--limit", type=positive, default=100, help="page size (default 100)")
+    tasks.add_argument("--after", help="the next page: the cursor the last page printed")
+    add_format_args(tasks)
+    add_db_args(tasks)
+    tasks.set_defaults(func=_cmd_tasks)
+
+    cancel = sub.add_parser("cancel", help="cancel a task that has not finished")
+    cancel.add_argument("task_id")
+    cancel.add_argument("--reason", default="cancelled from the command line")
+    cancel.add_argument("--json", action="store_true", help="print the task as JSON")
+    add_db_args(cancel)
+    cancel.set_defaults(func=_cmd_cancel)

@@ -1,0 +1,139 @@
+"""What ``agentq inspect`` shows besides the queues: per tool, how many tasks are
+queued, running, retrying, awaiting approval and dead, and how old the oldest
+unfinished one is; the open approvals; the workers' heartbeats.
+
+Read from the ledger a page at a time (the raw records, not validated models),
+outside any transaction: a snapshot that may be a moment old, never a lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from agentq.backends import Backend
+from agentq.ledger import Tables
+
+__all__ = [
+    "LIVE_SECONDS",
+    "ToolCounts",
+    "WorkerInfo",
+    "dead_letter_count",
+    "open_approvals",
+    "tool_counts",
+    "workers",
+]
+
+_PAGE = 1000
+#: A worker whose last heartbeat is older than this is not counted as live.
+LIVE_SECONDS = 30.0
+_COUNTED = {
+    "queued": "queued",
+    "running": "running",
+    "retry_scheduled": "retrying",
+    "awaiting_approval": "awaiting_approval",
+    "dead": "dead",
+}
+_UNFINISHED = ("queued", "running", "retry_scheduled", "awaiting_approval")
+
+
+@dataclass
+class ToolCounts:
+    """One tool's tasks by status, and the age (s) of its oldest unfinished one."""
+
+    tool: str
+    queued: int = 0
+    running: int = 0
+    retrying: int = 0
+    awaiting_approval: int = 0
+    dead: int = 0
+    oldest_unfinished_s: float | None = None
+    oldest_approval_s: float | None = None
+
+
+def _scan(backend: Backend, table: str) -> Any:
+    after = ""
+    while True:
+        rows = backend.list_records(table, limit=_PAGE, after=after)
+        yield from rows
+        if len(rows) < _PAGE:
+            return
+        after = rows[-1][0]
+
+
+def _age(now: datetime, stamp: Any) -> float | None:
+    try:
+        return max(0.0, (now - datetime.fromisoformat(str(stamp))).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+def tool_counts(backend: Backend, now: datetime) -> list[ToolCounts]:
+    """Per-tool counts of the ledger, sorted by tool name."""
+    out: dict[str, ToolCounts] = {}
+    for _, rec in _scan(backend, Tables.TASKS):
+        status = str(rec.get("status"))
+        column = _COUNTED.get(status)
+        if column is None:
+            continue
+        counts = out.setdefault(str(rec.get("tool")), ToolCounts(str(rec.get("tool"))))
+        setattr(counts, column, getattr(counts, column) + 1)
+        if status in _UNFINISHED:
+            age = _age(now, rec.get("created_at"))
+            if age is not None:
+                counts.oldest_unfinished_s = max(counts.oldest_unfinished_s or 0.0, age)
+                if status == "awaiting_approval":
+                    counts.oldest_approval_s = max(counts.oldest_approval_s or 0.0, age)
+    return [out[name] for name in sorted(out)]
+
+
+def open_approvals(backend: Backend, now: datetime) -> dict[str, Any]:
+    """Undecided approvals: how many are pending and escalated, the oldest's age."""
+    counts = {"pending": 0, "escalated": 0}
+    oldest: float | None = None
+    for _, rec in _scan(backend, Tables.APPROVALS):
+        status = rec.get("status")
+        if status in counts:
+            counts[str(status)] += 1
+            age = _age(now, rec.get("requested_at"))
+            if age is not None:
+                oldest = max(oldest or 0.0, age)
+    return {**counts, "oldest_s": oldest}
+
+
+def dead_letter_count(backend: Backend) -> int:
+    """Entries in the dead-letter queue (strays included)."""
+    return sum(1 for _ in _scan(backend, Tables.DEAD_LETTERS))
+
+
+@dataclass
+class WorkerInfo:
+    """A worker as its last heartbeat described it."""
+
+    worker_id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    started_at: str
+    heartbeat_at: str
+    in_flight: int = 0
+    stats: dict[str, int] = field(default_factory=dict)
+    age_s: float | None = None
+    live: bool = False
+
+
+def workers(backend: Backend, now: datetime, live_within: float = LIVE_SECONDS) -> list[WorkerInfo]:
+    """Workers that published a heartbeat, newest first, with ``live`` set for
+    those heard from within ``live_within`` seconds."""
+    out = []
+    for _, rec in _scan(backend, Tables.WORKERS):
+        try:
+            info = WorkerInfo(**{k: rec[k] for k in WorkerInfo.__dataclass_fields__ if k in rec})
+        except TypeError:
+            continue  # not a heartbeat this version wrote
+        info.age_s = _age(now, info.heartbeat_at)
+        info.live = info.age_s is not None and info.age_s <= live_within
+        out.append(info)
+    return sorted(out, key=lambda w: (w.age_s is None, w.age_s or 0.0))

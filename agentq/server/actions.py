@@ -1,0 +1,109 @@
+"""``POST /v1/tools/{tool}/actions``: enqueue one tool call.
+
+``Idempotency-Key`` follows draft-ietf-httpapi-idempotency-key-header:
+
+* first request with a key → **202** and ``Location: /v1/tasks/{id}``;
+* the same key with the same body → **200**, the same task (nothing new runs);
+* the same key with a different body → **422** (the task it created is named);
+* the same key while its first request is still being processed → **409**
+  (within this server process; across processes the database transaction
+  still makes one task, and the later request gets 200);
+* a tool whose policy says ``require_idempotency_key = true`` and no key → **400**.
+
+Keys are scoped to the principal: two callers' equal keys are different calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from agentq.errors import IdempotencyConflict, InvalidArguments
+from agentq.server.auth import Scope, require
+from agentq.server.openapi import action_model_for
+from agentq.server.problems import Problem, field_errors
+from agentq.server.state import read_json, server_state
+from agentq.webhooks import check_callback_url
+
+__all__ = ["parse_idempotency_key", "routes"]
+
+_MAX_KEY = 255
+
+
+def parse_idempotency_key(value: str | None) -> str | None:
+    """The key of an ``Idempotency-Key`` header (an sf-string, quotes optional)."""
+    if value is None:
+        return None
+    key = value.strip()
+    if len(key) > 2 and key[0] == key[-1] == '"':
+        key = key[1:-1]
+    if not key or len(key) > _MAX_KEY or not all(33 <= ord(c) <= 126 for c in key):
+        raise Problem(400, "Invalid Idempotency-Key", f"1 to {_MAX_KEY} visible ASCII characters",
+                      errors=[{"header": "Idempotency-Key", "detail": "invalid key"}])  # fmt: skip
+    return key
+
+
+def _task_response(task: Any, status: int) -> Response:
+    return JSONResponse(task.model_dump(mode="json"), status_code=status,
+                        headers={"Location": f"/v1/tasks/{task.task_id}"})  # fmt: skip
+
+
+async def enqueue(request: Request) -> Response:
+    state = server_state(request)
+    principal = require(request, Scope.ENQUEUE)
+    rt = state.runtime
+    name = request.path_params["tool"]
+    if name not in rt.tools or rt.is_internal(name) or not rt.tools.get(name).visible:
+        raise Problem(404, "Unknown tool", f"no tool {name!r} is exposed")
+    definition = rt.tools.get(name)
+    key = parse_idempotency_key(request.headers.get("idempotency-key"))
+    if key is None and rt.policy.for_tool(name).require_idempotency_key:
+        raise Problem(400, "Idempotency-Key required", f"tool {name!r} requires one by policy",
+                      errors=[{"header": "Idempotency-Key", "detail": "missing"}])  # fmt: skip
+    body = await read_json(request)
+    try:
+        action = action_model_for(rt, definition).model_validate(body)
+    except ValidationError as exc:
+        raise Problem(422, "Invalid request", f"the body does not fit tool {name!r}",
+                      errors=field_errors(exc)) from exc  # fmt: skip
+    fields: dict[str, Any] = action.model_dump()
+    if fields["callback_url"] is not None:
+        try:
+            check_callback_url(fields["callback_url"], rt.policy)
+        except InvalidArguments as exc:
+            errors = [{"pointer": "/callback_url", "detail": str(exc)}]
+            raise Problem(422, "Invalid callback_url", str(exc), errors=errors) from exc
+    stored_key = None if key is None else f"http:{principal.name}:{key}"
+    if stored_key is not None and stored_key in state.in_flight:
+        raise Problem(409, "Request in progress",
+                      "the first request with this Idempotency-Key is still being processed",
+                      errors=[{"header": "Idempotency-Key", "detail": "in progress"}])  # fmt: skip
+    if stored_key is not None:
+        state.in_flight.add(stored_key)
+    try:
+        submitted = await run_in_threadpool(
+            rt.submit, name, body["args"], idempotency_key=stored_key,
+            ordering_key=fields["ordering_key"], reason=fields["reason"],
+            callback_url=fields["callback_url"],
+        )  # fmt: skip
+    except IdempotencyConflict as exc:
+        detail = str(exc).replace(repr(stored_key), repr(key))  # the caller's key, not ours
+        errors = [{"header": "Idempotency-Key", "detail": "reused with another body"}]
+        raise Problem(422, "Idempotency-Key reused with another request", detail,
+                      errors=errors) from exc  # fmt: skip
+    except InvalidArguments as exc:
+        raise Problem(422, "Invalid request", str(exc),
+                      errors=[{"pointer": "/args", "detail": str(exc)}]) from exc  # fmt: skip
+    finally:
+        if stored_key is not None:
+            state.in_flight.discard(stored_key)
+    return _task_response(submitted.task, 202 if submitted.created else 200)
+
+
+def routes() -> list[Route]:
+    return [Route("/v1/tools/{tool}/actions", enqueue, methods=["POST"])]

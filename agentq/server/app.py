@@ -1,0 +1,108 @@
+"""The ASGI app: :func:`create_app` builds the Starlette application.
+
+::
+
+    from agentq.server import Principal, Scope, TokenAuth, create_app
+
+    auth = TokenAuth.from_tokens({"s3cret": Principal("bot", frozenset({Scope.ENQUEUE}))})
+    app = create_app(rt, auth=auth)        # serve with uvicorn, or: agentq serve
+
+Mount point for other surfaces (the web console): pass Starlette routes as
+``mounts=[Mount("/console", app=console_app)]`` (or append to
+``app.router.routes``). Everything mounted runs behind the same
+authentication middleware, so in any handler:
+
+* ``request.user`` is the :class:`~agentq.server.auth.Principal` (or
+  Starlette's ``UnauthenticatedUser``);
+* :func:`~agentq.server.auth.require` ``(request, Scope.APPROVE)`` returns the
+  principal or raises the 401/403 problem;
+* :func:`server_state` ``(request)`` is the :class:`ServerState` (the runtime,
+  the authenticator), also inside mounted sub-applications.
+
+Raise :class:`~agentq.server.problems.Problem` (or let an ``AgentQError``
+escape) to answer with ``application/problem+json``. A mounted *Starlette
+application* handles its own exceptions: give it
+``exception_handlers=PROBLEM_HANDLERS`` (:mod:`agentq.server.problems`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from agentq.errors import AgentQError, ConfigError
+from agentq.runtime import Runtime
+from agentq.server import actions, approvals, tasks
+from agentq.server import auth as auth_module
+from agentq.server.problems import (
+    Problem,
+    handle_agentq_error,
+    handle_problem,
+    problem_response,
+)
+from agentq.server.state import ServerState, WithState, server_state
+
+__all__ = ["ServerState", "create_app", "server_state"]
+
+async def _openapi_json(request: Request) -> Response:
+    auth_module.require(request, auth_module.Scope.READ)
+    return JSONResponse(server_state(request).openapi())
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    headers = dict(exc.headers or {})
+    return problem_response(Problem(exc.status_code, str(exc.detail), headers=headers))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    return problem_response(Problem(500, "Internal error", type(exc).__name__))
+
+
+def create_app(
+    runtime: Runtime,
+    *,
+    auth: auth_module.Authenticator,
+    mounts: Sequence[BaseRoute] = (),
+    max_wait: float = 60.0,
+    stream_seconds: float = 300.0,
+) -> Starlette:
+    """The HTTP API of ``runtime`` (routes in :mod:`agentq.server`'s docstring).
+
+    ``auth`` is required: :class:`~agentq.server.auth.TokenAuth`, or
+    :class:`~agentq.server.auth.InsecureLocal` for loopback development only.
+    ``max_wait`` caps ``Prefer: wait=N``; ``stream_seconds`` how long one event
+    stream stays open (the client reconnects after).
+    """
+    if not isinstance(auth, auth_module.Authenticator):
+        raise ConfigError("create_app needs auth=TokenAuth(...) (or InsecureLocal() on loopback)")
+    state = ServerState(runtime, auth, max_wait=max_wait, stream_seconds=stream_seconds)
+    routes: list[BaseRoute] = [
+        Route("/openapi.json", _openapi_json, methods=["GET"]),
+        *actions.routes(),
+        *tasks.routes(),
+        *approvals.routes(),
+        *mounts,
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(WithState, state=state),
+            Middleware(AuthenticationMiddleware, backend=auth, on_error=auth_module.auth_failed),
+        ],
+        exception_handlers={
+            Problem: handle_problem,
+            AgentQError: handle_agentq_error,
+            HTTPException: _http_exception,
+            Exception: _unexpected,
+        },
+    )
+    app.state.agentq = state
+    return app

@@ -1,0 +1,112 @@
+"""``agentq serve`` and ``agentq token``: the HTTP API's command line.
+
+``agentq serve --tokens tokens.toml`` serves the API (uvicorn) on
+127.0.0.1:8080; ``--host``/``--port`` move it, ``--worker N`` also runs a
+worker with N handlers in the same process. ``--insecure-local`` serves
+without tokens, for development, and only on a loopback address.
+``agentq token NAME --scope enqueue --scope read`` prints a new token and the
+entry of the tokens file that admits it (only its digest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["register"]
+
+RuntimeFactory = Callable[[argparse.Namespace], Any]
+
+
+def register(
+    subparsers: Any,
+    add_runtime_args: Callable[[argparse.ArgumentParser], None],
+    make_runtime: RuntimeFactory,
+) -> None:
+    """Add ``serve`` and ``token`` to the ``agentq`` parser. The CLI passes how
+    it builds a runtime (this module sits below it and cannot import it)."""
+    serve = subparsers.add_parser("serve", help="serve the HTTP API (pip install 'agentq[http]')")
+    add_runtime_args(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address (default %(default)s)")
+    serve.add_argument("--port", type=int, default=8080, help="port (default %(default)s)")
+    serve.add_argument("--tokens", help="tokens file (TOML; see agentq token)")
+    serve.add_argument(
+        "--insecure-local", action="store_true",
+        help="no tokens: every loopback client may do everything (loopback only)",
+    )  # fmt: skip
+    serve.add_argument("--worker", type=int, default=0, metavar="N",
+                       help="also run a worker with N handlers in this process")  # fmt: skip
+    serve.add_argument("--max-wait", type=float, default=60.0,
+                       help="longest Prefer: wait=N honoured, in seconds (default 60)")  # fmt: skip
+    serve.set_defaults(func=lambda args: _cmd_serve(args, make_runtime))
+
+    token = subparsers.add_parser("token", help="make a bearer token for the HTTP API")
+    token.add_argument("name", help="the principal (recorded on its approvals)")
+    token.add_argument("--scope", action="append", required=True,
+                       choices=["read", "enqueue", "approve", "admin"])  # fmt: skip
+    token.set_defaults(func=_cmd_token)
+
+
+def _cmd_token(args: argparse.Namespace) -> int:
+    from agentq.server.auth import hash_token, new_token
+
+    value = new_token()
+    print(f"token: {value}")
+    print("# add to the tokens file (only the digest is stored):")
+    print("[[tokens]]")
+    print(f"name = {json.dumps(args.name)}")
+    print(f"scopes = {json.dumps(sorted(set(args.scope)))}")
+    print(f'sha256 = "{hash_token(value)}"')
+    return 0
+
+
+def _auth(args: argparse.Namespace) -> Any:
+    from agentq.errors import ConfigError
+    from agentq.server.auth import InsecureLocal, TokenAuth, is_loopback
+
+    if args.insecure_local and args.tokens:
+        raise ConfigError("give --tokens or --insecure-local, not both")
+    if args.insecure_local:
+        if not is_loopback(args.host):
+            raise ConfigError(f"--insecure-local serves loopback only, not --host {args.host}")
+        return InsecureLocal()
+    if not args.tokens:
+        raise ConfigError("the HTTP API needs --tokens FILE (or --insecure-local on loopback)")
+    return TokenAuth.from_file(args.tokens)
+
+
+def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
+    from agentq.errors import ConfigError
+
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port must be 1-65535, got {args.port}")
+    if not 0 < args.max_wait <= 3600:
+        raise ConfigError(f"--max-wait must be in (0, 3600] seconds, got {args.max_wait}")
+    auth = _auth(args)
+    try:
+        import uvicorn
+
+        from agentq.server.app import create_app
+    except ModuleNotFoundError as exc:
+        raise ConfigError("agentq serve needs the http extra: pip install 'agentq[http]'") from exc
+    rt = make_runtime(args)
+    stop = threading.Event()
+    worker_thread = None
+    try:
+        app = create_app(rt, auth=auth, max_wait=args.max_wait)
+        if args.worker > 0:
+            worker = rt.worker(concurrency=args.worker)
+            worker_thread = threading.Thread(target=worker.run, args=(stop,), name="agentq-worker")
+            worker_thread.start()
+        print(f"agentq serve on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="off")
+    finally:
+        stop.set()
+        if worker_thread is not None:
+            worker_thread.join(60)
+        rt.close()
+    return 0

@@ -1,0 +1,265 @@
+"""The OpenAPI 3.1 document, generated from the tools' pydantic models.
+
+Each agent-callable tool gets its own path ``/v1/tools/<name>/actions`` whose
+request body is :func:`action_model` of the tool: ``args`` is the tool's own
+argument model, so a client generator (or a schema-driven tester) sees exactly
+what the executor validates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic.json_schema import models_json_schema
+
+from agentq.approvals import ApprovalInfo
+from agentq.ledger import TaskInfo, TaskStatus
+from agentq.runtime import Runtime
+from agentq.tools import ToolDef
+from agentq.webhooks import WEBHOOK_TOOL
+
+__all__ = [
+    "ApprovalDecision",
+    "TaskList",
+    "action_model",
+    "action_model_for",
+    "callback_pattern",
+    "openapi_document",
+]
+
+
+def action_model_for(rt: Runtime, definition: ToolDef) -> type[BaseModel]:
+    """:func:`action_model` with this runtime's webhook allow-list."""
+    allowed = rt.policy.for_tool(WEBHOOK_TOOL).allowed_hosts
+    return action_model(definition, callback_pattern(allowed))
+
+_PROBLEM = {"$ref": "#/components/schemas/Problem"}
+
+
+class TaskList(BaseModel):
+    """A page of tasks."""
+
+    tasks: list[TaskInfo]
+
+
+class ApprovalList(BaseModel):
+    """Approval requests."""
+
+    approvals: list[ApprovalInfo]
+
+
+class ApprovalDecision(BaseModel):
+    """The body of approve / reject (optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    note: str = Field(default="", max_length=2000)
+
+
+class ProblemDetail(BaseModel):
+    """RFC 9457 problem details; ``errors`` name the fields or headers at fault."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    errors: list[dict[str, str]] | None = None
+
+
+def callback_pattern(allowed_hosts: Sequence[str]) -> str | None:
+    """The ``callback_url`` values webhooks may be sent to, as a regex: http(s),
+    an allowed host, an optional port and path; no userinfo, query or fragment
+    (nothing that could carry a credential into the ledger). None: no host allowed."""
+    hosts = []
+    for pattern in allowed_hosts:
+        if pattern.startswith("*."):
+            hosts.append(r"[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*" + re.escape(pattern[1:]))
+        else:
+            hosts.append(re.escape(pattern))
+    if not hosts:
+        return None
+    return rf"^https?://({'|'.join(hosts)})(:[0-9]{{1,5}})?(/[^?#\s]*)?$"
+
+
+@lru_cache(maxsize=256)
+def action_model(definition: ToolDef, callback: str | None) -> type[BaseModel]:
+    """The request body of ``POST /v1/tools/<tool>/actions``; ``callback`` is
+    :func:`callback_pattern` of the webhook allow-list."""
+    base = definition.name.title().replace("_", "")
+    if callback is None:
+        callback_field: Any = (None, Field(default=None, description="no webhook host is allowed"))
+    else:
+        callback_field = (
+            str | None,
+            Field(default=None, max_length=2048, pattern=callback,
+                  description="POSTed the signed outcome once the task is final"),
+        )  # fmt: skip
+    return create_model(
+        f"{base}Action",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__=f"Enqueue {definition.name!r}. {definition.description}".strip(),
+        args=(definition.args_model, Field(description="the tool's arguments")),
+        callback_url=callback_field,
+        ordering_key=(str | None, Field(default=None, min_length=1, max_length=1024)),
+        reason=(str, Field(default="", max_length=2000)),
+    )  # fmt: skip
+
+
+def _responses(ok: dict[str, Any], *errors: int) -> dict[str, Any]:
+    out = dict(ok)
+    titles = {400: "Bad request", 401: "No or bad token", 403: "Missing scope or refused",
+              404: "Not found", 409: "Conflict", 412: "Changed since read",
+              413: "Body too large", 415: "Not JSON", 422: "Invalid request",
+              428: "Precondition required", 503: "Database unavailable"}  # fmt: skip
+    for status in (401, 403, 503, *errors):
+        out[str(status)] = {
+            "description": titles[status],
+            "content": {"application/problem+json": {"schema": _PROBLEM}},
+        }
+    return out
+
+
+def _json(ref: str, description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}},
+    }
+    if headers:
+        out["headers"] = headers
+    return out
+
+
+def _task_id_param() -> dict[str, Any]:
+    return {"name": "task_id", "in": "path", "required": True,
+            "schema": {"type": "string", "minLength": 1, "maxLength": 200}}  # fmt: skip
+
+
+def _approval_id_param() -> dict[str, Any]:
+    return {"name": "approval_id", "in": "path", "required": True,
+            "schema": {"type": "string", "minLength": 1, "maxLength": 200}}  # fmt: skip
+
+
+_LOCATION = {"Location": {"schema": {"type": "string"}, "description": "the task"}}
+_ETAG = {"ETag": {"schema": {"type": "string"}, "description": "the approval's version"}}
+
+
+def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, Any]:
+    """The whole document for this runtime's tools."""
+    tools = [t for t in sorted(rt.tools, key=lambda t: t.name)
+             if not rt.is_internal(t.name) and t.visible]  # fmt: skip
+    models: list[tuple[type[BaseModel], Any]] = [
+        (TaskInfo, "serialization"), (TaskList, "serialization"),
+        (ApprovalInfo, "serialization"), (ApprovalList, "serialization"),
+        (ApprovalDecision, "validation"), (ProblemDetail, "serialization"),
+    ]  # fmt: skip
+    models += [(action_model_for(rt, t), "validation") for t in tools]
+    refs, top = models_json_schema(models, ref_template="#/components/schemas/{model}")
+    schemas: dict[str, Any] = dict(top.get("$defs", {}))
+    schemas["Problem"] = schemas.pop("ProblemDetail")
+    paths: dict[str, Any] = {}
+    for t in tools:
+        body_ref = refs[(action_model_for(rt, t), "validation")]["$ref"]
+        paths[f"/v1/tools/{t.name}/actions"] = {"post": {
+            "operationId": f"enqueue_{t.name}",
+            "summary": t.description or f"Enqueue {t.name}",
+            "parameters": [{
+                "name": "Idempotency-Key", "in": "header", "required": t.name in key_required,
+                "description": "the same key with the same body returns the same task",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 255,
+                           "pattern": "^[!-~]+$"},
+            }],
+            "requestBody": {"required": True,
+                            "content": {"application/json": {"schema": {"$ref": body_ref}}}},
+            "responses": _responses(
+                {"200": _json("TaskInfo", "the task this Idempotency-Key created before",
+                              _LOCATION),
+                 "202": _json("TaskInfo", "accepted: the task is queued or awaits approval",
+                              _LOCATION)},
+                400, 409, 413, 415, 422,
+            ),
+        }}  # fmt: skip
+    paths["/v1/tasks"] = {"get": {
+        "operationId": "list_tasks",
+        "parameters": [
+            {"name": "status", "in": "query", "required": False,
+             "schema": {"type": "string", "enum": [s.value for s in TaskStatus]}},
+            {"name": "tool", "in": "query", "required": False,
+             "schema": {"type": "string", "minLength": 1, "maxLength": 64}},
+            {"name": "limit", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+        ],
+        "responses": _responses({"200": _json("TaskList", "tasks, oldest first")}, 400),
+    }}  # fmt: skip
+    paths["/v1/tasks/{task_id}"] = {"get": {
+        "operationId": "get_task",
+        "parameters": [_task_id_param(), {
+            "name": "Prefer", "in": "header", "required": False,
+            "description": "wait=N (RFC 7240): answer when the task is final or N s passed",
+            "schema": {"type": "string"},
+        }],
+        "responses": _responses({"200": _json("TaskInfo", "the task")}, 404),
+    }}  # fmt: skip
+    paths["/v1/tasks/{task_id}/events"] = {"get": {
+        "operationId": "task_events",
+        "parameters": [_task_id_param()],
+        "responses": _responses({"200": {
+            "description": "server-sent events: 'task' with the task, at each change",
+            "content": {"text/event-stream": {"schema": {
+                "type": "object", "required": ["event", "data"],
+                "properties": {
+                    "event": {"const": "task"}, "id": {"type": "string"},
+                    "data": {"type": "string", "contentMediaType": "application/json",
+                             "contentSchema": {"$ref": "#/components/schemas/TaskInfo"}},
+                },
+            }}},
+        }}, 404),
+    }}  # fmt: skip
+    paths["/v1/tasks/{task_id}:cancel"] = {"post": {
+        "operationId": "cancel_task",
+        "parameters": [_task_id_param()],
+        "responses": _responses({"200": _json("TaskInfo", "the cancelled task")}, 404, 409),
+    }}  # fmt: skip
+    paths["/v1/approvals"] = {"get": {
+        "operationId": "list_approvals",
+        "parameters": [{"name": "status", "in": "query", "required": False,
+                        "schema": {"type": "string", "enum": [
+                            "pending", "escalated", "approved", "rejected", "void", "expired"]}}],
+        "responses": _responses({"200": _json("ApprovalList", "approval requests")}, 400),
+    }}  # fmt: skip
+    paths["/v1/approvals/{approval_id}"] = {"get": {
+        "operationId": "get_approval",
+        "parameters": [_approval_id_param()],
+        "responses": _responses({"200": _json("ApprovalInfo", "the approval", _ETAG)}, 404),
+    }}  # fmt: skip
+    for verb in ("approve", "reject"):
+        paths[f"/v1/approvals/{{approval_id}}:{verb}"] = {"post": {
+            "operationId": f"{verb}_approval",
+            "parameters": [_approval_id_param(), {
+                "name": "If-Match", "in": "header", "required": True,
+                "description": "the approval's ETag: refused (412) if it changed since "
+                               "(428 without it, 400 if it is not an approval's ETag)",
+                "schema": {"type": "string", "pattern": '^"[0-9a-f]{32}"$'},
+            }],
+            "requestBody": {"required": False, "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/ApprovalDecision"}}}},
+            "responses": _responses(
+                {"200": _json("TaskInfo", f"{verb}d: the approval's task")},
+                400, 404, 409, 412, 413, 415, 422, 428,
+            ),
+        }}  # fmt: skip
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "agentq", "version": "1",
+                 "description": "Enqueue agents' tool calls as durable, policy-checked tasks."},
+        "servers": [{"url": "/"}],
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }  # fmt: skip

@@ -1,0 +1,96 @@
+"""What every route shares: :class:`ServerState` (from :func:`server_state`)
+and :func:`read_json`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import HTTPConnection, Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from agentq.runtime import Runtime
+from agentq.server.auth import Authenticator
+from agentq.server.openapi import openapi_document
+from agentq.server.problems import Problem
+
+__all__ = ["MAX_BODY_BYTES", "ServerState", "WithState", "read_json", "server_state"]
+
+#: The largest request body accepted (a task's envelope is at most 64 KiB).
+MAX_BODY_BYTES = 256 * 1024
+_STATE_KEY = "agentq.server"
+
+
+@dataclass
+class ServerState:
+    """What the routes share: the runtime, the authenticator and limits."""
+
+    runtime: Runtime
+    auth: Authenticator
+    #: The longest ``Prefer: wait=N`` honoured (seconds).
+    max_wait: float = 60.0
+    #: How long one server-sent event stream stays open at most (seconds).
+    stream_seconds: float = 300.0
+    #: Idempotency keys whose first request is being processed right now (409).
+    in_flight: set[str] = field(default_factory=set)
+    _openapi: dict[str, Any] | None = None
+
+    def key_required(self) -> frozenset[str]:
+        """Tools whose policy requires an Idempotency-Key."""
+        policy = self.runtime.policy
+        return frozenset(t.name for t in self.runtime.tools
+                         if policy.for_tool(t.name).require_idempotency_key)  # fmt: skip
+
+    def openapi(self) -> dict[str, Any]:
+        if self._openapi is None:
+            self._openapi = openapi_document(self.runtime, key_required=self.key_required())
+        return self._openapi
+
+
+def server_state(conn: HTTPConnection) -> ServerState:
+    """The app's :class:`ServerState`, from any request (mounted apps included)."""
+    state = conn.scope.get(_STATE_KEY)
+    if not isinstance(state, ServerState):
+        raise RuntimeError("not a request of an agentq.server app")
+    return state
+
+
+class WithState:
+    """Puts the server state into every request's ASGI scope."""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            scope[_STATE_KEY] = self.state
+        await self.app(scope, receive, send)
+
+
+async def read_json(request: Request, *, optional: bool = False) -> Any:
+    """The request's JSON body (413 too large, 415 not JSON, 400 unparsable)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise Problem(413, "Body too large", f"at most {MAX_BODY_BYTES} bytes")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise Problem(413, "Body too large", f"at most {MAX_BODY_BYTES} bytes")
+    if optional and not body.strip():
+        return {}
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json" and not (
+        media.startswith("application/") and media.endswith("+json")
+    ):
+        raise Problem(415, "Not JSON", "send Content-Type: application/json",
+                      headers={"Accept-Post": "application/json"})  # fmt: skip
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Problem(400, "Body is not JSON", str(exc)[:200],
+                      errors=[{"pointer": "/", "detail": "not valid JSON"}]) from exc  # fmt: skip
+
+

@@ -1,0 +1,124 @@
+"""Task routes: read (with ``Prefer: wait=N`` long-poll), list, events, cancel.
+
+* ``GET /v1/tasks/{id}`` — the task; with ``Prefer: wait=N`` (RFC 7240) the
+  answer waits until the task is final or N seconds (at most the server's
+  ``max_wait``) pass, woken by the commit (``Runtime.wait_async``), and says
+  ``Preference-Applied: wait=N``.
+* ``GET /v1/tasks/{id}/events`` — server-sent events: one ``task`` event with
+  the task now and one at each change, ending when it is final.
+* ``GET /v1/tasks?status=&tool=&limit=`` — tasks, oldest first.
+* ``POST /v1/tasks/{id}:cancel`` — cancel an unfinished task (409 if final).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+from sse_starlette import EventSourceResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from agentq.ledger import TaskStatus
+from agentq.server.auth import Scope, require
+from agentq.server.problems import Problem
+from agentq.server.state import server_state
+
+__all__ = ["parse_prefer_wait", "routes"]
+
+_WAIT = re.compile(r"^\s*wait\s*=\s*\"?(\d{1,6})\"?\s*$", re.IGNORECASE)
+_MAX_ID = 200
+
+
+def parse_prefer_wait(header: str | None) -> int | None:
+    """Seconds of a ``wait`` preference in a ``Prefer`` header; others are ignored
+    (RFC 7240: a server ignores preferences it does not understand)."""
+    if not header:
+        return None
+    for part in header.split(","):
+        token = part.split(";")[0]
+        match = _WAIT.match(token)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def _task_id(request: Request) -> str:
+    task_id: str = request.path_params["task_id"]
+    if len(task_id) > _MAX_ID:
+        raise Problem(404, "Task not found", "no such task")
+    return task_id
+
+
+async def get_task(request: Request) -> Response:
+    state = server_state(request)
+    require(request, Scope.READ)
+    task_id = _task_id(request)
+    wait = parse_prefer_wait(request.headers.get("prefer"))
+    headers = {"Vary": "Prefer"}
+    if wait:
+        seconds = min(wait, int(state.max_wait))
+        task = await state.runtime.wait_async(task_id, seconds)
+        headers["Preference-Applied"] = f"wait={seconds}"
+    else:
+        task = await run_in_threadpool(state.runtime.task, task_id)
+    return JSONResponse(task.model_dump(mode="json"), headers=headers)
+
+
+async def task_events(request: Request) -> Response:
+    state = server_state(request)
+    require(request, Scope.READ)
+    task_id = _task_id(request)
+    await run_in_threadpool(state.runtime.task, task_id)  # 404 before the stream starts
+
+    async def events() -> AsyncIterator[dict[str, str]]:
+        async for task in state.runtime.task_changes(task_id, state.stream_seconds):
+            yield {"event": "task", "id": task.updated_at.isoformat(),
+                   "data": task.model_dump_json()}  # fmt: skip
+
+    return EventSourceResponse(events(), ping=15)
+
+
+async def list_tasks(request: Request) -> Response:
+    state = server_state(request)
+    require(request, Scope.READ)
+    params = request.query_params
+    status = params.get("status")
+    if status is not None and status not in {s.value for s in TaskStatus}:
+        known = [s.value for s in TaskStatus]
+        raise Problem(400, "Invalid status", f"status must be one of {known}",
+                      errors=[{"parameter": "status", "detail": "unknown status"}])  # fmt: skip
+    limit_text = params.get("limit", "100")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 1000:
+        raise Problem(400, "Invalid limit", "limit must be an integer from 1 to 1000",
+                      errors=[{"parameter": "limit", "detail": "out of range"}])  # fmt: skip
+    tool = params.get("tool")
+    if tool is not None and not 1 <= len(tool) <= 64:
+        raise Problem(400, "Invalid tool", "tool must be 1 to 64 characters",
+                      errors=[{"parameter": "tool", "detail": "bad length"}])  # fmt: skip
+    found = await run_in_threadpool(state.runtime.tasks, status)
+    if tool is not None:
+        found = [t for t in found if t.tool == tool]
+    page = found[: int(limit_text)]
+    return JSONResponse({"tasks": [t.model_dump(mode="json") for t in page]})
+
+
+async def cancel_task(request: Request) -> Response:
+    state = server_state(request)
+    principal = require(request, Scope.ENQUEUE)
+    task_id = _task_id(request)
+    task = await run_in_threadpool(
+        state.runtime.cancel, task_id, f"cancelled by {principal.name} over HTTP"
+    )
+    return JSONResponse(task.model_dump(mode="json"))
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/v1/tasks", list_tasks, methods=["GET"]),
+        Route("/v1/tasks/{task_id}:cancel", cancel_task, methods=["POST"]),
+        Route("/v1/tasks/{task_id}/events", task_events, methods=["GET"]),
+        Route("/v1/tasks/{task_id}", get_task, methods=["GET"]),
+    ]

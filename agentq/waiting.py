@@ -1,0 +1,146 @@
+"""Waiting for a task to finish: :meth:`Runtime.wait` and :meth:`Runtime.wait_async`.
+
+Both run one loop (:class:`_TaskWait`; the async one is :func:`task_changes`,
+which also feeds server-sent events): subscribe to the backend's commit
+notifications, then read the task, and wait for the next commit (or the
+deadline) only while it is unfinished. Because the subscription comes before
+every read and the wake-up is cleared before it, a commit that lands between a
+read and the wait is never missed.
+
+What wakes a waiter:
+
+* SQLite: the in-process commit signal of the database file, and commits by
+  other processes through the file watcher (inotify on the WAL; a short
+  adaptive check where inotify is missing) — no polling of the task record.
+* Spanner: commits made through this process wake at once; other processes'
+  commits are seen by re-reading every ``backend.commit_poll_interval`` seconds
+  (a bounded poll: Spanner has no cheap change notification).
+
+Time is the runtime's clock: with a :class:`~agentq.clock.FakeClock` the timeout
+passes when the test advances it (the async form then re-checks the fake clock
+every few real milliseconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections.abc import AsyncIterator
+
+from agentq.backends import Backend
+from agentq.clock import SystemClock
+from agentq.errors import InvalidArguments, TaskNotFound
+from agentq.ledger import Tables, TaskInfo
+
+__all__ = ["MAX_WAIT_SECONDS", "task_changes", "wait_for_task", "wait_for_task_async"]
+
+#: The longest single wait; a caller wanting longer waits again.
+MAX_WAIT_SECONDS = 3600.0
+#: Real seconds between re-checks of a non-system clock by the async form.
+_FAKE_CLOCK_RECHECK = 0.005
+
+
+def _checked_timeout(timeout: float) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise InvalidArguments(f"timeout must be a number of seconds, got {timeout!r:.80}")
+    if math.isnan(timeout) or timeout < 0 or timeout > MAX_WAIT_SECONDS:
+        raise InvalidArguments(
+            f"timeout must be between 0 and {MAX_WAIT_SECONDS:g} seconds, got {timeout!r}"
+        )
+    return float(timeout)
+
+
+class _TaskWait:
+    """One wait's state: the deadline and the last read of the task."""
+
+    def __init__(self, backend: Backend, task_id: str, timeout: float) -> None:
+        if not isinstance(task_id, str) or not task_id:
+            raise InvalidArguments(f"task_id must be a non-empty string, got {task_id!r:.80}")
+        self.backend = backend
+        self.task_id = task_id
+        self.deadline = backend.clock.monotonic() + _checked_timeout(timeout)
+
+    def read(self) -> TaskInfo:
+        rec = self.backend.get_record(Tables.TASKS, self.task_id)
+        if rec is None:
+            raise TaskNotFound(f"no task {self.task_id!r}")
+        return TaskInfo.model_validate(rec)
+
+    def pause(self, info: TaskInfo) -> float | None:
+        """Seconds (of the clock) to wait before the next read; None: return ``info``."""
+        remaining = self.deadline - self.backend.clock.monotonic()
+        if info.done or remaining <= 0:
+            return None
+        poll = self.backend.commit_poll_interval
+        return remaining if poll is None else min(remaining, poll)
+
+
+def wait_for_task(backend: Backend, task_id: str, timeout: float) -> TaskInfo:
+    """Block until the task is finished or ``timeout`` seconds pass; return it as
+    it then is. An unknown task raises :class:`~agentq.errors.TaskNotFound`."""
+    wait = _TaskWait(backend, task_id, timeout)
+    event = threading.Event()
+    backend.subscribe_commits(event)
+    try:
+        while True:
+            event.clear()
+            info = wait.read()
+            pause = wait.pause(info)
+            if pause is None:
+                return info
+            backend.clock.wait(event, pause)
+    finally:
+        backend.unsubscribe_commits(event)
+
+
+class _LoopWake:
+    """Sets an asyncio.Event from whichever thread committed."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.event = asyncio.Event()
+
+    def set(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self.event.set)
+        except RuntimeError:  # the loop closed meanwhile: nobody is waiting any more
+            pass
+
+
+async def task_changes(backend: Backend, task_id: str, timeout: float) -> AsyncIterator[TaskInfo]:
+    """The task as it is now, then each time it changes, until it is finished or
+    ``timeout`` seconds pass (server-sent events are built on it). No thread is
+    held while waiting; each read is a short strong read in the default executor."""
+    wait = _TaskWait(backend, task_id, timeout)
+    wake = _LoopWake(asyncio.get_running_loop())
+    real_time = isinstance(backend.clock, SystemClock)
+    await asyncio.to_thread(backend.subscribe_commits, wake)
+    try:
+        last: TaskInfo | None = None
+        while True:
+            wake.event.clear()
+            info = await asyncio.to_thread(wait.read)
+            if info != last:
+                yield info
+                last = info
+            pause = wait.pause(info)
+            if pause is None:
+                return
+            if not real_time:
+                pause = min(pause, _FAKE_CLOCK_RECHECK)
+            try:
+                await asyncio.wait_for(wake.event.wait(), pause)
+            except TimeoutError:
+                pass
+    finally:
+        backend.unsubscribe_commits(wake)
+
+
+async def wait_for_task_async(backend: Backend, task_id: str, timeout: float) -> TaskInfo:
+    """The async form of :func:`wait_for_task`: the last of :func:`task_changes`."""
+    last: TaskInfo | None = None
+    async for info in task_changes(backend, task_id, timeout):
+        last = info
+    assert last is not None  # task_changes yields the first read at least
+    return last
