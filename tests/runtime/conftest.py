@@ -51,14 +51,7 @@ NOT_ON_SPANNER = {
 #: Open findings (/work/wt/spanner-findings.md). Not strict: they fail or pass with
 #: the timing of a race.
 RACY_ON_SPANNER = {
-    name: "F4: drain() can return while a task released during its last round is ready"
-    for name in (
-        "test_ordering_key_runs_one_at_a_time_in_order",
-        "test_cancelling_a_waiting_ordered_task_releases_nothing_out_of_order",
-        "test_rate_limit_is_enforced_by_the_executor",
-        "test_oversized_or_non_finite_args_are_refused_on_every_enqueue_path",
-    )
-} | {
+    # F4 (drain race) fixed in spanner-backend 1f20d9c.
     name: "F5: bounded fake-time loops of the timeout tests end before the Spanner worker "
     "received the next task"
     for name in (

@@ -34,6 +34,7 @@ RECEIVE's second argument is ignored, tokens live in this process's memory.
 
 from __future__ import annotations
 
+import collections
 import secrets
 import threading
 from concurrent import futures
@@ -98,6 +99,7 @@ class Interposer:
         self._leases: dict[str, _Lease] = {}
         self._waiters: dict[str, set[threading.Event]] = {}
         self._databases: dict[str, Any] = {}
+        self.calls: collections.Counter[str] = collections.Counter()  # unary RPCs by name
         self._lock = threading.Lock()
         self.redelivery = RedeliveryPolicy()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
@@ -447,6 +449,8 @@ class _Handler(grpc.GenericRpcHandler):
         return grpc.unary_unary_rpc_method_handler(lambda r, c: self._unary(method, r, c))
 
     def _unary(self, method: str, request: bytes, context: Any) -> bytes:
+        with self._i._lock:
+            self._i.calls[method.rsplit("/", 1)[-1]] += 1
         try:
             if method == _DDL:
                 return self._i.update_ddl(request, context)
