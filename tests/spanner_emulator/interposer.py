@@ -55,7 +55,7 @@ from agentq.backends import LEASE_SECONDS, RedeliveryPolicy
 from agentq.clock import Clock, SystemClock
 
 from .emulator import database_path
-from .queue_sql import QueueDef, Rejected, queue_statement, translate_ddl, ts
+from .queue_sql import QueueDef, Rejected, parse_ts, queue_statement, translate_ddl, ts
 
 _SPANNER = "/google.spanner.v1.Spanner/"
 _STREAMING = {_SPANNER + m for m in ("ExecuteStreamingSql", "StreamingRead", "BatchWrite")}
