@@ -145,6 +145,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         self._outstanding = 0
         self.capacity = concurrency + (concurrency if prefetch is None else prefetch)
         self._pending_commits = 0
+        self._commits_finished = 0
         self.max_abandoned = concurrency if max_abandoned is None else max_abandoned
         self.abandoned = 0
         self._outcomes = queue_mod.SimpleQueue()

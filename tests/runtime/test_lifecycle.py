@@ -100,10 +100,10 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
+def rt(backend_url: str, clock: FakeClock) -> Iterator[Runtime]:
     CALLS.clear()
     runtime = Runtime(
-        f"sqlite:///{tmp_path / 'lc.db'}",
+        backend_url,
         tools=[pay, blob, flaky, notify, page, hidden],
         policies=POLICY,
         clock=clock,
