@@ -188,6 +188,8 @@ class WebhookReceiver:
 
     def __init__(self) -> None:
         self.down = True
+        #: Called after a delivery was applied, before it is answered (a crash window).
+        self.on_applied: Callable[[], None] | None = None
         self.attempts: list[str] = []
         self.applied: dict[str, dict[str, Any]] = {}
         self.bad_signatures = 0
@@ -202,7 +204,9 @@ class WebhookReceiver:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                receiver.receive(self.headers, body)
+                applied = receiver.receive(self.headers, body)
+                if applied and receiver.on_applied is not None:
+                    receiver.on_applied()
                 status = 503 if receiver.down else 200
                 self.send_response(status)
                 if status == 503:
@@ -215,7 +219,8 @@ class WebhookReceiver:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def receive(self, headers: Any, body: bytes) -> None:
+    def receive(self, headers: Any, body: bytes) -> bool:
+        """Record one delivery; whether it was applied now (its key's first)."""
         webhook_id = headers["webhook-id"]
         content = f"{webhook_id}.{headers['webhook-timestamp']}.".encode() + body
         expected = "v1," + base64.b64encode(
@@ -224,8 +229,10 @@ class WebhookReceiver:
             self.attempts.append(headers["Idempotency-Key"])
             if not hmac.compare_digest(expected, headers["webhook-signature"]):
                 self.bad_signatures += 1
-            elif not self.down:
-                self.applied.setdefault(headers["Idempotency-Key"], json.loads(body))
+            elif not self.down and headers["Idempotency-Key"] not in self.applied:
+                self.applied[headers["Idempotency-Key"]] = json.loads(body)
+                return True
+        return False
 
     def close(self) -> None:
         self.server.shutdown()

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -147,3 +148,48 @@ def test_a_server_killed_between_the_completion_commit_and_the_webhook_delivers_
     assert body["type"] == "task.succeeded" and body["task"]["task_id"] == task_id
     assert body["task"]["result"]["amount"] == 7
     assert api.charges_per_key() == {task_id: 1}
+
+
+def test_a_server_killed_while_delivering_the_webhook_delivers_it_once(
+    db_url: str, api: DemoAPI, policies_dir: Path, tmp_path: Path, receiver: WebhookReceiver
+) -> None:
+    """The receiver applies the webhook and the server is SIGKILLed before the
+    answer, so the delivery is not recorded. After a restart it is delivered
+    again with the same Idempotency-Key, which the receiver applies only once."""
+    tokens = write_tokens(tmp_path / "tokens.toml")
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    first = _serve(db_url, api, policies_dir, tokens, port, log)
+    second = None
+    killed = threading.Event()
+
+    def kill_the_server() -> None:
+        if not killed.is_set():
+            killed.set()
+            first.send_signal(signal.SIGKILL)
+
+    receiver.down = False
+    receiver.on_applied = kill_the_server
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
+                          headers={"Authorization": "Bearer agent-token"}) as http:
+            r = http.post("/v1/tools/execute_refund/actions", json={
+                "args": {"order_id": "o-hook2", "amount": 9}, "callback_url": receiver.url})
+            task_id = r.json()["task_id"]
+        assert killed.wait(60), "no webhook arrived"
+        first.wait(20)
+        key = f"{task_id}:succeeded"
+        second = _serve(db_url, api, policies_dir, tokens, port, log)
+        _wait_for(lambda: receiver.attempts.count(key) >= 2, 90, "the webhook's redelivery")
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
+                          headers={"Authorization": "Bearer agent-token"}) as http:
+            hooks = http.get("/v1/tasks", params={"tool": "agentq_webhook"}).json()["tasks"]
+            assert len(hooks) == 1
+            assert _final(http, hooks[0]["task_id"])["status"] == "succeeded"
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                proc.wait(30)
+    assert set(receiver.applied) == {key}  # applied once, though delivered twice
+    assert set(receiver.attempts) == {key} and receiver.bad_signatures == 0
