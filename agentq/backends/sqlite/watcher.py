@@ -187,15 +187,17 @@ class Watcher:
         state and then slept until a later poll (0.25-2.5 s; measured with the
         HTTP API's long-poll). ``PRAGMA data_version`` changes when another
         connection's commit becomes visible: watch it for up to ``_SETTLE``
-        seconds, then wake the readers again either way.
+        seconds, then wake the readers again either way. A further file event
+        ends the watch at once (the main loop handles it), so a busy database's
+        events are never held up behind it.
         """
         start = self._version()
         deadline = time.monotonic() + _SETTLE
         pause = 0.0002
         while not self._closed.is_set() and time.monotonic() < deadline:
-            if self._version() != start:
+            ready, _, _ = select.select([self._inotify, self._wake_r], [], [], pause)
+            if ready or self._version() != start:
                 break
-            self._closed.wait(pause)
             pause = min(pause * 2, 0.004)
         self._notify()
 
