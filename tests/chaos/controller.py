@@ -162,7 +162,11 @@ def run_chaos(workdir: Path, config: ChaosConfig | None = None, log: Log = print
         if not killing.is_set() or supervisor is None:
             return
         pid = requesting_pid(headers)
-        if pid is not None and rng.random() < cfg.kill_after_charge:
+        # Until one charging worker has died in this window, every charge kills its
+        # worker: on a loaded machine workers may charge seldom before random kills
+        # take them, and the run must still exercise the window it exists for.
+        first = supervisor.counts.kills_after_charge == 0
+        if pid is not None and (first or rng.random() < cfg.kill_after_charge):
             supervisor.kill_pid(pid)
 
     with DemoAPI(on_applied=after_charge) as api:
