@@ -234,7 +234,9 @@ def build_server(
         if tool == "agentq_cancel_task":
             task_id = str(args["task_id"])
             return _result(await anyio.to_thread.run_sync(
-                lambda: rt.cancel(task_id, reason=f"cancelled over MCP by {principal.name}")
+                lambda: rt.cancel(
+                    task_id, reason=f"cancelled over MCP by {principal.name}", by=principal.name
+                )
             ))  # fmt: skip
         if tool == "agentq_list_approvals":
             pending = await anyio.to_thread.run_sync(rt.approvals)

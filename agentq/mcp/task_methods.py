@@ -64,7 +64,7 @@ def add_task_methods(
         task_id = params.task_id
         try:
             info = await anyio.to_thread.run_sync(
-                lambda: rt.cancel(task_id, reason=f"cancelled over MCP by {who.name}")
+                lambda: rt.cancel(task_id, reason=f"cancelled over MCP by {who.name}", by=who.name)
             )
         except AgentQError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None

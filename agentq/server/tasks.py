@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import AsyncIterator
 
@@ -110,7 +111,12 @@ async def cancel_task(request: Request) -> Response:
     principal = require(request, Scope.ENQUEUE)
     task_id = _task_id(request)
     task = await run_in_threadpool(
-        state.runtime.cancel, task_id, f"cancelled by {principal.name} over HTTP"
+        functools.partial(
+            state.runtime.cancel,
+            task_id,
+            f"cancelled by {principal.name} over HTTP",
+            by=principal.name,  # the audit names the authenticated caller
+        )
     )
     return JSONResponse(task.model_dump(mode="json"))
 

@@ -268,6 +268,8 @@ def test_cancel_an_unfinished_task_and_refuse_a_finished_one(
     assert "refund-agent" in r.json()["error"]
     _problem(again, 409)
     assert runtime.task(task["task_id"]).status is TaskStatus.CANCELLED
+    # The audit names the authenticated caller, not "(unnamed)".
+    assert [e.actor for e in runtime.audit_log(target=task["task_id"])] == ["refund-agent"]
 
 
 # -- approvals -----------------------------------------------------------------------

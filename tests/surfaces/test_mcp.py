@@ -331,3 +331,6 @@ def test_the_mcp_tasks_methods_speak_of_the_agentq_task(rt: Runtime, api: DemoAP
     assert waiting.status == "input_required" and waiting.ttl is None
     assert payload.structured_content["status"] == "succeeded"
     assert cancelled.status == "cancelled"
+    # The audit names the authenticated caller of tasks/cancel.
+    cancelled_id = cancelled.task_id
+    assert [e.actor for e in rt.audit_log(target=cancelled_id)] == [AGENT.name]
