@@ -59,6 +59,15 @@ RACY_ON_SPANNER = {
         "test_abandoned_threads_are_bounded",
         "test_a_hung_async_call_is_cancelled",
     )
+} | {
+    "test_rate_limit_is_enforced_by_the_executor": (
+        "the test moves fake time as fast as it can while renewals travel by RPC: the "
+        "stand-in's lease can expire under a task waiting for a token, and it runs twice"
+    ),
+    "test_a_plain_success_commits_the_record_encoded_by_its_handler_thread": (
+        "it counts calls inside a transaction function, which Spanner re-runs on an abort "
+        "(the emulator aborts one of two concurrent read-write transactions)"
+    ),
 }
 
 

@@ -227,12 +227,12 @@ class Receive(_Statement):
             duration = float(m.group(1)) * _UNITS[m.group(2)]
         if batch < 1:
             raise Rejected(grpc.StatusCode.INVALID_ARGUMENT, "max_batch_size must be positive")
-        clock = interposer._clock(self.db)
+        clock = interposer.leases.clock(self.db)
         end = clock.monotonic() + duration
         yield self._metadata()
         n = 0
         while context.is_active():
-            leased = interposer.lease(self.db, self.queue, batch)
+            leased = interposer.leases.lease(self.db, self.queue, batch)
             if leased:
                 n += 1
                 part = _PartialResultSet(resume_token=f"batch-{n}".encode())
@@ -243,7 +243,7 @@ class Receive(_Statement):
                 continue
             if clock.monotonic() >= end:
                 return
-            interposer.wait(self.db, self.queue, end, context)
+            interposer.leases.wait(self.db, self.queue, end, context)
 
 
 class Renew(_Statement):
@@ -253,7 +253,7 @@ class Renew(_Statement):
             raise Rejected(grpc.StatusCode.INVALID_ARGUMENT, "lease_tokens must be an array")
         strings = [v.string_value for v in tokens.list_value.values if v.HasField("string_value")]
         part = self._metadata()
-        for row in interposer.renew(self.db, self.queue, strings):
+        for row in interposer.leases.renew(self.db, self.queue, strings):
             part.values.extend(_value(row[c], f.type_.code) for c, f in self.columns)
         yield part
 
