@@ -7,6 +7,8 @@ README says a project has (a copy of the refund bot's ``tools/`` and
 * ``<!-- file: tools/sms.py -->``: the block (any language) is that file of the
   project; it is written into the folder of every later block of the same
   document (a Python file is also run once, on its own);
+* ``<!-- tested as written: tests/x/test_y.py -->``: the block needs what that
+  test sets up (a server, a token) and that test runs it; the file must exist;
 * ``<!-- not-run: reason -->``: the block cannot run on its own, and why. That
   should be rare.
 """
@@ -26,7 +28,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 _FENCE = re.compile(r"^```(\w*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
-_MARKER = re.compile(r"<!--\s*(not-run|file):\s*(\S.*?)\s*-->\s*$")
+_MARKER = re.compile(r"<!--\s*(not-run|file|tested as written):\s*(\S.*?)\s*-->\s*$")
 
 
 @dataclass(frozen=True)
@@ -57,9 +59,12 @@ def snippets(document: Path) -> list[Snippet]:
         if language != "python" and kind != "file":
             continue
         line = text.count("\n", 0, match.start()) + 1
+        skip = value if kind == "not-run" else None
+        if kind == "tested as written":
+            skip = f"run by {value}" if (ROOT / str(value)).is_file() else None
         found.append(
             Snippet(
-                document, line, language, code, skip_reason=value if kind == "not-run" else None,
+                document, line, language, code, skip_reason=skip,
                 path=value if kind == "file" else None, files=tuple(files),
             )
         )  # fmt: skip
@@ -85,6 +90,8 @@ def test_snippet_runs_as_written(snippet: Snippet, tmp_path: Path) -> None:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(code, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
+    # As in an activated virtual environment: `agentq` is on the PATH.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     proc = subprocess.run(
         [sys.executable, "-c", snippet.code], cwd=tmp_path, env=env,
         capture_output=True, text=True, timeout=90,
