@@ -57,6 +57,11 @@ class ApprovalInfo(BaseModel):
     #: change of the approval; pass it back as ``if_version`` to decide only that.
     version: str = ""
 
+    def _repr_html_(self) -> str:
+        from agentq.notebook.html import approval_html
+
+        return approval_html(self)
+
 
 class ApprovalNotice(BaseModel):
     """Arguments of the notification and escalation tools for an approval."""

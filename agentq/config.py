@@ -29,20 +29,32 @@ __all__ = ["Config", "load_config"]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Where the deployment's database, tools and policies are."""
+
+    # Attribute docstrings are the field descriptions docs/reference/config.md is
+    # generated from (python -m agentq.reference).
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     db: str | None = None
+    """Database URL (``sqlite:///agentq.db``, ``spanner://projects/P/instances/I/databases/D``);
+    ``--db`` and ``AGENTQ_DB`` win over it."""
     tools: str | None = None
+    """The tools folder, relative to this file; ``--tools`` wins over it."""
     policies: str | None = None
+    """The policies folder (or one TOML file), relative to this file; ``--policies``
+    wins over it."""
 
 
 class Config(BaseModel):
     """The validated contents of ``agentq.toml``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     agentq: _Section = _Section()
+    """The database, tools and policies."""
     settings: dict[str, Any] = {}
+    """Any keys, handed to tool handlers as ``ctx.settings`` (API base
+    URLs and the like); ``--setting KEY=VALUE`` wins over them."""
 
 
 def load_config(path: str | Path = "agentq.toml", *, required: bool = False) -> Config:

@@ -21,7 +21,7 @@ __all__ = ["Checkpoint", "ToolContext"]
 @dataclass(frozen=True)
 class Checkpoint:
     """Returned by a handler to pause long work: the runtime acks this delivery and
-    sends the task again after ``after`` with ``state`` (seed 002's checkpoint
+    sends the task again after ``after`` with ``state`` (the checkpoint
     pattern), in one transaction."""
 
     state: dict[str, Any]

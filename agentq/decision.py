@@ -169,8 +169,8 @@ class Decision:
     # -- internals -------------------------------------------------------------
 
     def _enqueueable(self, tool: str) -> ToolDef:
-        definition = self.runtime.tools.get(tool)
-        if self.runtime.is_internal(tool):
+        definition = self.runtime.enqueueable_tool(self.tx, tool)
+        if definition.internal or self.runtime.is_internal(tool):
             raise ToolError(
                 f"tool {tool!r} is internal: only the runtime sends it (approval notices "
                 "and escalations), never an agent"
@@ -206,5 +206,7 @@ class Decision:
         )  # fmt: skip
 
     def _timer_tool(self, name: str | None) -> tuple[str, str] | None:
-        tools = self.runtime.tools
-        return (name, tools.get(name).queue) if name and name in tools else None
+        """The notification or escalation tool's (name, queue), if that tool exists:
+        without it, no notice is sent (an escalation runs the built-in timer)."""
+        definition = self.runtime.find_tool(self.tx, name) if name else None
+        return None if definition is None else (definition.name, definition.queue)

@@ -49,6 +49,8 @@ __all__ = [
     "InvalidMessage",
     "LeaseError",
     "MessageNotFound",
+    "MissingExtra",
+    "NotIdle",
     "PayloadTooLarge",
     "PolicyViolation",
     "QueueNotFound",
@@ -157,3 +159,13 @@ class ApprovalChanged(ApprovalError):
 class IdempotencyConflict(AgentQError):
     """An idempotency key was reused with different arguments or for another
     tool; the message names the task the key belongs to."""
+
+
+class NotIdle(AgentQError):
+    """:meth:`Runtime.run_until_idle` hit its step bound with timers still due: a
+    task that retries or reschedules itself forever, or a bound set too low."""
+
+
+class MissingExtra(AgentQError, ImportError):
+    """An optional dependency is not installed; the message names the extra
+    (``pip install 'agentq[notebook]'``)."""

@@ -24,6 +24,7 @@ class Tables:
     ORDERING = "ordering"
     DEAD_LETTERS = "dead_letters"
     HOLDS = "holds"
+    AUDIT = "audit"
     WORKERS = "workers"
 
 
@@ -82,3 +83,8 @@ class TaskInfo(BaseModel):
     def done(self) -> bool:
         """Whether the task reached a final status."""
         return self.status in TERMINAL
+
+    def _repr_html_(self) -> str:
+        from agentq.notebook.html import task_html
+
+        return task_html(self)

@@ -1,4 +1,4 @@
-"""Ordering keys (Pub/Sub semantics, seed 003).
+"""Ordering keys (the semantics of Pub/Sub ordering keys).
 
 Tasks that share an ordering key run one at a time, in enqueue order; tasks of
 different keys run in parallel. A key's record holds the active task and the

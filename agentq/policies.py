@@ -40,7 +40,14 @@ from agentq import tomlfiles
 from agentq.errors import ConfigError
 from agentq.retry import DEFAULT_MAX_RETRY_AFTER, RetryPolicy
 
-__all__ = ["ApprovalRule", "Policy", "ToolPolicy", "load_policies", "parse_duration"]
+__all__ = [
+    "ApprovalRule",
+    "Policy",
+    "ToolPolicy",
+    "format_duration",
+    "load_policies",
+    "parse_duration",
+]
 
 #: The longest duration a policy may set: longer ones are "never" in practice,
 #: and ``now + duration`` must still be a datetime.
@@ -75,6 +82,17 @@ def parse_duration(value: object) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+def format_duration(value: timedelta) -> str:
+    """A duration as a policy writes it: ``"72h"``, ``"14d"``, ``"30m"``, ``"1.5s"``."""
+    seconds = value.total_seconds()
+    if seconds >= 7 * 86400 and seconds % 86400 == 0:
+        return f"{seconds / 86400:g}d"
+    for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s" if seconds >= 1 else f"{seconds * 1000:g}ms"
+
+
 def _retry_after_cap(value: object) -> timedelta:
     """A ``max_retry_after`` value: a positive duration of at most a year."""
     try:
@@ -87,19 +105,33 @@ def _retry_after_cap(value: object) -> timedelta:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Attribute docstrings are the field descriptions docs/reference/policies.md
+    # is generated from (python -m agentq.reference).
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class Defaults(_Strict):
     """Defaults for every tool."""
 
     max_attempts: int = Field(default=5, ge=1, le=1000)
+    """Attempts a task gets before it is dead-lettered, unless the tool's policy or
+    its ``@tool(max_attempts=...)`` says otherwise."""
     backoff_initial: timedelta = timedelta(seconds=1)
+    """Delay before the first retry; it doubles (with jitter) for each failure."""
     backoff_max: timedelta = timedelta(minutes=5)
+    """The longest delay between two retries."""
     escalate_after: timedelta = timedelta(hours=72)
+    """How long an approval may wait for a human before it escalates."""
     escalation_tool: str = "escalate"
+    """The tool an escalation runs. If no tool of this name exists, the approval is
+    marked escalated and nobody is told."""
     notify_tool: str | None = "request_approval"
+    """The tool that announces a new approval request to the approvers. If no tool
+    of this name exists (or it is unset), nobody is told: approvals are then only
+    seen by asking (``Runtime.approvals()``)."""
     max_retry_after: timedelta = timedelta(seconds=DEFAULT_MAX_RETRY_AFTER)
+    """The longest ``Retry-After`` honoured (at most 365d); a longer one counts as
+    an ordinary failure."""
 
     @field_validator("backoff_initial", "backoff_max", "escalate_after", mode="before")
     @classmethod
@@ -116,16 +148,28 @@ class ToolPolicy(_Strict):
     """Limits for one tool."""
 
     allowed_hosts: tuple[str, ...] = ()
+    """Hosts the tool's ``ctx.http`` client may call (``*.example.com`` matches
+    subdomains). A tool without a policy may call no host at all."""
     rate_limit_per_second: float | None = Field(
         default=None, ge=MIN_RATE_PER_SECOND, le=MAX_RATE_PER_SECOND, allow_inf_nan=False
     )
+    """Calls per second, shared by every worker on the database (0.1: one call
+    every 10 s); unset: unlimited."""
     rate_limit_burst: int | None = Field(default=None, ge=1, le=1_000_000, strict=True)
+    """Calls allowed at once; default: one second's calls, at least 1."""
     max_retry_after: timedelta | None = None
+    """This tool's cap on ``Retry-After``; default: ``[defaults] max_retry_after``."""
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    """Attempts before dead-lettering; wins over the tool's declaration and the
+    defaults."""
     timeout: timedelta | None = None
+    """How long one call of the handler may run before it is given up as a
+    ``TimeoutError`` failure (the external call may still complete)."""
     requires_approval: bool = False
-    #: The HTTP API refuses (400) an action of this tool without an Idempotency-Key.
+    """Every call of this tool needs a human's approval."""
     require_idempotency_key: bool = False
+    """The HTTP API refuses (400) an action of this tool sent without an
+    ``Idempotency-Key``."""
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -153,14 +197,22 @@ class ApprovalRule(_Strict):
     """A tool call needs a human when ``args[field] > above`` (or always, if no field)."""
 
     tool: str
+    """The tool whose calls this rule covers."""
     field: str | None = None
+    """The argument compared with ``above``; unset: every call needs approval. A
+    call without this argument needs approval (the rule fails closed)."""
     above: float | None = None
+    """Calls whose ``field`` is above this number (compared exactly, as decimals)
+    need approval; anything that is not a finite number does too."""
     escalate_after: timedelta | None = None
+    """This rule's escalation delay; default: ``[defaults] escalate_after``."""
     escalation_tool: str | None = None
+    """This rule's escalation tool; default: ``[defaults] escalation_tool``."""
     notify_tool: str | None = None
-    #: Undecided this long after the request, the approval expires and its call
-    #: is cancelled (never run); None: it waits for a decision forever.
+    """This rule's notification tool; default: ``[defaults] notify_tool``."""
     expire_after: timedelta | None = None
+    """Undecided this long after the request, the approval expires and its call is
+    cancelled (never run); unset: it waits for a decision forever."""
 
     @field_validator("escalate_after", "expire_after", mode="before")
     @classmethod
@@ -190,8 +242,11 @@ class Policy(_Strict):
     """All policies in force: defaults, per-tool limits and approval rules."""
 
     defaults: Defaults = Defaults()
+    """Settings for every tool."""
     tools: dict[str, ToolPolicy] = {}
+    """One table per tool, named after it."""
     approvals: tuple[ApprovalRule, ...] = ()
+    """Which calls need a human: the first rule that applies decides."""
 
     def for_tool(self, tool: str) -> ToolPolicy:
         """The tool's limits (an unconfigured tool may call no host)."""

@@ -22,26 +22,37 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from agentq import overview, waiting, webhooks
+from agentq import catalog, overview, waiting, webhooks
 from agentq.approvals import ApprovalInfo, ApprovalStatus
 from agentq.backends import Backend, Transaction, open_backend
-from agentq.clock import Clock
+from agentq.clock import Clock, FakeClock
 from agentq.decision import Decision
 from agentq.envelope import task_queue_spec
-from agentq.errors import ApprovalNotFound, ConfigError, IllegalTransition, TaskNotFound
+from agentq.errors import (
+    ApprovalNotFound,
+    ConfigError,
+    IllegalTransition,
+    TaskNotFound,
+    UnknownTool,
+)
 from agentq.faults import FaultPoints
 from agentq.ledger import Tables, TaskInfo, TaskStatus
 from agentq.lifecycle import approvals as approval_events
-from agentq.lifecycle import dead_letters
+from agentq.lifecycle import audit, dead_letters
+from agentq.lifecycle.audit import AuditAction, AuditEntry
 from agentq.lifecycle.tasks import BUILTIN_ESCALATION, BUILTIN_EXPIRY, ESCALATION_QUEUE
+from agentq.notebook.html import ApprovalList, QueueStatsList, TaskList
 from agentq.overview import ToolCounts, WorkerInfo
 from agentq.policies import Policy, load_policies
 from agentq.telemetry import Telemetry
-from agentq.tools import ToolRegistry
+from agentq.tools import ToolDef, ToolRegistry
+
+if TYPE_CHECKING:
+    from agentq.notebook.idle import IdleReport
 
 __all__ = [
     "ESCALATION_QUEUE",
@@ -89,14 +100,45 @@ class ReplayReport:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
+def _registry(tools: str | Path | Iterable[Any] | None, reload: bool) -> ToolRegistry:
+    """The registry of ``Runtime(tools=...)``: folders and decorated functions."""
+    registry = ToolRegistry()
+    if tools is None:
+        return registry
+    if isinstance(tools, str | Path) or callable(tools):
+        items: list[Any] = [tools]
+    elif isinstance(tools, Iterable):
+        items = list(tools)
+    else:
+        raise ConfigError(
+            f"tools must be a folder, a ToolRegistry or functions decorated with @agentq.tool, "
+            f"not {type(tools).__name__}"
+        )
+    for t in items:
+        if isinstance(t, str | Path):
+            registry.load_dir(t, reload=reload)
+        else:
+            registry.add(t)
+    return registry
+
+
 class Runtime:
     """agentq's runtime over one database.
 
     ``db`` is a URL (``sqlite:///agentq.db``, ``sqlite:///:memory:``,
     ``spanner://...``) or an open backend. ``tools`` is a directory of tool
-    modules, a registry, or an iterable of decorated handlers; ``policies`` a
-    directory of TOML files or a :class:`~agentq.policies.Policy`. ``settings``
-    is handed to handlers (API base URLs and the like).
+    modules, a registry, or an iterable of handlers decorated with
+    :func:`~agentq.tool` (inline tools, as in a notebook) and directories;
+    ``reload=True`` imports a tools directory again even if no file in it changed
+    (a changed one is always imported again). ``policies`` is a directory of TOML
+    files or a :class:`~agentq.policies.Policy`. ``settings`` is handed to
+    handlers (API base URLs and the like).
+    A runtime with tools records them (and its policies, if given) in the
+    database's tool catalog (:meth:`record_tools`; ``agentq init`` and every
+    worker at start do). A runtime without ``tools`` is a *producer*: it
+    enqueues by tool name, validating arguments against the recorded JSON
+    Schemas, with the given ``policies`` or else the recorded policy, and
+    imports no handler code (see :mod:`agentq.catalog`).
     """
 
     def __init__(
@@ -108,6 +150,7 @@ class Runtime:
         clock: Clock | None = None,
         settings: Mapping[str, Any] | None = None,
         http_transport: httpx.BaseTransport | None = None,
+        reload: bool = False,
         **backend_options: Any,
     ) -> None:
         if isinstance(db, str):
@@ -117,18 +160,22 @@ class Runtime:
             self.backend = db
             self._owns_backend = False
         self.clock: Clock = self.backend.clock
+        # Without tools, calls are checked against the tool catalog that runtimes
+        # with tools record in the database (agentq.catalog): no handler code needed.
+        self.from_catalog = tools is None
         if isinstance(tools, ToolRegistry):
             self.tools = tools
         else:
-            self.tools = ToolRegistry()
-            if isinstance(tools, str | Path):
-                self.tools.load_dir(tools)
-            elif tools is not None:
-                for t in cast(Iterable[Any], tools):
-                    self.tools.add(t)
+            self.tools = _registry(tools, reload)
         if webhooks.WEBHOOK_TOOL not in self.tools:
             self.tools.add(webhooks.deliver_webhook)  # every worker can send webhooks
-        self.policy = policies if isinstance(policies, Policy) else load_policies(policies)
+        self._policy_given = policies is not None
+        if isinstance(policies, Policy):
+            self.policy = policies
+        elif policies is not None or not self.from_catalog:
+            self.policy = load_policies(policies)
+        else:
+            self.policy = catalog.read_policy(self.backend) or Policy()
         self._check_policy()
         self.settings: dict[str, Any] = dict(settings or {})
         self.faults = FaultPoints()
@@ -138,19 +185,37 @@ class Runtime:
             self.backend.create_queue(task_queue_spec(queue))
         self._internal = self._internal_tools()
 
+    def record_tools(self) -> None:
+        """Record this runtime's tools (and its policy, if it was given one) in the
+        database's tool catalog, for producers without the tools' code. ``agentq
+        init`` does, and every worker when it starts; nothing is written if the
+        records are as they were."""
+        if self.tools.names():
+            catalog.record(self.backend, self.tools, self.policy if self._policy_given else None)
+
     def _check_policy(self) -> None:
+        named = set(self.policy.tools) | {rule.tool for rule in self.policy.approvals}
+        known = set(self.tools.names())
+        if named - known and self.from_catalog:
+            known |= set(catalog.read_tools(self.backend).names())
+        hint = (
+            " (this runtime has no tools and the database's tool catalog does not list "
+            "it: run `agentq init` with the tools, or start a worker)"
+            if self.from_catalog
+            else ""
+        )
         # A misspelt [tools.NAME] would otherwise leave the real tool unconfigured
         # (no allowed hosts, default limits) without a word.
-        unknown = sorted(name for name in self.policy.tools if name not in self.tools)
+        unknown = sorted(name for name in self.policy.tools if name not in known)
         if unknown:
-            known = ", ".join(sorted(t.name for t in self.tools if not t.internal)) or "none"
+            listed = ", ".join(sorted(t.name for t in self.tools if not t.internal)) or "none"
             raise ConfigError(
                 f"policy configures unknown tool(s) {', '.join(map(repr, unknown))} "
-                f"in [tools.…] (known tools: {known})"
+                f"in [tools.…] (known tools: {listed}){hint}"
             )
         for rule in self.policy.approvals:
-            if rule.tool not in self.tools:
-                raise ConfigError(f"approval rule for unknown tool {rule.tool!r}")
+            if rule.tool not in known:
+                raise ConfigError(f"approval rule for unknown tool {rule.tool!r}{hint}")
 
     def _internal_tools(self) -> frozenset[str]:
         """Tools only the runtime may send: declared internal, or named by a policy
@@ -161,6 +226,26 @@ class Runtime:
             named |= {rule.notify_tool, rule.escalation_tool}
         declared = {t.name for t in self.tools if t.internal}
         return frozenset(n for n in named | declared if n)
+
+    def find_tool(self, tx: Transaction, name: str) -> ToolDef | None:
+        """The tool called ``name``: loaded, else (a runtime without tools) as the
+        database's tool catalog records it, read in ``tx``; None if unknown."""
+        if name in self.tools:
+            return self.tools.get(name)
+        return catalog.read_tool(tx, name) if self.from_catalog else None
+
+    def enqueueable_tool(self, tx: Transaction, name: str) -> ToolDef:
+        """The tool called ``name`` for a new task (:class:`UnknownTool` if none)."""
+        found = self.find_tool(tx, name)
+        if found is not None:
+            return found
+        if self.from_catalog:
+            raise UnknownTool(
+                f"unknown tool {name!r}: this runtime has no tools and the database's tool "
+                "catalog does not list it (`agentq init` with the tools records them, as "
+                "every worker does at start)"
+            )
+        return self.tools.get(name)  # raises UnknownTool, naming the known tools
 
     def is_internal(self, tool: str) -> bool:
         """Whether ``tool`` is sent only by the runtime (never by an agent)."""
@@ -227,18 +312,49 @@ class Runtime:
     ) -> TaskInfo:
         """Approve a pending (or escalated) request; see :meth:`Decision.approve`.
         With ``if_version`` (an :attr:`ApprovalInfo.version`) an approval that
-        changed since raises :class:`~agentq.errors.ApprovalChanged`."""
-        return self.transact(lambda tx: tx.approve(approval_id, by, note, if_version=if_version))
+        changed since raises :class:`~agentq.errors.ApprovalChanged`. Audited:
+        ``by`` is recorded as who approved."""
+        return self._decide(approval_id, AuditAction.APPROVE, by, note, if_version)
 
     def reject(
         self, approval_id: str, by: str, note: str = "", *, if_version: str | None = None
     ) -> TaskInfo:
-        """Reject a pending (or escalated) request (``if_version`` as for :meth:`approve`)."""
-        return self.transact(lambda tx: tx.reject(approval_id, by, note, if_version=if_version))
+        """Reject a pending (or escalated) request (``if_version`` as for
+        :meth:`approve`); audited like :meth:`approve`."""
+        return self._decide(approval_id, AuditAction.REJECT, by, note, if_version)
 
-    def cancel(self, task_id: str, reason: str = "cancelled") -> TaskInfo:
-        """Cancel an unfinished task; see :meth:`Decision.cancel`."""
-        return self.transact(lambda tx: tx.cancel(task_id, reason))
+    def _decide(
+        self, approval_id: str, action: AuditAction, by: str, note: str, if_version: str | None
+    ) -> TaskInfo:
+        def fn(tx: Decision) -> TaskInfo:
+            decide = tx.approve if action is AuditAction.APPROVE else tx.reject
+            task = decide(approval_id, by, note, if_version=if_version)
+            audit.record(
+                tx.tx, actor=by, action=action, target=approval_id, task_id=task.task_id,
+                note=note,
+            )  # fmt: skip
+            return task
+
+        return self.transact(fn)
+
+    def cancel(self, task_id: str, reason: str = "cancelled", *, by: str | None = None) -> TaskInfo:
+        """Cancel an unfinished task; see :meth:`Decision.cancel`. Audited, with
+        ``by`` as who cancelled."""
+
+        def fn(tx: Decision) -> TaskInfo:
+            task = tx.cancel(task_id, reason)
+            audit.record(
+                tx.tx, actor=by, action=AuditAction.CANCEL, target=task_id, task_id=task_id,
+                note=reason,
+            )  # fmt: skip
+            return task
+
+        return self.transact(fn)
+
+    def audit_log(self, *, target: str | None = None, limit: int | None = None) -> list[AuditEntry]:
+        """Operator actions (approve, reject, cancel, replay, delete), newest first;
+        only those about ``target`` (an approval, task or dead-letter id) if given."""
+        return audit.entries(self.backend, target=target, limit=limit)
 
     # -- reading ----------------------------------------------------------------
 
@@ -282,9 +398,11 @@ class Runtime:
     ) -> list[TaskInfo]:
         """Tasks of the ledger, oldest first: only those with ``status``, of
         ``tool``, created at or after ``since``; at most ``limit`` of them (then
-        the first ``limit`` in the ledger's order: see :meth:`task_page`)."""
+        the first ``limit`` in the ledger's order: see :meth:`task_page`). The
+        list (a :class:`~agentq.notebook.html.TaskList`) shows as a table in a
+        notebook."""
         page = self.task_page(status, tool=tool, since=since, limit=limit)
-        return sorted(page.tasks, key=lambda t: t.created_at)
+        return TaskList(sorted(page.tasks, key=lambda t: t.created_at))
 
     def task_page(
         self,
@@ -330,14 +448,15 @@ class Runtime:
         return ApprovalInfo.model_validate({**rec, "version": approval_events.version(rec)})
 
     def approvals(self, status: ApprovalStatus | str | None = None) -> list[ApprovalInfo]:
-        """Approval requests, optionally filtered by status."""
+        """Approval requests, optionally filtered by status (a list that shows as a
+        table in a notebook)."""
         out = [
             ApprovalInfo.model_validate({**v, "version": approval_events.version(v)})
             for _, v in self.backend.list_records(Tables.APPROVALS)
         ]
         if status is not None:
             out = [a for a in out if a.status == ApprovalStatus(status)]
-        return sorted(out, key=lambda a: a.requested_at)
+        return ApprovalList(sorted(out, key=lambda a: a.requested_at))
 
     def dead_letters(self) -> list[dict[str, Any]]:
         """Entries of the dead-letter queue with their errors. ``stray`` entries are
@@ -345,49 +464,71 @@ class Runtime:
         corrupt): they can be deleted, never replayed."""
         return [{**v, "entry_id": k} for k, v in self.backend.list_records(Tables.DEAD_LETTERS)]
 
-    def replay(self, task_id: str) -> TaskInfo:
+    def replay(self, task_id: str, *, by: str | None = None) -> TaskInfo:
         """Send a dead task again for a fresh set of attempts. Only dead tasks can
         be replayed: a succeeded, cancelled, queued or running one raises
-        :class:`~agentq.errors.IllegalTransition`, a stray entry too."""
+        :class:`~agentq.errors.IllegalTransition`, a stray entry too. Audited, with
+        ``by`` as who replayed it."""
 
         def fn(tx: Decision) -> TaskInfo:
             rec = tx.tx.get_record(Tables.TASKS, task_id)
-            if rec is not None and not self._runnable_tool(rec["tool"]):
+            if rec is not None and not self._runnable_tool(tx.tx, rec["tool"]):
                 raise ConfigError(f"cannot replay {task_id!r}: unknown tool {rec['tool']!r}")
-            return TaskInfo.model_validate(dead_letters.replay(self, tx.tx, task_id))
+            task = TaskInfo.model_validate(dead_letters.replay(self, tx.tx, task_id))
+            audit.record(
+                tx.tx, actor=by, action=AuditAction.REPLAY, target=task_id, task_id=task_id
+            )
+            return task
 
         return self.transact(fn)
 
-    def replay_all(self) -> ReplayReport:
+    def replay_all(self, *, by: str | None = None) -> ReplayReport:
         """Replay every dead task, each in its own transaction; entries that cannot
         be replayed (strays, unknown tools, tasks no longer dead) are skipped and
         reported, never stopping the others."""
         report = ReplayReport()
         for entry_id, _ in self.backend.list_records(Tables.DEAD_LETTERS):
             try:
-                self.replay(entry_id)
+                self.replay(entry_id, by=by)
                 report.replayed.append(entry_id)
             except REPLAY_REFUSALS as exc:
                 report.skipped[entry_id] = str(exc)
         return report
 
-    def delete_dead_letters(self, entry_ids: Iterable[str]) -> list[str]:
+    def delete_dead_letters(
+        self, entry_ids: Iterable[str], *, by: str | None = None
+    ) -> list[str]:
         """Delete dead-letter entries (the tasks stay dead in the ledger); returns
-        the ids that were deleted, in one transaction."""
+        the ids that were deleted, in one transaction. Each deletion is audited,
+        with ``by`` as who deleted it."""
         ids = list(entry_ids)
-        return self.backend.transact(
-            lambda tx: [i for i in ids if tx.delete_record(Tables.DEAD_LETTERS, i)]
-        )
 
-    def _runnable_tool(self, tool: str) -> bool:
-        return tool in self.tools or tool in (BUILTIN_ESCALATION, BUILTIN_EXPIRY)
+        def fn(tx: Transaction) -> list[str]:
+            deleted = []
+            for entry_id in ids:
+                entry = tx.get_record(Tables.DEAD_LETTERS, entry_id)
+                if entry is None or not tx.delete_record(Tables.DEAD_LETTERS, entry_id):
+                    continue
+                deleted.append(entry_id)
+                audit.record(
+                    tx, actor=by, action=AuditAction.DELETE_DEAD_LETTER, target=entry_id,
+                    task_id=entry.get("task_id"),
+                )  # fmt: skip
+            return deleted
+
+        return self.backend.transact(fn)
+
+    def _runnable_tool(self, tx: Transaction, tool: str) -> bool:
+        builtin = tool in (BUILTIN_ESCALATION, BUILTIN_EXPIRY)
+        return builtin or self.find_tool(tx, tool) is not None
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style function schemas of the tools an agent may call (internal
         tools and tools declared ``visible=False`` are left out)."""
+        known = catalog.read_tools(self.backend) if self.from_catalog else self.tools
         return [
-            t.schema() for t in sorted(self.tools, key=lambda t: t.name)
-            if t.visible and not self.is_internal(t.name)
+            t.schema() for t in sorted(known, key=lambda t: t.name)
+            if t.visible and not t.internal and not self.is_internal(t.name)
         ]  # fmt: skip
 
     # -- workers ----------------------------------------------------------------
@@ -407,6 +548,44 @@ class Runtime:
         from agentq.executor import Worker
 
         return Worker(self, **options)
+
+    # -- notebooks (the code is in agentq.notebook) ---------------------------------
+
+    def queue_stats(self) -> QueueStatsList:
+        """Depth, ready, scheduled and leased messages of every queue this runtime uses."""
+        names = sorted(self.tools.queues() | {ESCALATION_QUEUE})
+        return QueueStatsList(self.backend.stats(q) for q in names)
+
+    def run_until_idle(
+        self,
+        *,
+        clock: FakeClock | None = None,
+        until: datetime | timedelta | None = None,
+        max_steps: int = 100,
+        **worker_options: Any,
+    ) -> IdleReport:
+        """Run every ready task, jump the fake clock to the next timer (retry,
+        delayed task, escalation, expiry), and again, until nothing is due; see
+        :func:`agentq.notebook.idle.run_until_idle`."""
+        from agentq.notebook.idle import run_until_idle
+
+        return run_until_idle(
+            self, clock=clock, until=until, max_steps=max_steps, **worker_options
+        )
+
+    def tasks_frame(self, status: TaskStatus | str | None = None) -> Any:
+        """The ledger as a pandas DataFrame, one row per task (``agentq[notebook]``)."""
+        from agentq.notebook.frame import tasks_frame
+
+        return tasks_frame(self.tasks(status))
+
+    def plot_timeline(self, **options: Any) -> Any:
+        """A matplotlib figure of the run: a bar per task from enqueue to finish,
+        coloured by outcome, escalations marked (``agentq[notebook]``); see
+        :func:`agentq.notebook.timeline.plot_timeline`."""
+        from agentq.notebook.timeline import plot_timeline
+
+        return plot_timeline(self.tasks(), self.approvals(), **options)
 
     # -- async forms (one implementation, thin wrappers) -------------------------------
 

@@ -1,7 +1,10 @@
 """Tools: named handlers with pydantic argument and result models.
 
-A tool module lives in a tools directory (``tools/`` by default) and is loaded
-by path, never installed as a package::
+A tool module lives in a tools directory (``tools/`` by default), which the
+loader (:mod:`agentq.toolfiles`) imports as a private package, so helpers beside
+the tools import relatively (``from ._common import post``); a runtime built after
+an edit gets the new code. In a notebook, pass decorated functions instead
+(``Runtime(tools=[execute_refund])``)::
 
     from pydantic import BaseModel
     from agentq import ToolContext, tool
@@ -24,12 +27,9 @@ argument model's JSON schema is what an agent framework shows the model
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import inspect
 import math
 import re
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -39,6 +39,7 @@ from typing import Any, TypeVar, get_type_hints
 from pydantic import BaseModel, ValidationError
 
 from agentq.errors import ConfigError, InvalidArguments, UnknownTool
+from agentq.toolfiles import load_tool_modules
 
 __all__ = ["ToolDef", "ToolRegistry", "tool"]
 
@@ -199,16 +200,15 @@ class ToolRegistry:
         self._tools[definition.name] = definition
         return definition
 
-    def load_dir(self, path: str | Path) -> list[ToolDef]:
-        """Import every ``*.py`` in a directory by path and register its tools."""
-        root = Path(path)
-        if not root.is_dir():
-            raise ConfigError(f"tools directory {str(root)!r} does not exist")
+    def load_dir(self, path: str | Path, *, reload: bool = False) -> list[ToolDef]:
+        """Import the tools folder ``path`` and register its tools: every ``*.py``
+        directly in it whose name does not start with ``_`` (those are helpers).
+
+        The folder's code is imported again when a file in it changed since it
+        was last loaded in this process, or when ``reload`` is true (see
+        :mod:`agentq.toolfiles`)."""
         found: list[ToolDef] = []
-        for file in sorted(root.glob("*.py")):
-            if file.name.startswith("_"):
-                continue
-            module = _import_path(file)
+        for module in load_tool_modules(path, reload=reload):
             for value in vars(module).values():
                 definition = getattr(value, _ATTR, None)
                 if isinstance(definition, ToolDef) and value is definition.handler:
@@ -257,23 +257,3 @@ def _non_finite(value: Any, path: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any
         if found is not None:
             return found
     return None
-
-
-def _import_path(file: Path) -> Any:
-    # A private, path-derived module name: tool folders are content, not packages,
-    # and two deployments' "tools/refunds.py" must not collide in sys.modules.
-    digest = hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:12]
-    module_name = f"_agentq_tools_{digest}_{file.stem}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, file)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"cannot load tool module {file}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[module_name]
-        raise ConfigError(f"tool module {file} failed to import: {exc}") from exc
-    return module

@@ -25,8 +25,8 @@ The secret is the ``webhook_secret`` setting (``[settings]`` of
 go is the executor's host allow-list of this tool (``[tools.agentq_webhook]
 allowed_hosts`` in a policy file): an agent's ``callback_url`` is untrusted, so
 with no such entry no webhook can be sent, and :func:`check_callback_url`
-refuses such a URL when the task is created. A URL carrying credentials
-(userinfo, a token in its query) is refused too: it would reach the ledger.
+refuses such a URL when the task is created. A URL with userinfo, a query or a
+fragment is refused too: a credential in it would reach the ledger.
 """
 
 from __future__ import annotations
@@ -96,11 +96,16 @@ def check_callback_url(url: object, policy: Policy) -> str:
             "callback_url must not carry credentials (userinfo or a secret query parameter): "
             "webhooks are signed instead"
         )
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        raise InvalidArguments(
+            "callback_url must not have a query or fragment (they could carry credentials "
+            "into the ledger): put what the receiver needs in its path"
+        )
     allowed = policy.for_tool(WEBHOOK_TOOL).allowed_hosts
     if not host_allowed(host, allowed):
+        hosts = ", ".join(allowed) or f"none: set [tools.{WEBHOOK_TOOL}] allowed_hosts"
         raise InvalidArguments(
-            f"callback_url host {host!r} is not allowed for webhooks (allowed: "
-            f"{', '.join(allowed) or 'none: set [tools.{WEBHOOK_TOOL}] allowed_hosts'})"
+            f"callback_url host {host!r} is not allowed for webhooks (allowed: {hosts})"
         )
     return url
 

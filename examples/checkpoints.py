@@ -1,4 +1,4 @@
-"""Long work in checkpoints (seed 002): ack + re-send with a future delivery time.
+"""Long work in checkpoints: ack + re-send with a future delivery time.
 
 A handler that processes a large export in chunks returns a checkpoint after each
 chunk; the runtime acks this delivery and sends the task again (new key, so a

@@ -1,4 +1,4 @@
-"""Worker heartbeat / timeout detection (seed 002) on the raw queue API.
+"""Worker heartbeat / timeout detection on the raw queue API.
 
 Queues have no UPDATE: a heartbeat acks the pending timeout message and sends a
 new one further in the future, in one transaction (ack before send). If the

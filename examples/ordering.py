@@ -1,4 +1,4 @@
-"""Ordering keys (seed 003): per-order steps run one at a time, in order.
+"""Ordering keys: per-order steps run one at a time, in order.
 
 Steps of one order share an ordering key; different orders run in parallel. A
 step that fails is retried before any later step of its order runs.

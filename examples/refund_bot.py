@@ -1,4 +1,4 @@
-"""The refund bot (seed 000) in a few lines: decide, approve, execute, escalate.
+"""The refund bot in a few lines: decide, approve, execute, escalate.
 
 Runs on an in-memory database with a fake clock, so the 72-hour escalation
 happens instantly. `agentq demo` is the full version with a real worker crash.

@@ -1,4 +1,4 @@
-"""Shipping: ask the warehouse to ship an order (seed 000's order example)."""
+"""Shipping: ask the warehouse to ship an order's items to an address."""
 
 from __future__ import annotations
 

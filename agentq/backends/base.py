@@ -90,6 +90,11 @@ class QueueStats:
     lease_expirations: int | None
     ttl_dropped: int | None
 
+    def _repr_html_(self) -> str:
+        from agentq.notebook.html import queue_stats_html
+
+        return queue_stats_html([self])
+
 
 @dataclass(frozen=True)
 class RedeliveryPolicy:

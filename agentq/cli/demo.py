@@ -41,11 +41,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``demo`` and ``bench``."""
-    demo = sub.add_parser("demo", help="run the refund bot end to end on SQLite")
+    demo = sub.add_parser(
+        "demo", help="run the refund bot shipped with agentq end to end on SQLite, from any folder"
+    )
     demo.add_argument("--requests", type=positive, default=24, help="refund requests (default 24)")
     demo.add_argument("--seed", type=int, default=7)
-    demo.add_argument("--tools")
-    demo.add_argument("--policies")
+    demo.add_argument("--tools", help="a tools folder instead of the demo's own refund bot")
+    demo.add_argument("--policies", help="a policies folder instead of the demo's own")
     demo.add_argument("--no-crash", action="store_true", help="skip the killed worker")
     demo.add_argument("--json", action="store_true", help="print only the JSON summary")
     demo.set_defaults(func=_cmd_demo)

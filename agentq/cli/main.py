@@ -14,9 +14,10 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from agentq.cli import approvals, common, demo, dlq, inspect_cmd, tasks, worker
+from agentq.cli import approvals, common, demo, dlq, inspect_cmd, tasks, ui, worker
 from agentq.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_REFUSED
 from agentq.errors import AgentQError, ApprovalNotFound, IllegalTransition, TaskNotFound
+from agentq.mcp.command import register as register_mcp
 from agentq.redact import redact_text
 from agentq.server.cli import register as register_http
 
@@ -55,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_cmd.register(sub)
     dlq.register(sub)
     demo.register(sub)
+    ui.register(sub)
     register_http(sub, common.add_runtime_args, common.open_runtime)
+    register_mcp(sub, common.add_runtime_args, common.open_runtime)
     # Other surfaces: one import above and one register(sub) call here.
     return parser
 

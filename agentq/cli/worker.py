@@ -102,6 +102,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
                     f"--print-ddl: {redact_text(str(args.db))} needs no DDL "
                     "(SQLite: agentq creates its tables itself)"
                 )
+            rt.record_tools()  # the tool catalog producers without the tools' code use
             queues = ", ".join(backend.queues())
             db = redact_text(str(args.db))
             print(f"{db}: queues {queues} and the runtime's tables are ready")
@@ -110,6 +111,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
             print(";\n".join(statements()) + ";")
             return 0
         backend.apply_ddl()
+        rt.record_tools()
         print(f"applied {len(statements())} DDL statement(s) to {redact_text(str(args.db))}")
         return 0
     finally:

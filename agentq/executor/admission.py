@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -52,17 +52,24 @@ from agentq.executor.running import tool_timeout
 from agentq.faults import WorkerCrash
 from agentq.ledger import TERMINAL, Tables, TaskStatus
 from agentq.lifecycle import tasks as lifecycle
+from agentq.policies import format_duration
 from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
     from agentq.runtime import Runtime
 
-__all__ = ["Admission"]
+__all__ = ["DEFAULT_UNKNOWN_TOOL_GRACE", "Admission"]
 
 log = logging.getLogger("agentq.worker")
 
 #: Statuses in which a task has no delivery to run: a message for it is stale.
 _NOT_RUNNABLE = TERMINAL | {TaskStatus.AWAITING_APPROVAL}
+
+#: How long a task for a tool this worker does not know is left for a worker
+#: that knows it (a rolling deploy) before it is dead-lettered.
+DEFAULT_UNKNOWN_TOOL_GRACE = timedelta(hours=24)
+_UNKNOWN_TOOL_FIRST_DELAY = timedelta(seconds=1)
+_UNKNOWN_TOOL_MAX_DELAY = timedelta(minutes=5)
 
 #: The runtime's own timers, run without a tool handler.
 BUILTIN_TOOLS = frozenset({lifecycle.BUILTIN_ESCALATION, lifecycle.BUILTIN_EXPIRY})
@@ -111,10 +118,13 @@ class Admission:
         count: Callable[[str], None],
         *,
         max_deliveries: int,
+        unknown_tool_grace: timedelta = DEFAULT_UNKNOWN_TOOL_GRACE,
     ) -> None:
         self.runtime = runtime
         self.holds = holds
         self.max_deliveries = max_deliveries
+        self.unknown_tool_grace = unknown_tool_grace
+        self._unknown_logged: set[str] = set()
         self._count = count
 
     def claim(self, batch: list[Message]) -> list[Inflight]:
@@ -305,8 +315,7 @@ class Admission:
         definition: ToolDef | None = None
         if rec["tool"] not in BUILTIN_TOOLS:
             if rec["tool"] not in rt.tools:
-                lifecycle.dead_letter(rt, tx.tx, rec, f"unknown tool {rec['tool']!r}", ack_key=key)
-                labels.append("dead")
+                labels.append(self._unknown_tool(tx, rec, key, deliveries))
                 return None
             definition = rt.tools.get(rec["tool"])
             hold = self.holds.until(tx.tx, tx.now, rec["tool"])
@@ -322,6 +331,41 @@ class Admission:
         claimed = lifecycle.claimed(rec, tx.now, deliveries)
         lifecycle.store(tx.tx, claimed)
         return self._make_inflight(msg, claimed, definition)
+
+    def _unknown_tool(
+        self, tx: Decision, rec: dict[str, Any], key: Sequence[Any], deliveries: int
+    ) -> str:
+        """A task for a tool this worker does not know. During a rolling deploy a
+        newer worker may know it, so it is left for one: sent again after a delay
+        that grows with the time it has waited (1 s, doubling, at most 5 min), not
+        counted as a failure. Only after ``unknown_tool_grace`` is it dead-lettered,
+        saying why. Returns the stats label."""
+        rt, now, tool = self.runtime, tx.now, str(rec["tool"])
+        since_text = rec.get("unknown_tool_since")
+        since = datetime.fromisoformat(since_text) if since_text else now
+        waited = now - since
+        grace = format_duration(self.unknown_tool_grace)
+        if waited >= self.unknown_tool_grace:
+            known = ", ".join(rt.tools.names()) or "none"
+            lifecycle.dead_letter(
+                rt, tx.tx, rec,
+                f"unknown tool {tool!r}: no worker that knows it took this task within "
+                f"{grace} (this worker knows: {known}); deploy a worker with this tool, "
+                "then replay the task", ack_key=key,
+            )  # fmt: skip
+            return "dead"
+        if tool not in self._unknown_logged:
+            self._unknown_logged.add(tool)
+            log.warning(
+                "tool %r is not known to this worker: its tasks are left for a worker that "
+                "knows it (dead-lettered after %s)", tool, grace,
+            )  # fmt: skip
+        delay = min(max(waited, _UNKNOWN_TOOL_FIRST_DELAY), _UNKNOWN_TOOL_MAX_DELAY)
+        lifecycle.defer(
+            rt, tx.tx, rec, now + delay, deliveries=deliveries, ack_key=key,
+            changes={"unknown_tool_since": lifecycle.iso(since)},
+        )  # fmt: skip
+        return "unknown_tool"
 
     # -- checks ------------------------------------------------------------------------
 

@@ -9,8 +9,10 @@ run goes to the handler threads.
 
 On a backend with long-lived receives (``receive_duration``: Spanner, whose
 documents advise one RECEIVE of about 20 minutes per worker per queue, in a
-loop) the receiver keeps one stream open instead: it reads the next batch only
-when a whole batch fits (``batch_size`` free slots), re-issues the stream at once
+loop) the receiver keeps one stream open instead: it reads the next batch as
+soon as a slot is free (a batch may take the worker up to ``batch_size - 1``
+tasks past its capacity; those wait for a handler with their leases renewed),
+re-issues the stream at once
 when it ends, and with backoff after an error. If the worker stays full for
 ``full_wait`` seconds (default 5, half a lease) with the stream open, the stream
 is cancelled (counted as ``receive_cancelled_full``): rows the server already
@@ -46,8 +48,14 @@ class Receiving(WorkerState):
     """The receive stage of a worker."""
 
     def _receive(self, queue: str, n: int, duration: float) -> list[Message]:
+        """The first batch of a receive; for a one-shot receive (``duration`` 0,
+        drain()) every batch of it: on Spanner one RECEIVE call can carry several
+        batches, and the rows of batches never read would stay leased, unseen,
+        until their leases expire."""
         stream = self.runtime.backend.stream(queue, max_batch_size=n, max_duration=duration)
         try:
+            if duration == 0:
+                return [m for batch in stream for m in batch]
             for batch in stream:
                 return batch
             return []
@@ -97,9 +105,12 @@ class Receiving(WorkerState):
     def _long_receive_loop(self, queue: str, stop: threading.Event, duration: float) -> None:
         """One long-lived stream at a time (see the module docstring)."""
         failures = 0
-        whole_batch = min(self.batch_size, self.capacity)
+        # Read on as soon as one slot is free: rows the server already sent are
+        # then leased tasks waiting for a handler (their leases renewed), not rows
+        # in the client's buffer whose leases run out unseen. A batch may so take
+        # the worker up to batch_size - 1 tasks past its capacity.
         while not stop.is_set():
-            if not self._wait_room(whole_batch, stop, None):
+            if not self._wait_room(1, stop, None):
                 continue
             stream: Any = None
             try:
@@ -112,7 +123,7 @@ class Receiving(WorkerState):
                     self._dispatch_fresh(batch)
                     if stop.is_set():
                         break
-                    if not self._wait_room(whole_batch, stop, self.full_wait):
+                    if not self._wait_room(1, stop, self.full_wait):
                         if not stop.is_set():
                             self._count("receive_cancelled_full")
                         break
@@ -180,6 +191,8 @@ class Receiving(WorkerState):
         while max_rounds is None or rounds < max_rounds:
             rounds += 1
             got = 0
+            with self._lock:
+                commits_before = self._commits_finished
             for name in self.queues:
                 n = self._room(block=False)
                 if not n:
@@ -192,9 +205,13 @@ class Receiving(WorkerState):
             if got:
                 continue
             with self._lock:
-                if not self._inflight and not self._pending_commits:
+                # A commit that finished during the round may have sent a task to
+                # a queue this round had already received from: look once more.
+                settled = self._commits_finished == commits_before
+                if settled and not self._inflight and not self._pending_commits:
                     return handled
-                self._lock.wait(0.05)
+                if settled:
+                    self._lock.wait(0.05)
         return handled
 
     def _dispatch(self, batch: list[Message], received: float | None = None) -> None:

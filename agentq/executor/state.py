@@ -58,6 +58,9 @@ class WorkerState:
     # busy one.
     _outstanding: int
     _pending_commits: int
+    # Commits finished since the worker was made: drain() runs another round when
+    # one finished during a round (it may have sent a task that round had passed).
+    _commits_finished: int
     _inflight: dict[str, Inflight]
     # SimpleQueue: a C queue without futures or task accounting; handing a task
     # to a handler thread and its outcome to the committer is on the hot path.
@@ -95,6 +98,7 @@ class WorkerState:
     def _finished_commit(self, n: int) -> None:
         with self._lock:
             self._pending_commits -= n
+            self._commits_finished += 1
             self._lock.notify_all()
 
     def _fail(self, exc: BaseException) -> None:

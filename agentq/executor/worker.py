@@ -19,10 +19,12 @@ import queue as queue_mod
 import threading
 from collections import Counter
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from agentq.decision import as_timedelta
 from agentq.errors import ConfigError
-from agentq.executor.admission import Admission
+from agentq.executor.admission import DEFAULT_UNKNOWN_TOOL_GRACE, Admission
 from agentq.executor.committing import Committing
 from agentq.executor.heartbeat import Heartbeat
 from agentq.executor.holds import Holds
@@ -47,7 +49,8 @@ class WorkerStats(Counter[str]):
     """Counts of what a worker did.
 
     Outcomes: ``succeeded``, ``retried``, ``throttled``, ``checkpointed``, ``dead``,
-    ``policy_refused``, ``held_back``. Messages: ``stale_message`` (acked, task
+    ``policy_refused``, ``held_back``, ``unknown_tool`` (left for a worker that
+    knows the tool). Messages: ``stale_message`` (acked, task
     unchanged), ``stray`` (dead-lettered as a stray entry), ``stale_completion``
     (a run whose ack failed: nothing recorded). Leases: ``renewed``,
     ``lease_lost``. Timeouts: ``timed_out``, ``cancelled`` (async),
@@ -71,7 +74,10 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
     worker is full (see :mod:`agentq.executor.receiving`); ``max_abandoned``
     bounds the handler threads a worker gives up on when their
     calls overrun the tool's timeout (default: ``concurrency``; see
-    :mod:`agentq.executor.running` for what a timeout does). While
+    :mod:`agentq.executor.running` for what a timeout does);
+    ``unknown_tool_grace`` (seconds or a timedelta, default 24 h) is how long a
+    task for a tool this worker does not know is left for a worker that knows it
+    (a rolling deploy) before it is dead-lettered. While
     :meth:`run` serves, the worker publishes a heartbeat every
     ``heartbeat_interval`` seconds and logs its counters every
     ``stats_interval`` (``None``: never); see :mod:`agentq.executor.heartbeat`.
@@ -92,12 +98,16 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         monitor_interval: float = 0.5,
         prefetch: int | None = None,
         max_abandoned: int | None = None,
+        unknown_tool_grace: float | timedelta = DEFAULT_UNKNOWN_TOOL_GRACE,
         heartbeat_interval: float = 5.0,
         stats_interval: float | None = 60.0,
         full_wait: float = 5.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        grace = as_timedelta(unknown_tool_grace)
+        if grace < timedelta(0):
+            raise ValueError(f"unknown_tool_grace must be zero or more, got {unknown_tool_grace}")
         if max_abandoned is not None and max_abandoned < 0:
             raise ValueError("max_abandoned must be zero or more")
         self.runtime = runtime
@@ -126,12 +136,16 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         self.stats = WorkerStats()
         self._stats_lock = threading.Lock()
         self.holds = Holds(self.clock, runtime.policy)
-        self.admission = Admission(runtime, self.holds, self._count, max_deliveries=max_deliveries)
+        self.admission = Admission(
+            runtime, self.holds, self._count, max_deliveries=max_deliveries,
+            unknown_tool_grace=grace,
+        )  # fmt: skip
         self._inflight = {}
         self._lock = threading.Condition()
         self._outstanding = 0
         self.capacity = concurrency + (concurrency if prefetch is None else prefetch)
         self._pending_commits = 0
+        self._commits_finished = 0
         self.max_abandoned = concurrency if max_abandoned is None else max_abandoned
         self.abandoned = 0
         self._outcomes = queue_mod.SimpleQueue()
@@ -143,6 +157,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         self._loop = None
         self._loop_thread = None
         self._started = False
+        self._recorded = False
         self.failure = None
 
     # -- services ------------------------------------------------------------------
@@ -150,6 +165,10 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
     def _start_services(self) -> None:
         if self._started:
             return
+        if not self._recorded:
+            # Producers without the tools' code enqueue against these records.
+            self.runtime.record_tools()
+            self._recorded = True
         self._started = True
         self._stop.clear()
         self._start_handlers()

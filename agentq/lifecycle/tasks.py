@@ -288,9 +288,11 @@ def defer(
     *,
     deliveries: int,
     ack_key: Sequence[Any] | None = None,
+    changes: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Send a task that did not run now (a hold on its tool, its rate limit) again
-    for ``at``, not as a failure.
+    """Send a task that did not run now (a hold on its tool, its rate limit, a
+    tool this worker does not know) again for ``at``, not as a failure; ``changes``
+    are bookkeeping fields to record with it.
 
     A task is ``queued`` afterwards only if no handler can have run it yet (the
     first delivery of its first attempt); a redelivery after a worker died, or a
@@ -301,7 +303,9 @@ def defer(
     first_try = int(rec["attempt"]) == 1 and deliveries <= 1
     running = rec["status"] == TaskStatus.RUNNING
     event = Event.THROTTLE if running and not first_try else Event.DEFER
-    return reschedule(env, tx, rec, event, at, error=rec.get("error"), ack_key=ack_key)
+    return reschedule(
+        env, tx, rec, event, at, error=rec.get("error"), ack_key=ack_key, **(changes or {})
+    )
 
 
 def dead_letter(

@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from agentq.errors import IdempotencyConflict, InvalidArguments
 from agentq.server.auth import Scope, require
-from agentq.server.openapi import action_model
+from agentq.server.openapi import action_model_for
 from agentq.server.problems import Problem, field_errors
 from agentq.server.state import read_json, server_state
 from agentq.webhooks import check_callback_url
@@ -40,7 +40,7 @@ def parse_idempotency_key(value: str | None) -> str | None:
     if value is None:
         return None
     key = value.strip()
-    if len(key) >= 2 and key[0] == key[-1] == '"':
+    if len(key) > 2 and key[0] == key[-1] == '"':
         key = key[1:-1]
     if not key or len(key) > _MAX_KEY or not all(33 <= ord(c) <= 126 for c in key):
         raise Problem(400, "Invalid Idempotency-Key", f"1 to {_MAX_KEY} visible ASCII characters",
@@ -67,7 +67,7 @@ async def enqueue(request: Request) -> Response:
                       errors=[{"header": "Idempotency-Key", "detail": "missing"}])  # fmt: skip
     body = await read_json(request)
     try:
-        action = action_model(definition).model_validate(body)
+        action = action_model_for(rt, definition).model_validate(body)
     except ValidationError as exc:
         raise Problem(422, "Invalid request", f"the body does not fit tool {name!r}",
                       errors=field_errors(exc)) from exc  # fmt: skip

@@ -20,7 +20,9 @@ authentication middleware, so in any handler:
   the authenticator), also inside mounted sub-applications.
 
 Raise :class:`~agentq.server.problems.Problem` (or let an ``AgentQError``
-escape) to answer with ``application/problem+json``.
+escape) to answer with ``application/problem+json``. A mounted *Starlette
+application* handles its own exceptions: give it
+``exception_handlers=PROBLEM_HANDLERS`` (:mod:`agentq.server.problems`).
 """
 
 from __future__ import annotations
@@ -70,15 +72,18 @@ def create_app(
     auth: auth_module.Authenticator,
     mounts: Sequence[BaseRoute] = (),
     max_wait: float = 60.0,
+    stream_seconds: float = 300.0,
 ) -> Starlette:
     """The HTTP API of ``runtime`` (routes in :mod:`agentq.server`'s docstring).
 
     ``auth`` is required: :class:`~agentq.server.auth.TokenAuth`, or
     :class:`~agentq.server.auth.InsecureLocal` for loopback development only.
+    ``max_wait`` caps ``Prefer: wait=N``; ``stream_seconds`` how long one event
+    stream stays open (the client reconnects after).
     """
     if not isinstance(auth, auth_module.Authenticator):
         raise ConfigError("create_app needs auth=TokenAuth(...) (or InsecureLocal() on loopback)")
-    state = ServerState(runtime, auth, max_wait=max_wait)
+    state = ServerState(runtime, auth, max_wait=max_wait, stream_seconds=stream_seconds)
     routes: list[BaseRoute] = [
         Route("/openapi.json", _openapi_json, methods=["GET"]),
         *actions.routes(),

@@ -10,6 +10,7 @@ request.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -27,6 +28,7 @@ from agentq.server.state import read_json, server_state
 __all__ = ["etag", "routes"]
 
 _MAX_ID = 200
+_ETAG = re.compile(r'"([0-9a-f]{32})"')
 
 
 def etag(approval: ApprovalInfo) -> str:
@@ -39,12 +41,12 @@ def _if_match(header: str | None) -> str:
         raise Problem(428, "If-Match required",
                       "send If-Match with the approval's ETag (GET /v1/approvals/{id})",
                       errors=[{"header": "If-Match", "detail": "missing"}])  # fmt: skip
-    value = header.strip()
-    if value == "*" or value.startswith("W/") or "," in value:
-        raise Problem(428, "If-Match must name one version",
-                      "send the approval's ETag itself, not '*', a list or a weak tag",
+    match = _ETAG.fullmatch(header.strip())
+    if match is None:
+        raise Problem(400, "If-Match is not an approval's ETag",
+                      "send the ETag itself: not '*', a list or a weak tag",
                       errors=[{"header": "If-Match", "detail": "not one strong ETag"}])  # fmt: skip
-    return value.strip('"')
+    return match.group(1)
 
 
 def _approval_id(request: Request) -> str:

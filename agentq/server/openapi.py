@@ -8,6 +8,8 @@ what the executor validates.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -18,8 +20,22 @@ from agentq.approvals import ApprovalInfo
 from agentq.ledger import TaskInfo, TaskStatus
 from agentq.runtime import Runtime
 from agentq.tools import ToolDef
+from agentq.webhooks import WEBHOOK_TOOL
 
-__all__ = ["ApprovalDecision", "TaskList", "action_model", "openapi_document"]
+__all__ = [
+    "ApprovalDecision",
+    "TaskList",
+    "action_model",
+    "action_model_for",
+    "callback_pattern",
+    "openapi_document",
+]
+
+
+def action_model_for(rt: Runtime, definition: ToolDef) -> type[BaseModel]:
+    """:func:`action_model` with this runtime's webhook allow-list."""
+    allowed = rt.policy.for_tool(WEBHOOK_TOOL).allowed_hosts
+    return action_model(definition, callback_pattern(allowed))
 
 _PROBLEM = {"$ref": "#/components/schemas/Problem"}
 
@@ -54,20 +70,40 @@ class ProblemDetail(BaseModel):
     errors: list[dict[str, str]] | None = None
 
 
+def callback_pattern(allowed_hosts: Sequence[str]) -> str | None:
+    """The ``callback_url`` values webhooks may be sent to, as a regex: http(s),
+    an allowed host, an optional port and path; no userinfo, query or fragment
+    (nothing that could carry a credential into the ledger). None: no host allowed."""
+    hosts = []
+    for pattern in allowed_hosts:
+        if pattern.startswith("*."):
+            hosts.append(r"[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*" + re.escape(pattern[1:]))
+        else:
+            hosts.append(re.escape(pattern))
+    if not hosts:
+        return None
+    return rf"^https?://({'|'.join(hosts)})(:[0-9]{{1,5}})?(/[^?#\s]*)?$"
+
+
 @lru_cache(maxsize=256)
-def action_model(definition: ToolDef) -> type[BaseModel]:
-    """The request body of ``POST /v1/tools/<tool>/actions``."""
+def action_model(definition: ToolDef, callback: str | None) -> type[BaseModel]:
+    """The request body of ``POST /v1/tools/<tool>/actions``; ``callback`` is
+    :func:`callback_pattern` of the webhook allow-list."""
     base = definition.name.title().replace("_", "")
+    if callback is None:
+        callback_field: Any = (None, Field(default=None, description="no webhook host is allowed"))
+    else:
+        callback_field = (
+            str | None,
+            Field(default=None, max_length=2048, pattern=callback,
+                  description="POSTed the signed outcome once the task is final"),
+        )  # fmt: skip
     return create_model(
         f"{base}Action",
         __config__=ConfigDict(extra="forbid"),
         __doc__=f"Enqueue {definition.name!r}. {definition.description}".strip(),
         args=(definition.args_model, Field(description="the tool's arguments")),
-        callback_url=(
-            str | None,
-            Field(default=None, max_length=2048,
-                  description="POSTed the signed outcome once the task is final"),
-        ),
+        callback_url=callback_field,
         ordering_key=(str | None, Field(default=None, min_length=1, max_length=1024)),
         reason=(str, Field(default="", max_length=2000)),
     )  # fmt: skip
@@ -120,13 +156,13 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
         (ApprovalInfo, "serialization"), (ApprovalList, "serialization"),
         (ApprovalDecision, "validation"), (ProblemDetail, "serialization"),
     ]  # fmt: skip
-    models += [(action_model(t), "validation") for t in tools]
+    models += [(action_model_for(rt, t), "validation") for t in tools]
     refs, top = models_json_schema(models, ref_template="#/components/schemas/{model}")
     schemas: dict[str, Any] = dict(top.get("$defs", {}))
     schemas["Problem"] = schemas.pop("ProblemDetail")
     paths: dict[str, Any] = {}
     for t in tools:
-        body_ref = refs[(action_model(t), "validation")]["$ref"]
+        body_ref = refs[(action_model_for(rt, t), "validation")]["$ref"]
         paths[f"/v1/tools/{t.name}/actions"] = {"post": {
             "operationId": f"enqueue_{t.name}",
             "summary": t.description or f"Enqueue {t.name}",
@@ -134,7 +170,7 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
                 "name": "Idempotency-Key", "in": "header", "required": t.name in key_required,
                 "description": "the same key with the same body returns the same task",
                 "schema": {"type": "string", "minLength": 1, "maxLength": 255,
-                           "pattern": "^[!#-~]+$"},
+                           "pattern": "^[!-~]+$"},
             }],
             "requestBody": {"required": True,
                             "content": {"application/json": {"schema": {"$ref": body_ref}}}},
@@ -152,7 +188,7 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
             {"name": "status", "in": "query", "required": False,
              "schema": {"type": "string", "enum": [s.value for s in TaskStatus]}},
             {"name": "tool", "in": "query", "required": False,
-             "schema": {"type": "string", "maxLength": 64}},
+             "schema": {"type": "string", "minLength": 1, "maxLength": 64}},
             {"name": "limit", "in": "query", "required": False,
              "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
         ],
@@ -163,7 +199,7 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
         "parameters": [_task_id_param(), {
             "name": "Prefer", "in": "header", "required": False,
             "description": "wait=N (RFC 7240): answer when the task is final or N s passed",
-            "schema": {"type": "string", "maxLength": 200},
+            "schema": {"type": "string"},
         }],
         "responses": _responses({"200": _json("TaskInfo", "the task")}, 404),
     }}  # fmt: skip
@@ -172,7 +208,14 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
         "parameters": [_task_id_param()],
         "responses": _responses({"200": {
             "description": "server-sent events: 'task' with the task, at each change",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": {"text/event-stream": {"schema": {
+                "type": "object", "required": ["event", "data"],
+                "properties": {
+                    "event": {"const": "task"}, "id": {"type": "string"},
+                    "data": {"type": "string", "contentMediaType": "application/json",
+                             "contentSchema": {"$ref": "#/components/schemas/TaskInfo"}},
+                },
+            }}},
         }}, 404),
     }}  # fmt: skip
     paths["/v1/tasks/{task_id}:cancel"] = {"post": {
@@ -197,8 +240,9 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
             "operationId": f"{verb}_approval",
             "parameters": [_approval_id_param(), {
                 "name": "If-Match", "in": "header", "required": True,
-                "description": "the approval's ETag: refused (412) if it changed since",
-                "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+                "description": "the approval's ETag: refused (412) if it changed since "
+                               "(428 without it, 400 if it is not an approval's ETag)",
+                "schema": {"type": "string", "pattern": '^"[0-9a-f]{32}"$'},
             }],
             "requestBody": {"required": False, "content": {"application/json": {
                 "schema": {"$ref": "#/components/schemas/ApprovalDecision"}}}},

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -31,13 +32,24 @@ from agentq.errors import (
 )
 from agentq.redact import redact_text
 
-__all__ = ["PROBLEM_JSON", "Problem", "field_errors", "problem_for", "problem_response"]
+__all__ = [
+    "PROBLEM_HANDLERS",
+    "PROBLEM_JSON",
+    "Problem",
+    "field_errors",
+    "problem_for",
+    "problem_response",
+]
 
 PROBLEM_JSON = "application/problem+json"
 
 
-class Problem(Exception):
-    """An HTTP error answer; raise it from a route, the app renders it."""
+class Problem(HTTPException):
+    """An HTTP error answer; raise it from a route, the app renders it.
+
+    A Starlette ``HTTPException``, so an application mounted into the API that
+    does not install :data:`PROBLEM_HANDLERS` still answers with its status and
+    headers (as plain text); with them, as problem+json."""
 
     def __init__(
         self,
@@ -49,7 +61,7 @@ class Problem(Exception):
         headers: dict[str, str] | None = None,
         **extra: Any,
     ) -> None:
-        super().__init__(detail or title)
+        super().__init__(status_code=status, detail=detail or title, headers=headers)
         self.status = status
         self.title = title
         self.detail = detail
@@ -118,3 +130,8 @@ async def handle_problem(request: Request, exc: Exception) -> Response:
 async def handle_agentq_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, AgentQError)
     return problem_response(problem_for(exc))
+
+
+#: Exception handlers for a Starlette app mounted into the API (the console):
+#: ``Starlette(routes=..., exception_handlers=PROBLEM_HANDLERS)``.
+PROBLEM_HANDLERS: dict[Any, Any] = {Problem: handle_problem, AgentQError: handle_agentq_error}

@@ -95,6 +95,9 @@ async def list_tasks(request: Request) -> Response:
         raise Problem(400, "Invalid limit", "limit must be an integer from 1 to 1000",
                       errors=[{"parameter": "limit", "detail": "out of range"}])  # fmt: skip
     tool = params.get("tool")
+    if tool is not None and not 1 <= len(tool) <= 64:
+        raise Problem(400, "Invalid tool", "tool must be 1 to 64 characters",
+                      errors=[{"parameter": "tool", "detail": "bad length"}])  # fmt: skip
     found = await run_in_threadpool(state.runtime.tasks, status)
     if tool is not None:
         found = [t for t in found if t.tool == tool]

@@ -9,14 +9,16 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def test_demo_runs_end_to_end_and_nothing_is_charged_twice() -> None:
+def test_demo_runs_end_to_end_and_nothing_is_charged_twice(tmp_path: Path) -> None:
+    # From a folder with a project of its own, which the demo must not read.
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "mine.py").write_text('raise SystemExit("user tools loaded")\n')
     proc = subprocess.run(
         [sys.executable, "-m", "agentq.cli", "demo", "--json"],
-        cwd=ROOT,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=120,

@@ -16,6 +16,18 @@ EXPECTED = {
     "checkpoints.py": ["succeeded: {'rows': 4500, 'deliveries': 5} after 5 deliveries"],
     "heartbeat.py": ["t=50s: worker-2 timed out"],
     "ordering.py": ["each order's steps ran in order"],
+    "http_api.py": ["retried: 200, same task: True", "small refund: succeeded",
+                    "large refund after approval by alice: succeeded", "refunds charged: 2"],
+    "mcp_server.py": ["small refund: completed", "large refund: input_required",
+                      "after approval by ops-lead: completed", "refunds charged: 2"],
+    "pydantic_ai_refunds.py": ["awaiting approval: 1 call(s)", "model saw a refund: True",
+                               "approved by: ops-lead", "refunds charged: 1"],
+    "openai_agents_refunds.py": ["interrupted for approval: 1 call(s)",
+                                 "tool result: succeeded; model said: refund issued",
+                                 "approved by: ops-lead", "refunds charged: 1"],
+    "langchain_refunds.py": ["interrupted for approval: True",
+                             "tool result: succeeded; model said: refund issued",
+                             "approved by: ops-lead", "refunds charged: 1"],
 }  # fmt: skip
 
 

@@ -10,6 +10,12 @@ not verified where:
   The mock stores no messages, so only what the client decides on its own is
   checked here (validation, identifiers, specs, error paths); the wire-level
   behaviour is covered in ``tests/spanner``.
+* ``spanner-emulator-googlesql``, ``spanner-emulator-postgresql``: the Spanner
+  backend over real gRPC on the Cloud Spanner emulator, one fresh database per
+  test, through the queue interposer of ``tests/spanner_emulator`` (the
+  emulator has no queues yet). Tables, DML, queries, locks, aborts and error
+  codes are the emulator's; leases and delivery are the interposer's model,
+  run on the test's FakeClock as if it were Spanner's clock.
 * ``spanner-live``: a real endpoint from ``AGENTQ_SPANNER_TEST_URL`` (an
   Enterprise-edition database, or an emulator once it supports queues); skipped
   when unset. Spanner's clock cannot be faked, so fake-time tests skip there.
@@ -20,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +41,26 @@ REASONS = {
     "fake_time": "leases, delivery times and backoff run on Spanner's own clock, "
     "which a test cannot advance",
     "sqlite_sql": "the test's application SQL is SQLite's (tables created inside a transaction)",
+    "app_sql": "needs application tables (created by the harness) beside the queues",
+    "queue_metrics": "Spanner reports leased, backing-off, expired and TTL-dropped messages "
+    "as Cloud Monitoring metrics, not through SQL (QueueStats has None there)",
     "exact_ack_result": "Spanner's Ack mutation is blind: it cannot report whether a message "
     "existed when ignore_not_found is set",
     "threads": "needs several backend objects on one database",
+    "client_wait": "the test sees the receiver wait through the FakeClock's sleepers; a Spanner "
+    "RECEIVE waits on the server, out of the client clock's sight",
 }
 
+_SQLITE = {"state", "fake_time", "sqlite_sql", "app_sql", "queue_metrics", "exact_ack_result",
+           "threads", "client_wait"}  # fmt: skip
+_EMULATOR = {"state", "fake_time", "app_sql", "threads"}
 CAPABILITIES = {
-    "sqlite-file": {"state", "fake_time", "sqlite_sql", "exact_ack_result", "threads"},
-    "sqlite-memory": {"state", "fake_time", "sqlite_sql", "exact_ack_result", "threads"},
+    "sqlite-file": _SQLITE,
+    "sqlite-memory": _SQLITE,
     "spanner-mock": set(),
-    "spanner-live": {"state", "threads"},
+    "spanner-emulator-googlesql": _EMULATOR,
+    "spanner-emulator-postgresql": _EMULATOR,
+    "spanner-live": {"state", "app_sql", "threads"},
 }
 
 
@@ -63,7 +80,26 @@ class Harness:
         """
         if self.kind == "sqlite-memory":
             return _Shared(self.backend)  # type: ignore[return-value]
-        return open_backend(self.url, clock=self.clock)
+        if not self.kind.startswith("spanner"):
+            return open_backend(self.url, clock=self.clock)
+        # Spanner keeps no queue specs: every worker declares its queues. The schema
+        # is there already (the emulator refuses DDL beside a running transaction).
+        other = open_backend(self.url.replace("&ddl=auto", ""), clock=self.clock)
+        for name in self.backend.queues():
+            other.create_queue(self.backend.queue_spec(name))
+        return other
+
+    @property
+    def postgres(self) -> bool:
+        return self.kind.endswith("postgresql") or "dialect=postgresql" in self.url
+
+    def create_table(self, sqlite: str, googlesql: str, postgresql: str) -> None:
+        """An application table: SQLite creates it in a transaction, Spanner by DDL."""
+        if self.kind.startswith("sqlite"):
+            self.backend.transact(lambda tx: tx.execute(sqlite))
+            return
+        statement = postgresql if self.postgres else googlesql
+        self.backend.database.update_ddl([statement]).result(60)  # type: ignore[attr-defined]
 
 
 class _Shared:
@@ -78,6 +114,13 @@ class _Shared:
 
 
 BACKENDS = list(CAPABILITIES)
+
+#: Spanner backend defects the emulator runs found, still open (see
+#: /work/wt/spanner-findings.md): test name -> (backend kinds, finding).
+#: Strict, so a fix turns the test green only once its entry is removed.
+OPEN_FINDINGS: dict[str, tuple[tuple[str, ...], str]] = {
+    # F1 and F2 fixed in spanner-backend a67cdb6.
+}
 
 
 @pytest.fixture(scope="session")
@@ -99,7 +142,21 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
     missing = sorted(needed - capabilities)
     if missing:
         pytest.skip(f"{kind}: " + "; ".join(REASONS[m] for m in missing))
+    finding = OPEN_FINDINGS.get(request.node.originalname)
+    if finding and kind in finding[0]:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=finding[1]))
     clock = FakeClock()
+    if kind.startswith("spanner-emulator"):
+        # Start at the real time, so that the emulator's CURRENT_TIMESTAMP (in the
+        # statistics SQL) and the queues' clock agree until the test moves time.
+        clock = FakeClock(datetime.now(UTC))
+        database = request.getfixturevalue("emulator_database_factory")(kind.endswith("postgresql"))
+        database.use_clock(clock)  # the stand-in's queues run on the test's clock
+        backend = open_backend(database.url, clock=clock)
+        backend.apply_ddl([])  # type: ignore[attr-defined]  # the records table
+        yield Harness(backend, clock, database.url, kind, capabilities)
+        backend.close()
+        return
     if kind == "sqlite-file":
         url = f"sqlite:///{tmp_path / 'queue.db'}"
     elif kind == "sqlite-memory":

@@ -1,4 +1,4 @@
-"""The queue contract (DESIGN.md, "Queue backend contract"), on every backend."""
+"""The queue contract (docs/architecture.md, "The queue backend contract"), on every backend."""
 
 from __future__ import annotations
 
@@ -46,11 +46,11 @@ def send(h: Harness, *keys: tuple[Any, ...], payload: bytes = b"p", **kw: Any) -
 @pytest.fixture
 def q(harness: Harness) -> Harness:
     harness.backend.create_queue(TASKS)
-    if "sqlite_sql" in harness.capabilities:
-        harness.backend.transact(
-            lambda tx: tx.execute(
-                "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, state TEXT)"
-            )
+    if "app_sql" in harness.capabilities:
+        harness.create_table(
+            sqlite="CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, state TEXT)",
+            googlesql="CREATE TABLE orders (id INT64 NOT NULL, state STRING(MAX)) PRIMARY KEY (id)",
+            postgresql="CREATE TABLE orders (id bigint NOT NULL PRIMARY KEY, state varchar)",
         )
     return harness
 
@@ -83,12 +83,12 @@ def test_create_queue_is_idempotent_but_rejects_a_changed_spec(q: Harness) -> No
         q.backend.create_queue(changed)
 
 
-@pytest.mark.needs("state", "sqlite_sql")
+@pytest.mark.needs("state", "app_sql")
 def test_duplicate_key_fails_the_whole_transaction(q: Harness) -> None:
     send(q, (1, "a"))
 
     def fn(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders VALUES (1, 'approved')")
+        tx.execute("INSERT INTO orders (id, state) VALUES (1, 'approved')")
         tx.send("Tasks", (1, "b"), b"x")
         tx.send("Tasks", (1, "a"), b"again")
 
@@ -98,12 +98,12 @@ def test_duplicate_key_fails_the_whole_transaction(q: Harness) -> None:
     assert [m.key for m in receive(q)] == [(1, "a")]
 
 
-@pytest.mark.needs("state", "sqlite_sql")
+@pytest.mark.needs("state", "app_sql")
 def test_caught_duplicate_still_fails_the_transaction(q: Harness) -> None:
     send(q, (1, "a"))
 
     def fn(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders VALUES (1, 'approved')")
+        tx.execute("INSERT INTO orders (id, state) VALUES (1, 'approved')")
         try:
             tx.send("Tasks", (1, "a"), b"again")
         except DuplicateKey:
@@ -114,10 +114,10 @@ def test_caught_duplicate_still_fails_the_transaction(q: Harness) -> None:
     assert orders(q) == []
 
 
-@pytest.mark.needs("state", "sqlite_sql")
+@pytest.mark.needs("state", "app_sql")
 def test_exception_in_fn_commits_neither_state_nor_message(q: Harness) -> None:
     def fn(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders VALUES (7, 'approved')")
+        tx.execute("INSERT INTO orders (id, state) VALUES (7, 'approved')")
         tx.send("Tasks", (7, "refund"), b"x")
         raise RuntimeError("agent crashed mid-decision")
 
@@ -127,10 +127,10 @@ def test_exception_in_fn_commits_neither_state_nor_message(q: Harness) -> None:
     assert receive(q) == []
 
 
-@pytest.mark.needs("state", "sqlite_sql")
+@pytest.mark.needs("state", "app_sql")
 def test_state_and_message_commit_together(q: Harness) -> None:
     def fn(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders VALUES (7, 'approved')")
+        tx.execute("INSERT INTO orders (id, state) VALUES (7, 'approved')")
         tx.send("Tasks", (7, "refund"), b"x")
 
     q.backend.transact(fn)
@@ -157,12 +157,12 @@ def test_past_delivery_time_is_delivered_now(q: Harness) -> None:
     assert msg.deliver_time == q.clock.now()
 
 
-@pytest.mark.needs("state", "fake_time", "sqlite_sql")
+@pytest.mark.needs("state", "fake_time", "app_sql")
 def test_cancel_scheduled_message_by_ack(q: Harness) -> None:
     send(q, (1, "escalate"), deliver_time=q.clock.now() + timedelta(hours=72))
 
     def approve(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders VALUES (1, 'approved')")
+        tx.execute("INSERT INTO orders (id, state) VALUES (1, 'approved')")
         tx.ack("Tasks", (1, "escalate"))
 
     q.backend.transact(approve)
@@ -200,14 +200,14 @@ def test_send_before_ack_of_same_key_is_a_duplicate(q: Harness) -> None:
         q.backend.transact(wrong_order)
 
 
-@pytest.mark.needs("state", "sqlite_sql")
+@pytest.mark.needs("state", "app_sql")
 def test_stale_ack_fails_and_rolls_back_application_writes(q: Harness) -> None:
     send(q, (1, "a"))
     [msg] = receive(q)
     q.backend.transact(lambda tx: tx.ack("Tasks", msg.key))  # the other delivery won
 
     def stale_completion(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders VALUES (1, 'refunded by stale worker')")
+        tx.execute("INSERT INTO orders (id, state) VALUES (1, 'refunded by stale worker')")
         tx.ack("Tasks", msg.key, must_exist=True)
 
     with pytest.raises(MessageNotFound, match="already acknowledged"):
@@ -215,10 +215,10 @@ def test_stale_ack_fails_and_rolls_back_application_writes(q: Harness) -> None:
     assert orders(q) == []
 
 
-@pytest.mark.needs("state", "sqlite_sql")
+@pytest.mark.needs("state", "app_sql")
 def test_caught_missing_ack_still_rolls_back(q: Harness) -> None:
     def fn(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders VALUES (1, 'x')")
+        tx.execute("INSERT INTO orders (id, state) VALUES (1, 'x')")
         try:
             tx.ack("Tasks", (1, "missing"))
         except MessageNotFound:
@@ -274,7 +274,7 @@ def test_concurrent_thread_receivers_never_share_a_message(q: Harness) -> None:
     assert sorted(got) == sorted(keys)  # every message once, none twice
 
 
-@pytest.mark.needs("state", "fake_time")
+@pytest.mark.needs("state", "fake_time", "queue_metrics")
 def test_lease_expiry_then_redelivery_after_backoff(q: Harness) -> None:
     send(q, (1, "a"))
     first = receive(q)
@@ -390,7 +390,7 @@ def test_delivery_ordered_by_delivery_time(q: Harness) -> None:
     assert [m.key[1] for m in receive(q)] == ["a", "b", "c"]
 
 
-@pytest.mark.needs("state", "fake_time")
+@pytest.mark.needs("state", "fake_time", "queue_metrics")
 def test_ttl_drops_old_messages_and_counts_them(harness: Harness) -> None:
     spec = QueueSpec.simple("Short", ttl=timedelta(hours=1))
     harness.backend.create_queue(spec)
@@ -460,10 +460,15 @@ def test_unknown_queue_is_a_clear_error(harness: Harness) -> None:
         harness.backend.stream("Nope")
 
 
-@pytest.mark.needs("state", "sqlite_sql")
+@pytest.mark.needs("state", "app_sql")
 def test_interleaved_queue_messages_deleted_with_parent(harness: Harness) -> None:
     b = harness.backend
-    b.transact(lambda tx: tx.execute("CREATE TABLE Orders (OrderId INTEGER PRIMARY KEY, s TEXT)"))
+    harness.create_table(
+        sqlite="CREATE TABLE Orders (OrderId INTEGER PRIMARY KEY, s TEXT)",
+        googlesql="CREATE TABLE Orders (OrderId INT64 NOT NULL, s STRING(MAX)) "
+        "PRIMARY KEY (OrderId)",
+        postgresql="CREATE TABLE orders (orderid bigint NOT NULL PRIMARY KEY, s varchar)",
+    )
     b.create_queue(
         QueueSpec(
             "OrderTasks",
@@ -473,7 +478,7 @@ def test_interleaved_queue_messages_deleted_with_parent(harness: Harness) -> Non
     )
     b.transact(
         lambda tx: (
-            tx.execute("INSERT INTO Orders VALUES (1, 'new')"),
+            tx.execute("INSERT INTO Orders (OrderId, s) VALUES (1, 'new')"),
             tx.send("OrderTasks", (1, "ship"), b"x"),
         )
     )
@@ -504,7 +509,7 @@ def test_stream_wakes_promptly_on_send_from_another_thread(q: Harness) -> None:
     assert [m.key for m in got] == [(1, "wake")]
 
 
-@pytest.mark.needs("state", "fake_time")
+@pytest.mark.needs("state", "fake_time", "client_wait")
 def test_stream_wakes_when_a_scheduled_message_becomes_due(q: Harness) -> None:
     send(q, (1, "soon"), deliver_time=q.clock.now() + timedelta(seconds=5))
     got: list[Message] = []
@@ -523,7 +528,7 @@ def test_stream_wakes_when_a_scheduled_message_becomes_due(q: Harness) -> None:
     assert [m.key for m in got] == [(1, "soon")]
 
 
-@pytest.mark.needs("state", "fake_time")
+@pytest.mark.needs("state", "fake_time", "client_wait")
 def test_stream_ends_after_max_duration(q: Harness) -> None:
     result: list[list[Message]] = []
 

@@ -299,7 +299,8 @@ def test_stale_if_match_is_refused_after_an_escalation(
     server: LiveServer, runtime: Runtime
 ) -> None:
     """The screen read the approval; it escalated since; approving with the old
-    ETag is 412 and nothing is decided. Without If-Match it is 428."""
+    ETag is 412 and nothing is decided. Without If-Match it is 428, with one that
+    is no approval's ETag 400."""
     with server.client() as agent, server.client("alice-token") as alice:
         task = agent.post("/v1/tools/execute_refund/actions", json=BIG).json()
         approval_id = runtime.task(task["task_id"]).approval_id
@@ -318,7 +319,7 @@ def test_stale_if_match_is_refused_after_an_escalation(
         unknown = alice.post("/v1/approvals/apr_nope:approve", headers={"If-Match": fresh})
     _problem(refused, 412)
     _problem(no_precondition, 428)
-    _problem(star, 428)
+    _problem(star, 400)
     _problem(unknown, 404)
     assert ok.status_code == 200 and ok.json()["status"] == "cancelled"
     assert runtime.approval(approval_id).decided_by == "alice"
@@ -359,3 +360,33 @@ def test_openapi_is_generated_from_the_tool_models(server: LiveServer) -> None:
     assert args["properties"]["amount"]["exclusiveMinimum"] == 0
     shipping = paths["/v1/tools/request_shipping/actions"]["post"]["parameters"][0]
     assert shipping["name"] == "Idempotency-Key" and shipping["required"] is True
+
+
+# -- the mount point other surfaces (the console) use ---------------------------------
+
+
+def test_a_mounted_app_sees_the_principal_the_scopes_and_the_runtime(runtime: Runtime) -> None:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Mount, Route
+
+    from agentq.server import Principal, Scope, TokenAuth, create_app, require, server_state
+    from agentq.server.problems import PROBLEM_HANDLERS
+
+    async def page(request: Request) -> JSONResponse:
+        who = require(request, Scope.APPROVE)
+        tasks = len(server_state(request).runtime.tasks())
+        return JSONResponse({"user": who.name, "tasks": tasks})
+
+    console = Starlette(routes=[Route("/", page)], exception_handlers=PROBLEM_HANDLERS)
+    auth = TokenAuth.from_tokens({"a": Principal("alice", frozenset({Scope.APPROVE})),
+                                  "b": Principal("bot", frozenset({Scope.READ}))})  # fmt: skip
+    live = LiveServer(create_app(runtime, auth=auth, mounts=[Mount("/console", console)])).start()
+    try:
+        with live.client("a") as alice, live.client("b") as bot, live.client(None) as anon:
+            assert alice.get("/console/").json() == {"user": "alice", "tasks": 0}
+            _problem(bot.get("/console/"), 403)
+            _problem(anon.get("/console/"), 401)
+    finally:
+        live.stop()

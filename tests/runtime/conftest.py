@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,73 @@ from agentq.demo_server import DemoAPI
 ROOT = Path(__file__).resolve().parents[2]
 
 
+#: The backends the runtime tests run on. The Spanner ones are the Spanner backend
+#: over real gRPC on the Cloud Spanner emulator, one fresh database per test,
+#: through the queue interposer of tests/spanner_emulator.
+RUNTIME_BACKENDS = ["sqlite", "spanner-emulator-googlesql", "spanner-emulator-postgresql"]
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+_SQLITE_SQL = "the test's application SQL is SQLite's (tables created in a transaction, ? marks)"
+_SQLITE_QUEUE_TABLE = "the test writes rows into the SQLite backend's own queue table by hand"
+#: Runtime tests that cannot run on Spanner, and why.
+NOT_ON_SPANNER = {
+    "test_handler_state_writes_and_follow_ups_commit_with_the_result": _SQLITE_SQL,
+    "test_failing_state_write_fails_the_attempt_and_records_nothing": _SQLITE_SQL,
+    "test_decision_commits_state_and_task_together": _SQLITE_SQL,
+    "test_rollback_leaves_neither_state_nor_task": _SQLITE_SQL,
+    "test_invalid_arguments_name_the_field_and_commit_nothing": _SQLITE_SQL,
+    "test_escalation_fires_and_a_late_approval_still_works": _SQLITE_SQL,
+    "test_payload_that_is_not_json_goes_to_the_dead_letter_queue": _SQLITE_QUEUE_TABLE,
+    "test_bad_rows_are_dead_lettered_as_strays_and_never_starve_the_good_task": _SQLITE_QUEUE_TABLE,
+    "test_a_tasks_own_message_damaged_in_place_dead_letters_that_task": _SQLITE_QUEUE_TABLE,
+    "test_a_corrupt_row_under_a_task_waiting_behind_its_ordering_key_is_a_stray": (
+        _SQLITE_QUEUE_TABLE
+    ),
+    "test_sqlite_task_ids_follow_the_clock_so_one_burst_shares_pages": "SQLite's task ids",
+    "test_claims_are_swapped_in_unless_the_record_changed_since_the_read": (
+        "the read-then-swap claim is for single-writer backends; Spanner claims in the transaction"
+    ),
+    "test_lease_renewal_keeps_a_long_task_from_redelivery": (
+        "it checks stats().ready == 0 while leased: Spanner's SQL cannot see leases, so ready "
+        "counts leased messages (the no-redelivery half runs in the conformance suite)"
+    ),
+}
+#: Open findings (/work/wt/spanner-findings.md). Not strict: they fail or pass with
+#: the timing of a race.
+RACY_ON_SPANNER = {
+    # F4 (drain race) fixed in spanner-backend 1f20d9c.
+    name: "F5: bounded fake-time loops of the timeout tests end before the Spanner worker "
+    "received the next task"
+    for name in (
+        "test_a_hung_sync_call_does_not_stop_the_other_tasks",
+        "test_abandoned_threads_are_bounded",
+        "test_a_hung_async_call_is_cancelled",
+    )
+}
+
+
+@pytest.fixture(params=RUNTIME_BACKENDS)
+def backend_url(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> str:
+    """Where the runtime under test keeps its state: a SQLite file, or a fresh
+    emulator database whose queues run on the test's clock."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'agentq.db'}"
+    name = request.node.originalname
+    if name in NOT_ON_SPANNER:
+        pytest.skip(f"{request.param}: {NOT_ON_SPANNER[name]}")
+    if name in RACY_ON_SPANNER:
+        request.applymarker(pytest.mark.xfail(strict=False, reason=RACY_ON_SPANNER[name]))
+    factory = request.getfixturevalue("emulator_database_factory")
+    database = factory(request.param.endswith("postgresql"))
+    # The emulator's CURRENT_TIMESTAMP (statistics SQL) and the test's clock start together.
+    clock.set(max(clock.now(), datetime.now(UTC)))
+    database.use_clock(clock)
+    return str(database.url)
 
 
 @pytest.fixture
@@ -27,9 +92,9 @@ def settings_for(api: DemoAPI) -> dict[str, str]:
 
 
 @pytest.fixture
-def rt(tmp_path: Path, clock: FakeClock, api: DemoAPI) -> Iterator[Runtime]:
+def rt(backend_url: str, clock: FakeClock, api: DemoAPI) -> Iterator[Runtime]:
     runtime = Runtime(
-        f"sqlite:///{tmp_path / 'agentq.db'}",
+        backend_url,
         tools=ROOT / "tools",
         policies=ROOT / "policies",
         clock=clock,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -94,7 +93,7 @@ def limited(ctx: ToolContext, args: Step) -> None:
 
 
 @pytest.fixture
-def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
+def rt(backend_url: str, clock: FakeClock) -> Iterator[Runtime]:
     RUNS.clear()
     STARTS.clear()
     GATE.clear()
@@ -105,7 +104,7 @@ def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
                    "limited": {"rate_limit_per_second": 2}}}
     )  # fmt: skip
     runtime = Runtime(
-        f"sqlite:///{tmp_path / 'x.db'}",
+        backend_url,
         tools=[record, counted, async_tool, slow, writes_state, limited],
         policies=policy,
         clock=clock,

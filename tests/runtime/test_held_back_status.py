@@ -9,7 +9,6 @@ cancelled the "queued" task, yet it had been charged.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -36,9 +35,9 @@ def pay(ctx: ToolContext, args: Pay) -> None:
 
 
 @pytest.fixture
-def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
+def rt(backend_url: str, clock: FakeClock) -> Iterator[Runtime]:
     charged_ids.clear()
-    runtime = Runtime(f"sqlite:///{tmp_path / 'h.db'}", tools=[pay], clock=clock)
+    runtime = Runtime(backend_url, tools=[pay], clock=clock)
     yield runtime
     runtime.close()
 

@@ -100,10 +100,10 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
+def rt(backend_url: str, clock: FakeClock) -> Iterator[Runtime]:
     CALLS.clear()
     runtime = Runtime(
-        f"sqlite:///{tmp_path / 'lc.db'}",
+        backend_url,
         tools=[pay, blob, flaky, notify, page, hidden],
         policies=POLICY,
         clock=clock,
@@ -207,7 +207,7 @@ def test_replay_all_skips_and_reports_and_entries_can_be_deleted(rt: Runtime) ->
             {**(tx.get_record(Tables.TASKS, dead.task_id) or {}), "tool": "gone_tool"},
         )
     )  # fmt: skip
-    rt.worker().drain()  # unknown tool: dead-lettered
+    rt.worker(unknown_tool_grace=0).drain()  # unknown tool, no grace: dead-lettered
     good = rt.enqueue_action("blob", {"data": "x"})
     rt.backend.transact(lambda tx: tx.send("work", ("not-a-task", 1), "garbage"))
     rt.worker().drain()

@@ -216,3 +216,45 @@ def test_a_failed_renewal_does_not_mark_the_lease_lost(tmp_path: Path) -> None:
         assert inf.token == "tok2" and not inf.lost and worker.stats["renewed"] == 1
     finally:
         rt.close()
+
+
+# -- drain() after a commit that lands mid-round (spanner-findings F4) ------------------------
+
+
+def test_drain_looks_again_when_a_commit_finished_during_its_round(tmp_path: Path) -> None:
+    """On Spanner each receive is an RPC: a completion can commit (sending the next
+    task) after the round passed that task's queue; drain() must not stop there."""
+    rt = Runtime(f"sqlite:///{tmp_path / 'd.db'}", tools=ROOT / "tools",
+                 policies=ROOT / "policies")  # fmt: skip
+    try:
+        worker = rt.worker(queues=["payments", "notifications"], concurrency=1)
+        seen: list[str] = []
+
+        def receive(name: str, n: int, duration: float) -> list[Message]:
+            seen.append(name)
+            if len(seen) == 2:  # the round's last receive: meanwhile a commit finishes
+                with worker._lock:
+                    worker._pending_commits += 1
+                worker._finished_commit(1)
+            return []
+
+        worker._receive = receive  # type: ignore[method-assign]
+        assert worker._drain_rounds(None) == 0
+        assert seen == ["payments", "notifications", "payments", "notifications"]
+    finally:
+        rt.close()
+
+
+def test_a_one_shot_receive_hands_over_every_batch_of_the_call(tmp_path: Path) -> None:
+    """spanner-findings F5: drain()'s '0s' RECEIVE can carry several batches; taking
+    the first and closing the call left the others leased, unseen, for 10 s."""
+    clock = SystemClock()
+    batches = [[_expired(clock), _expired(clock)], [_expired(clock)]]
+    rt, backend = _runtime(tmp_path, lambda: ScriptedStream([]))
+    try:
+        worker = rt.worker(queues=["payments"], concurrency=2)
+        backend.stream = lambda queue, max_batch_size=1, max_duration=0.0: iter(list(batches))
+        assert len(worker._receive("payments", 2, 0.0)) == 3
+        assert len(worker._receive("payments", 2, 1.0)) == 2  # a waiting receive: first batch
+    finally:
+        rt.close()

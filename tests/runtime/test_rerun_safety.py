@@ -17,7 +17,6 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import pytest
@@ -108,10 +107,10 @@ class FlakyCommits:
 
 
 @pytest.fixture
-def flaky(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Runtime, FlakyCommits]]:
+def flaky(backend_url: str, clock: FakeClock) -> Iterator[tuple[Runtime, FlakyCommits]]:
     from agentq.backends import open_backend
 
-    backend = FlakyCommits(open_backend(f"sqlite:///{tmp_path / 'r.db'}", clock=clock))
+    backend = FlakyCommits(open_backend(backend_url, clock=clock))
     policy = Policy.model_validate({"defaults": {"backoff_initial": "1s", "max_attempts": 2}})
     rt = Runtime(
         backend,

@@ -47,20 +47,23 @@ def api() -> Scripted:
     return Scripted()
 
 
-def make_runtime(tmp_path: Path, clock: FakeClock, api: Scripted, **tool_policy: Any) -> Runtime:
+def make_runtime(
+    url: Path | str, clock: FakeClock, api: Scripted, **tool_policy: Any
+) -> Runtime:
     policy = Policy.model_validate(
         {"defaults": {"backoff_initial": "1s", "backoff_max": "10s"},
          "tools": {"call_api": {"allowed_hosts": ["api.example.com"], **tool_policy}}}
     )  # fmt: skip
     return Runtime(
-        f"sqlite:///{tmp_path / 'ra.db'}", tools=[call_api], policies=policy, clock=clock,
+        url if isinstance(url, str) else f"sqlite:///{url / 'ra.db'}",
+        tools=[call_api], policies=policy, clock=clock,
         http_transport=httpx.MockTransport(api),
     )  # fmt: skip
 
 
 @pytest.fixture
-def rt(tmp_path: Path, clock: FakeClock, api: Scripted) -> Iterator[Runtime]:
-    runtime = make_runtime(tmp_path, clock, api)
+def rt(backend_url: str, clock: FakeClock, api: Scripted) -> Iterator[Runtime]:
+    runtime = make_runtime(backend_url, clock, api)
     yield runtime
     runtime.close()
 

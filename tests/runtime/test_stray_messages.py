@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,9 +42,9 @@ def guarded(ctx: ToolContext, args: Arg) -> Arg:
 
 
 @pytest.fixture
-def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
+def rt(backend_url: str, clock: FakeClock) -> Iterator[Runtime]:
     RAN.clear()
-    runtime = Runtime(f"sqlite:///{tmp_path / 's.db'}", tools=[job, guarded], clock=clock)
+    runtime = Runtime(backend_url, tools=[job, guarded], clock=clock)
     yield runtime
     runtime.close()
 

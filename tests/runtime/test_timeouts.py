@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -49,14 +48,14 @@ def quick(ctx: ToolContext, args: Arg) -> Arg:
 
 
 @pytest.fixture
-def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
+def rt(backend_url: str, clock: FakeClock) -> Iterator[Runtime]:
     RELEASE.clear()
     CANCELLED.clear()
     ENTERED.clear()
     # Retries an hour later: a timed-out call is not run again during the test.
     policy = Policy.model_validate({"defaults": {"backoff_initial": "1h", "max_attempts": 3}})
     runtime = Runtime(
-        f"sqlite:///{tmp_path / 't.db'}",
+        backend_url,
         tools=[hangs, hangs_async, quick],
         policies=policy,
         clock=clock,

@@ -62,8 +62,10 @@ class Emulator:
         with self._log.open("wb") as log:
             self._process = subprocess.Popen(
                 [str(self.binary), f"--host_port={self.endpoint}"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         deadline = time.monotonic() + _START_SECONDS
         while True:
             if self._process.poll() is not None:
@@ -71,10 +73,12 @@ class Emulator:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 break
-            except OSError:
+            except OSError as exc:
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"the Spanner emulator did not listen on {self.endpoint}")
+                    raise RuntimeError(
+                        f"the Spanner emulator did not listen on {self.endpoint}"
+                    ) from exc
                 time.sleep(0.05)
         self._client = self.client()
         instance = self._client.instance(
@@ -92,10 +96,11 @@ class Emulator:
         from google.cloud import spanner
 
         return spanner.Client(
-            project=PROJECT, credentials=AnonymousCredentials(),
+            project=PROJECT,
+            credentials=AnonymousCredentials(),
             client_options=ClientOptions(api_endpoint=self.endpoint),
             disable_builtin_metrics=True,
-        )  # fmt: skip
+        )
 
     def create_database(self, postgres: bool) -> str:
         """A new empty database; returns its id."""

@@ -34,6 +34,7 @@ RECEIVE's second argument is ignored, tokens live in this process's memory.
 
 from __future__ import annotations
 
+import collections
 import secrets
 import threading
 from concurrent import futures
@@ -54,19 +55,29 @@ from agentq.backends import LEASE_SECONDS, RedeliveryPolicy
 from agentq.clock import Clock, SystemClock
 
 from .emulator import database_path
-from .queue_sql import QueueDef, Rejected, queue_statement, translate_ddl, ts
+from .queue_sql import QueueDef, Rejected, parse_ts, queue_statement, translate_ddl, ts
 
 _SPANNER = "/google.spanner.v1.Spanner/"
 _STREAMING = {_SPANNER + m for m in ("ExecuteStreamingSql", "StreamingRead", "BatchWrite")}
 _DDL = "/google.spanner.admin.database.v1.DatabaseAdmin/UpdateDatabaseDdl"
-_PB = {name: getattr(spanner_v1, name).pb() for name in (
-    "CommitRequest", "CommitResponse", "BeginTransactionRequest", "Transaction", "ReadRequest",
-    "ResultSet", "RollbackRequest", "ExecuteSqlRequest", "PartialResultSet")}  # fmt: skip
+_PB = {
+    name: getattr(spanner_v1, name).pb()
+    for name in (
+        "CommitRequest",
+        "CommitResponse",
+        "BeginTransactionRequest",
+        "Transaction",
+        "ReadRequest",
+        "ResultSet",
+        "RollbackRequest",
+        "ExecuteSqlRequest",
+        "PartialResultSet",
+    )
+}
 _Mutation = spanner_v1.Mutation.pb()
 _Code = type_pb.TypeCode
 _LEASE = timedelta(seconds=LEASE_SECONDS)
 _TOKEN = "emu-lease-"
-_POLL = 0.005  # real seconds between checks of a waiting RECEIVE
 
 
 @dataclass
@@ -86,8 +97,9 @@ class Interposer:
         self._queues: dict[str, dict[str, QueueDef]] = {}
         self._clocks: dict[str, Clock] = {}
         self._leases: dict[str, _Lease] = {}
-        self._wake: dict[str, threading.Event] = {}
+        self._waiters: dict[str, set[threading.Event]] = {}
         self._databases: dict[str, Any] = {}
+        self.calls: collections.Counter[str] = collections.Counter()  # unary RPCs by name
         self._lock = threading.Lock()
         self.redelivery = RedeliveryPolicy()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
@@ -159,10 +171,14 @@ class Interposer:
         kind = m.WhichOneof("operation")
         if kind == "send":
             q = self._queue(db, m.send.queue)
-            when = parsets(ts(m.send.deliver_time.ToDatetime(UTC))) if m.send.HasField(
-                "deliver_time") else now  # fmt: skip
-            row = ListValue(values=[*m.send.key.values, m.send.payload,
-                                    Value(string_value=ts(max(when, now)))])  # fmt: skip
+            when = (
+                parse_ts(ts(m.send.deliver_time.ToDatetime(UTC)))
+                if m.send.HasField("deliver_time")
+                else now
+            )
+            row = ListValue(
+                values=[*m.send.key.values, m.send.payload, Value(string_value=ts(max(when, now)))]
+            )
             cols = [*q.keys, q.payload, q.deliver]
             return _Mutation(insert={"table": q.name, "columns": cols, "values": [row]}), None
         if kind == "ack":
@@ -173,7 +189,10 @@ class Interposer:
 
     def begin_transaction(self, request: bytes, context: Any) -> bytes:
         pb = _PB["BeginTransactionRequest"].FromString(request)
-        if pb.HasField("mutation_key") and pb.mutation_key.WhichOneof("operation") in ("send", "ack"):
+        if pb.HasField("mutation_key") and pb.mutation_key.WhichOneof("operation") in (
+            "send",
+            "ack",
+        ):
             db = pb.session.split("/sessions/")[0]
             pb.mutation_key.CopyFrom(self._mutation(db, pb.mutation_key, self._clock(db).now())[0])
             request = pb.SerializeToString()
@@ -197,21 +216,28 @@ class Interposer:
         pb.mutations.extend(out)
         if strict:
             if pb.WhichOneof("transaction") == "single_use_transaction":
-                begin = _PB["BeginTransactionRequest"](session=pb.session,
-                                                       options=pb.single_use_transaction)  # fmt: skip
-                pb.transaction_id = self.pb_call("BeginTransaction", begin, "Transaction", context).id
+                begin = _PB["BeginTransactionRequest"](
+                    session=pb.session, options=pb.single_use_transaction
+                )
+                pb.transaction_id = self.pb_call(
+                    "BeginTransaction", begin, "Transaction", context
+                ).id
             for q, key in strict:
                 read = _PB["ReadRequest"](session=pb.session, table=q.name, columns=[q.keys[0]])
                 read.transaction.id = pb.transaction_id
                 read.key_set.keys.add().CopyFrom(key)
                 if not self.pb_call("Read", read, "ResultSet", context).rows:
-                    rollback = _PB["RollbackRequest"](session=pb.session, transaction_id=pb.transaction_id)
+                    rollback = _PB["RollbackRequest"](
+                        session=pb.session, transaction_id=pb.transaction_id
+                    )
                     self.call(_SPANNER + "Rollback", rollback.SerializeToString(), context)
-                    raise Rejected(grpc.StatusCode.NOT_FOUND, f"Message not found in queue {q.name}")
+                    raise Rejected(
+                        grpc.StatusCode.NOT_FOUND, f"Message not found in queue {q.name}"
+                    )
         response = self.call(_SPANNER + "Commit", pb.SerializeToString(), context)
         with self._lock:
-            wake = self._wake.pop(db, None)
-        if wake is not None:
+            waiters = list(self._waiters.get(db, ()))
+        for wake in waiters:
             wake.set()
         return response
 
@@ -238,7 +264,7 @@ class Interposer:
         with self._lock:
             self._queues.pop(db, None)
             self._clocks.pop(db, None)
-            self._wake.pop(db, None)
+            self._waiters.pop(db, None)
             self._leases = {t: v for t, v in self._leases.items() if v.database != db}
             database = self._databases.pop(db, None)
         if database is not None:
@@ -246,18 +272,25 @@ class Interposer:
 
     def _params(self, q: QueueDef, names: list[str], values: list[Any], types: list[Any]) -> Any:
         keys = [f"p{i}" for i in range(1, len(names) + 1)] if q.postgres else names
-        marks = [f"${i}" for i in range(1, len(names) + 1)] if q.postgres else [f"@{n}" for n in names]
+        marks = (
+            [f"${i}" for i in range(1, len(names) + 1)] if q.postgres else [f"@{n}" for n in names]
+        )
         return marks, dict(zip(keys, values, strict=True)), dict(zip(keys, types, strict=True))
 
     def lease(self, db: str, q: QueueDef, batch: int) -> list[tuple[list[Any], str, datetime]]:
         """Lease up to ``batch`` ready messages, oldest delivery time first."""
         now = self._clock(db).now()
         (mark,), params, types = self._params(q, ["now"], [now], [param_types.TIMESTAMP])
-        payload = q.payload if q.payload_code != _Code.JSON else q.col(
-            f"TO_JSON_STRING({q.payload})", f"CAST({q.payload} AS varchar)")  # fmt: skip
-        sql = (f"SELECT {', '.join(q.keys)}, {payload}, {q.deliver}, emu_deliveries FROM {q.name} "
-               f"WHERE {q.deliver} <= {mark} AND (emu_visible_at IS NULL OR emu_visible_at <= {mark}) "
-               f"ORDER BY {q.deliver} LIMIT {int(batch)}")  # fmt: skip
+        payload = (
+            q.payload
+            if q.payload_code != _Code.JSON
+            else q.col(f"TO_JSON_STRING({q.payload})", f"CAST({q.payload} AS varchar)")
+        )
+        sql = (
+            f"SELECT {', '.join(q.keys)}, {payload}, {q.deliver}, emu_deliveries FROM {q.name} "
+            f"WHERE {q.deliver} <= {mark} AND (emu_visible_at IS NULL OR emu_visible_at <= {mark}) "
+            f"ORDER BY {q.deliver} LIMIT {int(batch)}"
+        )
         database = self.database(db, q.postgres)
         with database.snapshot() as snap:  # a read first: no write lock when nothing is ready
             if not list(snap.execute_sql(sql, params=params, param_types=types)):
@@ -268,66 +301,117 @@ class Interposer:
             for row in txn.execute_sql(sql, params=params, param_types=types):
                 n, deliver, expiry = (row[-1] or 0) + 1, row[-2], now + _LEASE
                 visible = expiry + timedelta(
-                    seconds=self.redelivery.delay(n, (expiry - deliver).total_seconds()))
+                    seconds=self.redelivery.delay(n, (expiry - deliver).total_seconds())
+                )
                 token = _TOKEN + secrets.token_hex(12)
-                txn.update(q.name, [*q.keys, "emu_lease_token", "emu_lease_expiry",
-                                    "emu_visible_at", "emu_deliveries"],
-                           [[*row[: len(q.keys)], token, expiry, visible, n]])  # fmt: skip
+                txn.update(
+                    q.name,
+                    [
+                        *q.keys,
+                        "emu_lease_token",
+                        "emu_lease_expiry",
+                        "emu_visible_at",
+                        "emu_deliveries",
+                    ],
+                    [[*row[: len(q.keys)], token, expiry, visible, n]],
+                )
                 out.append((list(row[:-1]), token, expiry))
             return out
 
         leased: list[tuple[list[Any], str, datetime]] = database.run_in_transaction(
-            take, default_retry_delay=0.01)  # fmt: skip
+            take, default_retry_delay=0.01
+        )
         with self._lock:
             for row, token, expiry in leased:
                 self._leases[token] = _Lease(db, q.name, row[: len(q.keys)], expiry)
         return leased
 
     def next_change(self, db: str, q: QueueDef) -> datetime | None:
-        """When a message not ready now becomes ready (delivery time or lease end)."""
+        """When a message not leasable now becomes so (delivery time or lease end);
+        now if one is leasable already."""
         now = self._clock(db).now()
         (mark,), params, types = self._params(q, ["now"], [now], [param_types.TIMESTAMP])
-        sql = (f"SELECT (SELECT MIN({q.deliver}) FROM {q.name} WHERE {q.deliver} > {mark}), "
-               f"(SELECT MIN(emu_visible_at) FROM {q.name} WHERE emu_visible_at > {mark})")  # fmt: skip
+        ready = f"{q.deliver} <= {mark} AND (emu_visible_at IS NULL OR emu_visible_at <= {mark})"
+        sql = (
+            f"SELECT (SELECT MIN({q.deliver}) FROM {q.name} WHERE {q.deliver} > {mark}), "
+            f"(SELECT MIN(emu_visible_at) FROM {q.name} WHERE emu_visible_at > {mark}), "
+            f"(SELECT COUNT(*) FROM {q.name} WHERE {ready})"
+        )
         with self.database(db, q.postgres).snapshot() as snap:
-            times = [t for t in next(iter(snap.execute_sql(sql, params, types))) if t is not None]
-        return min(times) if times else None
+            *times, count = next(iter(snap.execute_sql(sql, params, types)))
+        if count:
+            return now
+        return min((t for t in times if t is not None), default=None)
 
     def wait(self, db: str, q: QueueDef, until_mono: float, context: Any) -> None:
-        clock = self._clock(db)
+        """Wait on the queue's clock until a commit, the next delivery or lease end,
+        the RECEIVE's end, or the client's cancel, whichever comes first."""
+        clock, wake = self._clock(db), threading.Event()
+        context.add_callback(wake.set)
         with self._lock:
-            wake = self._wake.setdefault(db, threading.Event())
-        change = self.next_change(db, q)
-        if change is not None:
-            until_mono = min(until_mono, clock.monotonic() + (change - clock.now()).total_seconds())
-        # Polls in real time, so a FakeClock's sleeper count stays the application's.
-        while not wake.is_set() and clock.monotonic() < until_mono and context.is_active():
-            wake.wait(_POLL)
+            self._waiters.setdefault(db, set()).add(wake)
+        try:
+            change = self.next_change(db, q)
+            timeout = until_mono - clock.monotonic()
+            if change is not None:
+                timeout = min(timeout, (change - clock.now()).total_seconds())
+            if isinstance(clock, SystemClock):
+                wake.wait(min(timeout, 1.0))  # 1 s: also notice rows written by DML
+                return
+            # A test's FakeClock: poll it in real time instead of sleeping on it, so
+            # that its sleeper count stays the application's (a RECEIVE waits on the
+            # server, where the client's clock does not see it).
+            until = clock.monotonic() + timeout
+            while clock.monotonic() < until and not wake.is_set() and context.is_active():
+                wake.wait(0.002)
+        finally:
+            with self._lock:
+                self._waiters.get(db, set()).discard(wake)
 
-    def renew(self, db: str, q: QueueDef, tokens: list[str]) -> list[tuple[str, str | None, datetime]]:
+    def renew(
+        self, db: str, q: QueueDef, tokens: list[str]
+    ) -> list[tuple[str, str | None, datetime]]:
         now = self._clock(db).now()
         with self._lock:
             leases = [(t, self._leases.get(t)) for t in tokens]
-        live = [(t, lease) for t, lease in leases
-                if lease and lease.database == db and lease.queue == q.name and lease.expiry > now]
+        live = [
+            (t, lease)
+            for t, lease in leases
+            if lease and lease.database == db and lease.queue == q.name and lease.expiry > now
+        ]
 
         def renew_all(txn: Any) -> list[tuple[str, str | None, datetime, _Lease]]:
             out: list[tuple[str, str | None, datetime, _Lease]] = []
             for token, lease in live:
-                rows = list(txn.read(q.name, ["emu_lease_token", q.deliver, "emu_deliveries"],
-                                     KeySet(keys=[lease.key])))  # fmt: skip
+                rows = list(
+                    txn.read(
+                        q.name,
+                        ["emu_lease_token", q.deliver, "emu_deliveries"],
+                        KeySet(keys=[lease.key]),
+                    )
+                )
                 if not rows or rows[0][0] != token:  # acked (or acked and sent again)
                     out.append((token, None, lease.expiry, lease))
                     continue
                 new, expiry = _TOKEN + secrets.token_hex(12), now + _LEASE
-                visible = expiry + timedelta(seconds=self.redelivery.delay(
-                    rows[0][2] or 1, (expiry - rows[0][1]).total_seconds()))  # fmt: skip
-                txn.update(q.name, [*q.keys, "emu_lease_token", "emu_lease_expiry", "emu_visible_at"],
-                           [[*lease.key, new, expiry, visible]])  # fmt: skip
+                visible = expiry + timedelta(
+                    seconds=self.redelivery.delay(
+                        rows[0][2] or 1, (expiry - rows[0][1]).total_seconds()
+                    )
+                )
+                txn.update(
+                    q.name,
+                    [*q.keys, "emu_lease_token", "emu_lease_expiry", "emu_visible_at"],
+                    [[*lease.key, new, expiry, visible]],
+                )
                 out.append((token, new, expiry, _Lease(db, q.name, lease.key, expiry)))
             return out
 
-        renewed = self.database(db, q.postgres).run_in_transaction(renew_all, default_retry_delay=0.01)
+        if not live:
+            return []
+        renewed = self.database(db, q.postgres).run_in_transaction(
+            renew_all, default_retry_delay=0.01
+        )
         with self._lock:
             for _, new, _, lease in renewed:
                 if new is not None:
@@ -336,13 +420,18 @@ class Interposer:
 
 
 def _metadata(context: Any) -> list[tuple[str, Any]]:
-    return [(k, v) for k, v in context.invocation_metadata()
-            if not k.startswith((":", "grpc-")) and k not in ("user-agent", "te", "content-type")]  # fmt: skip
+    return [
+        (k, v)
+        for k, v in context.invocation_metadata()
+        if not k.startswith((":", "grpc-")) and k not in ("user-agent", "te", "content-type")
+    ]
 
 
 def _relay(exc: Any, context: Any) -> None:
     trailers = list(exc.trailing_metadata() or ())
-    if exc.code() is grpc.StatusCode.ABORTED and not any(k == "google.rpc.retryinfo-bin" for k, _ in trailers):
+    if exc.code() is grpc.StatusCode.ABORTED and not any(
+        k == "google.rpc.retryinfo-bin" for k, _ in trailers
+    ):
         retry = RetryInfo(retry_delay=Duration(nanos=10_000_000))
         trailers.append(("google.rpc.retryinfo-bin", retry.SerializeToString()))
     context.set_trailing_metadata(trailers)
@@ -360,6 +449,8 @@ class _Handler(grpc.GenericRpcHandler):
         return grpc.unary_unary_rpc_method_handler(lambda r, c: self._unary(method, r, c))
 
     def _unary(self, method: str, request: bytes, context: Any) -> bytes:
+        with self._i._lock:
+            self._i.calls[method.rsplit("/", 1)[-1]] += 1
         try:
             if method == _DDL:
                 return self._i.update_ddl(request, context)

@@ -24,6 +24,7 @@ from google.protobuf.struct_pb2 import Value
 _Code = type_pb.TypeCode
 _PartialResultSet = spanner_v1.PartialResultSet.pb()
 
+
 class Rejected(Exception):
     """A call the stand-in refuses, as Spanner would, with a gRPC status."""
 
@@ -53,9 +54,12 @@ class QueueDef:
 
 def _type_code(text: str) -> int:
     t = text.lower()
-    for prefixes, code in ((("int64", "bigint", "int8"), _Code.INT64),
-                           (("string", "varchar", "text", "character"), _Code.STRING),
-                           (("bytes", "bytea"), _Code.BYTES), (("json",), _Code.JSON)):  # fmt: skip
+    for prefixes, code in (
+        (("int64", "bigint", "int8"), _Code.INT64),
+        (("string", "varchar", "text", "character"), _Code.STRING),
+        (("bytes", "bytea"), _Code.BYTES),
+        (("json",), _Code.JSON),
+    ):
         if t.startswith(prefixes):
             return int(code)
     raise Rejected(grpc.StatusCode.INVALID_ARGUMENT, f"unsupported queue column type {text!r}")
@@ -109,10 +113,13 @@ def translate_ddl(statement: str) -> tuple[str, QueueDef | None]:
         raise Rejected(grpc.StatusCode.INVALID_ARGUMENT, "a queue has key columns and Payload")
     postgres = bool(pk_inside)
     queue = QueueDef(
-        m.group(2), tuple(columns[k.lower()][0] for k in keys),
+        m.group(2),
+        tuple(columns[k.lower()][0] for k in keys),
         tuple(_type_code(columns[k.lower()][1]) for k in keys),
-        payload[0][0], _type_code(payload[0][1]), postgres,
-    )  # fmt: skip
+        payload[0][0],
+        _type_code(payload[0][1]),
+        postgres,
+    )
     extra = (
         "deliver_time timestamptz NOT NULL, emu_lease_token varchar, "
         "emu_lease_expiry timestamptz, emu_visible_at timestamptz, emu_deliveries bigint"
@@ -132,15 +139,16 @@ def parse_ts(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-
 _DURATION = re.compile(r"'(\d+(?:\.\d+)?)(ms|s|m|h)'")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def _statement(kind: str, postgres: bool) -> re.Pattern[str]:
     fn = rf"spanner\.{kind.lower()}_" if postgres else rf"(?<!\.){kind}_"
-    return re.compile(rf"\s*SELECT\s+(?P<cols>.+?)\s+FROM\s+{fn}(?P<q>\w+)\s*\((?P<args>.*)\)\s*;?\s*",
-                      re.I | re.S)  # fmt: skip
+    return re.compile(
+        rf"\s*SELECT\s+(?P<cols>.+?)\s+FROM\s+{fn}(?P<q>\w+)\s*\((?P<args>.*)\)\s*;?\s*",
+        re.I | re.S,
+    )
 
 
 def _literal(text: str, params: Any) -> Value:
@@ -165,7 +173,9 @@ def _literal(text: str, params: Any) -> Value:
 
 def _field(name: str, code: int, postgres: bool = False) -> Any:
     annotation = type_pb.TypeAnnotationCode.PG_JSONB if postgres and code == _Code.JSON else 0
-    return type_pb.StructType.Field(name=name, type_=type_pb.Type(code=code, type_annotation=annotation))
+    return type_pb.StructType.Field(
+        name=name, type_=type_pb.Type(code=code, type_annotation=annotation)
+    )
 
 
 def _value(v: Any, code: int) -> Value:
@@ -187,8 +197,9 @@ class _Statement:
 
     def _metadata(self) -> Any:
         metadata = _PartialResultSet()
-        metadata.metadata.row_type.CopyFrom(type_pb.StructType.pb(
-            type_pb.StructType(fields=[f for _, f in self.columns])))  # fmt: skip
+        metadata.metadata.row_type.CopyFrom(
+            type_pb.StructType.pb(type_pb.StructType(fields=[f for _, f in self.columns]))
+        )
         return metadata
 
 
@@ -250,8 +261,12 @@ class Renew(_Statement):
 def queue_statement(interposer: Any, request: Any) -> Receive | Renew | None:
     """The RECEIVE or RENEWLEASE in this ExecuteSqlRequest, or None to forward it."""
     db = request.session.split("/sessions/")[0]
-    for kind, postgres in (("RECEIVE", False), ("RECEIVE", True), ("RENEWLEASE", False),
-                           ("RENEWLEASE", True)):  # fmt: skip
+    for kind, postgres in (
+        ("RECEIVE", False),
+        ("RECEIVE", True),
+        ("RENEWLEASE", False),
+        ("RENEWLEASE", True),
+    ):
         m = _statement(kind, postgres).fullmatch(request.sql)
         queue = m and interposer._queues.get(db, {}).get(m.group("q").lower())
         if not m or queue is None or queue.postgres != postgres:
@@ -263,23 +278,32 @@ def queue_statement(interposer: Any, request: Any) -> Receive | Renew | None:
             if selector not in (None, "single_use") or (
                 selector == "single_use" and not request.transaction.single_use.read_only.strong
             ):
-                raise Rejected(grpc.StatusCode.INVALID_ARGUMENT,
-                               "RECEIVE must be a strong read (Spanner rejects stale reads)")  # fmt: skip
+                raise Rejected(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "RECEIVE must be a strong read (Spanner rejects stale reads)",
+                )
             names = ["max_batch_size", None, "max_duration"]
-            available = [*(_field(k, c) for k, c in zip(q.keys, q.key_codes, strict=True)),
-                         _field(q.payload, q.payload_code, postgres),
-                         _field(q.deliver, _Code.TIMESTAMP),
-                         _field(q.col("SpannerLeaseExpirationTimestamp",
-                                      "spanner_lease_expiration_timestamp"), _Code.TIMESTAMP),
-                         _field(q.col("SpannerLeaseToken", "spanner_lease_token"), _Code.STRING),
-                         _field(q.col("SpannerLastBatchMessage", "spanner_last_batch_message"),
-                                _Code.BOOL)]  # fmt: skip
+            available = [
+                *(_field(k, c) for k, c in zip(q.keys, q.key_codes, strict=True)),
+                _field(q.payload, q.payload_code, postgres),
+                _field(q.deliver, _Code.TIMESTAMP),
+                _field(
+                    q.col("SpannerLeaseExpirationTimestamp", "spanner_lease_expiration_timestamp"),
+                    _Code.TIMESTAMP,
+                ),
+                _field(q.col("SpannerLeaseToken", "spanner_lease_token"), _Code.STRING),
+                _field(q.col("SpannerLastBatchMessage", "spanner_last_batch_message"), _Code.BOOL),
+            ]
         else:
             names = ["lease_tokens"]
-            available = [_field(q.col("SpannerOldLeaseToken", "spanner_old_lease_token"), _Code.STRING),
-                         _field(q.col("SpannerNewLeaseToken", "spanner_new_lease_token"), _Code.STRING),
-                         _field(q.col("SpannerLeaseExpirationTimestamp",
-                                      "spanner_lease_expiration_timestamp"), _Code.TIMESTAMP)]  # fmt: skip
+            available = [
+                _field(q.col("SpannerOldLeaseToken", "spanner_old_lease_token"), _Code.STRING),
+                _field(q.col("SpannerNewLeaseToken", "spanner_new_lease_token"), _Code.STRING),
+                _field(
+                    q.col("SpannerLeaseExpirationTimestamp", "spanner_lease_expiration_timestamp"),
+                    _Code.TIMESTAMP,
+                ),
+            ]
         args: dict[str, Value] = {}
         for position, part in enumerate(parts):
             named = re.fullmatch(r"(\w+)\s*=>\s*(.+)", part, re.S)

@@ -80,3 +80,18 @@ def test_print_ddl_function_needs_no_client_library() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("CREATE QUEUE IF NOT EXISTS escalations")
+
+
+def test_url_options_are_parsed_and_checked() -> None:
+    from agentq.backends.spanner.config import parse_url
+    from agentq.errors import ConfigError
+
+    base = "spanner://projects/p/instances/i/databases/d"
+    c = parse_url(base + "?receive_duration=300&timeout=5&database_role=reader&dialect=postgresql")
+    assert (c.receive_duration, c.timeout, c.database_role, c.postgres) == (300, 5, "reader", True)
+    assert c.safe_url == base + "?dialect=postgresql&database_role=reader"
+    default = parse_url(base)
+    assert (default.receive_duration, default.timeout, default.database_role) == (1200, 30, None)
+    for bad in ("receive_duration=0", "receive_duration=nan", "timeout=-1", "database_role=1x"):
+        with pytest.raises(ConfigError):
+            parse_url(f"{base}?{bad}")

@@ -1,20 +1,49 @@
 """The Google Cloud Spanner backend (``spanner://projects/P/instances/I/databases/D``).
 
 Spanner queues are the real thing this contract mirrors; this package maps the
-contract onto google-cloud-spanner with both SQL dialects. One module per concern:
+contract onto google-cloud-spanner (>= 3.71, the first with ``Transaction.send``
+and ``ack``) in both SQL dialects. One module per concern:
 
 * :mod:`.config` parses the URL, :mod:`.dialect` and :mod:`.ddl` write the SQL
-  (plain Python: DDL prints without the client library);
-* :mod:`.transact` runs transactions and maps their errors, :mod:`.transaction`
-  is the contract's ``tx`` (queue mutations, records with read-your-writes,
-  application SQL);
-* :mod:`.receiving` streams ``RECEIVE``, :mod:`.leases` renews;
-* :mod:`.records` and :mod:`.inspection` read outside transactions;
-* :mod:`.connect` builds the client; this module ties them together.
+  (plain Python: DDL prints without the client library or credentials);
+* :mod:`.connect` builds the client: every call gets a deadline (``timeout``),
+  opening checks the endpoint answers, ``database_role`` selects a
+  fine-grained access control role;
+* :mod:`.transact` runs transactions and maps their errors narrowly (only the
+  ack's own NOT_FOUND and the assert's own OUT_OF_RANGE are
+  ``MessageNotFound``), rolling back on every exception leaving the function;
+  :mod:`.transaction` is the contract's ``tx`` (queue mutations, records with
+  read-your-writes, application SQL);
+* :mod:`.receiving` streams long-lived ``RECEIVE`` calls, :mod:`.leases` renews,
+  both through :mod:`.streaming` (the raw gRPC stream, sent once);
+* :mod:`.records`, :mod:`.inspection` and :mod:`.catalog` (the queues ``agentq
+  init`` recorded) read outside transactions; :mod:`.sizing` knows the
+  documented limits a worker checks itself against.
+
+Design of receiving (the documents' practice, see :mod:`.receiving` and
+:mod:`agentq.executor.receiving`): one RECEIVE of ``receive_duration`` (default
+20 minutes) per worker per queue, re-issued at once when it ends and with
+backoff after errors; batches are read as the worker has room; a worker full for
+``full_wait`` cancels its stream; rows whose lease expired before arrival are
+skipped; renewals run on the local monotonic clock from receipt.
+
+Failure modes, and what happens:
+
+* the endpoint is unreachable: opening fails with ``BackendUnavailable`` naming
+  it; later, each call fails within ``timeout`` and the worker retries;
+* a commit's outcome is unknown (UNAVAILABLE / DEADLINE_EXCEEDED at commit):
+  ``BackendUnavailable`` saying so; a strict ack makes a repeat safe;
+* a RECEIVE stream breaks or is cancelled: rows sent on it come back after
+  their 10 s lease plus Spanner's redelivery backoff;
+* a renewal fails: the lease is kept and renewal retried (never marked lost on
+  an error); if Spanner did extend it, the token we hold is stale and the lease
+  ends 10 s later: the task may run twice, its completion's strict ack decides;
+* the worker's clock is skewed: renewals are unaffected (monotonic, local);
+  the expired-on-receipt check compares Spanner's expiry with the local clock
+  and may skip (skew ahead) or keep (skew behind) a borderline row.
 
 The client's built-in metrics are disabled so they cannot take over the
 application's OpenTelemetry meter provider; ``close`` never blocks for long.
-
 DDL is applied by ``agentq init`` (or ``ddl=auto`` in the URL), not on every
 start: schema changes on Spanner take long-running operations.
 """

@@ -1,6 +1,6 @@
 """``stream``: long-lived ``RECEIVE_<queue>`` calls, as the queue documents advise.
 
-Design (``../shared/seeds/001``, "receive messages"): one streaming RECEIVE per
+Design (Google's "Using Spanner queues", "receive messages"): one streaming RECEIVE per
 worker per queue, about 20 minutes long (``receive_duration``), in a loop.
 
 * A call is a strong single-use query on the raw gRPC stream

@@ -2,7 +2,7 @@
 
 From Google's "Spanner queues overview", Limitations (mirrored in
 apstndb/spanner-docs-mirror, ``docs/.../spanner/docs/queues/queues-overview.md``)
-and "Using Spanner queues" (``../shared/seeds/001``): at most 1000 active receive
+and Google's "Using Spanner queues": at most 1000 active receive
 queries with the same arguments per queue; a quota of 2000 concurrent receive
 TVFs per project and region; 100 queues per instance of one node or more (20 per
 200 processing units); RECEIVE durations of about 20 minutes, not extremely

@@ -93,11 +93,11 @@ def transact(backend: SpannerBackend, fn: Callable[[Transaction], T]) -> T:
             _committing(work), timeout_secs=backend.transaction_timeout
         )
     except _CommitFailed as wrapped:
-        raise _commit_error(wrapped.error, state.get("tx")) from wrapped.error
+        raise _commit_error(wrapped.error, state.get("tx"), backend.endpoint) from wrapped.error
     except AgentQError:
         raise
     except gexc.GoogleAPICallError as exc:
-        raise _statement_error(exc) from exc
+        raise _statement_error(exc, backend.endpoint) from exc
     except gexc.RetryError as exc:  # a call that kept failing until its deadline
         raise api_error(exc, "transaction (not committed)", backend.endpoint) from exc
     except RuntimeError as exc:
@@ -144,7 +144,9 @@ def _rollback(txn: Any) -> None:
         log.warning("rollback after a failed statement failed: %r", exc)
 
 
-def _commit_error(exc: gexc.GoogleAPICallError, tx: SpannerTransaction | None) -> AgentQError:
+def _commit_error(
+    exc: gexc.GoogleAPICallError, tx: SpannerTransaction | None, endpoint: str
+) -> AgentQError:
     message = exc.message or str(exc)
     strict = tx is not None and tx.strict_acks > 0
     if isinstance(exc, gexc.NotFound) and strict and not _NOT_A_MESSAGE.search(message):
@@ -154,16 +156,20 @@ def _commit_error(exc: gexc.GoogleAPICallError, tx: SpannerTransaction | None) -
         return DuplicateKey(f"a message with this key already exists in queue {queues}: {message}")
     if isinstance(exc, gexc.ServiceUnavailable | gexc.DeadlineExceeded):
         # The commit outcome is unknown: callers must treat it as "maybe".
-        return BackendUnavailable(f"Spanner unavailable (commit outcome unknown): {message}")
-    return _statement_error(exc)
+        return BackendUnavailable(
+            f"Spanner at {endpoint} unavailable (commit outcome unknown): {message}"
+        )
+    return _statement_error(exc, endpoint)
 
 
-def _statement_error(exc: gexc.GoogleAPICallError) -> AgentQError:
+def _statement_error(exc: gexc.GoogleAPICallError, endpoint: str) -> AgentQError:
     message = exc.message or str(exc)
     if isinstance(exc, gexc.Aborted):
         return TransactionAborted(f"transaction kept aborting: {message}")
     if isinstance(exc, gexc.ServiceUnavailable | gexc.DeadlineExceeded):
-        return BackendUnavailable(f"Spanner unavailable, transaction not committed: {message}")
+        return BackendUnavailable(
+            f"Spanner at {endpoint} unavailable, transaction not committed: {message}"
+        )
     if isinstance(exc, gexc.PermissionDenied):
         return DatabaseNotWritable(f"Spanner refused the transaction (permission): {message}")
     return TransactionError(f"transaction failed ({type(exc).__name__}): {message}")

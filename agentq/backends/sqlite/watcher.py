@@ -16,6 +16,7 @@ import os
 import select
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,7 @@ __all__ = ["Notifier", "Watcher", "notifier_for"]
 log = logging.getLogger("agentq.sqlite")
 
 _SAFETY_POLL = 0.25  # seconds between checks of the WAL while an inotify watch is active
+_SETTLE = 0.1  # longest wait, after a file event, for its commit to become visible
 
 
 class Watcher:
@@ -142,7 +144,9 @@ class Watcher:
                 while self._waiters == 0 and not self._closed.is_set():
                     self._cond.wait()
                 self._polls += 1
-                state = self._state(self._polls % 10 == 0)
+                # Every check asks SQLite while watching (a check every 0.25 s is cheap);
+                # polling, every tenth (checks come every 1-10 ms then).
+                state = self._state(self._watching or self._polls % 10 == 0)
                 changed = state != self._last
                 self._last = state
             if changed:
@@ -165,6 +169,35 @@ class Watcher:
             if any(e.mask & _LOST_FLAGS for e in events):
                 self._watch()  # the WAL was deleted or replaced: watch the new one
             self._notify()
+            self._settle()
+
+    def _version(self) -> int | None:
+        with self._cond:
+            try:
+                return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.ProgrammingError:  # closed meanwhile
+                return None
+
+    def _settle(self) -> None:
+        """Wake the readers again once the commit that wrote the WAL is visible.
+
+        The file event comes with the commit's write, but readers see the commit
+        only after SQLite updates the WAL index (after the fsync, with
+        durability=full): a reader woken by the event alone often reads the old
+        state and then slept until a later poll (0.25-2.5 s; measured with the
+        HTTP API's long-poll). ``PRAGMA data_version`` changes when another
+        connection's commit becomes visible: watch it for up to ``_SETTLE``
+        seconds, then wake the readers again either way.
+        """
+        start = self._version()
+        deadline = time.monotonic() + _SETTLE
+        pause = 0.0002
+        while not self._closed.is_set() and time.monotonic() < deadline:
+            if self._version() != start:
+                break
+            self._closed.wait(pause)
+            pause = min(pause * 2, 0.004)
+        self._notify()
 
     def _notify(self) -> None:
         for notifier in self._notifiers:

@@ -19,6 +19,11 @@ What happens, in about fifteen seconds of real time:
    with the same key: the API answers from its idempotency store.
 5. A summary: tasks by outcome, refunds executed, duplicate charges prevented,
    escalations fired and cancelled, and a check that nothing was charged twice.
+
+The demo brings its own project (:mod:`agentq.demo.project`): the refund bot's
+tools and policy shipped with agentq, whatever folder it runs from; a folder's
+own ``tools/``, ``policies/`` or ``agentq.toml`` are never read (``--tools`` and
+``--policies`` choose others explicitly).
 """
 
 from __future__ import annotations
@@ -39,13 +44,19 @@ from typing import Any
 
 from agentq.approvals import ApprovalStatus
 from agentq.clock import Clock, SystemClock
+from agentq.demo.project import demo_project
 from agentq.demo_server import DemoAPI
 from agentq.errors import ConfigError
 from agentq.ledger import TaskStatus
 from agentq.policies import load_policies
 from agentq.runtime import Decision, Runtime
 
-__all__ = ["DemoSummary", "find_project_dir", "run_demo"]
+__all__ = ["DemoSummary", "LoopbackAPI", "find_project_dir", "run_demo"]
+
+#: The demo's stand-in payments, notifications and shipping API on 127.0.0.1
+#: (honours ``Idempotency-Key``): ``with LoopbackAPI() as api: ... api.url``.
+#: For trying agentq out; point the settings at the real APIs in production.
+LoopbackAPI = DemoAPI
 
 ESCALATE_AFTER = timedelta(seconds=3)
 
@@ -88,13 +99,24 @@ class DemoSummary:
 def find_project_dir(name: str, given: str | None) -> Path:
     """``tools/`` or ``policies/``: as given, else in the current directory, else
     beside the agentq package (a source checkout)."""
-    candidates = [Path(given)] if given else [Path.cwd() / name, Path(__file__).parents[1] / name]
+    candidates = [Path(given)] if given else [Path.cwd() / name, Path(__file__).parents[2] / name]
     for path in candidates:
         if path.is_dir():
             return path
     raise ConfigError(
         f"cannot find the {name}/ folder (looked in {', '.join(str(c) for c in candidates)}); "
         f"run from the project directory or pass --{name} PATH"
+    )
+
+
+def _project_dirs(tools: str | None, policies: str | None) -> tuple[Path, Path]:
+    """Folders given explicitly, else the demo's own (never the current folder's)."""
+    if tools and policies:
+        return find_project_dir("tools", tools), find_project_dir("policies", policies)
+    own = demo_project()
+    return (
+        find_project_dir("tools", tools) if tools else own.tools,
+        find_project_dir("policies", policies) if policies else own.policies,
     )
 
 
@@ -111,8 +133,7 @@ def run_demo(
     """Run the refund-bot demo and return its summary."""
     clock: Clock = SystemClock()
     started = clock.monotonic()
-    tools_dir = find_project_dir("tools", tools)
-    policies_dir = find_project_dir("policies", policies)
+    tools_dir, policies_dir = _project_dirs(tools, policies)
     policy = load_policies(policies_dir)
     # Accelerated escalations: 3 s instead of 72 h, so the demo shows them firing.
     policy = policy.model_copy(
@@ -262,11 +283,16 @@ def _crash_a_worker(
     """Start a worker process, let it charge a refund, and kill it before it commits."""
     received, release = api.stall_after_applying(order)
     cmd = [
-        sys.executable, "-m", "agentq.cli", "worker", "--db", db_url, "--tools", str(tools_dir),
+        sys.executable, "-c", "import sys; from agentq.cli import main; sys.exit(main())",
+        "worker", "--db", db_url, "--tools", str(tools_dir),
         "--policies", str(policies_dir), "--queue", "payments", "--concurrency", "1",
         "--setting", f"payments_url={api.url}", "--setting", "orders_table=orders",
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Run in the demo's own folder: the user's folder (its agentq.toml) is not the demo's.
+    workdir = Path(db_url.removeprefix("sqlite:///")).parent
+    proc = subprocess.Popen(
+        cmd, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     say(f"worker process {proc.pid} started")
     task = rt.transact(_decide(order, 42.0, ship=False))
     if not received.wait(30):

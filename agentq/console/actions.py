@@ -1,0 +1,218 @@
+"""The console's actions: sign in and out, approve, reject, cancel, replay, delete.
+
+Each action calls the same :class:`~agentq.runtime.Runtime` method as its CLI
+command (``agentq approve|reject|cancel|dlq replay|dlq delete``), which audits
+it in the transaction that applies it; the actor is always the signed-in
+principal, never a form field. An action is refused in read-only mode (403),
+without the scope it needs (403), with a cookie session but without the
+session's CSRF token (403), and when the lifecycle refuses it (409: an approval
+changed since the page showed it (decided, escalated, expired, voided) is
+*stale*: the form carries the version it showed, and the runtime refuses the
+decision inside its transaction, ``ApprovalChanged``; without a version the
+approval's state alone decides).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from agentq.console.app import COOKIE, HEADERS, Console, Who
+from agentq.errors import (
+    AgentQError,
+    ApprovalNotFound,
+    ConfigError,
+    IllegalTransition,
+    TaskNotFound,
+)
+
+__all__ = ["routes"]
+
+#: Largest form body accepted (notes are short; anything bigger is refused).
+MAX_FORM_BYTES = 64 * 1024
+#: Longest note accepted with a decision or a cancel.
+MAX_NOTE_CHARS = 2000
+_LOGIN_CSRF = "agentq_console_login"
+
+#: An action's runtime call, given the actor's name and the form: it returns
+#: nothing and raises when the runtime refuses. Each route's ``act`` returns it
+#: with the page to return to and the message to flash.
+Act = Callable[[str, FormData], None]
+
+
+def _field(form: FormData, name: str) -> str:
+    """A text field of a form ('' when absent)."""
+    value = form.get(name)
+    return value if isinstance(value, str) else ""
+
+
+def _seen(form: FormData) -> str | None:
+    """The approval's version the page showed (None: the poster did not say)."""
+    return _field(form, "version") or None
+
+
+def _note(form: FormData) -> str:
+    note = _field(form, "note").strip()
+    if len(note) > MAX_NOTE_CHARS:
+        raise ConfigError(f"the note is longer than {MAX_NOTE_CHARS} characters")
+    return note
+
+
+async def _form(request: Request) -> FormData | None:
+    # A form without a length (chunked) could be endless: refused like a large one.
+    size = request.headers.get("content-length", "")
+    if not size.isdigit() or int(size) > MAX_FORM_BYTES:
+        return None
+    return await request.form(max_files=0, max_fields=20)
+
+
+def routes(console: Console) -> list[Route]:
+    """The action routes of ``console``."""
+    rt = console.runtime
+
+    def action(scope: str, act: Callable[[Request], tuple[Act, str, str]]) -> Callable[..., Any]:
+        async def endpoint(request: Request) -> Response:
+            who = await console.who(request)
+            if who is None:
+                return Response("sign in first", status_code=401, headers=HEADERS)
+
+            async def refuse(status: int, text: str) -> Response:
+                # Pages read the runtime (the navigation's figures): off the event loop.
+                return await run_in_threadpool(console.message, request, who, status, text)
+
+            if console.read_only:
+                return await refuse(403, "the console is read-only")
+            form = await _form(request)
+            if form is None:
+                return await refuse(413, "the form is too large (or has no Content-Length)")
+            if who.session is not None and not who.session.csrf_ok(_field(form, "csrf_token")):
+                return await refuse(403, "missing or wrong CSRF token")
+            if not who.can(scope):
+                return await refuse(403, f"{who.principal.name} lacks the {scope!r} scope")
+            call, back, done = act(request)
+            try:
+                await run_in_threadpool(call, who.principal.name, form)
+            except (TaskNotFound, ApprovalNotFound) as exc:
+                return await refuse(404, str(exc))
+            except IllegalTransition as exc:
+                return await refuse(409, str(exc))
+            except AgentQError as exc:
+                return await refuse(400, str(exc))
+            _flash(who, done)
+            return RedirectResponse(back, status_code=303)
+
+        return endpoint
+
+    def _flash(who: Who, text: str) -> None:
+        if who.session is not None:
+            console.sessions.flash(who.session.session_id, text)
+
+    def approve(request: Request) -> tuple[Act, str, str]:
+        aid = request.path_params["approval_id"]
+        return ((lambda by, form: _none(rt.approve(aid, by=by, note=_note(form),
+                                                   if_version=_seen(form)))),
+                console.url(request, "approvals"), f"approved {aid}")  # fmt: skip
+
+    def reject(request: Request) -> tuple[Act, str, str]:
+        aid = request.path_params["approval_id"]
+        return ((lambda by, form: _none(rt.reject(aid, by=by, note=_note(form),
+                                                  if_version=_seen(form)))),
+                console.url(request, "approvals"), f"rejected {aid}")  # fmt: skip
+
+    def cancel(request: Request) -> tuple[Act, str, str]:
+        tid = request.path_params["task_id"]
+
+        def call(by: str, form: FormData) -> None:
+            rt.cancel(tid, _note(form) or f"cancelled by {by}", by=by)
+
+        return call, console.url(request, "task", task_id=tid), f"cancelled {tid}"
+
+    def replay(request: Request) -> tuple[Act, str, str]:
+        eid = request.path_params["entry_id"]
+        return ((lambda by, _form: _none(rt.replay(eid, by=by))),
+                console.url(request, "dead_letters"), f"replayed {eid}")  # fmt: skip
+
+    def delete(request: Request) -> tuple[Act, str, str]:
+        eid = request.path_params["entry_id"]
+
+        def call(by: str, _form: FormData) -> None:
+            if not rt.delete_dead_letters([eid], by=by):
+                raise TaskNotFound(f"no dead-letter entry {eid!r}")
+
+        return call, console.url(request, "dead_letters"), f"deleted dead letter {eid}"
+
+    async def login_form(request: Request) -> Response:
+        nonce = secrets.token_urlsafe(24)
+        response = console.render(request, "login.html", None, nonce=nonce, next=_next(request))
+        response.set_cookie(
+            _LOGIN_CSRF, nonce, max_age=600, path=console.cookie_path(request),
+            httponly=True, samesite="strict", secure=request.url.scheme == "https",
+        )  # fmt: skip
+        return response
+
+    async def login(request: Request) -> Response:
+        form = await _form(request)
+        nonce = request.cookies.get(_LOGIN_CSRF, "")
+        if (
+            form is None
+            or not nonce
+            or not secrets.compare_digest(nonce.encode(), _field(form, "nonce").encode())
+        ):
+            return console.message(request, None, 403, "the login form expired: reload it")
+        principal = await console.principal_for(_field(form, "token"), request)
+        if principal is None:
+            page = console.render(request, "login.html", None, 401, nonce=nonce,
+                                  next=_next(request, form), error="unknown token")  # fmt: skip
+            return page
+        session = console.sessions.start(principal)
+        response = RedirectResponse(_next(request, form), status_code=303)
+        response.set_cookie(
+            COOKIE, session.session_id, max_age=int(console.sessions.ttl),
+            path=console.cookie_path(request), httponly=True, samesite="strict",
+            secure=request.url.scheme == "https",
+        )  # fmt: skip
+        response.delete_cookie(_LOGIN_CSRF, path=console.cookie_path(request))
+        return response
+
+    async def logout(request: Request) -> Response:
+        who = await console.who(request)
+        form = await _form(request)
+        session = who.session if who is not None else None
+        if session is not None and form is not None and session.csrf_ok(_field(form, "csrf_token")):
+            console.sessions.end(session.session_id)
+        response = RedirectResponse(console.url(request, "login"), status_code=303)
+        response.delete_cookie(COOKIE, path=console.cookie_path(request))
+        return response
+
+    def _next(request: Request, form: FormData | None = None) -> str:
+        """Where to go after signing in: a path inside the console, nothing else."""
+        wanted = (_field(form, "next") if form else "") or request.query_params.get("next", "")
+        home = console.url(request, "overview")
+        inside = wanted.startswith(home) and "//" not in wanted and "\\" not in wanted
+        return wanted if inside else home
+
+    return [
+        Route("/login", login_form, methods=["GET"], name="login"),
+        Route("/login", login, methods=["POST"], name="login_post"),
+        Route("/logout", logout, methods=["POST"], name="logout"),
+        Route("/approvals/{approval_id}/approve", action("approve", approve),
+              methods=["POST"], name="approve"),
+        Route("/approvals/{approval_id}/reject", action("approve", reject),
+              methods=["POST"], name="reject"),
+        Route("/tasks/{task_id}/cancel", action("admin", cancel), methods=["POST"], name="cancel"),
+        Route("/dead-letters/{entry_id}/replay", action("admin", replay),
+              methods=["POST"], name="replay"),
+        Route("/dead-letters/{entry_id}/delete", action("admin", delete),
+              methods=["POST"], name="delete"),
+    ]  # fmt: skip
+
+
+def _none(_: Any) -> None:
+    return None

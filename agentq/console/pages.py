@@ -1,0 +1,127 @@
+"""The console's pages (every one needs the ``read`` scope) and its event stream.
+
+Pages read the runtime in a worker thread (the backends block), never on the
+event loop. The event stream sends the queue figures every
+``refresh_seconds`` as an HTML fragment that htmx's SSE extension swaps in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from agentq.console import views
+from agentq.console.app import HEADERS, Console, Who
+from agentq.errors import ApprovalError, TaskNotFound
+from agentq.ledger import TaskStatus
+
+__all__ = ["routes"]
+
+Page = Callable[[Request, Who], Response]
+#: How long a browser refused a stream (too many open) waits before it retries.
+BUSY_RETRY_MS = 10_000
+
+
+def routes(console: Console) -> list[Route]:
+    """The page routes of ``console``."""
+
+    def page(build: Page) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            who = await console.who(request)
+            if who is None:
+                return console.to_login(request)
+            if not who.can("read"):
+                return console.message(request, who, 403, "your token may not read the console")
+            return await run_in_threadpool(build, request, who)
+
+        return endpoint
+
+    def overview(request: Request, who: Who) -> Response:
+        rt = console.runtime
+        return console.render(
+            request, "overview.html", who,
+            queues=views.queue_figures(rt), counts=views.status_counts(rt.tasks()),
+            dead=len(rt.dead_letters()), seq=0, now=rt.clock.now(),
+        )  # fmt: skip
+
+    def tasks(request: Request, who: Who) -> Response:
+        q = request.query_params
+        status, tool, search = q.get("status", ""), q.get("tool", ""), q.get("q", "")
+        if status and status not in {s.value for s in TaskStatus}:
+            return console.message(request, who, 400, f"unknown status {status!r}")
+        rows, matched = views.task_rows(console.runtime, status=status, tool=tool, search=search)
+        tools = sorted({t.tool for t in console.runtime.tasks()})
+        return console.render(
+            request, "tasks.html", who, rows=rows, matched=matched, status=status, tool=tool,
+            search=search, statuses=[s.value for s in TaskStatus], tools=tools,
+        )  # fmt: skip
+
+    def task(request: Request, who: Who) -> Response:
+        task_id = request.path_params["task_id"]
+        try:
+            detail = views.task_detail(console.runtime, task_id)
+        except (TaskNotFound, ApprovalError) as exc:
+            return console.message(request, who, 404, str(exc))
+        return console.render(request, "task.html", who, **detail)
+
+    def approvals(request: Request, who: Who) -> Response:
+        open_, decided = views.approval_inbox(console.runtime)
+        return console.render(
+            request, "approvals.html", who, open=open_, decided=decided,
+            now=console.runtime.clock.now(),
+        )  # fmt: skip
+
+    def dead_letters(request: Request, who: Who) -> Response:
+        rows = views.dead_letter_rows(console.runtime)
+        return console.render(request, "dead_letters.html", who, rows=rows)
+
+    def audit(request: Request, who: Who) -> Response:
+        entries = console.runtime.audit_log(limit=500)
+        return console.render(request, "audit.html", who, audit=entries)
+
+    async def events(request: Request) -> Response:
+        who = await console.who(request)
+        if who is None or not who.can("read"):
+            return Response("sign in first", status_code=401, headers=HEADERS)
+        fragment = console.templates.get_template("_queues.html")
+
+        async def stream() -> AsyncIterator[str]:
+            # Counted here, where a finally always runs once the stream has started.
+            if console.open_streams >= console.max_streams:
+                yield f"retry: {BUSY_RETRY_MS}\n: too many open streams, retry later\n\n"
+                return
+            console.open_streams += 1
+            try:
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + console.stream_seconds
+                seq = 0
+                yield f"retry: {int(console.refresh_seconds * 1000)}\n\n"
+                while loop.time() < deadline:
+                    seq += 1
+                    rows = await run_in_threadpool(views.queue_figures, console.runtime)
+                    now = console.runtime.clock.now()
+                    html = fragment.render(queues=rows, seq=seq, now=now)
+                    data = "".join(f"data: {line}\n" for line in html.splitlines())
+                    yield f"event: queues\n{data}\n"
+                    await asyncio.sleep(console.refresh_seconds)
+            finally:
+                console.open_streams -= 1
+
+        headers = {**HEADERS, "X-Accel-Buffering": "no"}
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+
+    return [
+        Route("/", page(overview), name="overview"),
+        Route("/events", events, name="events"),
+        Route("/tasks", page(tasks), name="tasks"),
+        Route("/tasks/{task_id}", page(task), name="task"),
+        Route("/approvals", page(approvals), name="approvals"),
+        Route("/dead-letters", page(dead_letters), name="dead_letters"),
+        Route("/audit", page(audit), name="audit"),
+    ]

@@ -1,0 +1,48 @@
+"""Serving the console with uvicorn (what ``agentq ui`` runs)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+
+from starlette.applications import Starlette
+
+from agentq.errors import ConfigError
+from agentq.server.auth import is_loopback
+
+__all__ = ["serve"]
+
+#: Seconds uvicorn waits for open event streams when asked to stop.
+GRACE_SECONDS = 3
+
+
+def serve(
+    app: Starlette,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    allow_remote: bool = False,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve ``app`` (from :func:`~agentq.console.app.create_app`) until SIGINT or
+    SIGTERM. A host other than loopback needs ``allow_remote`` (put TLS in front
+    of it: session cookies are marked Secure only on requests that came over HTTPS).
+    ``ready`` is told the console's URL once the port is bound."""
+    import uvicorn
+
+    if not allow_remote and not is_loopback(host):
+        raise ConfigError(f"refusing to serve the console on {host!r}: pass --allow-remote")
+    # Bound here, so port 0 picks a free port and the address told is the real one.
+    sock = socket.create_server((host, port))
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app, log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS, access_log=False,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    if ready is not None:
+        shown = f"[{host}]" if ":" in host else host
+        ready(f"http://{shown}:{bound}/console/")
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()

@@ -1,0 +1,183 @@
+"""What each console page shows, read from a :class:`~agentq.runtime.Runtime`.
+
+Plain functions returning plain data, no web framework: the routes render
+them. Everything that reaches a page passes through :func:`shown`, which
+redacts URL credentials (:mod:`agentq.redact`) and masks the values of keys
+that name a secret (``api_key``, ``password``...), because task arguments and
+results are untrusted agent data that may carry them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from agentq.approvals import ApprovalStatus
+from agentq.ledger import Tables, TaskInfo, TaskStatus
+from agentq.redact import REDACTED, is_secret_name, redact_data, redact_text
+from agentq.runtime import Runtime
+
+__all__ = [
+    "approval_inbox",
+    "compact",
+    "dead_letter_rows",
+    "pretty",
+    "queue_figures",
+    "shown",
+    "status_counts",
+    "task_detail",
+    "task_rows",
+    "trace_id",
+]
+
+#: Most tasks a list page shows (newest first); the filters narrow it down.
+TASK_PAGE = 200
+#: Most decided approvals the inbox shows under the open ones.
+DECIDED_SHOWN = 50
+#: Longest search text accepted (longer is cut).
+SEARCH_CHARS = 200
+
+
+def shown(value: Any) -> Any:
+    """``value`` as a page may show it: redacted, secret-named keys masked."""
+    if isinstance(value, Mapping):
+        return {
+            redact_text(str(k)): REDACTED if is_secret_name(str(k)) else shown(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [shown(v) for v in value]
+    return redact_data(value)
+
+
+def pretty(value: Any) -> str:
+    """Indented JSON of a shown value (the template escapes it)."""
+    return json.dumps(shown(value), indent=2, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def compact(value: Any, chars: int = 120) -> str:
+    """One-line JSON of a shown value, cut to ``chars`` characters (for lists)."""
+    text = json.dumps(shown(value), sort_keys=True, default=str, ensure_ascii=False)
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def trace_id(record: Mapping[str, Any]) -> str | None:
+    """The W3C trace id carried by a task (from its ``traceparent``), if any."""
+    carrier = record.get("trace")
+    parent = carrier.get("traceparent") if isinstance(carrier, Mapping) else None
+    parts = parent.split("-") if isinstance(parent, str) else []
+    if len(parts) == 4 and len(parts[1]) == 32 and parts[1] != "0" * 32:
+        return parts[1]
+    return None
+
+
+def queue_figures(rt: Runtime) -> list[dict[str, Any]]:
+    """Depth, ready, scheduled, leased and oldest unacked age of every queue."""
+    rows = []
+    for name in rt.backend.queues():
+        stats = rt.backend.stats(name)
+        rows.append(
+            {
+                "queue": stats.queue,
+                "depth": stats.depth,
+                "ready": stats.ready,
+                "scheduled": stats.scheduled,
+                "leased": stats.leased,
+                "oldest": stats.oldest_unacked_age,
+            }
+        )
+    return rows
+
+
+def status_counts(tasks: list[TaskInfo]) -> dict[str, int]:
+    """How many tasks are in each status (every status listed, zeros included)."""
+    counts = {s.value: 0 for s in TaskStatus}
+    for t in tasks:
+        counts[t.status.value] += 1
+    return counts
+
+
+def _matches(task: TaskInfo, needle: str) -> bool:
+    fields = (task.task_id, task.tool, task.error or "", task.approval_id or "",
+              task.idempotency_key or "", task.ordering_key or "",
+              json.dumps(task.args, default=str, ensure_ascii=False))  # fmt: skip
+    return any(needle in f.lower() for f in fields)
+
+
+def task_rows(
+    rt: Runtime, *, status: str = "", tool: str = "", search: str = "", limit: int = TASK_PAGE
+) -> tuple[list[TaskInfo], int]:
+    """Tasks matching the filters, newest first, at most ``limit``; and how many matched.
+
+    ``search`` matches (case-insensitively) the id, tool, error, approval id,
+    keys and the arguments' JSON text. An unknown ``status`` raises ValueError.
+    """
+    tasks = rt.tasks(TaskStatus(status) if status else None, tool=tool or None)
+    needle = search.strip().lower()[:SEARCH_CHARS]
+    if needle:
+        tasks = [t for t in tasks if _matches(t, needle)]
+    tasks.reverse()
+    return tasks[:limit], len(tasks)
+
+
+def task_detail(rt: Runtime, task_id: str) -> dict[str, Any]:
+    """One task with what its page shows (TaskNotFound if there is none)."""
+    task = rt.task(task_id)
+    raw = rt.backend.get_record(Tables.TASKS, task_id) or {}
+    approval = rt.approval(task.approval_id) if task.approval_id else None
+    dead = rt.backend.get_record(Tables.DEAD_LETTERS, task_id)
+    tb = raw.get("traceback") or (dead or {}).get("traceback")
+    return {
+        "task": task,
+        "args": pretty(task.args),
+        "result": None if task.result is None else pretty(task.result),
+        "error": redact_text(task.error) if task.error else None,
+        "traceback": redact_text(str(tb)) if tb else None,
+        "trace_id": trace_id(raw),
+        "throttles": raw.get("throttles", 0),
+        "queue": raw.get("queue"),
+        "approval": approval,
+        "dead_letter": dead is not None,
+        "audit": rt.audit_log(target=task_id),
+    }
+
+
+def approval_inbox(rt: Runtime) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Open approvals (pending or escalated), longest waiting first; and the
+    most recently decided ones, newest first."""
+    approvals = rt.approvals()
+    waiting = (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED)
+    far_past = datetime.min.replace(tzinfo=UTC)
+    decided = sorted(
+        (a for a in approvals if a.status not in waiting),
+        key=lambda a: a.decided_at or far_past,
+        reverse=True,
+    )[:DECIDED_SHOWN]
+    open_ = [a for a in approvals if a.status in waiting]
+    return (
+        [{"approval": a, "args": pretty(a.args)} for a in open_],
+        [{"approval": a, "args": pretty(a.args)} for a in decided],
+    )
+
+
+def dead_letter_rows(rt: Runtime) -> list[dict[str, Any]]:
+    """Dead-letter entries, newest first, shown redacted."""
+    rows = []
+    for entry in rt.dead_letters():
+        rows.append(
+            {
+                "entry_id": str(entry["entry_id"]),
+                "stray": bool(entry.get("stray")),
+                "task_id": entry.get("task_id"),
+                "tool": entry.get("tool"),
+                "queue": entry.get("queue"),
+                "attempt": entry.get("attempt"),
+                "error": redact_text(str(entry.get("error") or "")),
+                "dead_at": str(entry.get("dead_at") or ""),
+                "args": pretty(entry.get("args")) if entry.get("args") is not None else None,
+            }
+        )
+    rows.sort(key=lambda r: str(r["dead_at"]), reverse=True)
+    return rows

@@ -1,0 +1,97 @@
+"""The audit trail: who did what to which task, approval or dead letter, and when.
+
+Every operator action taken through the :class:`~agentq.runtime.Runtime` facade
+(approve, reject, cancel, replay, delete a dead letter), whichever surface asked
+for it (Python, the CLI, the web console), is recorded here in the transaction
+that applies it: an action that commits is audited, and an audit entry never
+describes an action that did not happen. This module is the only writer of the
+``audit`` table.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+from agentq.backends import Backend, Transaction
+from agentq.clock import to_micros
+from agentq.ledger import Tables
+from agentq.redact import redact_text
+
+__all__ = ["UNNAMED", "AuditAction", "AuditEntry", "entries", "record"]
+
+#: The actor recorded when a caller of the Python API names nobody.
+UNNAMED = "(unnamed)"
+#: Longest note kept in an entry (the rest is cut): notes are free text from a form.
+_NOTE_CHARS = 2000
+_SEQUENCE = itertools.count()
+
+
+class AuditAction(StrEnum):
+    """What an operator did."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+    CANCEL = "cancel"
+    REPLAY = "replay"
+    DELETE_DEAD_LETTER = "delete_dead_letter"
+
+
+class AuditEntry(BaseModel):
+    """One audited action."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    audit_id: str
+    at: datetime
+    actor: str
+    action: AuditAction
+    target: str
+    task_id: str | None = None
+    note: str = ""
+
+
+def record(
+    tx: Transaction,
+    *,
+    actor: str | None,
+    action: AuditAction,
+    target: str,
+    task_id: str | None = None,
+    note: str = "",
+) -> AuditEntry:
+    """Record ``action`` on ``target`` by ``actor`` in the caller's transaction."""
+    # Keys sort by time, then (within one microsecond, as under a fake clock) by
+    # this process's count, so the newest entries are the last ones read.
+    audit_id = f"aud_{to_micros(tx.now):014x}{next(_SEQUENCE) % 16**8:08x}{os.urandom(6).hex()}"
+    entry = AuditEntry(
+        audit_id=audit_id,
+        at=tx.now,
+        actor=(actor or "").strip() or UNNAMED,
+        action=action,
+        target=target,
+        task_id=task_id,
+        note=redact_text(note[:_NOTE_CHARS]),
+    )
+    tx.put_record(Tables.AUDIT, audit_id, entry.model_dump(mode="json"))
+    return entry
+
+
+def entries(
+    backend: Backend, *, target: str | None = None, limit: int | None = None
+) -> list[AuditEntry]:
+    """Audit entries, newest first; only those about ``target`` (an approval,
+    task or dead-letter id, matched as the target or its task) if given."""
+    out: list[AuditEntry] = []
+    for _key, value in reversed(backend.list_records(Tables.AUDIT)):
+        entry = AuditEntry.model_validate(value)
+        if target is not None and target not in (entry.target, entry.task_id):
+            continue
+        out.append(entry)
+        if limit is not None and len(out) >= limit:
+            break
+    return out

@@ -1,0 +1,69 @@
+"""``agentq mcp``: serve the tools directory to MCP clients (stdio or streamable HTTP).
+
+The argparse wiring only; the MCP SDK is imported by the handler, so
+``agentq --help`` works without the ``agentq[mcp]`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+from collections.abc import Callable
+from typing import Any
+
+from agentq.errors import ConfigError
+
+__all__ = ["register"]
+
+
+def register(
+    subparsers: Any,
+    add_runtime_args: Callable[[argparse.ArgumentParser], None],
+    open_runtime: Callable[[argparse.Namespace], Any],
+) -> None:
+    """Add ``agentq mcp`` to the CLI (the CLI hands in how it opens a runtime)."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "mcp", help="serve the tools as an MCP server (stdio or streamable HTTP)"
+    )
+    add_runtime_args(p)
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default loopback)")
+    p.add_argument("--port", type=int, default=8765, help="HTTP: port (default %(default)s)")
+    p.add_argument("--tokens", help="HTTP: tokens file (TOML, as for agentq serve)")
+    p.add_argument("--insecure-local", action="store_true",
+                   help="HTTP: no tokens, loopback only (development)")  # fmt: skip
+    p.add_argument("--wait", type=float, default=1.0,
+                   help="seconds a tool call waits for its result before answering with "
+                        "a task handle (default %(default)s)")  # fmt: skip
+    p.add_argument("--principal", help="stdio: who the client is (default stdio:<user>)")
+    p.add_argument("--scope", action="append", metavar="SCOPE",
+                   help="stdio: a scope of the client (repeatable; default enqueue and read; "
+                        "approve lets it decide approvals)")  # fmt: skip
+
+    def run(args: argparse.Namespace) -> int:
+        from agentq.mcp import transports
+        from agentq.server.auth import Principal
+
+        if args.transport == "stdio":
+            if args.tokens or args.insecure_local:
+                raise ConfigError("--tokens and --insecure-local are for --transport http")
+            scopes = transports.parse_scopes(args.scope or ["enqueue", "read"])
+            name = args.principal or f"stdio:{getpass.getuser()}"
+            principal = Principal(name, scopes)
+            rt = open_runtime(args)
+            try:
+                transports.run_stdio(rt, principal, wait_seconds=args.wait)
+            finally:
+                rt.close()
+            return 0
+        auth = transports.load_authenticator(args.tokens, args.insecure_local, args.host)
+        rt = open_runtime(args)
+        try:
+            transports.serve_http(
+                rt, auth, host=args.host, port=args.port, wait_seconds=args.wait
+            )
+        finally:
+            rt.close()
+        return 0
+
+    p.set_defaults(func=run)

@@ -1,0 +1,310 @@
+"""The MCP server: agentq's tools as MCP tools whose calls enqueue durable tasks.
+
+Every tool an agent may call (:meth:`Runtime.tool_schemas`: internal and hidden
+tools are never offered) becomes an MCP tool. A call validates the arguments,
+enqueues the task through :meth:`Runtime.enqueue_action` and answers with the
+task's result if it finishes within a short wait, else with a task handle
+(:mod:`agentq.mcp.tasks`) the client polls with ``agentq_get_task`` /
+``agentq_wait_task`` or reads as the resource ``agentq://tasks/{task_id}``.
+Everything lives in the database, so a restarted server answers for the tasks
+its predecessor created.
+
+Each call's idempotency key is the request's ``_meta["agentq/idempotency_key"]``
+when given (stable across reconnects and restarts), else one derived from the
+JSON-RPC request id, scoped to the caller and its connection (request ids
+restart at 1 on every connection: unscoped, a new client's call would be
+answered with an old client's task).
+
+Who calls is a :class:`~agentq.server.auth.Principal` found by the transport (a
+bearer token on HTTP, checked by the HTTP API's authentication; the operator's
+grant on stdio); its scopes (``read``, ``enqueue``, ``approve``, ``admin``)
+decide what it sees and may call, and approvals record its name, never one the
+caller typed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import uuid
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio.to_thread
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from agentq.errors import AgentQError, ConfigError
+from agentq.ledger import TaskInfo
+from agentq.mcp.task_methods import add_task_methods
+from agentq.mcp.tasks import RELATED_TASK_META, task_text, task_view
+from agentq.runtime import Runtime
+from agentq.server.auth import Principal, Scope
+
+__all__ = [
+    "IDEMPOTENCY_META",
+    "MAX_WAIT_SECONDS",
+    "PrincipalLookup",
+    "Refused",
+    "build_server",
+]
+
+#: The request ``_meta`` key of an explicit idempotency key.
+IDEMPOTENCY_META = "agentq/idempotency_key"
+#: The longest wait a client may ask of ``agentq_wait_task`` (a request is not a
+#: place to park for minutes: poll again).
+MAX_WAIT_SECONDS = 30.0
+_TASK_URI = "agentq://tasks/"
+
+
+#: Finds the caller of a request (raises AgentQError, or returns None: refused).
+PrincipalLookup = Callable[[ServerRequestContext[Any, Any]], Principal | None]
+
+
+class Refused(AgentQError):
+    """A call the principal may not make (not authenticated, or lacking a scope)."""
+
+
+_TASK_ID = {"type": "string", "minLength": 1, "maxLength": 200}
+_BUILTINS: dict[str, tuple[Scope, str, dict[str, Any]]] = {
+    "agentq_get_task": (Scope.READ, "The current status, result or error of an agentq task.", {
+        "type": "object", "properties": {"task_id": _TASK_ID}, "required": ["task_id"],
+        "additionalProperties": False,
+    }),
+    "agentq_wait_task": (Scope.READ, "Wait (at most timeout_seconds) for a task to finish.", {
+        "type": "object",
+        "properties": {
+            "task_id": _TASK_ID,
+            "timeout_seconds": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
+        },
+        "required": ["task_id"], "additionalProperties": False,
+    }),
+    "agentq_cancel_task": (Scope.ENQUEUE, "Cancel an agentq task that has not finished.", {
+        "type": "object", "properties": {"task_id": _TASK_ID}, "required": ["task_id"],
+        "additionalProperties": False,
+    }),
+    "agentq_list_approvals": (Scope.APPROVE, "Approval requests waiting for a decision.", {
+        "type": "object", "properties": {}, "additionalProperties": False,
+    }),
+    "agentq_approve": (Scope.APPROVE, "Approve a pending request: its action runs.", {
+        "type": "object",
+        "properties": {"approval_id": _TASK_ID, "note": {"type": "string", "maxLength": 2000}},
+        "required": ["approval_id"], "additionalProperties": False,
+    }),
+    "agentq_reject": (Scope.APPROVE, "Reject a pending request: its action never runs.", {
+        "type": "object",
+        "properties": {"approval_id": _TASK_ID, "note": {"type": "string", "maxLength": 2000}},
+        "required": ["approval_id"], "additionalProperties": False,
+    }),
+}  # fmt: skip
+
+
+class _Connections:
+    """A random id per client connection, for scoping request ids."""
+
+    def __init__(self) -> None:
+        self._ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+    def scope(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        connection = getattr(ctx.session, "_connection", None)
+        session_id = getattr(connection, "session_id", None)
+        if isinstance(session_id, str) and session_id:
+            return f"s:{session_id}"
+        if connection is None:
+            return f"r:{uuid.uuid4().hex}"  # nothing to scope by: never deduplicated
+        found = self._ids.get(connection)
+        if found is None:
+            found = self._ids[connection] = uuid.uuid4().hex
+        return f"c:{found}"
+
+
+def _call_key(
+    principal: Principal, ctx: ServerRequestContext[Any, Any], connections: _Connections
+) -> str | None:
+    meta: Mapping[str, Any] = ctx.meta or {}
+    explicit = meta.get(IDEMPOTENCY_META)
+    if explicit is not None:
+        if not isinstance(explicit, str) or not explicit or len(explicit) > 200:
+            raise Refused(f"_meta[{IDEMPOTENCY_META!r}] must be a string of 1 to 200 characters")
+        who = hashlib.sha256(principal.name.encode()).hexdigest()[:16]
+        return f"mcp:{who}:k:{explicit}"  # one principal cannot claim another's key
+    if ctx.request_id is None:
+        return None
+    who = hashlib.sha256(principal.name.encode()).hexdigest()[:16]
+    return f"mcp:{who}:{connections.scope(ctx)}:r:{ctx.request_id}"
+
+
+def _result(info: TaskInfo) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(text=task_text(info))],
+        structured_content=task_view(info),
+        is_error=info.status.value in ("dead", "cancelled"),
+        _meta={RELATED_TASK_META: {"taskId": info.task_id}},
+    )
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def _text(data: Any) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(text=json.dumps(data, sort_keys=True, default=str))],
+        structured_content=data,
+    )
+
+
+def build_server(
+    rt: Runtime,
+    principal_of: PrincipalLookup,
+    *,
+    wait_seconds: float = 1.0,
+    name: str = "agentq",
+) -> Server[Any]:
+    """An MCP server (the SDK's low-level ``Server``) over ``rt``.
+
+    ``principal_of`` names the caller of each request; ``wait_seconds`` is how
+    long a tool call waits for its task before answering with a handle.
+    """
+    if not 0 <= wait_seconds <= MAX_WAIT_SECONDS:
+        raise ConfigError(f"wait_seconds must be between 0 and {MAX_WAIT_SECONDS}")
+    agent_tools = {s["function"]["name"]: s["function"] for s in rt.tool_schemas()}
+    clash = sorted(set(agent_tools) & set(_BUILTINS))
+    if clash:
+        raise ConfigError(f"tool name(s) {', '.join(clash)} are reserved by the MCP server")
+    connections = _Connections()
+
+    def caller(ctx: ServerRequestContext[Any, Any], scope: Scope) -> Principal:
+        principal = principal_of(ctx)
+        if principal is None:
+            raise Refused("not authenticated")
+        if not principal.may(scope):
+            raise Refused(f"principal {principal.name!r} lacks the {scope.value!r} scope")
+        return principal
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        principal = principal_of(ctx)
+        if principal is None:
+            return types.ListToolsResult(tools=[])
+        tools = []
+        if principal.may(Scope.ENQUEUE):
+            tools += [
+                types.Tool(name=n, description=f["description"], input_schema=f["parameters"])
+                for n, f in sorted(agent_tools.items())
+            ]
+        tools += [
+            types.Tool(name=n, description=d, input_schema=s)
+            for n, (scope, d, s) in _BUILTINS.items()
+            if principal.may(scope)
+        ]
+        return types.ListToolsResult(tools=tools)
+
+    async def enqueue(
+        ctx: ServerRequestContext[Any, Any], tool: str, args: dict[str, Any]
+    ) -> types.CallToolResult:
+        principal = caller(ctx, Scope.ENQUEUE)
+        key = _call_key(principal, ctx, connections)
+        reason = f"mcp:{principal.name}"
+        info = await anyio.to_thread.run_sync(
+            lambda: rt.enqueue_action(tool, args, idempotency_key=key, reason=reason)
+        )
+        if not info.done and wait_seconds > 0 and info.status.value != "awaiting_approval":
+            info = await rt.wait_async(info.task_id, wait_seconds)
+        return _result(info)
+
+    async def builtin(
+        ctx: ServerRequestContext[Any, Any], tool: str, args: dict[str, Any]
+    ) -> types.CallToolResult:
+        scope = _BUILTINS[tool][0]
+        principal = caller(ctx, scope)
+        if tool == "agentq_get_task":
+            return _result(await rt.atask(str(args["task_id"])))
+        if tool == "agentq_wait_task":
+            timeout = float(args.get("timeout_seconds", wait_seconds))
+            if not math.isfinite(timeout) or timeout < 0:
+                raise ValueError(f"timeout_seconds must be from 0 to {MAX_WAIT_SECONDS:g}")
+            timeout = min(timeout, MAX_WAIT_SECONDS)
+            return _result(await rt.wait_async(str(args["task_id"]), timeout))
+        if tool == "agentq_cancel_task":
+            task_id = str(args["task_id"])
+            return _result(await anyio.to_thread.run_sync(
+                lambda: rt.cancel(task_id, reason=f"cancelled over MCP by {principal.name}")
+            ))  # fmt: skip
+        if tool == "agentq_list_approvals":
+            pending = await anyio.to_thread.run_sync(rt.approvals)
+            return _text({"approvals": [
+                a.model_dump(mode="json") for a in pending
+                if a.status.value in ("pending", "escalated")
+            ]})  # fmt: skip
+        approval_id, note = str(args["approval_id"]), str(args.get("note", ""))
+        decide = rt.approve if tool == "agentq_approve" else rt.reject
+        return _result(
+            await anyio.to_thread.run_sync(lambda: decide(approval_id, principal.name, note))
+        )
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        args = dict(params.arguments or {})
+        try:
+            if params.name in _BUILTINS:
+                return await builtin(ctx, params.name, args)
+            if params.name not in agent_tools:
+                return _error(f"unknown tool {params.name!r}")
+            return await enqueue(ctx, params.name, args)
+        except Refused as exc:
+            return _error(f"refused: {exc}")
+        except AgentQError as exc:  # bad arguments, unknown task, reused key...
+            return _error(f"agentq: {exc}")
+        except (KeyError, TypeError, ValueError) as exc:
+            return _error(f"invalid arguments for {params.name!r}: {exc}")
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate(
+            name="agentq task", uri_template=_TASK_URI + "{task_id}",
+            description="status, result or error of an agentq task", mime_type="application/json",
+        )])  # fmt: skip
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[])  # tasks are addressed by id, not listed
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        try:
+            caller(ctx, Scope.READ)
+            if not uri.startswith(_TASK_URI):
+                raise AgentQError(f"unknown resource {uri!r}")
+            info = await rt.atask(uri.removeprefix(_TASK_URI))
+        except AgentQError as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=uri, mime_type="application/json", text=task_text(info),
+        )])  # fmt: skip
+
+    server: Server[Any] = Server(
+        name,
+        instructions=(
+            "Tool calls enqueue durable agentq tasks. A call answers with the result if the "
+            "task finishes quickly, else with a task handle: poll agentq_wait_task with its "
+            "task_id. mcp_status 'input_required' means a human must approve it first."
+        ),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resource_templates=list_templates,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+    )
+    add_task_methods(server, rt, caller, _result, MAX_WAIT_SECONDS)
+    return server

@@ -1,0 +1,139 @@
+"""Stand-ins for trying agentq on one machine: a loopback API and worker processes.
+
+* :class:`LoopbackAPI` — a payments / notifications / shipping HTTP API on
+  ``127.0.0.1`` (a random port) that behaves like a careful provider: a request
+  whose ``Idempotency-Key`` it has seen gets the first answer and is never applied
+  twice, so it can count, per task id, how many charges took effect
+  (:meth:`LoopbackAPI.charges_per_key`). Routes: ``POST /refunds``,
+  ``/notifications``, ``/escalations``, ``/shipments``. It is a test double with
+  no authentication: it listens on loopback only and holds nothing real.
+* :class:`WorkerProcess` — ``agentq worker`` run as a child process, which a
+  chaos experiment can SIGKILL (:meth:`WorkerProcess.kill`) mid-task.
+
+Example (a notebook, a test)::
+
+    from agentq.testing import LoopbackAPI, WorkerProcess
+
+    with LoopbackAPI() as api, WorkerProcess(db, tools="tools", policies="policies",
+                                             settings={"payments_url": api.url}) as w:
+        ...
+        w.kill()           # SIGKILL: leases run out, another worker redoes its tasks
+    assert max(api.charges_per_key().values()) == 1
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from agentq.demo_server import DemoAPI
+from agentq.errors import ConfigError
+
+__all__ = ["LoopbackAPI", "WorkerProcess"]
+
+
+class LoopbackAPI(DemoAPI):
+    """The loopback API described in the module docstring; a context manager
+    (or :meth:`start` / :meth:`stop`). ``url`` is its base URL."""
+
+
+class WorkerProcess:
+    """``agentq worker`` in a child process, over the database ``db``.
+
+    ``tools`` and ``policies`` are folders (a child process cannot see tools
+    defined inline in a notebook); ``settings`` become ``--setting KEY=VALUE``.
+    Its output goes to a temporary log, :meth:`log` reads it. Stopping sends
+    SIGTERM (in-flight tasks finish) and SIGKILLs it after ``grace`` seconds.
+    """
+
+    def __init__(
+        self,
+        db: str,
+        *,
+        tools: str | Path,
+        policies: str | Path,
+        settings: Mapping[str, str] | None = None,
+        concurrency: int = 4,
+        queues: list[str] | None = None,
+    ) -> None:
+        for name, folder in (("tools", tools), ("policies", policies)):
+            if not Path(folder).is_dir():
+                raise ConfigError(f"{name} folder {str(folder)!r} does not exist")
+        self.command = [
+            sys.executable, "-m", "agentq.cli", "worker", "--db", db, "--tools", str(tools),
+            "--policies", str(policies), "--concurrency", str(concurrency),
+        ]  # fmt: skip
+        for key, value in (settings or {}).items():
+            self.command += ["--setting", f"{key}={value}"]
+        for queue in queues or ():
+            self.command += ["--queue", queue]
+        self._log: Path | None = None
+        self._proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> WorkerProcess:
+        """Start the process (once)."""
+        if self._proc is not None:
+            raise ConfigError("this worker process was started already")
+        fd, name = tempfile.mkstemp(prefix="agentq-worker-", suffix=".log")
+        os.close(fd)
+        self._log = Path(name)
+        # Appending: the child writes at the end whatever this process reads.
+        with open(self._log, "a", encoding="utf-8") as out:
+            self._proc = subprocess.Popen(
+                self.command, stdout=out, stderr=subprocess.STDOUT, text=True
+            )
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        """The process id, once started."""
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def alive(self) -> bool:
+        """Whether the process runs."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL it: no cleanup, no commit; its leased tasks wait for their leases
+        to expire, then another worker runs them again (with the same task id)."""
+        if self.alive and self._proc is not None:
+            os.kill(self._proc.pid, signal.SIGKILL)
+            self._proc.wait(10)
+
+    def stop(self, grace: float = 30.0) -> int | None:
+        """SIGTERM, wait up to ``grace`` seconds, then SIGKILL; returns the exit code."""
+        if self._proc is None:
+            return None
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(10)
+        return self._proc.returncode
+
+    def log(self) -> str:
+        """What the process printed so far."""
+        if self._log is None:
+            return ""
+        return self._log.read_text(encoding="utf-8", errors="replace")
+
+    def close(self) -> None:
+        """Stop the process and drop its log."""
+        self.stop()
+        if self._log is not None:
+            self._log.unlink(missing_ok=True)
+            self._log = None
+
+    def __enter__(self) -> WorkerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

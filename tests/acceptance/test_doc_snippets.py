@@ -1,0 +1,92 @@
+"""Every ```python block of the README and of docs/ runs as written.
+
+Each block runs in its own Python process, in a fresh folder holding what the
+README says a project has (a copy of the refund bot's ``tools/`` and
+``policies/``), and must exit 0. The line just before a block may say more:
+
+* ``<!-- file: tools/sms.py -->``: the block (any language) is that file of the
+  project; it is written into the folder of every later block of the same
+  document (a Python file is also run once, on its own);
+* ``<!-- not-run: reason -->``: the block cannot run on its own, and why. That
+  should be rare.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+_FENCE = re.compile(r"^```(\w*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_MARKER = re.compile(r"<!--\s*(not-run|file):\s*(\S.*?)\s*-->\s*$")
+
+
+@dataclass(frozen=True)
+class Snippet:
+    document: Path
+    line: int
+    language: str
+    code: str
+    skip_reason: str | None = None
+    path: str | None = None  # the project file this block is
+    files: tuple[tuple[str, str], ...] = ()  # project files of earlier blocks
+
+    @property
+    def name(self) -> str:
+        return f"{self.document.relative_to(ROOT)}:{self.line}"
+
+
+def snippets(document: Path) -> list[Snippet]:
+    """The document's Python blocks and project files, each with the files before it."""
+    text = document.read_text(encoding="utf-8")
+    found: list[Snippet] = []
+    files: list[tuple[str, str]] = []
+    for match in _FENCE.finditer(text):
+        language, code = match.group(1), match.group(2)
+        before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        marker = _MARKER.search(before)
+        kind, value = marker.groups() if marker else (None, None)
+        if language != "python" and kind != "file":
+            continue
+        line = text.count("\n", 0, match.start()) + 1
+        found.append(
+            Snippet(
+                document, line, language, code, skip_reason=value if kind == "not-run" else None,
+                path=value if kind == "file" else None, files=tuple(files),
+            )
+        )  # fmt: skip
+        if kind == "file" and value is not None:
+            files.append((value, code))
+    return [s for s in found if s.language == "python"]
+
+
+ALL = [s for doc in DOCUMENTS for s in snippets(doc)]
+
+
+def test_the_readme_has_python_snippets_to_run() -> None:
+    assert [s for s in ALL if s.document.name == "README.md" and s.skip_reason is None]
+
+
+@pytest.mark.parametrize("snippet", ALL, ids=[s.name for s in ALL])
+def test_snippet_runs_as_written(snippet: Snippet, tmp_path: Path) -> None:
+    if snippet.skip_reason is not None:
+        pytest.skip(f"marked not-run: {snippet.skip_reason}")
+    for folder in ("tools", "policies"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    for path, code in snippet.files:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(code, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", snippet.code], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"{snippet.name} failed:\n{proc.stderr[-4000:]}"

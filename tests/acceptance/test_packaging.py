@@ -1,0 +1,83 @@
+"""A plain (non-editable) install: ``agentq demo`` brings its own project.
+
+Builds a wheel of this checkout, installs it into a fresh virtual environment
+(its dependencies come from the package index pip is configured with), and
+runs ``agentq demo`` from an empty folder and from a folder that has its own
+``tools/``, ``policies/`` and ``agentq.toml``, none of which it may read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# Building a wheel and installing it with its dependencies into a fresh venv
+# takes a minute or more on a loaded machine: the first test pays for it.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENTQ_DB")}
+    return subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``bin/`` of a fresh venv with agentq installed from a wheel."""
+    base = tmp_path_factory.mktemp("plain-install")
+    wheels = base / "wheels"
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels)]
+    built = _run([*pip_wheel, str(ROOT)], base, 300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = wheels.glob("agentq-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "agentq/demo/project/tools/refunds.py" in names
+    assert "agentq/demo/project/policies/refunds.toml" in names
+    # Generic top-level names are never installed as packages.
+    assert not [n for n in names if n.startswith(("tools/", "policies/"))]
+    env_dir = base / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    pip = _run(
+        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)], base, 600
+    )
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    return env_dir / "bin"
+
+
+def _demo(bin_dir: Path, cwd: Path) -> dict[str, object]:
+    proc = _run([str(bin_dir / "agentq"), "demo", "--json", "--requests", "12"], cwd, 180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary: dict[str, object] = json.loads(proc.stdout)
+    return summary
+
+
+def test_demo_runs_from_an_empty_folder_after_a_plain_install(
+    installed: Path, tmp_path: Path
+) -> None:
+    summary = _demo(installed, tmp_path)
+    assert summary["ok"] is True, summary["checks"]
+    assert summary["crashed_task_completed_once"] is True
+    assert list(tmp_path.iterdir()) == []  # the demo's database lives in its own temp folder
+
+
+def test_demo_ignores_the_folders_own_project(installed: Path, tmp_path: Path) -> None:
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "mine.py").write_text('raise SystemExit("user tools were loaded")\n')
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "mine.toml").write_text('[[approvals]]\ntool = "not_a_tool"\n')
+    (tmp_path / "agentq.toml").write_text(
+        '[agentq]\ntools = "tools"\npolicies = "policies"\n[settings]\norders_table = "nope"\n'
+    )
+    summary = _demo(installed, tmp_path)
+    assert summary["ok"] is True, summary["checks"]
+    assert summary["crashed_task_completed_once"] is True

@@ -1,0 +1,59 @@
+"""`agentq serve` refuses to serve without authentication; `agentq token`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentq.cli import main
+from agentq.server.auth import TokenAuth, hash_token
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_serve_needs_tokens_or_insecure_local_on_loopback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = ["--db", f"sqlite:///{tmp_path / 'a.db'}"]
+    assert main(["serve", *db]) == 2
+    assert "needs --tokens FILE" in capsys.readouterr().err
+    assert main(["serve", *db, "--insecure-local", "--host", "0.0.0.0"]) == 2
+    assert "loopback only" in capsys.readouterr().err
+    assert main(["serve", *db, "--tokens", str(tmp_path / "nope.toml"), "--insecure-local"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_a_bad_tokens_file_is_a_clear_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "tokens.toml"
+    bad.write_text('[[tokens]]\nname = "x"\nscopes = ["root"]\nsha256 = "abc"\n')
+    assert main(["serve", "--db", f"sqlite:///{tmp_path / 'a.db'}", "--tokens", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agentq: error: ") and "scopes" in err and "sha256" in err
+    assert "Traceback" not in err
+
+
+def test_token_prints_a_token_and_the_entry_that_admits_only_its_digest(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "agentq.cli", "token", "bot", "--scope", "read",
+                          "--scope", "enqueue"], capture_output=True, text=True, check=True,
+                         cwd=ROOT).stdout  # fmt: skip
+    token = out.splitlines()[0].removeprefix("token: ")
+    entry = out.split("\n", 1)[1]
+    assert token not in entry and hash_token(token) in entry
+    (tmp_path / "tokens.toml").write_text(entry)
+    TokenAuth.from_file(tmp_path / "tokens.toml")  # loads
+
+
+def test_tokens_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from agentq.errors import ConfigError
+
+    file = tmp_path / "tokens.toml"
+    file.write_text('[[tokens]]\nname = "alice"\nscopes = ["approve"]\nenv = "ALICE_TOKEN"\n')
+    with pytest.raises(ConfigError, match="ALICE_TOKEN is not set"):
+        TokenAuth.from_file(file)
+    monkeypatch.setenv("ALICE_TOKEN", "s3cret")
+    TokenAuth.from_file(file)

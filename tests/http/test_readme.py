@@ -1,0 +1,72 @@
+"""The README's HTTP API section, as written: `agentq token`, `agentq serve`
+(with the port and database moved for the test), and the Python block."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agentq.demo_server import DemoAPI
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _section() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split("## HTTP API", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_http_section_runs_as_written(tmp_path: Path, api: DemoAPI) -> None:
+    section = _section()
+    shell = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+    python = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert shell and python
+    token_cmd, serve_cmd = (line.split("#")[0].split() for line in shell.group(1).splitlines())
+    assert token_cmd[0] == serve_cmd[0] == "agentq"
+    agentq = [sys.executable, "-m", "agentq.cli"]
+    made = subprocess.run(agentq + token_cmd[1:], capture_output=True, text=True, check=True,
+                          cwd=tmp_path).stdout  # fmt: skip
+    token = re.search(r"^token: (\S+)$", made, re.MULTILINE)
+    assert token
+    (tmp_path / "tokens.toml").write_text(made.split("\n", 1)[1])  # the printed entry
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (tmp_path / "serve.log").open("w")
+    server = subprocess.Popen(
+        agentq + serve_cmd[1:] + ["--port", str(port), "--db", f"sqlite:///{tmp_path}/a.db",
+                                  "--tools", str(ROOT / "tools"),
+                                  "--policies", str(ROOT / "policies"),
+                                  "--setting", f"payments_url={api.url}"],
+        cwd=tmp_path, stdout=log, stderr=log, text=True,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()
+            try:
+                httpx.get(f"{url}/v1/tasks", timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "agentq serve did not listen"
+                time.sleep(0.05)
+        env = {**os.environ, "AGENTQ_URL": url, "AGENTQ_TOKEN": token.group(1)}
+        ran = subprocess.run([sys.executable, "-c", python.group(1)], capture_output=True,
+                             text=True, env=env, timeout=60, cwd=tmp_path)  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(30)
+        log.close()
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("succeeded {'refund_id': ")
+    assert len(api.applied()) == 1
