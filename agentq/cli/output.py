@@ -11,7 +11,7 @@ from typing import Any
 
 from agentq.redact import redact_data, redact_text
 
-__all__ = ["add_format_args", "age", "emit", "print_json"]
+__all__ = ["add_format_args", "age", "emit", "print_json", "print_record"]
 
 _CELL = 40  # widest table cell; longer values are cut with an ellipsis
 
@@ -32,7 +32,7 @@ def print_json(value: Any) -> None:
     print(_dumps(value, indent=2))
 
 
-def _cell(value: Any) -> str:
+def _text(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, datetime):
@@ -43,8 +43,29 @@ def _cell(value: Any) -> str:
         text = json.dumps(value, default=str)
     else:
         text = str(value)
-    text = redact_text(" ".join(text.split()))
+    return redact_text(" ".join(text.split()))
+
+
+def _cell(value: Any) -> str:
+    text = _text(value)
     return text if len(text) <= _CELL else text[: _CELL - 1] + "…"
+
+
+def print_record(args: argparse.Namespace, record: Mapping[str, Any], block: str = "") -> None:
+    """One record: a JSON document (--json), one line (--jsonl), or ``field  value``
+    lines in full, with the multi-line field ``block`` (a traceback) last, as is."""
+    if getattr(args, "json", False):
+        print_json(dict(record))
+        return
+    if getattr(args, "jsonl", False):
+        print(_dumps(dict(record)))
+        return
+    fields = {k: v for k, v in record.items() if k != block}
+    width = max(map(len, fields), default=0)
+    for key, value in fields.items():
+        print(f"{key.ljust(width)}  {_text(value)}")
+    if record.get(block):
+        print(f"{block}:\n{redact_text(str(record[block])).rstrip()}")
 
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:

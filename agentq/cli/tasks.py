@@ -18,7 +18,7 @@ from agentq.cli.common import (
     positive_float,
 )
 from agentq.cli.exits import EXIT_NEGATIVE, EXIT_OK, EXIT_TIMEOUT
-from agentq.cli.output import add_format_args, emit, print_json
+from agentq.cli.output import add_format_args, emit, print_json, print_record
 from agentq.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -85,14 +85,6 @@ def _finished_status(task: Any) -> int:
     return EXIT_OK if task.status == "succeeded" else EXIT_NEGATIVE
 
 
-def _show(args: argparse.Namespace, task: Any) -> None:
-    doc = task.model_dump(mode="json")
-    if args.json:
-        print_json(doc)
-        return
-    emit(args, "fields", [{"field": k, "value": v} for k, v in doc.items()], ("field", "value"))
-
-
 def _cmd_enqueue(args: argparse.Namespace) -> int:
     if args.at is not None and args.delay is not None:
         raise ConfigError("give either --at or --delay, not both")
@@ -122,7 +114,7 @@ def _cmd_task(args: argparse.Namespace) -> int:
             task = wait_for(rt, task.task_id, args.wait)
     finally:
         rt.close()
-    _show(args, task)
+    print_record(args, task.model_dump(mode="json"), block="traceback")
     return EXIT_OK if args.wait is None else _finished_status(task)
 
 

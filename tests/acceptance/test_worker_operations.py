@@ -131,6 +131,10 @@ def test_a_dead_tasks_traceback_is_kept_with_its_error(
     assert 'raise ValueError(f"broken tool cannot do {args.name}")' in trace
     entry = json.loads(agentq("dlq", "list", "--jsonl", cwd=project).stdout)
     assert entry["traceback"] == trace
+    shown = agentq("task", task_id, cwd=project).stdout  # for people: the traceback last, whole
+    assert shown.splitlines()[0].split() == ["task_id", task_id]
+    assert shown.rstrip().endswith("ValueError: broken tool cannot do b1")
+    assert "traceback:\nTraceback (most recent call last)" in shown
 
 
 def test_once_runs_what_is_ready_and_exits(project: Path, workers: list[WorkerProcess]) -> None:
