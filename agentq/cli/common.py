@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_DB",
     "Project",
+    "actor",
+    "add_actor_arg",
     "add_db_args",
     "add_runtime_args",
     "find_project",
@@ -193,3 +195,26 @@ def add_runtime_args(p: argparse.ArgumentParser) -> None:
 def json_default(value: Any) -> str:
     """``json.dumps(default=...)`` for datetimes and the like."""
     return str(value)
+
+
+def add_actor_arg(p: argparse.ArgumentParser) -> None:
+    """``--by NAME``: who acts, for the audit (default: the operating-system user)."""
+    p.add_argument(
+        "--by",
+        default=None,
+        help="who is acting, recorded in the audit (default: your login name)",
+    )
+
+
+def actor(args: argparse.Namespace) -> str:
+    """The ``--by`` name, else the login name of whoever runs the command."""
+    import getpass
+
+    given = getattr(args, "by", None)
+    if given:
+        return str(given)
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container without a passwd entry)
+        return f"uid {os.getuid()}"
+

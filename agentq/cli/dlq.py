@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from agentq.cli.common import add_runtime_args, open_ledger, open_runtime
+from agentq.cli.common import actor, add_actor_arg, add_runtime_args, open_ledger, open_runtime
 from agentq.cli.output import add_format_args, emit
 from agentq.errors import ConfigError
 
@@ -55,13 +55,13 @@ def _dlq_replay(rt: Any, args: argparse.Namespace) -> int:
         if not _confirm("replay", len(rt.dead_letters()), args):
             print("nothing replayed")
             return 1
-        report = rt.replay_all()
+        report = rt.replay_all(by=actor(args))
         replayed, skipped = report.replayed, report.skipped
         for task_id in replayed:
             print(f"replayed {task_id}")
     for task_id in args.task_ids:
         try:
-            info = rt.replay(task_id)
+            info = rt.replay(task_id, by=actor(args))
         except REPLAY_REFUSALS as exc:
             skipped[task_id] = str(exc)
             continue
@@ -78,7 +78,7 @@ def _dlq_delete(rt: Any, args: argparse.Namespace) -> int:
     if args.all and not _confirm("delete", len(ids), args):
         print("nothing deleted")
         return 1
-    deleted = rt.delete_dead_letters(ids)
+    deleted = rt.delete_dead_letters(ids, by=actor(args))
     missing = sorted(set(ids) - set(deleted))
     for entry_id in missing:
         print(f"agentq: no dead-letter entry {entry_id}", file=sys.stderr)
@@ -93,6 +93,7 @@ def register(sub: Any) -> None:
     dlq.add_argument("task_ids", nargs="*", help="entries to replay or delete")
     dlq.add_argument("--all", action="store_true", help="every entry")
     dlq.add_argument("--yes", action="store_true", help="replay or delete --all without asking")
+    add_actor_arg(dlq)
     add_format_args(dlq)
     add_runtime_args(dlq)
     dlq.set_defaults(func=_cmd_dlq)

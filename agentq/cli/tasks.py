@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentq.cli.common import (
+    actor,
+    add_actor_arg,
     add_db_args,
     add_runtime_args,
     open_ledger,
@@ -136,7 +138,7 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
 def _cmd_cancel(args: argparse.Namespace) -> int:
     rt = open_ledger(args)
     try:
-        task = rt.cancel(args.task_id, args.reason)
+        task = rt.cancel(args.task_id, args.reason, by=actor(args))
     finally:
         rt.close()
     if args.json:
@@ -196,5 +198,6 @@ def register(sub: Any) -> None:
     cancel.add_argument("task_id")
     cancel.add_argument("--reason", default="cancelled from the command line")
     cancel.add_argument("--json", action="store_true", help="print the task as JSON")
+    add_actor_arg(cancel)
     add_db_args(cancel)
     cancel.set_defaults(func=_cmd_cancel)

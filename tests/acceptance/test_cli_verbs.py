@@ -5,6 +5,7 @@ Before, none of these verbs existed and a shell script had to write Python."""
 
 from __future__ import annotations
 
+import getpass
 import json
 from pathlib import Path
 
@@ -118,3 +119,11 @@ def test_approvals_approve_reject_and_cancel(project: Path) -> None:
     assert cancel.returncode == 0 and cancel.stdout.split() == [queued, "cancelled"]
     assert agentq("cancel", queued, cwd=project).returncode == 5
     assert agentq("cancel", "tsk_nope", cwd=project).returncode == 3
+    other = _id(agentq("enqueue", "flaky", "--args", '{"name": "d"}', cwd=project))
+    assert agentq("cancel", other, "--by", "dave", cwd=project).returncode == 0
+    # The audit names who cancelled: --by, else the login name, never "(unnamed)".
+    from agentq import Runtime
+
+    with Runtime(f"sqlite:///{project / 'agentq.db'}") as rt:
+        assert [e.actor for e in rt.audit_log(target=other)] == ["dave"]
+        assert [e.actor for e in rt.audit_log(target=queued)] == [getpass.getuser()]
