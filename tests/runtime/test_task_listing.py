@@ -64,10 +64,10 @@ def test_filters_by_status_tool_and_time(world: Any) -> None:
 
 
 def test_listing_reads_the_ledger_in_bounded_pages(world: Any, monkeypatch: Any) -> None:
-    import agentq.runtime
+    import agentq.runtime.reading
 
     rt, _ = world
-    monkeypatch.setattr(agentq.runtime, "SCAN_PAGE", 4)
+    monkeypatch.setattr(agentq.runtime.reading, "SCAN_PAGE", 4)
     counting = CountingBackend(rt.backend)
     rt.backend = counting
     assert len(rt.tasks()) == 15

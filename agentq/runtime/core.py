@@ -1,0 +1,198 @@
+"""The runtime's core: construction over one database, and the tool registry.
+
+:class:`RuntimeCore` owns what every other concern of the facade builds on: the
+backend, clock, tools, policy, settings and HTTP transport a
+:class:`~agentq.runtime.Runtime` is made with; which tools exist and which only the
+runtime may send; the one transaction every decision runs in; and closing.
+The other parts (:mod:`.decisions`, :mod:`.reading`, :mod:`.dead_letter_queue`,
+:mod:`.operations`) are mixins over it, combined by ``Runtime``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import httpx
+
+from agentq import catalog, webhooks
+from agentq.backends import Backend, Transaction, open_backend
+from agentq.clock import Clock
+from agentq.decision import Decision
+from agentq.envelope import task_queue_spec
+from agentq.errors import ConfigError, UnknownTool
+from agentq.faults import FaultPoints
+from agentq.lifecycle.tasks import ESCALATION_QUEUE
+from agentq.policies import Policy, load_policies
+from agentq.telemetry import Telemetry
+from agentq.tools import ToolDef, ToolRegistry
+
+if TYPE_CHECKING:
+    from agentq.runtime import Runtime
+
+T = TypeVar("T")
+
+
+def _registry(tools: str | Path | Iterable[Any] | None, reload: bool) -> ToolRegistry:
+    """The registry of ``Runtime(tools=...)``: folders and decorated functions."""
+    registry = ToolRegistry()
+    if tools is None:
+        return registry
+    if isinstance(tools, str | Path) or callable(tools):
+        items: list[Any] = [tools]
+    elif isinstance(tools, Iterable):
+        items = list(tools)
+    else:
+        raise ConfigError(
+            f"tools must be a folder, a ToolRegistry or functions decorated with @agentq.tool, "
+            f"not {type(tools).__name__}"
+        )
+    for t in items:
+        if isinstance(t, str | Path):
+            registry.load_dir(t, reload=reload)
+        else:
+            registry.add(t)
+    return registry
+
+
+class RuntimeCore:
+    """The state of a runtime over one database and its tool registry (see
+    :class:`~agentq.runtime.Runtime`, which combines this with the other concerns)."""
+
+    def __init__(
+        self,
+        db: str | Backend = "sqlite:///agentq.db",
+        *,
+        tools: str | Path | ToolRegistry | Iterable[Any] | None = None,
+        policies: str | Path | Policy | None = None,
+        clock: Clock | None = None,
+        settings: Mapping[str, Any] | None = None,
+        http_transport: httpx.BaseTransport | None = None,
+        reload: bool = False,
+        **backend_options: Any,
+    ) -> None:
+        if isinstance(db, str):
+            self.backend: Backend = open_backend(db, clock=clock, **backend_options)
+            self._owns_backend = True
+        else:
+            self.backend = db
+            self._owns_backend = False
+        self.clock: Clock = self.backend.clock
+        # Without tools, calls are checked against the tool catalog that runtimes
+        # with tools record in the database (agentq.catalog): no handler code needed.
+        self.from_catalog = tools is None
+        if isinstance(tools, ToolRegistry):
+            self.tools = tools
+        else:
+            self.tools = _registry(tools, reload)
+        if webhooks.WEBHOOK_TOOL not in self.tools:
+            self.tools.add(webhooks.deliver_webhook)  # every worker can send webhooks
+        self._policy_given = policies is not None
+        if isinstance(policies, Policy):
+            self.policy = policies
+        elif policies is not None or not self.from_catalog:
+            self.policy = load_policies(policies)
+        else:
+            self.policy = catalog.read_policy(self.backend) or Policy()
+        self._check_policy()
+        self.settings: dict[str, Any] = dict(settings or {})
+        self.faults = FaultPoints()
+        self.telemetry = Telemetry()
+        self.http_transport = http_transport or httpx.HTTPTransport()
+        for queue in sorted(self.tools.queues() | {ESCALATION_QUEUE}):
+            self.backend.create_queue(task_queue_spec(queue))
+        self._internal = self._internal_tools()
+
+    @property
+    def _facade(self) -> Runtime:
+        """This object as the :class:`~agentq.runtime.Runtime` it is part of (what
+        decisions, the lifecycle and workers are handed)."""
+        return cast("Runtime", self)
+
+    def record_tools(self) -> None:
+        """Record this runtime's tools (and its policy, if it was given one) in the
+        database's tool catalog, for producers without the tools' code. ``agentq
+        init`` does, and every worker when it starts; nothing is written if the
+        records are as they were."""
+        if self.tools.names():
+            catalog.record(self.backend, self.tools, self.policy if self._policy_given else None)
+
+    def _check_policy(self) -> None:
+        named = set(self.policy.tools) | {rule.tool for rule in self.policy.approvals}
+        known = set(self.tools.names())
+        if named - known and self.from_catalog:
+            known |= set(catalog.read_tools(self.backend).names())
+        hint = (
+            " (this runtime has no tools and the database's tool catalog does not list "
+            "it: run `agentq init` with the tools, or start a worker)"
+            if self.from_catalog
+            else ""
+        )
+        # A misspelt [tools.NAME] would otherwise leave the real tool unconfigured
+        # (no allowed hosts, default limits) without a word.
+        unknown = sorted(name for name in self.policy.tools if name not in known)
+        if unknown:
+            listed = ", ".join(sorted(t.name for t in self.tools if not t.internal)) or "none"
+            raise ConfigError(
+                f"policy configures unknown tool(s) {', '.join(map(repr, unknown))} "
+                f"in [tools.…] (known tools: {listed}){hint}"
+            )
+        for rule in self.policy.approvals:
+            if rule.tool not in known:
+                raise ConfigError(f"approval rule for unknown tool {rule.tool!r}{hint}")
+
+    def _internal_tools(self) -> frozenset[str]:
+        """Tools only the runtime may send: declared internal, or named by a policy
+        as the notification or escalation tool (they carry approval notices, and an
+        agent that could send them could spoof one)."""
+        named = {self.policy.defaults.notify_tool, self.policy.defaults.escalation_tool}
+        for rule in self.policy.approvals:
+            named |= {rule.notify_tool, rule.escalation_tool}
+        declared = {t.name for t in self.tools if t.internal}
+        return frozenset(n for n in named | declared if n)
+
+    def find_tool(self, tx: Transaction, name: str) -> ToolDef | None:
+        """The tool called ``name``: loaded, else (a runtime without tools) as the
+        database's tool catalog records it, read in ``tx``; None if unknown."""
+        if name in self.tools:
+            return self.tools.get(name)
+        return catalog.read_tool(tx, name) if self.from_catalog else None
+
+    def enqueueable_tool(self, tx: Transaction, name: str) -> ToolDef:
+        """The tool called ``name`` for a new task (:class:`UnknownTool` if none)."""
+        found = self.find_tool(tx, name)
+        if found is not None:
+            return found
+        if self.from_catalog:
+            raise UnknownTool(
+                f"unknown tool {name!r}: this runtime has no tools and the database's tool "
+                "catalog does not list it (`agentq init` with the tools records them, as "
+                "every worker does at start)"
+            )
+        return self.tools.get(name)  # raises UnknownTool, naming the known tools
+
+    def is_internal(self, tool: str) -> bool:
+        """Whether ``tool`` is sent only by the runtime (never by an agent)."""
+        return tool in self._internal or tool.startswith("_")
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """OpenAI-style function schemas of the tools an agent may call (internal
+        tools and tools declared ``visible=False`` are left out)."""
+        known = catalog.read_tools(self.backend) if self.from_catalog else self.tools
+        return [
+            t.schema() for t in sorted(known, key=lambda t: t.name)
+            if t.visible and not t.internal and not self.is_internal(t.name)
+        ]  # fmt: skip
+
+    def transact(self, fn: Callable[[Decision], T], *, durable: bool = True) -> T:
+        """Run ``fn(tx)`` in one transaction: application SQL and task operations
+        commit together or not at all. ``fn`` may be re-run on a transient abort,
+        so it must not have outside effects."""
+        return self.backend.transact(lambda tx: fn(Decision(self._facade, tx)), durable=durable)
+
+    def close(self) -> None:
+        """Close the backend (if this runtime opened it) and the HTTP transport."""
+        self.http_transport.close()
+        if self._owns_backend:
+            self.backend.close()

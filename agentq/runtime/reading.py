@@ -1,0 +1,140 @@
+"""The runtime's reads: tasks, waiting on them, listing the ledger, approvals and
+the audit log. Nothing here writes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from agentq import waiting
+from agentq.approvals import ApprovalInfo, ApprovalStatus
+from agentq.backends import Transaction
+from agentq.errors import ApprovalNotFound, TaskNotFound
+from agentq.ledger import Tables, TaskInfo, TaskStatus
+from agentq.lifecycle import approvals as approval_events
+from agentq.lifecycle import audit
+from agentq.lifecycle.audit import AuditEntry
+from agentq.notebook.html import ApprovalList, TaskList
+from agentq.runtime.core import RuntimeCore
+
+#: Ledger records read per query by :meth:`Runtime.task_page`.
+SCAN_PAGE = 500
+
+
+@dataclass
+class TaskPage:
+    """One page of :meth:`Runtime.task_page`: the tasks, and the cursor of the next
+    page (``None`` when the ledger has no more)."""
+
+    tasks: list[TaskInfo]
+    next_after: str | None
+
+
+class ReadingMixin(RuntimeCore):
+    """The reads of :class:`~agentq.runtime.Runtime`."""
+
+    def audit_log(self, *, target: str | None = None, limit: int | None = None) -> list[AuditEntry]:
+        """Operator actions (approve, reject, cancel, replay, delete), newest first;
+        only those about ``target`` (an approval, task or dead-letter id) if given."""
+        return audit.entries(self.backend, target=target, limit=limit)
+
+    def task(self, task_id: str) -> TaskInfo:
+        """Status, attempts, result or error of a task."""
+        rec = self.backend.get_record(Tables.TASKS, task_id)
+        if rec is None:
+            raise TaskNotFound(f"no task {task_id!r}")
+        return TaskInfo.model_validate(rec)
+
+    def wait(self, task_id: str, timeout: float) -> TaskInfo:
+        """Block until the task is finished (succeeded, dead or cancelled) or
+        ``timeout`` seconds of the runtime's clock pass, and return it as it then
+        is (check ``.done``). Woken by commits, this process's and other
+        processes' (:mod:`agentq.waiting`), not by polling. An unknown task raises
+        :class:`~agentq.errors.TaskNotFound`; ``timeout`` must be 0..3600 s."""
+        return waiting.wait_for_task(self.backend, task_id, timeout)
+
+    async def wait_async(self, task_id: str, timeout: float) -> TaskInfo:
+        """Async form of :meth:`wait` (the same loop; no thread held while waiting)."""
+        return await waiting.wait_for_task_async(self.backend, task_id, timeout)
+
+    def task_changes(self, task_id: str, timeout: float) -> AsyncIterator[TaskInfo]:
+        """Async iterator: the task now, then at each change, until it is final or
+        ``timeout`` seconds pass (the HTTP API's server-sent events)."""
+        return waiting.task_changes(self.backend, task_id, timeout)
+
+    def _task_in(self, tx: Transaction, task_id: str) -> TaskInfo:
+        rec = tx.get_record(Tables.TASKS, task_id)
+        if rec is None:
+            raise TaskNotFound(f"no task {task_id!r}")
+        return TaskInfo.model_validate(rec)
+
+    def tasks(
+        self,
+        status: TaskStatus | str | None = None,
+        *,
+        tool: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+    ) -> list[TaskInfo]:
+        """Tasks of the ledger, oldest first: only those with ``status``, of
+        ``tool``, created at or after ``since``; at most ``limit`` of them (then
+        the first ``limit`` in the ledger's order: see :meth:`task_page`). The
+        list (a :class:`~agentq.notebook.html.TaskList`) shows as a table in a
+        notebook."""
+        page = self.task_page(status, tool=tool, since=since, limit=limit)
+        return TaskList(sorted(page.tasks, key=lambda t: t.created_at))
+
+    def task_page(
+        self,
+        status: TaskStatus | str | None = None,
+        *,
+        tool: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> TaskPage:
+        """One page of the ledger in key order (creation order on SQLite, whose
+        task ids grow with time; any fixed order on Spanner), filtered as in
+        :meth:`tasks`. Pass the page's ``next_after`` as ``after`` for the next
+        page; it is ``None`` after the last. The ledger is read
+        :data:`SCAN_PAGE` records at a time, never all at once."""
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        wanted = None if status is None else TaskStatus(status)
+        found: list[TaskInfo] = []
+        cursor = after or ""
+        while limit is None or len(found) < limit:
+            rows = self.backend.list_records(Tables.TASKS, limit=SCAN_PAGE, after=cursor)
+            for key, value in rows:
+                cursor = key
+                task = TaskInfo.model_validate(value)
+                if (
+                    (wanted is None or task.status == wanted)
+                    and (tool is None or task.tool == tool)
+                    and (since is None or task.created_at >= since)
+                ):
+                    found.append(task)
+                    if limit is not None and len(found) == limit:
+                        return TaskPage(found, key)
+            if len(rows) < SCAN_PAGE:
+                return TaskPage(found, None)
+        return TaskPage(found, cursor)
+
+    def approval(self, approval_id: str) -> ApprovalInfo:
+        """One approval request."""
+        rec = self.backend.get_record(Tables.APPROVALS, approval_id)
+        if rec is None:
+            raise ApprovalNotFound(f"no approval {approval_id!r}")
+        return ApprovalInfo.model_validate({**rec, "version": approval_events.version(rec)})
+
+    def approvals(self, status: ApprovalStatus | str | None = None) -> list[ApprovalInfo]:
+        """Approval requests, optionally filtered by status (a list that shows as a
+        table in a notebook)."""
+        out = [
+            ApprovalInfo.model_validate({**v, "version": approval_events.version(v)})
+            for _, v in self.backend.list_records(Tables.APPROVALS)
+        ]
+        if status is not None:
+            out = [a for a in out if a.status == ApprovalStatus(status)]
+        return ApprovalList(sorted(out, key=lambda a: a.requested_at))
