@@ -5,6 +5,8 @@ chunk; the runtime acks this delivery and sends the task again (new key, so a
 stale worker can never ack it) carrying the progress, in one transaction.
 """
 
+# expect: succeeded: {'rows': 4500, 'deliveries': 5} after 5 deliveries
+
 from __future__ import annotations
 
 from pydantic import BaseModel

@@ -5,6 +5,8 @@ new one further in the future, in one transaction (ack before send). If the
 worker stops beating, the timeout message is delivered and handled.
 """
 
+# expect: t=50s: worker-2 timed out
+
 from __future__ import annotations
 
 from datetime import timedelta

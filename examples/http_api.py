@@ -5,6 +5,11 @@ same from the command line); a worker runs in this process; everything talks
 HTTP through httpx, with bearer tokens.
 """
 
+# expect: retried: 200, same task: True
+# expect: small refund: succeeded
+# expect: large refund after approval by alice: succeeded
+# expect: refunds charged: 2
+
 from __future__ import annotations
 
 import socket

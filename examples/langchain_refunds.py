@@ -5,6 +5,11 @@ interrupts the graph with the agentq approval id; the approver decides in
 agentq, and the graph resumes with that id (a bare True would run nothing).
 """
 
+# expect: interrupted for approval: True
+# expect: tool result: succeeded; model said: refund issued
+# expect: approved by: ops-lead
+# expect: refunds charged: 1
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,11 @@ handle with MCP status `input_required`, an operator approves it in agentq, and
 the client polls the same task to its result.
 """
 
+# expect: small refund: completed
+# expect: large refund: input_required
+# expect: after approval by ops-lead: completed
+# expect: refunds charged: 2
+
 from __future__ import annotations
 
 import asyncio

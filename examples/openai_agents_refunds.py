@@ -6,6 +6,11 @@ name, and the resumed run gets the refund's result. `RunState.approve` alone
 would run nothing.
 """
 
+# expect: interrupted for approval: 1 call(s)
+# expect: tool result: succeeded; model said: refund issued
+# expect: approved by: ops-lead
+# expect: refunds charged: 1
+
 from __future__ import annotations
 
 import asyncio

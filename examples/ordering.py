@@ -4,6 +4,8 @@ Steps of one order share an ordering key; different orders run in parallel. A
 step that fails is retried before any later step of its order runs.
 """
 
+# expect: each order's steps ran in order
+
 from __future__ import annotations
 
 from pydantic import BaseModel

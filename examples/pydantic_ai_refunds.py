@@ -6,6 +6,11 @@ the run ends with the call awaiting approval, the approver decides in agentq
 would run nothing.
 """
 
+# expect: awaiting approval: 1 call(s)
+# expect: model saw a refund: True
+# expect: approved by: ops-lead
+# expect: refunds charged: 1
+
 from __future__ import annotations
 
 import asyncio

@@ -4,6 +4,11 @@ Runs on an in-memory database with a fake clock, so the 72-hour escalation
 happens instantly. `agentq demo` is the full version with a real worker crash.
 """
 
+# expect: small refund: succeeded
+# expect: large refund after approval: succeeded
+# expect: unanswered approval: escalated
+# expect: refunds charged: 2
+
 from __future__ import annotations
 
 from datetime import timedelta
