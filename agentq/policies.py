@@ -177,7 +177,9 @@ class ToolPolicy(_Strict):
     max_in_flight: int | None = Field(default=None, strict=True)
     """How many tasks of this tool with the same ``concurrency_key`` value may run
     at once, across every worker on the database (1 to 1000); the others wait,
-    ``queued``, for a slot."""
+    ``queued`` and not counted as failures, for a slot. A slot is freed when its
+    task stops running (any outcome, timeout or cancel), and one lease (10 s)
+    after its worker died."""
 
     @model_validator(mode="after")
     def _key_limit(self) -> ToolPolicy:
