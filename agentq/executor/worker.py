@@ -26,7 +26,7 @@ from agentq.decision import as_timedelta
 from agentq.errors import ConfigError
 from agentq.executor.admission import DEFAULT_UNKNOWN_TOOL_GRACE, Admission
 from agentq.executor.committing import Committing
-from agentq.executor.heartbeat import Heartbeat
+from agentq.executor.heartbeat import DEFAULT_TIMEOUT, Heartbeat
 from agentq.executor.holds import Holds
 from agentq.executor.leases import LeaseMonitor
 from agentq.executor.receiving import Receiving
@@ -79,7 +79,9 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
     task for a tool this worker does not know is left for a worker that knows it
     (a rolling deploy) before it is dead-lettered. While
     :meth:`run` serves, the worker publishes a heartbeat every
-    ``heartbeat_interval`` seconds and logs its counters every
+    ``heartbeat_interval`` seconds under ``worker_id`` (default
+    ``host:pid:random``), is reported lost by the other workers after
+    ``heartbeat_timeout`` seconds without one, and logs its counters every
     ``stats_interval`` (``None``: never); see :mod:`agentq.executor.heartbeat`.
     A queue in ``queues`` that none of the runtime's tools uses is an error.
     """
@@ -102,6 +104,8 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         heartbeat_interval: float = 5.0,
         stats_interval: float | None = 60.0,
         full_wait: float = 5.0,
+        heartbeat_timeout: float = DEFAULT_TIMEOUT,
+        worker_id: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -122,6 +126,9 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
             )
         self.queues = list(queues or sorted(known))
         self.heartbeat_interval = heartbeat_interval
+        self.heartbeat_timeout = heartbeat_timeout
+        self.worker_id = worker_id
+        self.heartbeat: Heartbeat | None = None  # while run() serves
         self.stats_interval = stats_interval
         self.finished = 0  # attempts finished and committed (one log line each)
         self.concurrency = concurrency
@@ -168,6 +175,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         if not self._recorded:
             # Producers without the tools' code enqueue against these records.
             self.runtime.record_tools()
+            self.runtime.sync_schedules()  # seeds each periodic schedule's first run
             self._recorded = True
         self._started = True
         self._stop.clear()
@@ -228,7 +236,11 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         for warning in check(self.queues) if check else ():
             log.warning("sizing: %s", warning)  # a limit of the database this would exceed
         self._start_services()
-        heartbeat = Heartbeat(self, self.heartbeat_interval, self.stats_interval).start()
+        heartbeat = Heartbeat(
+            self, self.heartbeat_interval, self.stats_interval, timeout=self.heartbeat_timeout,
+            worker_id=self.worker_id,
+        )  # fmt: skip
+        self.heartbeat = heartbeat.start()
         receivers = [
             threading.Thread(target=self._receive_loop, args=(q, stop), name=f"agentq-recv-{q}")
             for q in self.queues

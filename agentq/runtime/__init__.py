@@ -16,8 +16,8 @@ any two steps leaves no half-done decision.
 
 The facade is made of one part per concern, each a module of this package:
 :mod:`.core` (construction, the tool registry, the transaction), :mod:`.decisions`,
-:mod:`.reading`, :mod:`.dead_letter_queue` and :mod:`.operations` (workers,
-notebooks, async forms); :class:`Runtime` combines them.
+:mod:`.reading`, :mod:`.dead_letter_queue`, :mod:`.operations` (workers,
+notebooks, async forms) and :mod:`.schedules`; :class:`Runtime` combines them.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from agentq.runtime.decisions import DecisionsMixin, Submission
 from agentq.runtime.operations import OperationsMixin
 from agentq.runtime.reading import SCAN_PAGE as SCAN_PAGE  # the page size, as before
 from agentq.runtime.reading import ReadingMixin, TaskPage
+from agentq.runtime.schedules import ScheduleInfo, SchedulesMixin
 
 __all__ = [
     "ESCALATION_QUEUE",
@@ -36,12 +37,13 @@ __all__ = [
     "Decision",
     "ReplayReport",
     "Runtime",
+    "ScheduleInfo",
     "Submission",
     "TaskPage",
 ]
 
 
-class Runtime(DecisionsMixin, ReadingMixin, DeadLettersMixin, OperationsMixin):
+class Runtime(DecisionsMixin, ReadingMixin, DeadLettersMixin, OperationsMixin, SchedulesMixin):
     """agentq's runtime over one database.
 
     ``db`` is a URL (``sqlite:///agentq.db``, ``sqlite:///:memory:``,
