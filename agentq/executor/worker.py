@@ -235,11 +235,11 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         check = getattr(self.runtime.backend, "sizing_warnings", None)
         for warning in check(self.queues) if check else ():
             log.warning("sizing: %s", warning)  # a limit of the database this would exceed
-        self._start_services()
-        heartbeat = Heartbeat(
+        heartbeat = Heartbeat(  # checks its settings before anything starts
             self, self.heartbeat_interval, self.stats_interval, timeout=self.heartbeat_timeout,
             worker_id=self.worker_id,
         )  # fmt: skip
+        self._start_services()
         self.heartbeat = heartbeat.start()
         receivers = [
             threading.Thread(target=self._receive_loop, args=(q, stop), name=f"agentq-recv-{q}")
