@@ -395,3 +395,16 @@ def test_a_periodic_tool_needs_arguments_it_can_run_with() -> None:
 
         @tool(every="1h", cron="0 9 * * *")
         def both(ctx: ToolContext, args: Report) -> None: ...
+
+
+def test_a_policy_with_schedules_is_recorded_and_read_back_by_a_producer(db: str) -> None:
+    """Producers read the recorded policy (schedules included) without the tools."""
+    policy = Policy.model_validate({"schedules": {
+        "nightly": {"tool": "report", "cron": "30 2 * * *", "timezone": "Europe/Paris"},
+        "often": {"tool": "report", "every": "90s", "args": {"scope": "eu"}, "catch_up": 3},
+    }})  # fmt: skip
+    with Runtime(db, tools=[report], policies=policy) as rt:
+        rt.record_tools()
+    with Runtime(db) as producer:
+        assert producer.policy.schedules == policy.schedules
+        assert producer.sync_schedules() == []  # a producer seeds nothing
