@@ -46,6 +46,7 @@ from agentq.errors import (
 from agentq.executor import Worker, WorkerStats
 from agentq.faults import FaultPoints, WorkerCrash
 from agentq.ledger import TaskInfo, TaskStatus
+from agentq.lifecycle.heartbeats import WorkerDown
 from agentq.policies import Policy, load_policies
 from agentq.retry import PermanentError, RetryLater, RetryPolicy
 from agentq.runtime import Decision, Runtime
@@ -110,6 +111,7 @@ __all__ = [
     "UnknownTool",
     "Worker",
     "WorkerCrash",
+    "WorkerDown",
     "WorkerStats",
     "load_policies",
     "open_backend",

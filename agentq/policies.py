@@ -20,6 +20,10 @@ pydantic. Several files are merged; a tool configured twice is an error. Example
     above = 100
     escalate_after = "72h"
 
+    [schedules.nightly_report]     # a periodic run (agentq.schedules)
+    cron = "0 2 * * *"
+    args = { scope = "all" }
+
 The agent supplies only a tool name and arguments; every limit here is read
 by the runtime from these files, never from the arguments.
 """
@@ -41,10 +45,12 @@ from agentq.errors import ConfigError
 from agentq.keylimit_rules import check_key_limit
 from agentq.retention import RetentionValue, parse_retention
 from agentq.retry import DEFAULT_MAX_RETRY_AFTER, RetryPolicy
+from agentq.schedules import MAX_CATCH_UP, Rule, check_cron, check_name, check_timezone
 
 __all__ = [
     "ApprovalRule",
     "Policy",
+    "ScheduleRule",
     "ToolPolicy",
     "format_duration",
     "load_policies",
@@ -134,6 +140,11 @@ class Defaults(_Strict):
     max_retry_after: timedelta = timedelta(seconds=DEFAULT_MAX_RETRY_AFTER)
     """The longest ``Retry-After`` honoured (at most 365d); a longer one counts as
     an ordinary failure."""
+    worker_alert_tool: str | None = "worker_down"
+    """The tool run once when a worker's heartbeat times out (it stopped without a
+    clean shutdown). If no tool of this name exists (or it is unset), the timeout is
+    still reported: ``agentq workers``, the ``agentq.worker.heartbeat_timeouts``
+    metric and a warning in the log."""
 
     @field_validator("backoff_initial", "backoff_max", "escalate_after", mode="before")
     @classmethod
@@ -219,6 +230,48 @@ class ToolPolicy(_Strict):
 _UNCONFIGURED = ToolPolicy()
 
 
+class ScheduleRule(_Strict):
+    """A periodic run of a tool (see :mod:`agentq.schedules`); it replaces a
+    schedule of the same name declared in code (``@tool(every=...)``)."""
+
+    tool: str | None = None
+    """The tool each run calls; default: the schedule's name."""
+    every: timedelta | None = None
+    """Run at every multiple of this interval since the Unix epoch (``"1h"``: at the
+    top of each hour, UTC); at least 1s. Give ``every`` or ``cron``."""
+    cron: str | None = None
+    """Run at the times of this five-field cron expression (``"0 9 * * MON"``)."""
+    timezone: str = "UTC"
+    """The time zone ``cron`` is read in (an IANA name: ``"Europe/Paris"``)."""
+    args: dict[str, Any] = {}
+    """The arguments of every run, validated by the tool's argument model."""
+    catch_up: int = Field(default=0, ge=0, le=MAX_CATCH_UP)
+    """After downtime, how many overdue runs are run (the latest ones, oldest
+    first); 0: skip them and go on at the next future time."""
+    enabled: bool = True
+    """``false`` stops the schedule (its pending run is cancelled) and needs no
+    ``every`` or ``cron``: it turns off a schedule declared in code."""
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _every(cls, v: object) -> timedelta | None:
+        return None if v is None else parse_duration(v)
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        return None if v is None else check_cron(v)
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        return check_timezone(v)
+
+    def rule(self) -> Rule:
+        """The slots of this schedule (:class:`ConfigError` if it has no valid rule)."""
+        return Rule(every=self.every, cron=self.cron, timezone=self.timezone)
+
+
 class ApprovalRule(_Strict):
     """A tool call needs a human when ``args[field] > above`` (or always, if no field)."""
 
@@ -273,6 +326,20 @@ class Policy(_Strict):
     """One table per tool, named after it."""
     approvals: tuple[ApprovalRule, ...] = ()
     """Which calls need a human: the first rule that applies decides."""
+    schedules: dict[str, ScheduleRule] = {}
+    """Periodic runs, one table per schedule, named after it (letters, digits, ``_``)."""
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedules(cls, v: dict[str, ScheduleRule]) -> dict[str, ScheduleRule]:
+        for name, rule in v.items():
+            try:
+                check_name(name)
+                if rule.enabled:
+                    rule.rule()
+            except ConfigError as exc:
+                raise ValueError(f"schedule {name!r}: {exc}") from None
+        return v
 
     def for_tool(self, tool: str) -> ToolPolicy:
         """The tool's limits (an unconfigured tool may call no host)."""
@@ -360,14 +427,16 @@ def _merge(
 ) -> None:
     """Add one file's sections to ``merged``, refusing duplicates and wrong shapes."""
     where = f"policy file {file}"
-    unknown = set(data) - {"defaults", "tools", "approvals"}
+    unknown = set(data) - {"defaults", "tools", "approvals", "schedules"}
     if unknown:
         raise ConfigError(
-            f"{where}: unknown section(s) {sorted(unknown)} (known: defaults, tools, approvals)"
+            f"{where}: unknown section(s) {sorted(unknown)} "
+            "(known: defaults, tools, approvals, schedules)"
         )
     shapes = (("defaults", dict, "a [defaults] table"),
               ("tools", dict, "[tools.NAME] tables"),
-              ("approvals", list, "an array of [[approvals]] tables"))  # fmt: skip
+              ("approvals", list, "an array of [[approvals]] tables"),
+              ("schedules", dict, "[schedules.NAME] tables"))  # fmt: skip
     for name, kind, expected in shapes:
         if name in data and not isinstance(data[name], kind):
             raise ConfigError(f"{where}: {name} = {data[name]!r}: must be {expected}")
@@ -376,13 +445,14 @@ def _merge(
             raise ConfigError(f"{where}: [defaults] is already set in {origin[('defaults',)][0]}")
         merged["defaults"] = data["defaults"]
         origin[("defaults",)] = (file, ("defaults",))
-    for tool, settings in data.get("tools", {}).items():
-        if tool in merged["tools"]:
-            raise ConfigError(
-                f"{where}: tool {tool!r} is configured twice (also in {origin[('tools', tool)][0]})"
-            )
-        merged["tools"][tool] = settings
-        origin[("tools", tool)] = (file, ("tools", tool))
+    for section, what in (("tools", "tool"), ("schedules", "schedule")):
+        for name, settings in data.get(section, {}).items():
+            into = merged.setdefault(section, {})
+            if name in into:
+                raise ConfigError(f"{where}: {what} {name!r} is configured twice "
+                                  f"(also in {origin[(section, name)][0]})")  # fmt: skip
+            into[name] = settings
+            origin[(section, name)] = (file, (section, name))
     for i, rule in enumerate(data.get("approvals", [])):
         origin[("approvals", len(merged["approvals"]))] = (file, ("approvals", i))
         merged["approvals"].append(rule)

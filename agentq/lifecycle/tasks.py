@@ -166,15 +166,19 @@ def create(
     deliver: datetime | None = None,
     callback_url: str | None = None,
     http_idempotency_key: str | None = None,
+    task_id: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A new task (enqueue, schedule or request approval); sent if it may run.
 
     Its envelope is checked even when it is not sent now (behind an ordering
     key, awaiting approval), so it can always be sent later. A ``callback_url``
     (checked by the caller: :func:`agentq.webhooks.check_callback_url`) gets a
-    webhook task in the transaction that finishes the task.
+    webhook task in the transaction that finishes the task. ``task_id`` fixes the
+    id (a schedule's run: :mod:`agentq.lifecycle.schedules`); ``extra`` are more
+    fields of the record.
     """
-    task_id = new_task_id(tx.now if env.backend.ordered_keys else None)
+    task_id = task_id or new_task_id(tx.now if env.backend.ordered_keys else None)
     status = next_task_state(task_id, None, event)
     now = iso(tx.now)
     rec: dict[str, Any] = {
@@ -200,6 +204,8 @@ def create(
         rec["callback_url"] = callback_url
     if http_idempotency_key is not None:
         rec["http_idempotency_key"] = http_idempotency_key
+    if extra:
+        rec.update(extra)
     if status is TaskStatus.QUEUED and (
         ordering_key is None or ordering.admit(tx, ordering_key, task_id)
     ):
@@ -234,6 +240,10 @@ def _write_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
         _release_key_slot(env, tx, new)
     if new.get("callback_url"):
         _send_webhook(env, tx, new)
+    if new.get("schedule"):
+        from agentq.lifecycle import schedules  # it builds on this module
+
+        schedules.run_finished(env, tx, new)  # the next run, in this transaction
     key = new.get("ordering_key")
     if not key:
         return
