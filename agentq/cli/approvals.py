@@ -14,6 +14,7 @@ import argparse
 import json
 from typing import Any
 
+from agentq.approvals import ApprovalStatus
 from agentq.cli.common import add_db_args, open_ledger
 from agentq.cli.exits import EXIT_OK
 from agentq.cli.output import add_format_args, age, emit, print_json
@@ -101,7 +102,7 @@ def register(sub: Any) -> None:
     inbox = sub.add_parser("approvals", help="approval requests, undecided first")
     inbox.add_argument(
         "--status", default="open",
-        choices=["open", "pending", "escalated", "approved", "rejected", "void", "expired"],
+        choices=["open", *(s.value for s in ApprovalStatus)],
         help="open (pending or escalated, the default) or one status",
     )  # fmt: skip
     add_format_args(inbox)
