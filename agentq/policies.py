@@ -52,6 +52,7 @@ from pydantic import (
 
 from agentq import tomlfiles
 from agentq.errors import ConfigError
+from agentq.retention import RetentionValue, parse_retention
 from agentq.retry import DEFAULT_MAX_RETRY_AFTER, RetryPolicy
 
 __all__ = [
@@ -185,6 +186,16 @@ class ToolPolicy(_Strict):
     require_idempotency_key: bool = False
     """The HTTP API refuses (400) an action of this tool sent without an
     ``Idempotency-Key``."""
+    retention: RetentionValue | None = None
+    """How long this tool's finished tasks (with their approvals, idempotency keys
+    and audit entries) are kept before workers delete them, e.g. ``"1h"`` or
+    ``"30d"``; ``"off"``: kept forever. Default: the runtime's retention
+    (``[agentq] retention`` in ``agentq.toml``, else 7 days)."""
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, v: object) -> RetentionValue | None:
+        return None if v is None else parse_retention(v, parse_duration)
 
     @field_validator("timeout", mode="before")
     @classmethod
