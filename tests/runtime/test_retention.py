@@ -76,7 +76,9 @@ def exists(rt: Runtime, task_id: str) -> bool:
 def test_the_prunable_states_are_read_off_the_transition_table() -> None:
     # dead can be replayed: it is not final, and goes only without its dead letter.
     assert {TaskStatus.SUCCEEDED, TaskStatus.CANCELLED} == FINAL
-    assert {str(s) for s in FINAL_APPROVALS} == {"approved", "rejected", "void", "expired"}
+    assert {str(s) for s in FINAL_APPROVALS} == {
+        "approved", "rejected", "auto_rejected", "void", "expired"
+    }  # fmt: skip
 
 
 def test_finished_tasks_older_than_the_retention_go_and_younger_ones_stay(
@@ -324,7 +326,9 @@ def test_a_serving_worker_prunes_by_itself(
         backend_url, tools=TOOLS, policies=POLICY, clock=clock, retention="1h"
     ) as rt:
         task = rt.enqueue_action("note", {"ref": "n"})
-        worker = rt.worker(prune_interval=60, heartbeat_interval=3600).start()
+        worker = rt.worker(
+                prune_interval=60, heartbeat_interval=3600, heartbeat_timeout=7200
+            ).start()
         try:
             deadline = time.monotonic() + 30
             while rt.task(task.task_id).status != TaskStatus.SUCCEEDED:
