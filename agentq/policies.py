@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agentq import tomlfiles
 from agentq.errors import ConfigError
 from agentq.keylimit_rules import check_key_limit
+from agentq.retention import RetentionValue, parse_retention
 from agentq.retry import DEFAULT_MAX_RETRY_AFTER, RetryPolicy
 
 __all__ = [
@@ -171,6 +172,16 @@ class ToolPolicy(_Strict):
     require_idempotency_key: bool = False
     """The HTTP API refuses (400) an action of this tool sent without an
     ``Idempotency-Key``."""
+    retention: RetentionValue | None = None
+    """How long this tool's finished tasks (with their approvals, idempotency keys
+    and audit entries) are kept before workers delete them, e.g. ``"1h"`` or
+    ``"30d"``; ``"off"``: kept forever. Default: the runtime's retention
+    (``[agentq] retention`` in ``agentq.toml``, else 7 days)."""
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, v: object) -> RetentionValue | None:
+        return None if v is None else parse_retention(v, parse_duration)
     concurrency_key: str | None = Field(default=None, strict=True)
     """The argument whose value is limited by ``max_in_flight`` (e.g.
     ``"merchant_id"``); a call without it counts under one shared value."""
