@@ -26,6 +26,7 @@ class Tables:
     HOLDS = "holds"
     AUDIT = "audit"
     WORKERS = "workers"
+    SCHEDULES = "schedules"
 
 
 class TaskStatus(StrEnum):

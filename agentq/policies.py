@@ -27,6 +27,10 @@ pydantic. Several files are merged; a tool configured twice is an error. Example
     escalate_to = ["finance"]      # the next level of approvers
     on_timeout = "reject"          # at the last level's deadline
 
+    [schedules.nightly_report]     # a periodic run (agentq.schedules)
+    cron = "0 2 * * *"
+    args = { scope = "all" }
+
 The agent supplies only a tool name and arguments; every limit here is read
 by the runtime from these files, never from the arguments.
 """
@@ -41,24 +45,20 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentq import tomlfiles
 from agentq.errors import ConfigError
+from agentq.keylimit_rules import check_key_limit
 from agentq.retention import RetentionValue, parse_retention
 from agentq.retry import DEFAULT_MAX_RETRY_AFTER, RetryPolicy
+from agentq.schedules import MAX_CATCH_UP, Rule, check_cron, check_name, check_timezone
 
 __all__ = [
     "ApprovalRule",
     "EscalationLevel",
     "Policy",
+    "ScheduleRule",
     "ToolPolicy",
     "format_duration",
     "load_policies",
@@ -148,6 +148,11 @@ class Defaults(_Strict):
     max_retry_after: timedelta = timedelta(seconds=DEFAULT_MAX_RETRY_AFTER)
     """The longest ``Retry-After`` honoured (at most 365d); a longer one counts as
     an ordinary failure."""
+    worker_alert_tool: str | None = "worker_down"
+    """The tool run once when a worker's heartbeat times out (it stopped without a
+    clean shutdown). If no tool of this name exists (or it is unset), the timeout is
+    still reported: ``agentq workers``, the ``agentq.worker.heartbeat_timeouts``
+    metric and a warning in the log."""
 
     @field_validator("backoff_initial", "backoff_max", "escalate_after", mode="before")
     @classmethod
@@ -196,6 +201,20 @@ class ToolPolicy(_Strict):
     @classmethod
     def _retention(cls, v: object) -> RetentionValue | None:
         return None if v is None else parse_retention(v, parse_duration)
+    concurrency_key: str | None = Field(default=None, strict=True)
+    """The argument whose value is limited by ``max_in_flight`` (e.g.
+    ``"merchant_id"``); a call without it counts under one shared value."""
+    max_in_flight: int | None = Field(default=None, strict=True)
+    """How many tasks of this tool with the same ``concurrency_key`` value may run
+    at once, across every worker on the database (1 to 1000); the others wait,
+    ``queued`` and not counted as failures, for a slot. A slot is freed when its
+    task stops running (any outcome, timeout or cancel), and one lease (10 s)
+    after its worker died."""
+
+    @model_validator(mode="after")
+    def _key_limit(self) -> ToolPolicy:
+        check_key_limit(self.concurrency_key, self.max_in_flight)  # agentq.keylimit_rules
+        return self
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -217,6 +236,48 @@ class ToolPolicy(_Strict):
 
 
 _UNCONFIGURED = ToolPolicy()
+
+
+class ScheduleRule(_Strict):
+    """A periodic run of a tool (see :mod:`agentq.schedules`); it replaces a
+    schedule of the same name declared in code (``@tool(every=...)``)."""
+
+    tool: str | None = None
+    """The tool each run calls; default: the schedule's name."""
+    every: timedelta | None = None
+    """Run at every multiple of this interval since the Unix epoch (``"1h"``: at the
+    top of each hour, UTC); at least 1s. Give ``every`` or ``cron``."""
+    cron: str | None = None
+    """Run at the times of this five-field cron expression (``"0 9 * * MON"``)."""
+    timezone: str = "UTC"
+    """The time zone ``cron`` is read in (an IANA name: ``"Europe/Paris"``)."""
+    args: dict[str, Any] = {}
+    """The arguments of every run, validated by the tool's argument model."""
+    catch_up: int = Field(default=0, ge=0, le=MAX_CATCH_UP)
+    """After downtime, how many overdue runs are run (the latest ones, oldest
+    first); 0: skip them and go on at the next future time."""
+    enabled: bool = True
+    """``false`` stops the schedule (its pending run is cancelled) and needs no
+    ``every`` or ``cron``: it turns off a schedule declared in code."""
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _every(cls, v: object) -> timedelta | None:
+        return None if v is None else parse_duration(v)
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        return None if v is None else check_cron(v)
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        return check_timezone(v)
+
+    def rule(self) -> Rule:
+        """The slots of this schedule (:class:`ConfigError` if it has no valid rule)."""
+        return Rule(every=self.every, cron=self.cron, timezone=self.timezone)
 
 
 #: Bounds that keep one approval's timers few.
@@ -346,6 +407,21 @@ class Policy(_Strict):
     """One table per tool, named after it."""
     approvals: tuple[ApprovalRule, ...] = ()
     """Which calls need a human: the first rule that applies decides."""
+    schedules: dict[str, ScheduleRule] = {}
+    """Periodic runs, one table per schedule, named after it (letters, digits, ``_``)."""
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedules(cls, v: dict[str, ScheduleRule]) -> dict[str, ScheduleRule]:
+        for name, rule in v.items():
+            try:
+                check_name(name)
+                if rule.enabled:
+                    rule.rule()
+            except ConfigError as exc:
+                raise ValueError(f"schedule {name!r}: {exc}") from None
+        return v
+
     roles: dict[str, tuple[str, ...]] = {}
     """Approver roles: ``finance = ["carol", "dave"]``; a rule's ``approvers`` may
     name a role, and then its members (never the role's name itself) may decide."""
@@ -457,15 +533,16 @@ def _merge(
 ) -> None:
     """Add one file's sections to ``merged``, refusing duplicates and wrong shapes."""
     where = f"policy file {file}"
-    unknown = set(data) - {"defaults", "tools", "approvals", "roles"}
+    unknown = set(data) - {"defaults", "tools", "approvals", "schedules", "roles"}
     if unknown:
         raise ConfigError(
             f"{where}: unknown section(s) {sorted(unknown)} "
-            "(known: defaults, tools, approvals, roles)"
+            "(known: defaults, tools, approvals, schedules, roles)"
         )
     shapes = (("defaults", dict, "a [defaults] table"),
               ("tools", dict, "[tools.NAME] tables"),
               ("approvals", list, "an array of [[approvals]] tables"),
+              ("schedules", dict, "[schedules.NAME] tables"),
               ("roles", dict, "a [roles] table"))  # fmt: skip
     for name, kind, expected in shapes:
         if name in data and not isinstance(data[name], kind):
@@ -475,13 +552,14 @@ def _merge(
             raise ConfigError(f"{where}: [defaults] is already set in {origin[('defaults',)][0]}")
         merged["defaults"] = data["defaults"]
         origin[("defaults",)] = (file, ("defaults",))
-    for tool, settings in data.get("tools", {}).items():
-        if tool in merged["tools"]:
-            raise ConfigError(
-                f"{where}: tool {tool!r} is configured twice (also in {origin[('tools', tool)][0]})"
-            )
-        merged["tools"][tool] = settings
-        origin[("tools", tool)] = (file, ("tools", tool))
+    for section, what in (("tools", "tool"), ("schedules", "schedule")):
+        for name, settings in data.get(section, {}).items():
+            into = merged.setdefault(section, {})
+            if name in into:
+                raise ConfigError(f"{where}: {what} {name!r} is configured twice "
+                                  f"(also in {origin[(section, name)][0]})")  # fmt: skip
+            into[name] = settings
+            origin[(section, name)] = (file, (section, name))
     for role, members in data.get("roles", {}).items():
         if role in merged.setdefault("roles", {}):
             raise ConfigError(f"{where}: role {role!r} is defined twice")

@@ -38,6 +38,7 @@ import asyncio
 import logging
 import queue as queue_mod
 import threading
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -197,6 +198,8 @@ class Running(WorkerState):
         if (
             outcome.on_commit or rec.get("kind") in TIMER_KINDS or rec.get("ordering_key")
             or rec.get("callback_url")  # its webhook task is created in the commit
+            or rec.get("key_slot")  # its slot is freed in the commit
+            or rec.get("schedule")  # its schedule's next run is sent in the commit
         ):  # fmt: skip
             return
         outcome.final = succeeded_record(rec, self.clock.now(), outcome.result)
@@ -258,6 +261,7 @@ class Running(WorkerState):
             settings=rt.settings,
             logger=log.getChild(definition.name),
             checkpoint_state=rec.get("checkpoint"),
+            scheduled_for=_slot(rec),
             _http_factory=lambda: tool_http_client(
                 tool=definition.name,
                 task_id=rec["task_id"],
@@ -290,6 +294,12 @@ class Running(WorkerState):
                 thread.start()
                 self._loop, self._loop_thread = loop, thread
             return self._loop
+
+
+def _slot(rec: dict[str, Any]) -> datetime | None:
+    """A periodic run's slot (:mod:`agentq.lifecycle.schedules`), else None."""
+    info = rec.get("schedule")
+    return datetime.fromisoformat(info["nominal"]) if isinstance(info, dict) else None
 
 
 class _SharedTransport(httpx.BaseTransport):
