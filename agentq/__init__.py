@@ -21,6 +21,7 @@ from agentq.context import Checkpoint, ToolContext
 from agentq.errors import (
     AgentQError,
     ApprovalError,
+    ApproverNotAllowed,
     BackendUnavailable,
     ConfigError,
     DatabaseNotWritable,
@@ -62,6 +63,7 @@ __all__ = [
     "ApprovalInfo",
     "ApprovalNotice",
     "ApprovalStatus",
+    "ApproverNotAllowed",
     "Backend",
     "BackendUnavailable",
     "Checkpoint",

@@ -59,6 +59,10 @@ __all__ = ["Running", "tool_timeout"]
 
 log = logging.getLogger("agentq.worker")
 
+#: What the result of one of the runtime's own timers says it did.
+_BUILTIN_RESULT = {"escalation": "escalated", "expiry": "expired",
+                   "auto_reject": "auto_rejected", "reminder": "reminded"}  # fmt: skip
+
 
 def tool_timeout(runtime: Runtime, definition: ToolDef | None) -> float | None:
     """A tool's timeout in seconds: the policy's, else the tool's own."""
@@ -217,7 +221,7 @@ class Running(WorkerState):
                 rec["tool"], rec["task_id"], rec["attempt"], rec.get("trace") or {}
             ):
                 if definition is None:  # one of the runtime's own timers
-                    fired = "escalated" if rec.get("kind") == "escalation" else "expired"
+                    fired = _BUILTIN_RESULT.get(str(rec.get("kind")), "fired")
                     return Outcome("success", inflight, result={fired: True})
                 args = definition.validate_args(rec["args"])
                 ctx = self._context(inflight, definition)
