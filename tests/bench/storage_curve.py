@@ -154,14 +154,14 @@ def main(argv: list[str] | None = None) -> int:
     folder = args.dir or tempfile.mkdtemp(prefix="agentq-storage-")
     manager = multiprocessing.Manager()
     results = manager.dict()
-    runs = [
-        multiprocessing.Process(
-            target=pipeline,
-            args=(f"prune-{mode}", folder, args.tasks, args.retention, mode == "on",
-                  args.backlog, args.sample_every, results),
-        )  # fmt: skip
-        for mode in args.modes.split(",")
-    ]
+    runs = []
+    for mode in args.modes.split(","):
+        settings = (args.tasks, args.retention, mode == "on", args.backlog, args.sample_every)
+        runs.append(
+            multiprocessing.Process(
+                target=pipeline, args=(f"prune-{mode}", folder, *settings, results)
+            )
+        )
     for run in runs:
         run.start()
     for run in runs:

@@ -97,7 +97,7 @@ def test_bad_input_is_an_error_without_a_traceback(
     url = _ledger(tmp_path / "e.db", [1])
     if "--db" not in argv:
         argv = ["--db", url, *argv]
-    status, out, err = run(capsys, *argv)
+    status, _, err = run(capsys, *argv)
     assert status == 2 and err.startswith(message) and "Traceback" not in err, err
     assert not (tmp_path / "nowhere.db").exists()
 
