@@ -51,9 +51,10 @@ class WorkerStats(Counter[str]):
 
     Outcomes: ``succeeded``, ``retried``, ``throttled``, ``checkpointed``, ``dead``,
     ``policy_refused``, ``held_back``, ``unknown_tool`` (left for a worker that
-    knows the tool). Messages: ``stale_message`` (acked, task
-    unchanged), ``stray`` (dead-lettered as a stray entry), ``stale_completion``
-    (a run whose ack failed: nothing recorded). Leases: ``renewed``,
+    knows the tool), ``key_limited`` (deferred until its key has a free slot).
+    Messages: ``stale_message`` (acked, task unchanged), ``stray``
+    (dead-lettered as a stray entry), ``stale_completion`` (a run whose ack
+    failed: nothing recorded). Leases: ``renewed``,
     ``lease_lost``. Timeouts: ``timed_out``, ``cancelled`` (async),
     ``abandoned_threads``, ``abandoned_limit``, ``late_after_timeout``. Also
     ``group_commits``, ``commit_failed``, ``crashed`` and ``receive_errors``.
