@@ -193,6 +193,7 @@ class Running(WorkerState):
         if (
             outcome.on_commit or rec.get("kind") in TIMER_KINDS or rec.get("ordering_key")
             or rec.get("callback_url")  # its webhook task is created in the commit
+            or rec.get("args_ref")  # its out-of-band arguments are deleted in the commit
         ):  # fmt: skip
             return
         outcome.final = succeeded_record(rec, self.clock.now(), outcome.result)
@@ -216,7 +217,9 @@ class Running(WorkerState):
                 if definition is None:  # one of the runtime's own timers
                     fired = "escalated" if rec.get("kind") == "escalation" else "expired"
                     return Outcome("success", inflight, result={fired: True})
-                args = definition.validate_args(rec["args"])
+                args = definition.validate_args(
+                    rec["args"] if inflight.args is None else inflight.args
+                )
                 ctx = self._context(inflight, definition)
                 if definition.is_async:
                     result = self._run_async(definition, ctx, args, inflight)

@@ -51,7 +51,9 @@ class Runtime(DecisionsMixin, ReadingMixin, DeadLettersMixin, OperationsMixin):
     ``reload=True`` imports a tools directory again even if no file in it changed
     (a changed one is always imported again). ``policies`` is a directory of TOML
     files or a :class:`~agentq.policies.Policy`. ``settings`` is handed to
-    handlers (API base URLs and the like).
+    handlers (API base URLs and the like). A task whose encoded arguments are
+    over ``args_inline_bytes`` (default 4096) keeps them out of band, in a
+    record of their own deleted when the task ends (:mod:`agentq.lifecycle.payloads`).
     A runtime with tools records them (and its policies, if given) in the
     database's tool catalog (:meth:`record_tools`; ``agentq init`` and every
     worker at start do). A runtime without ``tools`` is a *producer*: it
