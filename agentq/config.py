@@ -6,6 +6,7 @@
     db = "sqlite:///var/agentq.db"
     tools = "tools"
     policies = "policies"
+    args_inline_bytes = 4096  # larger task arguments are stored out of band
 
     [settings]              # handed to tool handlers
     payments_url = "https://payments.example.com"
@@ -20,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentq.errors import ConfigError
 from agentq.tomlfiles import read_toml, validation_problems
@@ -43,6 +44,10 @@ class _Section(BaseModel):
     policies: str | None = None
     """The policies folder (or one TOML file), relative to this file; ``--policies``
     wins over it."""
+    args_inline_bytes: int = Field(default=4096, ge=0, le=64 * 1024)
+    """Task arguments whose JSON is larger than this many bytes are stored out of
+    band, in a record of their own deleted when the task ends (default 4096, the
+    message size Spanner's queue documents recommend)."""
 
 
 class Config(BaseModel):

@@ -163,7 +163,10 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
     project = find_project(args, config)
     settings = config.settings | _settings(getattr(args, "setting", []))
     args.db = db
-    return Runtime(db, tools=project.tools, policies=project.policies, settings=settings)
+    return Runtime(
+        db, tools=project.tools, policies=project.policies, settings=settings,
+        args_inline_bytes=config.agentq.args_inline_bytes,
+    )  # fmt: skip
 
 
 def open_ledger(args: argparse.Namespace) -> Runtime:

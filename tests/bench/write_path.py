@@ -147,7 +147,8 @@ def main() -> None:
     }
     ratios: dict[str, list[float]] = {}
     for i in range(args.repeats):
-        def at(name: str) -> float | None:
+
+        def at(name: str, i: int = i) -> float | None:
             vals = figures.get(name, [])
             return vals[i] if i < len(vals) else None
 
