@@ -6,6 +6,7 @@
     db = "sqlite:///var/agentq.db"
     tools = "tools"
     policies = "policies"
+    retention = "7d"        # finished tasks are deleted after this ("off": kept)
     args_inline_bytes = 4096  # larger task arguments are stored out of band
 
     [settings]              # handed to tool handlers
@@ -21,9 +22,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentq.errors import ConfigError
+from agentq.policies import parse_duration
+from agentq.retention import RetentionValue, parse_retention
 from agentq.tomlfiles import read_toml, validation_problems
 
 __all__ = ["Config", "load_config"]
@@ -48,6 +51,15 @@ class _Section(BaseModel):
     """Task arguments whose JSON is larger than this many bytes are stored out of
     band, in a record of their own deleted when the task ends (default 4096, the
     message size Spanner's queue documents recommend)."""
+    retention: RetentionValue | None = None
+    """How long finished tasks are kept before workers delete them (``"7d"``,
+    ``"36h"``; ``"off"``: kept forever); a tool's policy ``retention`` wins over
+    it. Unset: 7 days."""
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, v: object) -> RetentionValue | None:
+        return None if v is None else parse_retention(v, parse_duration)
 
 
 class Config(BaseModel):
