@@ -120,6 +120,26 @@ def test_at_most_max_in_flight_per_key_run_at_once(clock: FakeClock, probe: Prob
     rt.close()
 
 
+def test_the_limit_holds_for_arguments_stored_out_of_band(clock: FakeClock, probe: Probe) -> None:
+    # args_inline_bytes=0: every task's arguments are in a payload row, none in
+    # its record; the slot's key must still be the merchant, not a shared value.
+    rt = Runtime("sqlite:///:memory:", tools=[limited_refund], policies=policy(1),
+                 clock=clock, args_inline_bytes=0)  # fmt: skip
+    ids = [enqueue(rt, "m-1", 0), enqueue(rt, "m-2", 1), enqueue(rt, "m-1", 2)]
+    for n in range(3):
+        probe.behaviour[n] = probe.block
+    t = in_thread(rt.worker(concurrency=4).drain)
+    probe.wait_entered(2)
+    with probe.lock:
+        assert probe.now == {"m-1": 1, "m-2": 1}
+    probe.gate.set()
+    t.join(WAIT)
+    assert not t.is_alive()
+    assert [rt.task(i).status for i in ids] == ["succeeded"] * 3
+    assert probe.most == {"m-1": 1, "m-2": 1}
+    rt.close()
+
+
 def test_a_failure_frees_the_slot_for_a_waiting_task_at_once(
     backend_url: str, clock: FakeClock, probe: Probe
 ) -> None:

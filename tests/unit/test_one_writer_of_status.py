@@ -1,4 +1,4 @@
-"""Only agentq.lifecycle writes task and approval records (issue 9), deletes
+"""Only agentq.lifecycle writes task, approval and payload records (issue 9), deletes
 included (issue 14's retention): every other module changes a task's state by
 calling it. Read with ast, so a new surface that
 writes a status itself fails here, naming the file and line."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "agentq"
 WRITES = {"put_record", "replace_records", "insert_record", "delete_record"}
-OWNED = {"TASKS", "APPROVALS"}
+OWNED = {"TASKS", "APPROVALS", "PAYLOADS"}
 
 
 def _writes_of_owned_tables(tree: ast.AST) -> list[int]:
