@@ -11,10 +11,10 @@ gives both the same machine (a shared one's load moves figures by tens of per ce
 between runs; side by side, it moves both alike). In each pipeline a producer keeps
 the queue between ``--backlog`` and twice that (so the file's size reflects
 retention, not a backlog; keep it well under retention x rate) and a worker process
-(concurrency 16, leases of 50) processes ``--tasks`` no-op tasks. Every ``--sample-
-every`` processed tasks the producer samples the file: bytes of the database and its
-WAL, pages, free pages and task records. Throughput is counted from the first sample
-to the last task (start-up left out).
+(concurrency 16, leases of 50) processes ``--tasks`` no-op tasks. Every
+``--sample-every`` processed tasks the producer samples the file: bytes of the
+database and its WAL, pages, free pages and task records. Throughput is counted from
+the first sample to the last task (start-up left out).
 
 Prints one JSON document (also written to ``--out``) with both curves and rates.
 """
