@@ -45,6 +45,8 @@ class Inflight:
     replaced: bool = False
     # An async handler's run on the event loop (cancelled on timeout).
     future: Future[Any] | None = None
+    # The batch this delivery runs in (agentq.executor.batching.BatchRun), if any.
+    batch: Any = None
 
     @property
     def task_id(self) -> str:
