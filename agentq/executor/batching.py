@@ -205,10 +205,14 @@ class Batching(Running):
             )
             return {inf.task_id: Outcome("failure", inf, exc=wrong) for inf, _ in ready}
         run.on_commit = list(ctx._on_commit)
-        return {
+        outcomes = {
             inf.task_id: self._item_outcome(definition, inf, result, item_ctx._on_commit)
             for (inf, _), result, item_ctx in zip(ready, results, ctx.tasks, strict=True)
         }
+        for outcome in outcomes.values():
+            if outcome.kind == "success":
+                self._encode_success(outcome)  # here, off the write lock
+        return outcomes
 
     @staticmethod
     def _item_outcome(
