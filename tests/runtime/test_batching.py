@@ -47,7 +47,8 @@ class Seen(BaseModel):
 def aggregate(ctx: BatchContext, items: list[Event]) -> list[Seen | BaseException]:
     CALLS.append([i.order_id for i in items])
     IDS.append(ctx.task_ids)
-    if MODE.get("hold"):
+    if MODE.get("hold") and not MODE.get("held"):  # only the first call waits
+        MODE["held"] = True
         ENTERED.set()
         RELEASE.wait(30)
     if MODE.get("raise"):
@@ -344,3 +345,42 @@ def test_a_decision_can_batch_its_own_tasks(brt: Runtime, clock: FakeClock) -> N
     brt.worker().drain()
     assert CALLS == [["d0", "d1", "d2"]]
     assert all(brt.task(i).status is TaskStatus.SUCCEEDED for i in ids)
+
+
+def test_a_producer_without_the_tools_code_rounds_to_the_recorded_window(
+    brt: Runtime, clock: FakeClock
+) -> None:
+    brt.record_tools()  # as `agentq init` does
+    producer = Runtime(brt.backend.url, clock=clock)
+    try:
+        task = producer.enqueue_action("aggregate", {"order_id": "p1"})
+        assert producer.task(task.task_id).next_attempt_at == T0.replace(second=10)
+        spread_task = producer.enqueue_action("spread", {"order_id": "order-101"})
+        own = brt.enqueue_action("spread", {"order_id": "order-101"})
+        assert spread_task.next_attempt_at == own.next_attempt_at  # same offset, same instant
+    finally:
+        producer.close()
+
+
+def test_a_stale_batch_fails_as_a_whole(brt: Runtime, clock: FakeClock) -> None:
+    """The batch's leases lapse (nothing renews them here) while it runs; the tasks
+    are redelivered, run again and commit. The first run's commit then finds the
+    messages gone: none of its results, acks or writes is recorded."""
+    tasks = [brt.enqueue_action("aggregate", {"order_id": f"o{i}", "amount": 1}) for i in range(3)]
+    MODE["hold"] = True
+    clock.advance(7)
+    worker = brt.worker(queues=["events"], monitor_interval=3600)  # its monitor never runs
+    t = threading.Thread(target=worker.drain, daemon=True)
+    t.start()
+    assert ENTERED.wait(30)
+    clock.advance(13)  # the leases expired (10 s) and the redelivery backoff passed
+    for _ in range(3000):  # the drain leases them again and the second run commits
+        if all(brt.task(x.task_id).status is TaskStatus.SUCCEEDED for x in tasks):
+            break
+        threading.Event().wait(0.01)
+    RELEASE.set()
+    t.join(30)
+    assert len(CALLS) == 2
+    assert worker.stats["succeeded"] == 3 and worker.stats["stale_completion"] == 3
+    assert totals(brt) == [3]  # the second run's row only
+    assert all(brt.task(x.task_id).deliveries == 2 for x in tasks)
