@@ -384,3 +384,29 @@ def test_a_stale_batch_fails_as_a_whole(brt: Runtime, clock: FakeClock) -> None:
     assert worker.stats["succeeded"] == 3 and worker.stats["stale_completion"] == 3
     assert totals(brt) == [3]  # the second run's row only
     assert all(brt.task(x.task_id).deliveries == 2 for x in tasks)
+
+
+@tool(queue="async_events", batch=True)
+async def aggregate_async(ctx: BatchContext, items: list[Event]) -> list[Seen]:
+    return [Seen(order_id=i.order_id, batch_size=len(items)) for i in items]
+
+
+def test_an_async_batch_handler_runs_on_the_event_loop(tmp_path: Path, clock: FakeClock) -> None:
+    rt = Runtime(f"sqlite:///{tmp_path / 'x.db'}", tools=[aggregate_async], clock=clock)
+    try:
+        tasks = [rt.enqueue_action("aggregate_async", {"order_id": f"a{i}"}) for i in range(4)]
+        rt.worker().drain()
+        assert [rt.task(t.task_id).result["batch_size"] for t in tasks] == [4, 4, 4, 4]
+    finally:
+        rt.close()
+
+
+def test_policy_batch_settings_are_validated() -> None:
+    from pydantic import ValidationError
+
+    policy = Policy.model_validate({"tools": {"x": {"batch_window": "10s", "max_batch": 20}}})
+    assert policy.for_tool("x").batch_window == timedelta(seconds=10)
+    with pytest.raises(ValidationError, match="max_batch"):
+        Policy.model_validate({"tools": {"x": {"max_batch": 0}}})
+    with pytest.raises(ValidationError, match="batch_window"):
+        Policy.model_validate({"tools": {"x": {"batch_window": "soon"}}})
