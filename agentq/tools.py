@@ -41,6 +41,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentq.errors import ConfigError, InvalidArguments, UnknownTool
 from agentq.policies import parse_duration
+from agentq.schedules import Periodic, Rule
 from agentq.toolfiles import load_tool_modules
 
 __all__ = ["ToolDef", "ToolRegistry", "tool"]
@@ -76,6 +77,7 @@ class ToolDef:
     #: New tasks' delivery rounded up to this window (:mod:`agentq.batching`).
     batch_window: timedelta | None = None
     batch_offset_field: str | None = None
+    periodic: Periodic | None = None
 
     def validate_args(self, args: object) -> BaseModel:
         """Validate untrusted arguments; the error names each bad field."""
@@ -149,14 +151,21 @@ def tool(
     max_batch: int = DEFAULT_MAX_BATCH,
     batch_window: str | float | timedelta | None = None,
     batch_offset_field: str | None = None,
+    every: str | float | timedelta | None = None,
+    cron: str | None = None,
+    timezone: str = "UTC",
+    catch_up: int = 0,
 ) -> Callable[[F], F]:
     """Declare a tool handler ``fn(ctx, args) -> result`` (sync or async).
 
     ``internal`` tools are sent only by the runtime (never enqueued by an agent,
     never shown to the model); ``visible=False`` keeps an enqueueable tool out of
-    :meth:`Runtime.tool_schemas`. ``batch_window`` (``"10s"``) rounds new tasks'
-    delivery up to a window, spread per entity by the argument
-    ``batch_offset_field``; ``batch=True`` declares a batch handler
+    :meth:`Runtime.tool_schemas`. ``every="1h"`` or ``cron="0 9 * * MON"`` (in
+    ``timezone``) also makes it a periodic schedule named after the tool, whose
+    runs get the argument model's defaults; ``catch_up`` is how many runs missed
+    during downtime are made up (see :mod:`agentq.schedules`). ``batch_window``
+    (``"10s"``) rounds new tasks' delivery up to a window, spread per entity by
+    the argument ``batch_offset_field``; ``batch=True`` declares a batch handler
     ``fn(ctx: BatchContext, items: list[Args]) -> list[Result | BaseException]``
     run with up to ``max_batch`` ready tasks at once (see :mod:`agentq.batching`).
     """
@@ -204,6 +213,7 @@ def tool(
             max_batch=max_batch,
             batch_window=window,
             batch_offset_field=batch_offset_field,
+            periodic=_periodic(tool_name, args_model, every, cron, timezone, catch_up),
         )
         setattr(fn, _ATTR, definition)
         return fn
@@ -295,6 +305,32 @@ class ToolRegistry:
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style function schemas of every tool."""
         return [self._tools[n].schema() for n in self.names()]
+
+
+def _periodic(
+    name: str,
+    args_model: type[BaseModel],
+    every: str | float | timedelta | None,
+    cron: str | None,
+    timezone: str,
+    catch_up: int,
+) -> Periodic | None:
+    """The schedule ``@tool(every=..., cron=...)`` declares, if any."""
+    if every is None and cron is None:
+        return None
+    try:
+        interval = None if every is None else parse_duration(every)
+        periodic = Periodic(Rule(every=interval, cron=cron, timezone=timezone), catch_up)
+        args_model.model_validate({})
+    except ValidationError as exc:
+        raise ConfigError(
+            f"tool {name!r}: a periodic tool's runs get no arguments, so every field of "
+            f"{args_model.__name__} needs a default (or declare the schedule in a policy "
+            "with args)"
+        ) from exc
+    except (ConfigError, ValueError) as exc:
+        raise ConfigError(f"tool {name!r}: {exc}") from exc
+    return periodic
 
 
 def _non_finite(value: Any, path: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any] | None:

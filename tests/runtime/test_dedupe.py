@@ -79,17 +79,19 @@ def test_once_the_task_started_a_new_call_makes_a_new_task(drt: Runtime) -> None
         assert STARTED.wait(30)
         # The running handler may have read the profile before this change:
         # collapsing into it would miss the change.
-        second = drt.submit("slow_reindex", {"user_id": 1}, dedupe_key="u1")
+        # (Due in a minute, so the worker does not claim it before the third call.)
+        second = drt.submit("slow_reindex", {"user_id": 1}, dedupe_key="u1", delay=60)
         assert second.created and not second.collapsed
         assert second.task.task_id != first.task.task_id
-        third = drt.submit("slow_reindex", {"user_id": 1}, dedupe_key="u1")
+        third = drt.submit("slow_reindex", {"user_id": 1}, dedupe_key="u1", delay=60)
         assert third.collapsed and third.task.task_id == second.task.task_id
         GATE.set()
-        drt.wait(second.task.task_id, timeout=30)
+        drt.wait(first.task.task_id, timeout=30)
     finally:
         GATE.set()
         worker.stop()
-    assert RUNS == [1, 1]
+    assert RUNS == [1]
+    assert drt.task(second.task.task_id).status is TaskStatus.QUEUED  # due in a minute
 
 
 def test_a_finished_task_is_not_collapsed_into(drt: Runtime) -> None:
