@@ -16,6 +16,7 @@ from agentq.backends import (
     Transaction,
     open_backend,
 )
+from agentq.batching import BatchContext
 from agentq.clock import Clock, FakeClock, SystemClock
 from agentq.context import Checkpoint, ToolContext
 from agentq.errors import (
@@ -66,6 +67,7 @@ __all__ = [
     "ApproverNotAllowed",
     "Backend",
     "BackendUnavailable",
+    "BatchContext",
     "Checkpoint",
     "Clock",
     "ConfigError",

@@ -83,7 +83,8 @@ class RecordedTool(ToolDef):
             description=str(entry.get("description", "")),
             requires_approval=bool(entry.get("requires_approval")),
             internal=bool(entry.get("internal")), visible=bool(entry.get("visible", True)),
-            args_schema=schema,
+            batch_window=_seconds(entry.get("batch_window")),
+            batch_offset_field=entry.get("batch_offset_field"), args_schema=schema,
         )  # fmt: skip
 
     def validate_args(self, args: object) -> BaseModel:
@@ -128,6 +129,7 @@ class RecordedTool(ToolDef):
 
 
 def _entry(definition: ToolDef) -> dict[str, Any]:
+    w = definition.batch_window
     return {
         "format": _FORMAT,
         "tool": definition.name,
@@ -137,7 +139,14 @@ def _entry(definition: ToolDef) -> dict[str, Any]:
         "internal": definition.internal,
         "visible": definition.visible,
         "args_schema": definition.args_model.model_json_schema(),
+        # Producers round delivery times to the tool's window (agentq.batching).
+        "batch_window": None if w is None else w.total_seconds(),
+        "batch_offset_field": definition.batch_offset_field,
     }
+
+
+def _seconds(value: Any) -> timedelta | None:
+    return timedelta(seconds=value) if isinstance(value, int | float) and value > 0 else None
 
 
 def _policy_data(policy: Policy) -> dict[str, Any]:

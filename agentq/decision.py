@@ -8,25 +8,29 @@ goes through :mod:`agentq.lifecycle`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from agentq import idempotency, webhooks
 from agentq.approvals import ApprovalInfo
 from agentq.backends import Transaction
+from agentq.batching import windowed_delivery
 from agentq.errors import ApprovalNotFound, InvalidArguments, ToolError
 from agentq.ledger import Tables, TaskInfo
-from agentq.lifecycle import approval_timers, approvals, tasks
+from agentq.lifecycle import approval_timers, approvals, dedupe, tasks
 from agentq.lifecycle.states import Event
-from agentq.policies import ApprovalRule
+from agentq.policies import ApprovalRule, parse_duration
 from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
     from agentq.runtime import Runtime
 
-__all__ = ["Decision", "as_timedelta"]
+__all__ = ["Decision", "Submission", "as_timedelta"]
 
 _MAX_KEY_LENGTH = 1024
+#: The longest debounce window: a debounce is a burst's settling time, not a timer.
+_MAX_DEBOUNCE = timedelta(days=1)
 
 
 def as_timedelta(value: float | timedelta) -> timedelta:
@@ -43,6 +47,16 @@ def _checked_key(kind: str, key: str | None) -> str | None:
             f"got {key!r:.80}"
         )
     return key
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What an enqueue did: the task, whether this call created it, and whether it
+    collapsed into the pending task of its ``dedupe_key`` (:mod:`agentq.lifecycle.dedupe`)."""
+
+    task: TaskInfo
+    created: bool
+    collapsed: bool = False
 
 
 class Decision:
@@ -76,6 +90,8 @@ class Decision:
         delay: float | timedelta | None = None,
         reason: str = "",
         callback_url: str | None = None,
+        dedupe_key: str | None = None,
+        debounce: str | float | timedelta | None = None,
     ) -> TaskInfo:
         """Enqueue a tool call; validated now, committed with the transaction.
 
@@ -85,7 +101,37 @@ class Decision:
         with the same call returns the existing task; with another call it raises
         :class:`~agentq.errors.IdempotencyConflict`. With ``callback_url`` its
         outcome is POSTed there, signed, once it is final (:mod:`agentq.webhooks`).
+
+        With ``dedupe_key``, the same call while the key's task is still pending
+        returns that task instead of a new one (the dirty-flag pattern; the exact
+        rule is :mod:`agentq.lifecycle.dedupe`'s); ``debounce`` then delays a new
+        task that long, so the calls of a burst collapse into it (the delay is
+        not pushed back by later calls: a steady stream still runs once per
+        ``debounce``). :meth:`submit` also says whether the call collapsed.
         """
+        return self.submit(
+            tool, args, ordering_key=ordering_key, idempotency_key=idempotency_key, at=at,
+            delay=delay, reason=reason, callback_url=callback_url, dedupe_key=dedupe_key,
+            debounce=debounce,
+        ).task  # fmt: skip
+
+    def submit(
+        self,
+        tool: str,
+        args: Mapping[str, Any] | Any,
+        *,
+        ordering_key: str | None = None,
+        idempotency_key: str | None = None,
+        at: datetime | None = None,
+        delay: float | timedelta | None = None,
+        reason: str = "",
+        callback_url: str | None = None,
+        dedupe_key: str | None = None,
+        debounce: str | float | timedelta | None = None,
+    ) -> Submission:
+        """:meth:`enqueue`, telling whether this call created the task (False: its
+        ``idempotency_key`` had created it before, or it collapsed into the pending
+        task of its ``dedupe_key``) and whether it collapsed."""
         rt = self.runtime
         definition = self._enqueueable(tool)
         validated, args_text = definition.encoded_args(args)
@@ -93,26 +139,58 @@ class Decision:
             callback_url = webhooks.check_callback_url(callback_url, rt.policy)
         ordering_key = _checked_key("ordering_key", ordering_key)
         idempotency_key = _checked_key("idempotency_key", idempotency_key)
+        dedupe_key = _checked_key("dedupe_key", dedupe_key)
         if at is not None and delay is not None:
             raise InvalidArguments("give either at= or delay=, not both")
         deliver = at if delay is None else self.now + as_timedelta(delay)
+        if debounce is not None:
+            deliver = self._debounced(dedupe_key, deliver, debounce)
+        deliver = windowed_delivery(rt.policy, definition, validated, deliver, self.now)
         if idempotency_key is not None:
             existing = idempotency.lookup(self.tx, idempotency_key, tool, validated)
             if existing is not None:
-                return rt._task_in(self.tx, existing)
+                return Submission(rt._task_in(self.tx, existing), created=False)
+        if dedupe_key is not None:
+            target = dedupe.pending(self.tx, tool, dedupe_key, validated,
+                                    ordering_key=ordering_key, deliver=deliver)  # fmt: skip
+            if target is not None:
+                if idempotency_key is not None:  # a retry of this call finds the same task
+                    idempotency.remember(self.tx, idempotency_key, tool, validated,
+                                         str(target["task_id"]))  # fmt: skip
+                return Submission(TaskInfo.model_validate(target), created=False, collapsed=True)
         if rt.policy.approval_rule(tool, validated) or definition.requires_approval:
             approval = self._request(
                 definition, validated, reason, None, ordering_key, idempotency_key, deliver,
                 callback_url,
             )
-            return rt._task_in(self.tx, approval.task_id)
+            if dedupe_key is not None:
+                dedupe.remember(self.tx, tool, dedupe_key, validated, approval.task_id)
+            return Submission(rt._task_in(self.tx, approval.task_id), created=True)
         rec = tasks.create(
             rt, self.tx, tool=tool, queue=definition.queue, args=validated, kind="action",
             event=Event.ENQUEUE if deliver is None else Event.SCHEDULE,
             ordering_key=ordering_key, idempotency_key=idempotency_key, deliver=deliver,
             callback_url=callback_url, args_text=args_text,
         )  # fmt: skip
-        return TaskInfo.model_validate(rec)
+        if dedupe_key is not None:
+            dedupe.remember(self.tx, tool, dedupe_key, validated, str(rec["task_id"]))
+        return Submission(TaskInfo.model_validate(rec), created=True)
+
+    def _debounced(
+        self, dedupe_key: str | None, deliver: datetime | None, debounce: str | float | timedelta
+    ) -> datetime:
+        """The delivery time of a new task of a debounced call."""
+        if dedupe_key is None:
+            raise InvalidArguments("debounce= needs a dedupe_key= (the calls it collapses)")
+        if deliver is not None:
+            raise InvalidArguments("give either debounce= or at=/delay=, not both")
+        try:
+            window = parse_duration(debounce)
+        except (TypeError, ValueError, OverflowError):
+            window = timedelta(-1)
+        if not timedelta(0) <= window <= _MAX_DEBOUNCE:
+            raise InvalidArguments(f"debounce must be from 0 to 1 day, got {debounce!r}")
+        return self.now + window
 
     def schedule(
         self, tool: str, args: Mapping[str, Any] | Any, *, at: datetime, **kw: Any

@@ -191,6 +191,16 @@ class ToolPolicy(_Strict):
     require_idempotency_key: bool = False
     """The HTTP API refuses (400) an action of this tool sent without an
     ``Idempotency-Key``."""
+    batch_window: timedelta | None = None
+    """New tasks' delivery time is rounded up to the end of a window this long
+    (temporal batching: the tasks of a window are ready, and leased, together);
+    wins over ``@tool(batch_window=...)``."""
+    batch_offset_field: str | None = None
+    """The argument whose stable hash spreads entities across the window (whole
+    seconds below it); unset: every task of a window lands on its end."""
+    max_batch: int | None = Field(default=None, ge=1, le=10_000)
+    """The most tasks one call of a batch handler (``@tool(batch=True)``) gets;
+    wins over ``@tool(max_batch=...)``."""
     retention: RetentionValue | None = None
     """How long this tool's finished tasks (with their approvals, idempotency keys
     and audit entries) are kept before workers delete them, e.g. ``"1h"`` or
@@ -216,7 +226,7 @@ class ToolPolicy(_Strict):
         check_key_limit(self.concurrency_key, self.max_in_flight)  # agentq.keylimit_rules
         return self
 
-    @field_validator("timeout", mode="before")
+    @field_validator("timeout", "batch_window", mode="before")
     @classmethod
     def _duration(cls, v: object) -> timedelta | None:
         return None if v is None else parse_duration(v)

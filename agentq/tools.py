@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TypeVar, get_type_hints
+from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ValidationError
 
@@ -50,6 +50,9 @@ __all__ = ["ToolDef", "ToolRegistry", "tool"]
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 _ATTR = "__agentq_tool__"
+#: A batch handler's default and largest batch (the documents' max_batch_size=>50).
+DEFAULT_MAX_BATCH = 50
+MAX_BATCH_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,12 @@ class ToolDef:
     is_async: bool = False
     internal: bool = False
     visible: bool = True
+    #: A batch handler: ``fn(ctx: BatchContext, items: list[Args]) -> list[...]``.
+    batch: bool = False
+    max_batch: int = DEFAULT_MAX_BATCH
+    #: New tasks' delivery rounded up to this window (:mod:`agentq.batching`).
+    batch_window: timedelta | None = None
+    batch_offset_field: str | None = None
     periodic: Periodic | None = None
 
     def validate_args(self, args: object) -> BaseModel:
@@ -147,6 +156,10 @@ def tool(
     requires_approval: bool = False,
     internal: bool = False,
     visible: bool = True,
+    batch: bool = False,
+    max_batch: int = DEFAULT_MAX_BATCH,
+    batch_window: str | float | timedelta | None = None,
+    batch_offset_field: str | None = None,
     every: str | float | timedelta | None = None,
     cron: str | None = None,
     timezone: str = "UTC",
@@ -159,8 +172,15 @@ def tool(
     :meth:`Runtime.tool_schemas`. ``every="1h"`` or ``cron="0 9 * * MON"`` (in
     ``timezone``) also makes it a periodic schedule named after the tool, whose
     runs get the argument model's defaults; ``catch_up`` is how many runs missed
-    during downtime are made up (see :mod:`agentq.schedules`).
+    during downtime are made up (see :mod:`agentq.schedules`). ``batch_window``
+    (``"10s"``) rounds new tasks' delivery up to a window, spread per entity by
+    the argument ``batch_offset_field``; ``batch=True`` declares a batch handler
+    ``fn(ctx: BatchContext, items: list[Args]) -> list[Result | BaseException]``
+    run with up to ``max_batch`` ready tasks at once (see :mod:`agentq.batching`).
     """
+    if not 1 <= max_batch <= MAX_BATCH_LIMIT:
+        raise ConfigError(f"max_batch must be from 1 to {MAX_BATCH_LIMIT}, got {max_batch!r}")
+    window = _window(batch_window)
 
     def decorate(fn: F) -> F:
         tool_name = name or fn.__name__
@@ -171,11 +191,17 @@ def tool(
         if len(params) != 2:
             raise ConfigError(f"tool {tool_name!r}: handler must take (ctx, args)")
         args_model = hints.get(params[1])
-        if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
-            raise ConfigError(
-                f"tool {tool_name!r}: annotate the args parameter with a pydantic model"
-            )
         result_model = hints.get("return")
+        if batch:
+            args_model, result_model = _item(args_model), _item(result_model)
+        if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
+            what = "list[<a pydantic model>]" if batch else "a pydantic model"
+            raise ConfigError(f"tool {tool_name!r}: annotate the args parameter with {what}")
+        if batch_offset_field is not None and batch_offset_field not in args_model.model_fields:
+            raise ConfigError(
+                f"tool {tool_name!r}: batch_offset_field {batch_offset_field!r} is not one of "
+                f"its arguments ({', '.join(args_model.model_fields) or 'none'})"
+            )
         if not (isinstance(result_model, type) and issubclass(result_model, BaseModel)):
             result_model = None
         definition = ToolDef(
@@ -192,12 +218,39 @@ def tool(
             is_async=inspect.iscoroutinefunction(fn),
             internal=internal,
             visible=visible,
+            batch=batch,
+            max_batch=max_batch,
+            batch_window=window,
+            batch_offset_field=batch_offset_field,
             periodic=_periodic(tool_name, args_model, every, cron, timezone, catch_up),
         )
         setattr(fn, _ATTR, definition)
         return fn
 
     return decorate
+
+
+def _window(value: str | float | timedelta | None) -> timedelta | None:
+    if value is None:
+        return None
+    try:
+        window = parse_duration(value)
+    except ValueError as exc:
+        raise ConfigError(f"batch_window: {exc}") from None
+    if window <= timedelta(0):
+        raise ConfigError(f"batch_window must be more than 0, got {value!r}")
+    return window
+
+
+def _item(annotation: Any) -> Any:
+    """``Model`` of ``list[Model]`` (or of ``list[Model | BaseException]``)."""
+    if get_origin(annotation) is not list or not get_args(annotation):
+        return None
+    (item,) = get_args(annotation)[:1]
+    for candidate in (item, *get_args(item)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 class ToolRegistry:

@@ -47,6 +47,8 @@ class Inflight:
     future: Future[Any] | None = None
     # Arguments kept out of band, read at the claim (the record has only args_ref).
     args: dict[str, Any] | None = None
+    # The batch this delivery runs in (agentq.executor.batching.BatchRun), if any.
+    batch: Any = None
 
     @property
     def task_id(self) -> str:

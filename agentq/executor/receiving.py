@@ -75,7 +75,8 @@ class Receiving(WorkerState):
             if not n:
                 continue
             try:
-                batch = self._receive(queue, n, self.receive_timeout)
+                size = self._lease_size(queue, n)
+                batch = self._receive(queue, size, self.receive_timeout)
                 failures = 0
             except DatabaseNotWritable as exc:
                 # Read-only, full or without permission: no retry can help until an
@@ -115,7 +116,9 @@ class Receiving(WorkerState):
             stream: Any = None
             try:
                 stream = self.runtime.backend.stream(
-                    queue, max_batch_size=self.batch_size, max_duration=duration
+                    queue,
+                    max_batch_size=self._lease_size(queue, self.batch_size),
+                    max_duration=duration,
                 )
                 self._track_stream(stream)
                 for batch in stream:
@@ -197,7 +200,7 @@ class Receiving(WorkerState):
                 n = self._room(block=False)
                 if not n:
                     break
-                batch = self._receive(name, n, 0.0)
+                batch = self._receive(name, self._lease_size(name, n), 0.0)
                 got += len(batch)
                 if batch:
                     self._dispatch(batch)
@@ -231,5 +234,5 @@ class Receiving(WorkerState):
             for inflight in runnable:
                 inflight.leased_at = received
                 self._inflight[inflight.task_id] = inflight
-        for inflight in runnable:
+        for inflight in self._batched(runnable):
             self._work.put(inflight)

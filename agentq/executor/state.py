@@ -108,6 +108,15 @@ class WorkerState:
                 self.failure = exc
             self._lock.notify_all()
 
+    def _lease_size(self, queue: str, n: int) -> int:
+        """How many messages to lease from ``queue`` when ``n`` fit (batch tools
+        lease more: :mod:`agentq.executor.batching`)."""
+        return n
+
+    def _batched(self, runnable: list[Inflight]) -> list[Inflight]:
+        """The work items of claimed tasks (a batch travels as one)."""
+        return runnable
+
     def _give_up(self, inflight: Inflight) -> None:
         """Time out a running handler (see :class:`~agentq.executor.running.Running`)."""
         raise NotImplementedError

@@ -6,6 +6,7 @@ stage              where
 receive, drain     :mod:`agentq.executor.receiving`
 claim checks       :mod:`agentq.executor.admission`
 handler threads    :mod:`agentq.executor.running`
+batch handlers     :mod:`agentq.executor.batching`
 lease renewal      :mod:`agentq.executor.leases`
 group commit       :mod:`agentq.executor.committing`
 ledger writes      :mod:`agentq.executor.outcomes`
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 from agentq.decision import as_timedelta
 from agentq.errors import ConfigError
 from agentq.executor.admission import DEFAULT_UNKNOWN_TOOL_GRACE, Admission
+from agentq.executor.batching import Batching
 from agentq.executor.committing import Committing
 from agentq.executor.heartbeat import DEFAULT_TIMEOUT, Heartbeat, check_heartbeat_settings
 from agentq.executor.holds import Holds
@@ -64,7 +66,7 @@ class WorkerStats(Counter[str]):
     """
 
 
-class Worker(Receiving, Running, LeaseMonitor, Committing):
+class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
     """Executes tasks from a runtime's queues.
 
     ``concurrency`` handler threads run tasks; ``batch_size`` caps one lease;

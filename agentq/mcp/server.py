@@ -9,6 +9,9 @@ task's result if it finishes within a short wait, else with a task handle
 Everything lives in the database, so a restarted server answers for the tasks
 its predecessor created.
 
+A call's ``_meta["agentq/dedupe_key"]`` collapses the same call into its key's
+pending task (:mod:`agentq.lifecycle.dedupe`; scoped to the caller).
+
 Each call's idempotency key is the request's ``_meta["agentq/idempotency_key"]``
 when given (stable across reconnects and restarts), else one derived from the
 JSON-RPC request id, scoped to the caller and its connection (request ids
@@ -46,6 +49,7 @@ from agentq.runtime import Runtime
 from agentq.server.auth import Principal, Scope
 
 __all__ = [
+    "DEDUPE_META",
     "IDEMPOTENCY_META",
     "MAX_WAIT_SECONDS",
     "PrincipalLookup",
@@ -55,6 +59,8 @@ __all__ = [
 
 #: The request ``_meta`` key of an explicit idempotency key.
 IDEMPOTENCY_META = "agentq/idempotency_key"
+#: The request ``_meta`` key of a dedupe key (the dirty-flag pattern).
+DEDUPE_META = "agentq/dedupe_key"
 #: The longest wait a client may ask of ``agentq_wait_task`` (a request is not a
 #: place to park for minutes: poll again).
 MAX_WAIT_SECONDS = 30.0
@@ -141,6 +147,17 @@ def _call_key(
     return f"mcp:{who}:{connections.scope(ctx)}:r:{ctx.request_id}"
 
 
+def _dedupe_key(principal: Principal, ctx: ServerRequestContext[Any, Any]) -> str | None:
+    meta: Mapping[str, Any] = ctx.meta or {}
+    key = meta.get(DEDUPE_META)
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or len(key) > 200:
+        raise Refused(f"_meta[{DEDUPE_META!r}] must be a string of 1 to 200 characters")
+    who = hashlib.sha256(principal.name.encode()).hexdigest()[:16]
+    return f"mcp:{who}:{key}"
+
+
 def _result(info: TaskInfo) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(text=task_text(info))],
@@ -213,9 +230,12 @@ def build_server(
     ) -> types.CallToolResult:
         principal = caller(ctx, Scope.ENQUEUE)
         key = _call_key(principal, ctx, connections)
+        dedupe_key = _dedupe_key(principal, ctx)
         reason = f"mcp:{principal.name}"
         info = await anyio.to_thread.run_sync(
-            lambda: rt.enqueue_action(tool, args, idempotency_key=key, reason=reason)
+            lambda: rt.enqueue_action(
+                tool, args, idempotency_key=key, reason=reason, dedupe_key=dedupe_key
+            )
         )
         if not info.done and wait_seconds > 0 and info.status.value != "awaiting_approval":
             info = await rt.wait_async(info.task_id, wait_seconds)

@@ -7,23 +7,16 @@ operator actions among them (approve, reject, cancel) are audited in the same on
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentq.decision import Decision
+from agentq.decision import Decision, Submission
 from agentq.ledger import Tables, TaskInfo
 from agentq.lifecycle import audit
 from agentq.lifecycle.audit import AuditAction
 from agentq.runtime.core import RuntimeCore
 
-
-@dataclass(frozen=True)
-class Submission:
-    """What :meth:`Runtime.submit` did: the task, and whether this call created it."""
-
-    task: TaskInfo
-    created: bool
+__all__ = ["DecisionsMixin", "Submission"]
 
 
 class DecisionsMixin(RuntimeCore):
@@ -40,14 +33,18 @@ class DecisionsMixin(RuntimeCore):
         callback_url: str | None = None,
         at: datetime | None = None,
         delay: float | timedelta | None = None,
+        dedupe_key: str | None = None,
+        debounce: str | float | timedelta | None = None,
     ) -> TaskInfo:
         """One-call enqueue for agent frameworks; the same ``idempotency_key``
         returns the same task, never a second one. ``callback_url``: a signed
         completion webhook (:mod:`agentq.webhooks`); ``at`` / ``delay``: run it
-        later (see :meth:`Decision.enqueue`)."""
+        later; ``dedupe_key`` / ``debounce``: collapse a burst of the same call
+        into its pending task (see :meth:`Decision.enqueue`)."""
         return self.submit(
             tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
             reason=reason, callback_url=callback_url, at=at, delay=delay,
+            dedupe_key=dedupe_key, debounce=debounce,
         ).task  # fmt: skip
 
     def submit(
@@ -61,19 +58,19 @@ class DecisionsMixin(RuntimeCore):
         callback_url: str | None = None,
         at: datetime | None = None,
         delay: float | timedelta | None = None,
+        dedupe_key: str | None = None,
+        debounce: str | float | timedelta | None = None,
     ) -> Submission:
         """:meth:`enqueue_action`, also telling whether this call created the task
-        (False: its ``idempotency_key`` had created it before)."""
+        (False: its ``idempotency_key`` had created it before, or it collapsed
+        into the pending task of its ``dedupe_key``: then ``collapsed`` is True)."""
 
         def fn(tx: Decision) -> Submission:
-            fresh = idempotency_key is None or (
-                tx.tx.get_record(Tables.IDEMPOTENCY, idempotency_key) is None
-            )
-            task = tx.enqueue(
+            return tx.submit(
                 tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
                 reason=reason, callback_url=callback_url, at=at, delay=delay,
+                dedupe_key=dedupe_key, debounce=debounce,
             )  # fmt: skip
-            return Submission(task, created=fresh)
 
         return self.transact(fn)
 

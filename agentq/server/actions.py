@@ -10,6 +10,10 @@
   still makes one task, and the later request gets 200);
 * a tool whose policy says ``require_idempotency_key = true`` and no key → **400**.
 
+A body's ``dedupe_key`` collapses the same call into its key's pending task
+(:mod:`agentq.lifecycle.dedupe`): **200** with that task and the header
+``Agentq-Collapsed: true``.
+
 Keys are scoped to the principal: two callers' equal keys are different calls.
 """
 
@@ -48,9 +52,11 @@ def parse_idempotency_key(value: str | None) -> str | None:
     return key
 
 
-def _task_response(task: Any, status: int) -> Response:
-    return JSONResponse(task.model_dump(mode="json"), status_code=status,
-                        headers={"Location": f"/v1/tasks/{task.task_id}"})  # fmt: skip
+def _task_response(task: Any, status: int, collapsed: bool = False) -> Response:
+    headers = {"Location": f"/v1/tasks/{task.task_id}"}
+    if collapsed:
+        headers["Agentq-Collapsed"] = "true"
+    return JSONResponse(task.model_dump(mode="json"), status_code=status, headers=headers)
 
 
 async def enqueue(request: Request) -> Response:
@@ -90,6 +96,8 @@ async def enqueue(request: Request) -> Response:
             rt.submit, name, body["args"], idempotency_key=stored_key,
             ordering_key=fields["ordering_key"], reason=fields["reason"],
             callback_url=fields["callback_url"],
+            dedupe_key=None if fields["dedupe_key"] is None
+            else f"http:{principal.name}:{fields['dedupe_key']}",
         )  # fmt: skip
     except IdempotencyConflict as exc:
         detail = str(exc).replace(repr(stored_key), repr(key))  # the caller's key, not ours
@@ -102,7 +110,7 @@ async def enqueue(request: Request) -> Response:
     finally:
         if stored_key is not None:
             state.in_flight.discard(stored_key)
-    return _task_response(submitted.task, 202 if submitted.created else 200)
+    return _task_response(submitted.task, 202 if submitted.created else 200, submitted.collapsed)
 
 
 def routes() -> list[Route]:

@@ -108,8 +108,16 @@ def action_model(definition: ToolDef, callback: str | None) -> type[BaseModel]:
         args=(definition.args_model, Field(description="the tool's arguments")),
         callback_url=callback_field,
         ordering_key=(str | None, Field(default=None, min_length=1, max_length=1024)),
+        dedupe_key=(str | None, Field(default=None, min_length=1, max_length=255,
+                                      description=_DEDUPE_DESCRIPTION)),
         reason=(str, Field(default="", max_length=2000)),
     )  # fmt: skip
+
+
+_DEDUPE_DESCRIPTION = (
+    "the same call with this key while its task is pending returns that task (200, "
+    "Agentq-Collapsed: true) instead of a new one"
+)
 
 
 def _responses(ok: dict[str, Any], *errors: int) -> dict[str, Any]:

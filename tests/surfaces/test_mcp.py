@@ -334,3 +334,23 @@ def test_the_mcp_tasks_methods_speak_of_the_agentq_task(rt: Runtime, api: DemoAP
     # The audit names the authenticated caller of tasks/cancel.
     cancelled_id = cancelled.task_id
     assert [e.actor for e in rt.audit_log(target=cancelled_id)] == [AGENT.name]
+
+
+def test_a_dedupe_key_collapses_the_same_call_into_its_pending_task(rt: Runtime) -> None:
+    from agentq.mcp.server import DEDUPE_META
+
+    server = build_server(rt, lambda _ctx: AGENT, wait_seconds=0)
+    meta: Any = {DEDUPE_META: "order:o5"}
+
+    async def calls() -> list[str]:
+        async with Client(server) as client:
+            out = []
+            for _ in range(3):  # three requests: three idempotency keys, one pending task
+                result = await client.call_tool(
+                    "execute_refund", {"order_id": "o5", "amount": 40}, meta=meta
+                )
+                out.append(str(result.structured_content["task_id"]))
+            return out
+
+    ids = run(calls())
+    assert len(set(ids)) == 1 and len(rt.tasks()) == 1
