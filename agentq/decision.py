@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from agentq import idempotency, webhooks
+from agentq import idempotency, joins, webhooks
 from agentq.approvals import ApprovalInfo
 from agentq.backends import Transaction
 from agentq.errors import InvalidArguments, ToolError
@@ -75,6 +75,7 @@ class Decision:
         delay: float | timedelta | None = None,
         reason: str = "",
         callback_url: str | None = None,
+        after: Sequence[str | TaskInfo] | None = None,
     ) -> TaskInfo:
         """Enqueue a tool call; validated now, committed with the transaction.
 
@@ -84,6 +85,12 @@ class Decision:
         with the same call returns the existing task; with another call it raises
         :class:`~agentq.errors.IdempotencyConflict`. With ``callback_url`` its
         outcome is POSTed there, signed, once it is final (:mod:`agentq.webhooks`).
+
+        With ``after`` (task ids or :class:`TaskInfo` records, existing ones only) it is
+        ``waiting`` until all of them have succeeded, then sent (at ``at``, if that
+        is still ahead) by the transaction that completes the last of them; if one
+        of them dies or is cancelled it is cancelled too, the reason naming that
+        task (:mod:`agentq.joins`). Already succeeded ones count as done.
         """
         rt = self.runtime
         definition = self._enqueueable(tool)
@@ -99,7 +106,10 @@ class Decision:
             existing = idempotency.lookup(self.tx, idempotency_key, tool, validated)
             if existing is not None:
                 return rt._task_in(self.tx, existing)
-        if rt.policy.approval_rule(tool, validated) or definition.requires_approval:
+        needs_approval = bool(rt.policy.approval_rule(tool, validated))
+        needs_approval = needs_approval or definition.requires_approval
+        waits_on = self._prerequisites(after, ordering_key, needs_approval, tool)
+        if needs_approval:
             approval = self._request(
                 definition, validated, reason, None, ordering_key, idempotency_key, deliver,
                 callback_url,
@@ -109,9 +119,24 @@ class Decision:
             rt, self.tx, tool=tool, queue=definition.queue, args=validated, kind="action",
             event=Event.ENQUEUE if deliver is None else Event.SCHEDULE,
             ordering_key=ordering_key, idempotency_key=idempotency_key, deliver=deliver,
-            callback_url=callback_url,
+            callback_url=callback_url, after=waits_on,
         )  # fmt: skip
         return TaskInfo.model_validate(rec)
+
+    def _prerequisites(
+        self, after: Sequence[str | TaskInfo] | None, ordering_key: str | None,
+        needs_approval: bool, tool: str,
+    ) -> list[str]:  # fmt: skip
+        """The unfinished tasks of ``after`` (checked, read in this transaction)."""
+        if after is None:
+            return []
+        if ordering_key is not None or needs_approval:
+            what = "an ordering key" if ordering_key is not None else "an approval"
+            raise InvalidArguments(
+                f"after= cannot be combined with {what} (tool {tool!r}): a waiting task is "
+                "sent by its prerequisites' completion, and that would bypass it"
+            )
+        return joins.pending_prerequisites(self.tx, after)
 
     def schedule(
         self, tool: str, args: Mapping[str, Any] | Any, *, at: datetime, **kw: Any

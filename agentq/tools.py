@@ -65,6 +65,16 @@ class ToolDef:
     is_async: bool = False
     internal: bool = False
     visible: bool = True
+    idempotent: bool = True
+    reconcile: Callable[..., Any] | None = None
+    at_most_once: bool = False
+
+    @property
+    def guarded(self) -> bool:
+        """Whether a started call of this tool is recorded durably before its
+        handler runs, so a redelivery after a crash is reconciled or parked
+        instead of calling the external API again (:mod:`agentq.executor.guarded`)."""
+        return self.at_most_once or not self.idempotent or self.reconcile is not None
 
     def validate_args(self, args: object) -> BaseModel:
         """Validate untrusted arguments; the error names each bad field."""
@@ -134,12 +144,26 @@ def tool(
     requires_approval: bool = False,
     internal: bool = False,
     visible: bool = True,
+    idempotent: bool = True,
+    reconcile: Callable[..., Any] | None = None,
+    at_most_once: bool = False,
 ) -> Callable[[F], F]:
     """Declare a tool handler ``fn(ctx, args) -> result`` (sync or async).
 
     ``internal`` tools are sent only by the runtime (never enqueued by an agent,
     never shown to the model); ``visible=False`` keeps an enqueueable tool out of
     :meth:`Runtime.tool_schemas`.
+
+    ``idempotent=False`` says the external API does not honour the task id as an
+    ``Idempotency-Key``: a call whose outcome is unknown (the worker died, the
+    call timed out) is never made again by itself. ``reconcile`` is a function
+    ``(ctx, args) -> result | None`` that looks the call up at the provider by
+    task id; it runs *instead of* the handler on such a redelivery (None: the
+    call never applied, so the handler runs). Without one the task is parked as
+    ``outcome_unknown`` for an operator. ``at_most_once=True`` (needs
+    ``timeout``) acks the delivery and re-sends it for after the timeout before
+    the handler starts, so no lease is renewed and nothing repeats the call
+    before then; see :mod:`agentq.executor.guarded` for the exact guarantees.
     """
 
     def decorate(fn: F) -> F:
@@ -155,6 +179,7 @@ def tool(
             raise ConfigError(
                 f"tool {tool_name!r}: annotate the args parameter with a pydantic model"
             )
+        _check_guard(tool_name, reconcile, at_most_once, timeout)
         result_model = hints.get("return")
         if not (isinstance(result_model, type) and issubclass(result_model, BaseModel)):
             result_model = None
@@ -172,11 +197,28 @@ def tool(
             is_async=inspect.iscoroutinefunction(fn),
             internal=internal,
             visible=visible,
+            idempotent=idempotent,
+            reconcile=reconcile,
+            at_most_once=at_most_once,
         )
         setattr(fn, _ATTR, definition)
         return fn
 
     return decorate
+
+
+def _check_guard(
+    name: str, reconcile: Callable[..., Any] | None, at_most_once: bool, timeout: float | None
+) -> None:
+    if reconcile is not None and (
+        not callable(reconcile) or len(inspect.signature(reconcile).parameters) != 2
+    ):
+        raise ConfigError(f"tool {name!r}: reconcile must be a function taking (ctx, args)")
+    if at_most_once and (timeout is None or timeout <= 0):
+        raise ConfigError(
+            f"tool {name!r}: at_most_once needs timeout= (seconds): its delivery is re-sent "
+            "for after the timeout, the longest a run may take"
+        )
 
 
 class ToolRegistry:

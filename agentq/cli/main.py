@@ -14,7 +14,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from agentq.cli import approvals, common, demo, dlq, inspect_cmd, tasks, ui, worker
+from agentq.cli import approvals, common, demo, dlq, inspect_cmd, resolve, tasks, ui, worker
 from agentq.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_REFUSED
 from agentq.errors import AgentQError, ApprovalNotFound, IllegalTransition, TaskNotFound
 from agentq.mcp.command import register as register_mcp
@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     approvals.register(sub)
     inspect_cmd.register(sub)
     dlq.register(sub)
+    resolve.register(sub)
     demo.register(sub)
     ui.register(sub)
     register_http(sub, common.add_runtime_args, common.open_runtime)
