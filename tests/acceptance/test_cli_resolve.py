@@ -60,5 +60,5 @@ def test_resolve_succeeded_retry_and_failed(tmp_path: Path) -> None:
     assert bad.returncode != 0 and "--succeeded takes the call's result as JSON" in bad.stderr
     with Runtime(db) as rt:
         [entry] = [e for e in rt.audit_log() if e.target == ok]
-        assert (entry.actor, entry.action, entry.note) == ("ann", "resolve",
-                                                           "succeeded: in the dashboard")  # fmt: skip
+        expected = ("ann", "resolve", "succeeded: in the dashboard")
+        assert (entry.actor, entry.action, entry.note) == expected

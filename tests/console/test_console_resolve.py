@@ -25,8 +25,10 @@ def unsure(ctx: ToolContext, args: PayArgs) -> dict[str, Any]:
 
 @pytest.fixture
 def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
-    runtime = Runtime(f"sqlite:///{tmp_path / 'console.db'}",
-                      tools=[pay, flaky, notify, page, unsure], policies=POLICY, clock=clock)  # fmt: skip
+    runtime = Runtime(
+        f"sqlite:///{tmp_path / 'console.db'}",
+        tools=[pay, flaky, notify, page, unsure], policies=POLICY, clock=clock,
+    )  # fmt: skip
     yield runtime
     runtime.close()
 
