@@ -335,13 +335,8 @@ class Admission:
                 labels.append("policy_refused")
                 return None
         if definition is not None and definition.guarded:
-            timeout = tool_timeout(rt, definition)
-            got = claim_guarded(rt, tx, msg, rec, definition, deliveries, timeout, labels)
-            if got is None:
-                return None
-            inflight = self._make_inflight(msg, got[0], definition)
-            inflight.reconcile, inflight.held_off = got[1], definition.at_most_once
-            return inflight
+            return claim_guarded(rt, tx, msg, rec, definition, deliveries, labels,
+                                 self._make_inflight)  # fmt: skip
         claimed = lifecycle.claimed(rec, tx.now, deliveries)
         lifecycle.store(tx.tx, claimed)
         return self._make_inflight(msg, claimed, definition)

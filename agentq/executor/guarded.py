@@ -35,7 +35,7 @@ the price is that a crash needs a lookup or a human instead of a retry.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ import httpx
 
 from agentq.backends import Message
 from agentq.decision import Decision
+from agentq.executor.inflight import Inflight
 from agentq.http import NOT_SENT
 from agentq.lifecycle import guarded as lifecycle_guarded
 from agentq.lifecycle import tasks as lifecycle
@@ -97,11 +98,11 @@ def claim_guarded(
     rec: dict[str, Any],
     definition: ToolDef,
     deliveries: int,
-    timeout: float | None,
     labels: list[str],
-) -> tuple[dict[str, Any], bool] | None:
-    """Claim a delivery of a guarded tool inside the (durable) claim transaction:
-    the claimed record and whether to reconcile first; None if it was parked."""
+    make: Callable[[Message, dict[str, Any], ToolDef], Inflight],
+) -> Inflight | None:
+    """Claim a delivery of a guarded tool inside the (durable) claim transaction;
+    ``make`` builds its :class:`Inflight`. None if it was parked instead."""
     key: Sequence[Any] = tuple(msg.key)
     reconcile = bool(rec.get("unsettled_call"))
     if reconcile and definition.reconcile is None:
@@ -111,11 +112,15 @@ def claim_guarded(
         return None
     claimed = {**lifecycle.claimed(rec, tx.now, deliveries), "unsettled_call": True}
     lifecycle.store(tx.tx, claimed)
-    if definition.at_most_once and timeout is not None:
-        lifecycle_guarded.hold_off(runtime, tx.tx, claimed, key, tx.now + horizon(timeout))
+    inflight = make(msg, claimed, definition)
+    if definition.at_most_once and inflight.timeout is not None:
+        until = tx.now + horizon(inflight.timeout)
+        lifecycle_guarded.hold_off(runtime, tx.tx, claimed, key, until)
+        inflight.held_off = True
     if reconcile:
         labels.append("reconciling")
-    return claimed, reconcile
+        inflight.reconcile = True
+    return inflight
 
 
 def call_reconcile(definition: ToolDef, ctx: Any, args: Any, run: Any) -> Any:
