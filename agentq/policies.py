@@ -34,10 +34,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentq import tomlfiles
 from agentq.errors import ConfigError
+from agentq.keylimit_rules import check_key_limit
+from agentq.retention import RetentionValue, parse_retention
 from agentq.retry import DEFAULT_MAX_RETRY_AFTER, RetryPolicy
 
 __all__ = [
@@ -170,6 +172,30 @@ class ToolPolicy(_Strict):
     require_idempotency_key: bool = False
     """The HTTP API refuses (400) an action of this tool sent without an
     ``Idempotency-Key``."""
+    retention: RetentionValue | None = None
+    """How long this tool's finished tasks (with their approvals, idempotency keys
+    and audit entries) are kept before workers delete them, e.g. ``"1h"`` or
+    ``"30d"``; ``"off"``: kept forever. Default: the runtime's retention
+    (``[agentq] retention`` in ``agentq.toml``, else 7 days)."""
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, v: object) -> RetentionValue | None:
+        return None if v is None else parse_retention(v, parse_duration)
+    concurrency_key: str | None = Field(default=None, strict=True)
+    """The argument whose value is limited by ``max_in_flight`` (e.g.
+    ``"merchant_id"``); a call without it counts under one shared value."""
+    max_in_flight: int | None = Field(default=None, strict=True)
+    """How many tasks of this tool with the same ``concurrency_key`` value may run
+    at once, across every worker on the database (1 to 1000); the others wait,
+    ``queued`` and not counted as failures, for a slot. A slot is freed when its
+    task stops running (any outcome, timeout or cancel), and one lease (10 s)
+    after its worker died."""
+
+    @model_validator(mode="after")
+    def _key_limit(self) -> ToolPolicy:
+        check_key_limit(self.concurrency_key, self.max_in_flight)  # agentq.keylimit_rules
+        return self
 
     @field_validator("timeout", mode="before")
     @classmethod

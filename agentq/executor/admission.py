@@ -48,6 +48,7 @@ from agentq.errors import DatabaseNotWritable, TransactionError
 from agentq.executor.guarded import claim_guarded, guarded_tool
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Inflight, looks_like_envelope
+from agentq.executor.keyslots import KeySlots
 from agentq.executor.outcomes import dead_letter_stray
 from agentq.executor.running import tool_timeout
 from agentq.faults import WorkerCrash
@@ -127,6 +128,7 @@ class Admission:
         self.unknown_tool_grace = unknown_tool_grace
         self._unknown_logged: set[str] = set()
         self._count = count
+        self.key_slots = KeySlots(runtime)
 
     def claim(self, batch: list[Message]) -> list[Inflight]:
         """Mark a leased batch running and return what may run."""
@@ -205,7 +207,7 @@ class Admission:
             return None
         definition: ToolDef | None = None
         if rec["tool"] not in BUILTIN_TOOLS:
-            if rec["tool"] not in rt.tools:
+            if rec["tool"] not in rt.tools or self.key_slots.limited(rec["tool"]):
                 return None
             definition = rt.tools.get(rec["tool"])
             if definition.guarded:
@@ -335,9 +337,16 @@ class Admission:
                 labels.append("policy_refused")
                 return None
         if definition is not None and definition.guarded:
+            slot = lambda c: self.key_slots.take(tx, rec, c, tuple(key), deliveries)  # noqa: E731
             return claim_guarded(rt, tx, msg, rec, definition, deliveries, labels,
-                                 self._make_inflight)  # fmt: skip
+                                 self._make_inflight, slot)  # fmt: skip
         claimed = lifecycle.claimed(rec, tx.now, deliveries)
+        if definition is not None:
+            holding = self.key_slots.take(tx, rec, claimed, tuple(key), deliveries)
+            if holding is None:
+                labels.append("key_limited")  # deferred until its key has a free slot
+                return None
+            claimed = holding
         lifecycle.store(tx.tx, claimed)
         return self._make_inflight(msg, claimed, definition)
 

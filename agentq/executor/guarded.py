@@ -100,9 +100,11 @@ def claim_guarded(
     deliveries: int,
     labels: list[str],
     make: Callable[[Message, dict[str, Any], ToolDef], Inflight],
+    take_slot: Callable[[dict[str, Any]], dict[str, Any] | None],
 ) -> Inflight | None:
     """Claim a delivery of a guarded tool inside the (durable) claim transaction;
-    ``make`` builds its :class:`Inflight`. None if it was parked instead."""
+    ``make`` builds its :class:`Inflight`, ``take_slot`` takes its per-key slot
+    (None: deferred). None if it was parked or deferred instead."""
     key: Sequence[Any] = tuple(msg.key)
     reconcile = bool(rec.get("unsettled_call"))
     if reconcile and definition.reconcile is None:
@@ -110,7 +112,11 @@ def claim_guarded(
         lifecycle_guarded.park(runtime, tx.tx, rec, parked_reason(rec, why), ack_key=key)
         labels.append("outcome_unknown")
         return None
-    claimed = {**lifecycle.claimed(rec, tx.now, deliveries), "unsettled_call": True}
+    holding = take_slot({**lifecycle.claimed(rec, tx.now, deliveries), "unsettled_call": True})
+    if holding is None:
+        labels.append("key_limited")  # deferred until its key has a free slot
+        return None
+    claimed = holding
     lifecycle.store(tx.tx, claimed)
     inflight = make(msg, claimed, definition)
     if definition.at_most_once and inflight.timeout is not None:

@@ -194,6 +194,7 @@ class Running(WorkerState):
         if (
             outcome.on_commit or rec.get("kind") in TIMER_KINDS or rec.get("ordering_key")
             or rec.get("callback_url")  # its webhook task is created in the commit
+            or rec.get("key_slot")  # its slot is freed in the commit
         ):  # fmt: skip
             return
         outcome.final = succeeded_record(rec, self.clock.now(), outcome.result)

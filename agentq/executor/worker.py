@@ -29,6 +29,7 @@ from agentq.executor.committing import Committing
 from agentq.executor.heartbeat import Heartbeat
 from agentq.executor.holds import Holds
 from agentq.executor.leases import LeaseMonitor
+from agentq.executor.pruning import Pruner
 from agentq.executor.receiving import Receiving
 from agentq.executor.running import Running
 from agentq.lifecycle.tasks import ESCALATION_QUEUE
@@ -50,9 +51,10 @@ class WorkerStats(Counter[str]):
 
     Outcomes: ``succeeded``, ``retried``, ``throttled``, ``checkpointed``, ``dead``,
     ``policy_refused``, ``held_back``, ``unknown_tool`` (left for a worker that
-    knows the tool). Messages: ``stale_message`` (acked, task
-    unchanged), ``stray`` (dead-lettered as a stray entry), ``stale_completion``
-    (a run whose ack failed: nothing recorded). Leases: ``renewed``,
+    knows the tool), ``key_limited`` (deferred until its key has a free slot).
+    Messages: ``stale_message`` (acked, task unchanged), ``stray``
+    (dead-lettered as a stray entry), ``stale_completion`` (a run whose ack
+    failed: nothing recorded). Leases: ``renewed``,
     ``lease_lost``. Timeouts: ``timed_out``, ``cancelled`` (async),
     ``abandoned_threads``, ``abandoned_limit``, ``late_after_timeout``. Also
     ``group_commits``, ``commit_failed``, ``crashed`` and ``receive_errors``.
@@ -81,6 +83,8 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
     :meth:`run` serves, the worker publishes a heartbeat every
     ``heartbeat_interval`` seconds and logs its counters every
     ``stats_interval`` (``None``: never); see :mod:`agentq.executor.heartbeat`.
+    It also deletes finished tasks past their retention (``prune=False``: not
+    this worker), every ``prune_interval`` seconds; see :mod:`agentq.executor.pruning`.
     A queue in ``queues`` that none of the runtime's tools uses is an error.
     """
 
@@ -102,6 +106,8 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         heartbeat_interval: float = 5.0,
         stats_interval: float | None = 60.0,
         full_wait: float = 5.0,
+        prune: bool = True,
+        prune_interval: float | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -122,6 +128,8 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
             )
         self.queues = list(queues or sorted(known))
         self.heartbeat_interval = heartbeat_interval
+        self.prune = prune
+        self.prune_interval = prune_interval
         self.stats_interval = stats_interval
         self.finished = 0  # attempts finished and committed (one log line each)
         self.concurrency = concurrency
@@ -229,6 +237,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
             log.warning("sizing: %s", warning)  # a limit of the database this would exceed
         self._start_services()
         heartbeat = Heartbeat(self, self.heartbeat_interval, self.stats_interval).start()
+        pruner = Pruner(self, self.prune_interval).start() if self.prune else None
         receivers = [
             threading.Thread(target=self._receive_loop, args=(q, stop), name=f"agentq-recv-{q}")
             for q in self.queues
@@ -247,6 +256,8 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
             self._cancel_streams()  # a long RECEIVE would otherwise hold its receiver
             for t in receivers:
                 t.join(self.receive_timeout + 5)
+            if pruner is not None:
+                pruner.stop()
             self._stop_services(grace)
             heartbeat.stop()
         if self.failure is not None:

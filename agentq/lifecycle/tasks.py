@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from agentq import joins, ordering, webhooks
+from agentq import joins, keylimits, ordering, webhooks
 from agentq.backends import Backend, EncodedRecord, Transaction
 from agentq.envelope import TaskKind, checked_payload, envelope_payload
 from agentq.errors import TaskNotFound
@@ -279,6 +279,8 @@ def settle_waiters(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
 def _after_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
     """What a final record brings about besides its waiters: its webhook, and the
     next task of its ordering key."""
+    if new.get("key_slot"):
+        _release_key_slot(env, tx, new)
     if new.get("callback_url"):
         _send_webhook(env, tx, new)
     key = new.get("ordering_key")
@@ -294,6 +296,28 @@ def _after_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
             send(env, tx, waiting, _due(tx, waiting))
             return
         nxt = ordering.release(tx, key, nxt)  # not sendable (gone): skip it
+
+
+#: Statuses of a task that waits for a per-key slot (deferred, with a message).
+_WAITING = (TaskStatus.QUEUED, TaskStatus.RETRY_SCHEDULED)
+
+
+def _release_key_slot(env: Env, tx: Transaction, rec: Mapping[str, Any]) -> None:
+    """``rec`` left ``running``: free the per-key slot it held and send the first
+    task waiting for one now, handing it the slot (:mod:`agentq.keylimits`)."""
+    key = str(rec["key_slot"])
+    if not keylimits.release(tx, key, str(rec["task_id"]), int(rec["attempt"])):
+        return
+    while (waiter := keylimits.take_waiter(tx, key)) is not None:
+        waiting = tx.get_record(Tables.TASKS, waiter)
+        if waiting is None or waiting["status"] not in _WAITING:
+            continue  # finished, cancelled or running meanwhile: not waiting any more
+        # Its message is the fallback re-check, scheduled later: replaced by one
+        # for now (a new attempt key, so a worker holding the old one finds it stale).
+        tx.ack(waiting["queue"], (waiter, waiting["attempt"]), must_exist=False)
+        sent = reschedule(env, tx, waiting, Event.DEFER, tx.now, error=waiting.get("error"))
+        keylimits.hand_over(tx, key, waiter, int(sent["attempt"]))
+        return
 
 
 def _send_webhook(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
@@ -317,7 +341,10 @@ def reschedule(
     ack_key: Sequence[Any] | None = None,
     **changes: Any,
 ) -> dict[str, Any]:
-    """Ack this delivery (if ``ack_key``) and send the next attempt, a new key, for ``at``."""
+    """Ack this delivery (if ``ack_key``) and send the next attempt, a new key, for
+    ``at``; a per-key slot the task held is freed."""
+    if rec.get("key_slot"):
+        changes["key_slot"] = None
     new = moved(
         rec, event, tx.now, attempt=int(rec["attempt"]) + 1, deliveries=0, error=error,
         next_attempt_at=iso(at), **changes,
@@ -326,6 +353,8 @@ def reschedule(
         tx.ack(new["queue"], tuple(ack_key), must_exist=True)
     store(tx, new)
     send(env, tx, new, at)
+    if rec.get("key_slot"):
+        _release_key_slot(env, tx, rec)
     return new
 
 

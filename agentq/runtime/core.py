@@ -11,6 +11,7 @@ The other parts (:mod:`.decisions`, :mod:`.reading`, :mod:`.dead_letter_queue`,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -23,8 +24,10 @@ from agentq.decision import Decision
 from agentq.envelope import task_queue_spec
 from agentq.errors import ConfigError, UnknownTool
 from agentq.faults import FaultPoints
+from agentq.lifecycle.retention import RetentionSetting, retention_setting
 from agentq.lifecycle.tasks import ESCALATION_QUEUE
 from agentq.policies import Policy, load_policies
+from agentq.retention import DEFAULT_RETENTION
 from agentq.telemetry import Telemetry
 from agentq.tools import ToolDef, ToolRegistry
 
@@ -70,8 +73,13 @@ class RuntimeCore:
         settings: Mapping[str, Any] | None = None,
         http_transport: httpx.BaseTransport | None = None,
         reload: bool = False,
+        retention: RetentionSetting = DEFAULT_RETENTION,
         **backend_options: Any,
     ) -> None:
+        # Checked before anything is opened: a bad value is a ConfigError, nothing else.
+        #: How long finished tasks are kept (None: forever); a tool's policy may say
+        #: otherwise. See :mod:`agentq.lifecycle.retention`.
+        self.retention: timedelta | None = retention_setting(retention)
         if isinstance(db, str):
             self.backend: Backend = open_backend(db, clock=clock, **backend_options)
             self._owns_backend = True
