@@ -51,11 +51,15 @@ def park(
 ) -> dict[str, Any]:
     """Park a task whose call may have applied and cannot be looked up: no message
     stays (``ack_key``: this delivery), nothing runs it again until an operator
-    resolves it; it keeps its ordering key and its waiters wait."""
-    new = tasks.moved(rec, Event.PARK, tx.now, error=reason, next_attempt_at=None)
+    resolves it; it keeps its ordering key and its waiters wait, and frees its
+    per-key concurrency slot."""
+    held = {"key_slot": None} if rec.get("key_slot") else {}
+    new = tasks.moved(rec, Event.PARK, tx.now, error=reason, next_attempt_at=None, **held)
     if ack_key is not None:
         tx.ack(new["queue"], tuple(ack_key), must_exist=True)
     tasks.store(tx, new)
+    if held:  # a parked task runs nothing: its per-key slot goes to the next task
+        tasks._release_key_slot(env, tx, rec)
     return new
 
 

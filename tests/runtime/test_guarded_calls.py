@@ -303,3 +303,38 @@ def test_at_most_once_needs_a_timeout() -> None:
 
         @tool(reconcile=lambda ctx: None)
         def bad_reconcile(ctx: ToolContext, args: Charge) -> Any: ...
+
+
+# -- with a per-key concurrency limit ---------------------------------------------------
+
+
+class MerchantCharge(BaseModel):
+    merchant_id: str
+    amount: int
+
+
+@tool(queue="limited", idempotent=False)
+def limited_charge(ctx: ToolContext, args: MerchantCharge) -> dict[str, int]:
+    if args.amount < 0:
+        raise OutcomeUnknown("the answer was lost")
+    return {"charged": args.amount}
+
+
+def test_a_guarded_claim_takes_its_key_slot_and_a_parked_task_frees_it(
+    tmp_path: Any, clock: FakeClock
+) -> None:
+    policy = Policy.model_validate(
+        {"tools": {"limited_charge": {"concurrency_key": "merchant_id", "max_in_flight": 1}}}
+    )
+    rt = Runtime(f"sqlite:///{tmp_path / 'k.db'}", tools=[limited_charge], policies=policy,
+                 clock=clock)  # fmt: skip
+    try:
+        lost = rt.enqueue_action("limited_charge", {"merchant_id": "m", "amount": -1})
+        later = rt.enqueue_action("limited_charge", {"merchant_id": "m", "amount": 2})
+        worker = rt.worker(receive_timeout=0.05, concurrency=4)
+        worker.drain()
+        assert worker.stats.get("key_limited", 0) >= 1  # the second waited for the slot
+        assert rt.task(lost.task_id).status is TaskStatus.OUTCOME_UNKNOWN
+        assert rt.task(later.task_id).status is TaskStatus.SUCCEEDED  # the slot was freed
+    finally:
+        rt.close()
