@@ -1,4 +1,4 @@
-"""Confirm an order and request its shipment in one transaction (seed 000's example).
+"""Confirm an order and request its shipment in one transaction (the queue documents' first case).
 
 Writing the database and calling the warehouse as two steps (a "dual write")
 fails in two ways:

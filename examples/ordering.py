@@ -1,4 +1,4 @@
-"""Ordering keys: per-order steps run one at a time, in order (seed 003's rules).
+"""Ordering keys: per-order steps run one at a time, in order (Pub/Sub's ordering rules).
 
 Steps of one order share an ordering key; different orders run in parallel.
 Only the key's first unfinished task has a queue message, so:

@@ -1,6 +1,6 @@
 """Polymorphic queues: several kinds of task in one queue, served by one receiver.
 
-The two strategies of the Spanner queue documents (seed 002):
+The two strategies of the Spanner queue documents:
 
 1. **type in the key**: the queue's primary key starts with the task type,
    ``(TaskType, TaskId)``; the receiver dispatches on ``key[0]``. Shown on the

@@ -1,4 +1,4 @@
-"""Custom retry delays beside the default backoff (seed 002).
+"""Custom retry delays beside the default backoff.
 
 Three tools fail twice, then succeed:
 

@@ -22,6 +22,7 @@ from agentq.cli import (
     inspect_cmd,
     prune,
     resolve,
+    schedules,
     tasks,
     ui,
     worker,
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(sub)
     ui.register(sub)
     prune.register(sub)
+    schedules.register(sub)
     register_http(sub, common.add_runtime_args, common.open_runtime)
     register_mcp(sub, common.add_runtime_args, common.open_runtime)
     # Other surfaces: one import above and one register(sub) call here.

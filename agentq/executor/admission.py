@@ -54,6 +54,7 @@ from agentq.executor.running import tool_timeout
 from agentq.faults import WorkerCrash
 from agentq.ledger import TERMINAL, Tables, TaskStatus
 from agentq.lifecycle import tasks as lifecycle
+from agentq.lifecycle.approvals import approved_args
 from agentq.policies import format_duration
 from agentq.tools import ToolDef
 
@@ -74,7 +75,7 @@ _UNKNOWN_TOOL_FIRST_DELAY = timedelta(seconds=1)
 _UNKNOWN_TOOL_MAX_DELAY = timedelta(minutes=5)
 
 #: The runtime's own timers, run without a tool handler.
-BUILTIN_TOOLS = frozenset({lifecycle.BUILTIN_ESCALATION, lifecycle.BUILTIN_EXPIRY})
+BUILTIN_TOOLS = lifecycle.BUILTIN_TIMERS
 
 
 def _fits_task_key(key: Sequence[Any]) -> bool:
@@ -419,7 +420,7 @@ class Admission:
             approval is None
             or approval["status"] != ApprovalStatus.APPROVED
             or approval["task_id"] != rec["task_id"]
-            or approval["args"] != rec["args"]
+            or approved_args(approval) != rec["args"]
         ):
             return (
                 f"policy: tool {definition.name!r} with these arguments needs an approved "

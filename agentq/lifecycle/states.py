@@ -59,6 +59,7 @@ class Event(StrEnum):
     VOID = "void"  # a task it waited on will never succeed (dead, cancelled): never runs
     PARK = "park"  # a non-idempotent call's outcome is unknown, and nothing can look it up
     RESOLVE = "resolve"  # an operator found the parked call applied: its result is recorded
+    AUTO_REJECT = "auto_reject"  # nobody decided in time and the rule says no: never runs
 
 
 _T = TaskStatus
@@ -77,6 +78,7 @@ TASK_TRANSITIONS: Final[dict[tuple[str, Event], TaskStatus]] = {
     (_T.WAITING, _E.RELEASE): _T.QUEUED,
     (_T.WAITING, _E.VOID): _T.CANCELLED,
     (_T.WAITING, _E.CANCEL): _T.CANCELLED,
+    (_T.AWAITING_APPROVAL, _E.AUTO_REJECT): _T.CANCELLED,
     (_T.QUEUED, _E.CLAIM): _T.RUNNING,
     (_T.QUEUED, _E.DEFER): _T.QUEUED,
     (_T.QUEUED, _E.CANCEL): _T.CANCELLED,
@@ -113,10 +115,13 @@ APPROVAL_TRANSITIONS: Final[dict[tuple[str, Event], ApprovalStatus]] = {
     (_A.PENDING, _E.ESCALATE): _A.ESCALATED,
     (_A.PENDING, _E.CANCEL): _A.VOID,
     (_A.PENDING, _E.EXPIRE): _A.EXPIRED,
+    (_A.PENDING, _E.AUTO_REJECT): _A.AUTO_REJECTED,
     (_A.ESCALATED, _E.APPROVE): _A.APPROVED,
     (_A.ESCALATED, _E.REJECT): _A.REJECTED,
+    (_A.ESCALATED, _E.ESCALATE): _A.ESCALATED,  # to the next level
     (_A.ESCALATED, _E.CANCEL): _A.VOID,
     (_A.ESCALATED, _E.EXPIRE): _A.EXPIRED,
+    (_A.ESCALATED, _E.AUTO_REJECT): _A.AUTO_REJECTED,
 }
 
 _MEANING: Final[dict[str, str]] = {
@@ -131,7 +136,7 @@ _MEANING: Final[dict[str, str]] = {
     ),
     _T.SUCCEEDED: "final: result recorded",
     _T.DEAD: "final until replayed: in the dead-letter queue with its error",
-    _T.CANCELLED: "final: cancelled, rejected or expired; never runs again",
+    _T.CANCELLED: "final: cancelled, rejected, auto-rejected or expired; never runs again",
 }
 
 

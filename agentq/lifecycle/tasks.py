@@ -28,10 +28,14 @@ from agentq.redact import redact_text
 from agentq.telemetry import Telemetry
 
 __all__ = [
+    "BUILTIN_AUTO_REJECT",
     "BUILTIN_ESCALATION",
     "BUILTIN_EXPIRY",
+    "BUILTIN_REMINDER",
+    "BUILTIN_TIMERS",
     "ESCALATION_QUEUE",
     "Env",
+    "approval_timer_ids",
     "cancel",
     "cancel_timer",
     "claimed",
@@ -57,6 +61,13 @@ ESCALATION_QUEUE = "escalations"
 BUILTIN_ESCALATION = "_escalation"
 #: Tool name of an approval's expiry timer.
 BUILTIN_EXPIRY = "_expiry"
+#: Tool name of an approval's deadline that rejects it (``on_timeout = "reject"``).
+BUILTIN_AUTO_REJECT = "_auto_reject"
+#: Tool name of a reminder when no notification tool is installed (it only logs).
+BUILTIN_REMINDER = "_reminder"
+#: The runtime's own timers, run without a tool handler.
+BUILTIN_TIMERS = frozenset({BUILTIN_ESCALATION, BUILTIN_EXPIRY, BUILTIN_AUTO_REJECT,
+                            BUILTIN_REMINDER})  # fmt: skip
 
 
 class Env(Protocol):
@@ -104,13 +115,14 @@ def finished(
     result: Any = None,
     error: str | None = None,
     traceback: str | None = None,
+    **changes: Any,
 ) -> dict[str, Any]:
     """A new record: ``rec`` after a final event (succeed, fail, cancel, ...);
     ``traceback`` is the failure's, kept with its ``error``."""
     stamp = iso(now)
     return moved(
         rec, event, now, result=result, error=error, traceback=traceback, finished_at=stamp,
-        next_attempt_at=None,
+        next_attempt_at=None, **changes,
     )  # fmt: skip
 
 
@@ -168,6 +180,8 @@ def create(
     callback_url: str | None = None,
     http_idempotency_key: str | None = None,
     after: Sequence[str] = (),
+    task_id: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A new task (enqueue, schedule or request approval); sent if it may run.
 
@@ -176,9 +190,11 @@ def create(
     ``callback_url`` (checked by the caller: :func:`agentq.webhooks.check_callback_url`)
     gets a webhook task in the transaction that finishes the task. ``after``: the
     unfinished tasks it waits on (checked by :func:`agentq.joins.pending_prerequisites`);
-    it is ``waiting`` until the last of them succeeds.
+    it is ``waiting`` until the last of them succeeds. ``task_id`` fixes the id (a
+    schedule's run: :mod:`agentq.lifecycle.schedules`); ``extra`` are more fields
+    of the record.
     """
-    task_id = new_task_id(tx.now if env.backend.ordered_keys else None)
+    task_id = task_id or new_task_id(tx.now if env.backend.ordered_keys else None)
     if after:
         event = Event.WAIT
     status = next_task_state(task_id, None, event)
@@ -210,6 +226,8 @@ def create(
         rec["after"] = rec["waiting_on"] = list(after)
         for prerequisite in after:
             joins.add_waiter(tx, prerequisite, task_id)
+    if extra:
+        rec.update(extra)
     if status is TaskStatus.QUEUED and (
         ordering_key is None or ordering.admit(tx, ordering_key, task_id)
     ):
@@ -231,9 +249,10 @@ def finish(
     *,
     result: Any = None,
     error: str | None = None,
+    **changes: Any,
 ) -> dict[str, Any]:
     """Apply a final event, write it, and let the next task of its ordering key go."""
-    new = finished(rec, event, tx.now, result=result, error=error)
+    new = finished(rec, event, tx.now, result=result, error=error, **changes)
     _write_final(env, tx, new)
     return new
 
@@ -283,6 +302,10 @@ def _after_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
         _release_key_slot(env, tx, new)
     if new.get("callback_url"):
         _send_webhook(env, tx, new)
+    if new.get("schedule"):
+        from agentq.lifecycle import schedules  # it builds on this module
+
+        schedules.run_finished(env, tx, new)  # the next run, in this transaction
     key = new.get("ordering_key")
     if not key:
         return
@@ -425,7 +448,8 @@ def cancel(
     new = finished(rec, Event.CANCEL, tx.now, error=reason)
     status = rec["status"]
     if status == TaskStatus.AWAITING_APPROVAL:
-        _void_approval(env, tx, rec)
+        if _void_approval(env, tx, rec):
+            new["approval_status"] = "void"
     else:
         key = rec.get("ordering_key")
         waiting = key is not None and ordering.forget(tx, key, task_id)
@@ -444,13 +468,22 @@ def cancel_timer(env: Env, tx: Transaction, task_id: str | None, reason: str) ->
         cancel(env, tx, task_id, reason=reason)
 
 
-def _void_approval(env: Env, tx: Transaction, task: Mapping[str, Any]) -> None:
+def approval_timer_ids(approval: Mapping[str, Any]) -> list[str]:
+    """Every timer (and notification) task an approval record names."""
+    fields = ("escalation_task_id", "notify_task_id", "expiry_task_id", "deadline_task_id")
+    named = [approval.get(field) for field in fields]
+    named += list(approval.get("reminder_task_ids") or ())
+    return list(dict.fromkeys(str(t) for t in named if t))
+
+
+def _void_approval(env: Env, tx: Transaction, task: Mapping[str, Any]) -> bool:
     approval_id = task.get("approval_id")
     approval = tx.get_record(Tables.APPROVALS, approval_id) if approval_id else None
     if approval is None:
-        return
+        return False
     status = next_approval_state(str(approval_id), approval["status"], Event.CANCEL)
     voided = {**approval, "status": status, "decided_at": iso(tx.now)}
     tx.put_record(Tables.APPROVALS, str(approval_id), voided)
-    for timer in ("escalation_task_id", "notify_task_id", "expiry_task_id"):
-        cancel_timer(env, tx, approval.get(timer), "its approval was voided")
+    for timer in approval_timer_ids(approval):
+        cancel_timer(env, tx, timer, "its approval was voided")
+    return True

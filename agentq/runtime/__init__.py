@@ -17,7 +17,8 @@ any two steps leaves no half-done decision.
 The facade is made of one part per concern, each a module of this package:
 :mod:`.core` (construction, the tool registry, the transaction), :mod:`.decisions`,
 :mod:`.reading`, :mod:`.dead_letter_queue`, :mod:`.operations` (workers,
-notebooks, async forms) and :mod:`.retention`; :class:`Runtime` combines them.
+notebooks, async forms), :mod:`.retention` and :mod:`.schedules`; :class:`Runtime`
+combines them.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from agentq.runtime.operations import OperationsMixin
 from agentq.runtime.reading import SCAN_PAGE as SCAN_PAGE  # the page size, as before
 from agentq.runtime.reading import ReadingMixin, TaskPage
 from agentq.runtime.retention import PruneReport, RetentionMixin
+from agentq.runtime.schedules import ScheduleInfo, SchedulesMixin
 
 __all__ = [
     "ESCALATION_QUEUE",
@@ -38,12 +40,15 @@ __all__ = [
     "PruneReport",
     "ReplayReport",
     "Runtime",
+    "ScheduleInfo",
     "Submission",
     "TaskPage",
 ]
 
 
-class Runtime(DecisionsMixin, ReadingMixin, DeadLettersMixin, OperationsMixin, RetentionMixin):
+class Runtime(
+    DecisionsMixin, ReadingMixin, DeadLettersMixin, OperationsMixin, RetentionMixin, SchedulesMixin
+):
     """agentq's runtime over one database.
 
     ``db`` is a URL (``sqlite:///agentq.db``, ``sqlite:///:memory:``,

@@ -24,6 +24,7 @@ from agentq.decision import Decision
 from agentq.envelope import task_queue_spec
 from agentq.errors import ConfigError, UnknownTool
 from agentq.faults import FaultPoints
+from agentq.lifecycle.heartbeats import heartbeat_queue_spec
 from agentq.lifecycle.retention import RetentionSetting, retention_setting
 from agentq.lifecycle.tasks import ESCALATION_QUEUE
 from agentq.policies import Policy, load_policies
@@ -110,6 +111,7 @@ class RuntimeCore:
         self.http_transport = http_transport or httpx.HTTPTransport()
         for queue in sorted(self.tools.queues() | {ESCALATION_QUEUE}):
             self.backend.create_queue(task_queue_spec(queue))
+        self.backend.create_queue(heartbeat_queue_spec())  # workers' heartbeat messages
         self._internal = self._internal_tools()
 
     @property
@@ -154,7 +156,8 @@ class RuntimeCore:
         """Tools only the runtime may send: declared internal, or named by a policy
         as the notification or escalation tool (they carry approval notices, and an
         agent that could send them could spoof one)."""
-        named = {self.policy.defaults.notify_tool, self.policy.defaults.escalation_tool}
+        defaults = self.policy.defaults
+        named = {defaults.notify_tool, defaults.escalation_tool, defaults.worker_alert_tool}
         for rule in self.policy.approvals:
             named |= {rule.notify_tool, rule.escalation_tool}
         declared = {t.name for t in self.tools if t.internal}
