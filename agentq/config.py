@@ -7,6 +7,7 @@
     tools = "tools"
     policies = "policies"
     retention = "7d"        # finished tasks are deleted after this ("off": kept)
+    args_inline_bytes = 4096  # larger task arguments are stored out of band
 
     [settings]              # handed to tool handlers
     payments_url = "https://payments.example.com"
@@ -21,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentq.errors import ConfigError
 from agentq.policies import parse_duration
@@ -46,6 +47,10 @@ class _Section(BaseModel):
     policies: str | None = None
     """The policies folder (or one TOML file), relative to this file; ``--policies``
     wins over it."""
+    args_inline_bytes: int = Field(default=4096, ge=0, le=64 * 1024)
+    """Task arguments whose JSON is larger than this many bytes are stored out of
+    band, in a record of their own deleted when the task ends (default 4096, the
+    message size Spanner's queue documents recommend)."""
     retention: RetentionValue | None = None
     """How long finished tasks are kept before workers delete them (``"7d"``,
     ``"36h"``; ``"off"``: kept forever); a tool's policy ``retention`` wins over

@@ -95,7 +95,7 @@ class Decision:
         """
         rt = self.runtime
         definition = self._enqueueable(tool)
-        validated = definition.enqueueable_args(args)
+        validated, args_text = definition.encoded_args(args)
         if callback_url is not None:
             callback_url = webhooks.check_callback_url(callback_url, rt.policy)
         ordering_key = _checked_key("ordering_key", ordering_key)
@@ -120,7 +120,7 @@ class Decision:
             rt, self.tx, tool=tool, queue=definition.queue, args=validated, kind="action",
             event=Event.ENQUEUE if deliver is None else Event.SCHEDULE,
             ordering_key=ordering_key, idempotency_key=idempotency_key, deliver=deliver,
-            callback_url=callback_url, after=waits_on,
+            callback_url=callback_url, args_text=args_text, after=waits_on,
         )  # fmt: skip
         return TaskInfo.model_validate(rec)
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["TERMINAL", "Tables", "TaskInfo", "TaskStatus"]
 
@@ -28,6 +28,8 @@ class Tables:
     WORKERS = "workers"
     JOINS = "joins"
     SCHEDULES = "schedules"
+    #: Task arguments kept out of band (:mod:`agentq.lifecycle.payloads`).
+    PAYLOADS = "payloads"
 
 
 class TaskStatus(StrEnum):
@@ -72,7 +74,11 @@ class TaskInfo(BaseModel):
     attempt: int
     failures: int = 0
     deliveries: int = 0
-    args: dict[str, Any]
+    #: The validated arguments (empty once out-of-band ones were released).
+    args: dict[str, Any] = Field(default_factory=dict)
+    #: Set when the arguments are kept out of band: their ``bytes`` and
+    #: ``sha256``, and ``released`` once they were deleted with the task's end.
+    args_ref: dict[str, Any] | None = None
     result: Any = None
     error: str | None = None
     #: The traceback of the failure that ``error`` describes (redacted), if any.

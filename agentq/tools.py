@@ -28,6 +28,7 @@ argument model's JSON schema is what an agent framework shows the model
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -99,9 +100,17 @@ class ToolDef:
 
     def enqueueable_args(self, args: object) -> dict[str, Any]:
         """Validate untrusted arguments for a new task: the JSON-compatible dict its
-        envelope carries. NaN and infinities are refused, naming the field: JSON
+        ledger record keeps. NaN and infinities are refused, naming the field: JSON
         cannot carry them and no approval rule can compare them."""
+        return self.encoded_args(args)[0]
+
+    def encoded_args(self, args: object) -> tuple[dict[str, Any], str]:
+        """:meth:`enqueueable_args`, and their stored JSON text (encoded once, here)."""
         data = self.validate_args(args).model_dump(mode="json")
+        try:
+            return data, json.dumps(data, separators=(",", ":"), allow_nan=False)
+        except ValueError:
+            pass  # a NaN or infinity: name it below
         bad = _non_finite(data, ())
         if bad is not None:
             where = ".".join(str(p) for p in bad[0]) or "(args)"
@@ -110,7 +119,7 @@ class ToolDef:
                 "finite number (NaN and infinities are refused: JSON cannot carry them and "
                 "no policy can compare them)"
             )
-        return data
+        raise InvalidArguments(f"invalid arguments for tool {self.name!r}: not encodable as JSON")
 
     def dump_result(self, result: object) -> Any:
         """The handler's result as JSON-compatible data, checked against the result model."""

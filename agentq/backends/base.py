@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
+import orjson
+
 from agentq.backends.notify import Wake
 from agentq.clock import Clock
 from agentq.spec import Key, QueueSpec
@@ -138,8 +140,20 @@ def check_stream_args(max_batch_size: int, max_duration: float) -> None:
 
 
 def encode_record(value: Mapping[str, Any]) -> EncodedRecord:
-    """Encode a record the way every backend stores it (compact JSON)."""
-    return EncodedRecord(json.dumps(value, separators=(",", ":"), default=str))
+    """Encode a record the way every backend stores it (compact JSON, UTF-8 text).
+
+    orjson, because every write of the ledger encodes a record; what it cannot
+    encode (an integer beyond 64 bits) falls back to the standard library. Both
+    write values JSON has no type for with ``str``; orjson writes a NaN or an
+    infinity (which JSON cannot carry) as null.
+    """
+    try:
+        return EncodedRecord(
+            orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+        )
+    except TypeError:  # orjson.JSONEncodeError is one
+        text = json.dumps(value, separators=(",", ":"), default=str, ensure_ascii=False)
+        return EncodedRecord(text)
 
 
 def record_text(value: Mapping[str, Any] | EncodedRecord) -> str:
@@ -292,11 +306,12 @@ class Backend(Protocol):
         for :meth:`Transaction.replace_records`; missing keys are left out."""
         ...
 
-    def reclaim_space(self, max_bytes: int) -> int:
+    def reclaim_space(self, max_bytes: int, *, keep_free: float = 0.0) -> int:
         """Give up to ``max_bytes`` of the space that deleted rows left free back to
-        the file system, in one short write transaction; returns the bytes given
-        back. Free space is reused by later writes either way; a database that
-        manages its own storage (Spanner) returns 0."""
+        the file system, in one short write transaction, keeping free space of
+        ``keep_free`` times the database's size for later writes to reuse; returns
+        the bytes given back. Free space is reused by later writes either way; a
+        database that manages its own storage (Spanner) returns 0."""
         ...
 
     def subscribe_commits(self, wake: Wake) -> None:

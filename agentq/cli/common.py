@@ -167,7 +167,7 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
     args.db = db
     return Runtime(
         db, tools=project.tools, policies=project.policies, settings=settings,
-        retention=config_retention(config),
+        args_inline_bytes=config.agentq.args_inline_bytes, retention=config_retention(config),
     )  # fmt: skip
 
 

@@ -4,7 +4,8 @@ A claim marks a delivery ``running`` (delivery count, ``started_at``) after the
 checks that decide whether it may run at all: the message must be the task's
 current attempt and the task unfinished; a delivery that keeps failing to
 complete is a poison task; the tool must exist, not be held back by a
-Retry-After, and a call that needs approval must have an approved approval.
+Retry-After, and a call that needs approval must have an approved approval; a
+tool with a per-key limit must get a slot of its key (:mod:`.keyslots`).
 
 On a single-writer backend (SQLite) the common case is prepared outside any
 write transaction (the *fast path*): the ledger records are read, checked and
@@ -53,6 +54,7 @@ from agentq.executor.outcomes import dead_letter_stray
 from agentq.executor.running import tool_timeout
 from agentq.faults import WorkerCrash
 from agentq.ledger import TERMINAL, Tables, TaskStatus
+from agentq.lifecycle import payloads
 from agentq.lifecycle import tasks as lifecycle
 from agentq.lifecycle.approvals import approved_args
 from agentq.policies import format_duration
@@ -180,22 +182,35 @@ class Admission:
         checked = [(m, looks_like_envelope(m.payload, m.key)) for m in batch]
         keys = [str(m.key[0]) for m, wellformed in checked if wellformed]
         stored = rt.backend.read_records(Tables.TASKS, keys) if keys else {}
+        offloaded = [k for k, found in stored.items() if payloads.is_offloaded(found.value)]
+        rows = rt.backend.read_records(Tables.PAYLOADS, offloaded) if offloaded else {}
         now = rt.clock.now()
         fast: list[tuple[Inflight, str, Message]] = []
         slow: list[Message] = []
+
+        def read(table: str, key: str) -> dict[str, Any] | None:
+            row = rows.get(key) if table == Tables.PAYLOADS else None
+            return None if row is None else row.value
+
         for msg, wellformed in checked:
             found = stored.get(str(msg.key[0])) if wellformed else None
-            inflight = None if found is None else self._prepare_claim(msg, found.value, now)
+            inflight = None if found is None else self._prepare_claim(msg, found.value, now, read)
             if inflight is None or found is None:
                 slow.append(msg)
             else:
                 fast.append((inflight, found.version, msg))
         return fast, slow
 
-    def _prepare_claim(self, msg: Message, rec: dict[str, Any], now: datetime) -> Inflight | None:
+    def _prepare_claim(
+        self, msg: Message, rec: dict[str, Any], now: datetime, read: payloads.Reader
+    ) -> Inflight | None:
         """The running record of an ordinary delivery, or None to decide in a
         transaction (every branch that writes more than the claim goes there)."""
         rt = self.runtime
+        try:
+            args = payloads.args_of(read, rec) if payloads.is_offloaded(rec) else None
+        except payloads.ArgumentsUnavailable:
+            return None  # decided (dead-lettered, saying why) in the transaction
         if (
             rec["status"] in _NOT_RUNNABLE
             or rec["attempt"] != msg.key[1]
@@ -214,9 +229,11 @@ class Admission:
             if definition.guarded:
                 return None  # its claim is durable and may hold the delivery off
             hold = self.holds.until(rt.backend, now, rec["tool"])
-            if (hold is not None and hold > now) or self._needs_approval(rec, definition):
+            if (hold is not None and hold > now) or self._needs_approval(rec, definition, args):
                 return None
-        return self._make_inflight(msg, lifecycle.claimed(rec, now, deliveries), definition)
+        inflight = self._make_inflight(msg, lifecycle.claimed(rec, now, deliveries), definition)
+        inflight.args = args
+        return inflight
 
     # -- the careful path: decided inside the transaction ----------------------------
 
@@ -321,6 +338,14 @@ class Admission:
             )  # fmt: skip
             labels.append("dead")
             return None
+        args: dict[str, Any] | None = None
+        if payloads.is_offloaded(rec):
+            try:
+                args = payloads.args_of(tx.tx.get_record, rec)
+            except payloads.ArgumentsUnavailable as exc:
+                lifecycle.dead_letter(rt, tx.tx, rec, str(exc), ack_key=key)
+                labels.append("dead")
+                return None
         definition: ToolDef | None = None
         if rec["tool"] not in BUILTIN_TOOLS:
             if rec["tool"] not in rt.tools:
@@ -332,7 +357,7 @@ class Admission:
                 lifecycle.defer(rt, tx.tx, rec, hold, deliveries=deliveries, ack_key=key)
                 labels.append("held_back")
                 return None
-            violation = self._policy_violation(tx, rec, definition)
+            violation = self._policy_violation(tx, rec, definition, args)
             if violation is not None:
                 lifecycle.dead_letter(rt, tx.tx, rec, violation, ack_key=key)
                 labels.append("policy_refused")
@@ -343,13 +368,15 @@ class Admission:
                                  self._make_inflight, slot)  # fmt: skip
         claimed = lifecycle.claimed(rec, tx.now, deliveries)
         if definition is not None:
-            holding = self.key_slots.take(tx, rec, claimed, tuple(key), deliveries)
+            holding = self.key_slots.take(tx, rec, claimed, tuple(key), deliveries, args)
             if holding is None:
                 labels.append("key_limited")  # deferred until its key has a free slot
                 return None
             claimed = holding
         lifecycle.store(tx.tx, claimed)
-        return self._make_inflight(msg, claimed, definition)
+        inflight = self._make_inflight(msg, claimed, definition)
+        inflight.args = args
+        return inflight
 
     def _unknown_tool(
         self, tx: Decision, rec: dict[str, Any], key: Sequence[Any], deliveries: int
@@ -401,18 +428,22 @@ class Admission:
             timeout=tool_timeout(self.runtime, definition),
         )
 
-    def _needs_approval(self, rec: dict[str, Any], definition: ToolDef) -> bool:
+    def _needs_approval(
+        self, rec: dict[str, Any], definition: ToolDef, args: dict[str, Any] | None
+    ) -> bool:
+        """``args``: the task's out-of-band arguments (None: they are in ``rec``)."""
         if rec.get("kind", "action") != "action":
             return False
-        rule = self.runtime.policy.approval_rule(definition.name, rec["args"])
+        call_args = rec["args"] if args is None else args
+        rule = self.runtime.policy.approval_rule(definition.name, call_args)
         return rule is not None or definition.requires_approval
 
     def _policy_violation(
-        self, tx: Decision, rec: dict[str, Any], definition: ToolDef
+        self, tx: Decision, rec: dict[str, Any], definition: ToolDef, args: dict[str, Any] | None
     ) -> str | None:
         """The executor's own check: approval rules are read from policy and the
         approval record, never from the task's arguments or envelope."""
-        if not self._needs_approval(rec, definition):
+        if not self._needs_approval(rec, definition, args):
             return None
         approval_id = rec.get("approval_id")
         approval = tx.tx.get_record(Tables.APPROVALS, approval_id) if approval_id else None
@@ -420,7 +451,7 @@ class Admission:
             approval is None
             or approval["status"] != ApprovalStatus.APPROVED
             or approval["task_id"] != rec["task_id"]
-            or approved_args(approval) != rec["args"]
+            or approved_args(approval) != (rec["args"] if args is None else args)
         ):
             return (
                 f"policy: tool {definition.name!r} with these arguments needs an approved "

@@ -49,6 +49,8 @@ class Inflight:
     reconcile: bool = False
     # At-most-once: the delivery was acked and re-sent for later; no lease to renew.
     held_off: bool = False
+    # Arguments kept out of band, read at the claim (the record has only args_ref).
+    args: dict[str, Any] | None = None
 
     @property
     def task_id(self) -> str:
@@ -75,12 +77,14 @@ def looks_like_envelope(payload: Any, key: Sequence[Any]) -> bool:
     what the executor runs from, so it only needs the payload to be a well-formed
     envelope of this very key. Anything else gets full validation and a precise
     error before it is dead-lettered."""
+    if not isinstance(payload, dict):
+        return False
+    version = payload.get("v")
     return (
-        isinstance(payload, dict)
-        and payload.get("v") == 1
+        # v1 carried the arguments; v2 names the task whose ledger holds them.
+        (isinstance(payload.get("args"), dict) if version == 1 else version == 2)
         and len(key) == 2
         and payload.get("task_id") == key[0]
         and payload.get("attempt") == key[1]
         and isinstance(payload.get("tool"), str)
-        and isinstance(payload.get("args"), dict)
     )

@@ -52,14 +52,17 @@ class KeySlots:
         claimed: dict[str, Any],
         key: tuple[Any, ...],
         deliveries: int,
+        args: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """In the claim transaction: ``claimed`` holding a slot of its key, or
         ``None`` after deferring ``rec`` (the unclaimed record) until a slot may
-        be free. Tools without a limit get ``claimed`` back as it is."""
+        be free. Tools without a limit get ``claimed`` back as it is. ``args``:
+        the task's out-of-band arguments (None: they are in ``rec``)."""
         limit = keylimits.key_limit(self.runtime.policy, str(rec["tool"]))
         if limit is None:
             return claimed
-        slot = keylimits.slot_key(str(rec["tool"]), rec.get("args") or {}, limit.field)
+        call_args = rec.get("args") or {} if args is None else args
+        slot = keylimits.slot_key(str(rec["tool"]), call_args, limit.field)
         retry_at = keylimits.acquire(
             tx.tx, slot, str(rec["task_id"]), int(rec["attempt"]), limit.max_in_flight
         )

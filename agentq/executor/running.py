@@ -199,6 +199,7 @@ class Running(WorkerState):
         if (
             outcome.on_commit or rec.get("kind") in TIMER_KINDS or rec.get("ordering_key")
             or rec.get("callback_url")  # its webhook task is created in the commit
+            or rec.get("args_ref")  # its out-of-band arguments are deleted in the commit
             or rec.get("key_slot")  # its slot is freed in the commit
             or rec.get("schedule")  # its schedule's next run is sent in the commit
         ):  # fmt: skip
@@ -224,7 +225,9 @@ class Running(WorkerState):
                 if definition is None:  # one of the runtime's own timers
                     fired = _BUILTIN_RESULT.get(str(rec.get("kind")), "fired")
                     return Outcome("success", inflight, result={fired: True})
-                args = definition.validate_args(rec["args"])
+                args = definition.validate_args(
+                    rec["args"] if inflight.args is None else inflight.args
+                )
                 ctx = self._context(inflight, definition)
                 result = None
                 if inflight.reconcile:  # the last call's outcome is unknown: look it up

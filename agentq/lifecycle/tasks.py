@@ -2,7 +2,8 @@
 
 Each function applies one event of :mod:`agentq.lifecycle.states` inside the
 caller's transaction, together with the queue operations it implies (send,
-ack, releasing the next task of an ordering key), so a task's record and its
+ack, releasing the next task of an ordering key, freeing a per-key slot and
+sending the task that waited for it), so a task's record and its
 messages never disagree. Records are never changed in place: every function
 returns a new dict, so a transaction function that is re-run (an abort, a
 group commit falling back to one at a time) starts from the same input and
@@ -16,13 +17,14 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from agentq import joins, keylimits, ordering, webhooks
-from agentq.backends import Backend, EncodedRecord, Transaction
-from agentq.envelope import TaskKind, checked_payload, envelope_payload
-from agentq.errors import TaskNotFound
+from agentq.backends import Backend, EncodedRecord, Transaction, encode_record
+from agentq.envelope import TaskKind, check_args_size, checked_payload, envelope_payload
+from agentq.errors import InvalidArguments, TaskNotFound
 from agentq.faults import FaultPoints
 from agentq.idempotency import remember
 from agentq.ids import new_task_id
 from agentq.ledger import TERMINAL, Tables, TaskStatus
+from agentq.lifecycle import payloads
 from agentq.lifecycle.states import Event, next_approval_state, next_task_state
 from agentq.redact import redact_text
 from agentq.telemetry import Telemetry
@@ -79,6 +81,8 @@ class Env(Protocol):
     def telemetry(self) -> Telemetry: ...
     @property
     def faults(self) -> FaultPoints: ...
+    @property
+    def args_inline_bytes(self) -> int: ...
 
 
 def iso(when: datetime) -> str:
@@ -120,10 +124,15 @@ def finished(
     """A new record: ``rec`` after a final event (succeed, fail, cancel, ...);
     ``traceback`` is the failure's, kept with its ``error``."""
     stamp = iso(now)
-    return moved(
+    new = moved(
         rec, event, now, result=result, error=error, traceback=traceback, finished_at=stamp,
         next_attempt_at=None, **changes,
     )  # fmt: skip
+    if new["status"] != TaskStatus.DEAD and payloads.is_offloaded(new):
+        # Out-of-band arguments go with the task's end (a dead task keeps them:
+        # it may be replayed); the writer deletes the row (:func:`_write_final`).
+        new["args_ref"] = payloads.released_ref(new)
+    return new
 
 
 def claimed(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str, Any]:
@@ -132,7 +141,10 @@ def claimed(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str,
 
 
 def store(tx: Transaction, rec: Mapping[str, Any]) -> None:
-    """Write a record produced by this module."""
+    """Write a record produced by this module (arguments kept out of band are
+    never written into it, even if a caller put them in the dict it holds)."""
+    if "args" in rec and rec.get("args_ref") is not None:
+        rec = {k: v for k, v in rec.items() if k != "args"}
     tx.put_record(Tables.TASKS, str(rec["task_id"]), rec)
 
 
@@ -182,18 +194,30 @@ def create(
     after: Sequence[str] = (),
     task_id: str | None = None,
     extra: Mapping[str, Any] | None = None,
+    args_text: str | None = None,
 ) -> dict[str, Any]:
     """A new task (enqueue, schedule or request approval); sent if it may run.
 
     Its envelope is checked even when it is not sent now (behind an ordering
-    key, awaiting approval, waiting), so it can always be sent later. A
-    ``callback_url`` (checked by the caller: :func:`agentq.webhooks.check_callback_url`)
-    gets a webhook task in the transaction that finishes the task. ``after``: the
+    key, awaiting approval, waiting), so it can always be sent later. A ``callback_url``
+    (checked by the caller: :func:`agentq.webhooks.check_callback_url`) gets a
+    webhook task in the transaction that finishes the task. ``task_id`` fixes the
+    id (a schedule's run: :mod:`agentq.lifecycle.schedules`); ``extra`` are more
+    fields of the record. ``args_text`` is
+    ``args`` already encoded (:func:`~agentq.lifecycle.payloads.encode_args`,
+    done before the transaction when it can be): the arguments are stored once,
+    in the record or, above ``env.args_inline_bytes``, out of band
+    (:mod:`agentq.lifecycle.payloads`). The returned record carries ``args``
+    either way; the stored one only when they are inline. ``after``: the
     unfinished tasks it waits on (checked by :func:`agentq.joins.pending_prerequisites`);
-    it is ``waiting`` until the last of them succeeds. ``task_id`` fixes the id (a
-    schedule's run: :mod:`agentq.lifecycle.schedules`); ``extra`` are more fields
-    of the record.
+    it is ``waiting`` until the last of them succeeds.
     """
+    if args_text is None:
+        try:
+            args_text = payloads.encode_args(args)
+        except ValueError as exc:
+            raise InvalidArguments(f"task of tool {tool!r}: {exc}") from exc
+    check_args_size(tool, len(args_text))
     task_id = task_id or new_task_id(tx.now if env.backend.ordered_keys else None)
     if after:
         event = Event.WAIT
@@ -209,7 +233,6 @@ def create(
         "failures": 0,
         "throttles": 0,
         "deliveries": 0,
-        "args": args,
         "ordering_key": ordering_key,
         "approval_id": approval_id,
         "idempotency_key": idempotency_key,
@@ -228,16 +251,23 @@ def create(
             joins.add_waiter(tx, prerequisite, task_id)
     if extra:
         rec.update(extra)
+    if len(args_text) > env.args_inline_bytes:
+        rec["args_ref"] = payloads.offload(tx, task_id, args_text)
+        encoded = encode_record(rec)
+    else:
+        # The record's text with the arguments' text spliced in: encoded once.
+        encoded = EncodedRecord(f'{encode_record(rec)[:-1]},"args":{args_text}}}')
     if status is TaskStatus.QUEUED and (
         ordering_key is None or ordering.admit(tx, ordering_key, task_id)
     ):
         send(env, tx, rec, deliver)  # the send checks the envelope
     else:
         checked_payload(rec)
-    store(tx, rec)
+    store_encoded(tx, task_id, encoded)
     if idempotency_key is not None:
         remember(tx, idempotency_key, tool, args, task_id)
     env.faults.hit("in_decision", task_id=task_id)
+    rec["args"] = args  # for the caller; store() never writes it beside args_ref
     return rec
 
 
@@ -298,6 +328,7 @@ def settle_waiters(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
 def _after_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
     """What a final record brings about besides its waiters: its webhook, and the
     next task of its ordering key."""
+    payloads.release(tx, new)
     if new.get("key_slot"):
         _release_key_slot(env, tx, new)
     if new.get("callback_url"):
@@ -429,7 +460,8 @@ def dead_letter(
         {
             "entry_id": new["task_id"], "kind": "task", "stray": False,
             "task_id": new["task_id"], "tool": new["tool"], "queue": new.get("queue"),
-            "args": new.get("args"), "attempt": new["attempt"], "error": new["error"],
+            "args": new.get("args"), "args_ref": new.get("args_ref"),
+            "attempt": new["attempt"], "error": new["error"],
             "traceback": new.get("traceback"), "dead_at": iso(tx.now),
         },
     )  # fmt: skip

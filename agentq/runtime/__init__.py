@@ -61,6 +61,9 @@ class Runtime(
     handlers (API base URLs and the like). ``retention`` is how long finished
     tasks are kept before workers delete them (default 7 days; ``"off"`` or
     ``None``: forever; a tool's policy ``retention`` wins): see :meth:`prune`.
+    A task whose encoded arguments are over ``args_inline_bytes`` (default
+    4096) keeps them out of band, in a record of their own deleted when the
+    task ends (:mod:`agentq.lifecycle.payloads`).
     A runtime with tools records them (and its policies, if given) in the
     database's tool catalog (:meth:`record_tools`; ``agentq init`` and every
     worker at start do). A runtime without ``tools`` is a *producer*: it

@@ -21,10 +21,11 @@ from agentq import catalog, webhooks
 from agentq.backends import Backend, Transaction, open_backend
 from agentq.clock import Clock
 from agentq.decision import Decision
-from agentq.envelope import task_queue_spec
+from agentq.envelope import MAX_ENVELOPE_BYTES, task_queue_spec
 from agentq.errors import ConfigError, UnknownTool
 from agentq.faults import FaultPoints
 from agentq.lifecycle.heartbeats import heartbeat_queue_spec
+from agentq.lifecycle.payloads import DEFAULT_INLINE_BYTES
 from agentq.lifecycle.retention import RetentionSetting, retention_setting
 from agentq.lifecycle.tasks import ESCALATION_QUEUE
 from agentq.policies import Policy, load_policies
@@ -74,6 +75,7 @@ class RuntimeCore:
         settings: Mapping[str, Any] | None = None,
         http_transport: httpx.BaseTransport | None = None,
         reload: bool = False,
+        args_inline_bytes: int = DEFAULT_INLINE_BYTES,
         retention: RetentionSetting = DEFAULT_RETENTION,
         **backend_options: Any,
     ) -> None:
@@ -81,6 +83,18 @@ class RuntimeCore:
         #: How long finished tasks are kept (None: forever); a tool's policy may say
         #: otherwise. See :mod:`agentq.lifecycle.retention`.
         self.retention: timedelta | None = retention_setting(retention)
+        if (
+            not isinstance(args_inline_bytes, int)
+            or isinstance(args_inline_bytes, bool)
+            or not 0 <= args_inline_bytes <= MAX_ENVELOPE_BYTES
+        ):
+            raise ConfigError(
+                f"args_inline_bytes must be a whole number of bytes from 0 to "
+                f"{MAX_ENVELOPE_BYTES}, not {args_inline_bytes!r}"
+            )
+        #: Encoded arguments larger than this are stored out of band
+        #: (:mod:`agentq.lifecycle.payloads`).
+        self.args_inline_bytes = args_inline_bytes
         if isinstance(db, str):
             self.backend: Backend = open_backend(db, clock=clock, **backend_options)
             self._owns_backend = True

@@ -84,8 +84,8 @@ class DeadLettersMixin(RuntimeCore):
         def fn(tx: Transaction) -> list[str]:
             deleted = []
             for entry_id in ids:
-                entry = tx.get_record(Tables.DEAD_LETTERS, entry_id)
-                if entry is None or not tx.delete_record(Tables.DEAD_LETTERS, entry_id):
+                entry = dead_letters.delete_entry(tx, entry_id)
+                if entry is None:
                     continue
                 deleted.append(entry_id)
                 audit.record(

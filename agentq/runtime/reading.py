@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from agentq import waiting
 from agentq.approvals import ApprovalInfo, ApprovalStatus
-from agentq.backends import Transaction
+from agentq.backends import Backend, Transaction
 from agentq.errors import ApprovalNotFound, TaskNotFound
 from agentq.ledger import Tables, TaskInfo, TaskStatus
 from agentq.lifecycle import approvals as approval_events
-from agentq.lifecycle import audit
+from agentq.lifecycle import audit, payloads
 from agentq.lifecycle.audit import AuditEntry
 from agentq.notebook.html import ApprovalList, TaskList
 from agentq.runtime.core import RuntimeCore
@@ -31,6 +32,29 @@ class TaskPage:
     next_after: str | None
 
 
+def task_info(rec: dict[str, Any], read: payloads.Reader) -> TaskInfo:
+    """A ledger record as a :class:`TaskInfo`, with its out-of-band arguments
+    read (none once they were released with the task's end)."""
+    if payloads.is_offloaded(rec):
+        try:
+            rec = {**rec, "args": payloads.args_of(read, rec)}
+        except payloads.ArgumentsUnavailable:
+            rec = {**rec, "args": {}}
+    return TaskInfo.model_validate(rec)
+
+
+def _payload_reader(backend: Backend, recs: list[dict[str, Any]]) -> payloads.Reader:
+    """A reader of the payload rows of ``recs``, read in one go."""
+    wanted = [str(r["task_id"]) for r in recs if payloads.is_offloaded(r)]
+    rows = backend.read_records(Tables.PAYLOADS, wanted) if wanted else {}
+
+    def read(table: str, key: str) -> dict[str, Any] | None:
+        row = rows.get(key) if table == Tables.PAYLOADS else None
+        return None if row is None else row.value
+
+    return read
+
+
 class ReadingMixin(RuntimeCore):
     """The reads of :class:`~agentq.runtime.Runtime`."""
 
@@ -44,7 +68,7 @@ class ReadingMixin(RuntimeCore):
         rec = self.backend.get_record(Tables.TASKS, task_id)
         if rec is None:
             raise TaskNotFound(f"no task {task_id!r}")
-        return TaskInfo.model_validate(rec)
+        return task_info(rec, self.backend.get_record)
 
     def wait(self, task_id: str, timeout: float) -> TaskInfo:
         """Block until the task is finished (succeeded, dead or cancelled) or
@@ -67,7 +91,7 @@ class ReadingMixin(RuntimeCore):
         rec = tx.get_record(Tables.TASKS, task_id)
         if rec is None:
             raise TaskNotFound(f"no task {task_id!r}")
-        return TaskInfo.model_validate(rec)
+        return task_info(rec, tx.get_record)
 
     def tasks(
         self,
@@ -106,9 +130,10 @@ class ReadingMixin(RuntimeCore):
         cursor = after or ""
         while limit is None or len(found) < limit:
             rows = self.backend.list_records(Tables.TASKS, limit=SCAN_PAGE, after=cursor)
+            read = _payload_reader(self.backend, [v for _, v in rows])
             for key, value in rows:
                 cursor = key
-                task = TaskInfo.model_validate(value)
+                task = task_info(value, read)
                 if (
                     (wanted is None or task.status == wanted)
                     and (tool is None or task.tool == tool)

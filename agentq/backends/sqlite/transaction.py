@@ -36,13 +36,17 @@ class SQLiteTransaction(Transaction):
     ) -> None:
         self._conn = conn
         self._now = now
+        self._now_dt: datetime | None = None
         self._queue_sql = queue_sql
         self.doomed: TransactionError | None = None
         self.sent = False
 
     @property
     def now(self) -> datetime:
-        return from_micros(self._now)
+        # Read several times by every enqueue (id, stamps, delivery): made once.
+        if self._now_dt is None:
+            self._now_dt = from_micros(self._now)
+        return self._now_dt
 
     def _doom(self, exc: TransactionError) -> TransactionError:
         # Like Spanner, a failed insert or ASSERT_ROWS_MODIFIED cannot be caught and

@@ -1,0 +1,109 @@
+"""Task arguments, stored once: inline in the task's record, or out of band.
+
+Every task's arguments are encoded once, when it is created, and stored in one
+place. Up to the runtime's threshold (:data:`DEFAULT_INLINE_BYTES`, 4 KB, the
+size Spanner's queue documents recommend for a message; ``Runtime(
+args_inline_bytes=...)`` or ``args_inline_bytes`` in ``agentq.toml``) they are
+part of the task's ledger record. Above it they get a record of their own in
+the ``payloads`` table, keyed by the task's id and written in the transaction
+that creates the task; the task record and its envelope carry ``args_ref``
+(the arguments' size and SHA-256) instead. Handlers and readers get the
+arguments either way (:func:`args_of`). The hard limit
+(:data:`~agentq.envelope.MAX_ENVELOPE_BYTES`) applies to both.
+
+A payload lives as long as the task may still run: the transaction that makes
+the task succeed or be cancelled deletes it (``args_ref`` then says
+``released``); a dead task keeps it, so it can be replayed, until its
+dead-letter entry is deleted.
+
+The row is found by the task's own id, never by anything an envelope or the
+arguments say, and its digest is checked: arguments that look like a reference
+are just arguments, and no task can read another task's payload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from agentq.backends import EncodedRecord, Transaction
+from agentq.errors import ToolError
+from agentq.ledger import Tables
+
+__all__ = [
+    "DEFAULT_INLINE_BYTES",
+    "ArgumentsUnavailable",
+    "Reader",
+    "args_of",
+    "encode_args",
+    "is_offloaded",
+    "offload",
+    "release",
+    "released_ref",
+]
+
+#: Encoded arguments up to this many bytes stay in the task's record.
+DEFAULT_INLINE_BYTES = 4096
+
+#: Reads one record: ``get_record`` of a transaction or of a backend.
+Reader = Callable[[str, str], dict[str, Any] | None]
+
+
+class ArgumentsUnavailable(ToolError):
+    """A task's out-of-band arguments are gone (its dead-letter entry was
+    deleted) or do not match its record: it cannot run."""
+
+
+def encode_args(args: Mapping[str, Any]) -> str:
+    """The stored text of validated arguments (compact, ASCII: its length is its
+    size in bytes). NaN and infinities raise ValueError."""
+    return json.dumps(args, separators=(",", ":"), allow_nan=False)
+
+
+def offload(tx: Transaction, task_id: str, args_text: str) -> dict[str, Any]:
+    """Store a task's encoded arguments in their own record; return its ``args_ref``."""
+    digest = hashlib.sha256(args_text.encode()).hexdigest()
+    row = EncodedRecord(
+        f'{{"task_id":{json.dumps(task_id)},"sha256":"{digest}","args":{args_text}}}'
+    )
+    tx.put_record(Tables.PAYLOADS, task_id, row)
+    return {"bytes": len(args_text), "sha256": digest}
+
+
+def is_offloaded(rec: Mapping[str, Any]) -> bool:
+    """Whether the task's arguments are (or were) kept out of band."""
+    return rec.get("args_ref") is not None
+
+
+def released_ref(rec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``args_ref`` of ``rec`` once its payload is deleted (None if inline)."""
+    ref = rec.get("args_ref")
+    return None if ref is None else {**ref, "released": True}
+
+
+def release(tx: Transaction, rec: Mapping[str, Any]) -> None:
+    """Delete the payload of a task whose record says it was released."""
+    ref = rec.get("args_ref")
+    if ref is not None and ref.get("released"):
+        tx.delete_record(Tables.PAYLOADS, str(rec["task_id"]))
+
+
+def args_of(read: Reader, rec: Mapping[str, Any]) -> dict[str, Any]:
+    """A task's arguments: from its record, or its own payload row."""
+    ref = rec.get("args_ref")
+    if ref is None:
+        return dict(rec.get("args") or {})
+    task_id = str(rec["task_id"])
+    if ref.get("released"):
+        raise ArgumentsUnavailable(
+            f"task {task_id!r}: its arguments ({ref.get('bytes')} bytes, kept out of band) "
+            "were deleted when it finished or its dead-letter entry was deleted"
+        )
+    row = read(Tables.PAYLOADS, task_id)
+    if row is None or row.get("task_id") != task_id or row.get("sha256") != ref.get("sha256"):
+        raise ArgumentsUnavailable(
+            f"task {task_id!r}: its out-of-band arguments are missing or do not match its record"
+        )
+    return dict(row["args"])
