@@ -50,7 +50,7 @@ from agentq.faults import FaultPoints, WorkerCrash
 from agentq.ledger import TaskInfo, TaskStatus
 from agentq.lifecycle.heartbeats import WorkerDown
 from agentq.policies import Policy, load_policies
-from agentq.retry import PermanentError, RetryLater, RetryPolicy
+from agentq.retry import OutcomeUnknown, PermanentError, RetryLater, RetryPolicy
 from agentq.runtime import Decision, Runtime
 from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec
 from agentq.tools import ToolDef, ToolRegistry, tool
@@ -88,6 +88,7 @@ __all__ = [
     "MessageNotFound",
     "MissingExtra",
     "NotIdle",
+    "OutcomeUnknown",
     "PayloadTooLarge",
     "PayloadType",
     "PermanentError",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from agentq import idempotency, webhooks
+from agentq import idempotency, joins, webhooks
 from agentq.approvals import ApprovalInfo
 from agentq.backends import Transaction
 from agentq.batching import windowed_delivery
@@ -92,6 +92,7 @@ class Decision:
         callback_url: str | None = None,
         dedupe_key: str | None = None,
         debounce: str | float | timedelta | None = None,
+        after: Sequence[str | TaskInfo] | None = None,
     ) -> TaskInfo:
         """Enqueue a tool call; validated now, committed with the transaction.
 
@@ -108,11 +109,17 @@ class Decision:
         task that long, so the calls of a burst collapse into it (the delay is
         not pushed back by later calls: a steady stream still runs once per
         ``debounce``). :meth:`submit` also says whether the call collapsed.
+
+        With ``after`` (task ids or :class:`TaskInfo` records, existing ones only) it is
+        ``waiting`` until all of them have succeeded, then sent (at ``at``, if that
+        is still ahead) by the transaction that completes the last of them; if one
+        of them dies or is cancelled it is cancelled too, the reason naming that
+        task (:mod:`agentq.joins`). Already succeeded ones count as done.
         """
         return self.submit(
             tool, args, ordering_key=ordering_key, idempotency_key=idempotency_key, at=at,
             delay=delay, reason=reason, callback_url=callback_url, dedupe_key=dedupe_key,
-            debounce=debounce,
+            debounce=debounce, after=after,
         ).task  # fmt: skip
 
     def submit(
@@ -128,6 +135,7 @@ class Decision:
         callback_url: str | None = None,
         dedupe_key: str | None = None,
         debounce: str | float | timedelta | None = None,
+        after: Sequence[str | TaskInfo] | None = None,
     ) -> Submission:
         """:meth:`enqueue`, telling whether this call created the task (False: its
         ``idempotency_key`` had created it before, or it collapsed into the pending
@@ -142,6 +150,9 @@ class Decision:
         dedupe_key = _checked_key("dedupe_key", dedupe_key)
         if at is not None and delay is not None:
             raise InvalidArguments("give either at= or delay=, not both")
+        if after is not None and dedupe_key is not None:
+            # A collapsed call would silently take on another task's prerequisites.
+            raise InvalidArguments("give either after= or dedupe_key=, not both")
         deliver = at if delay is None else self.now + as_timedelta(delay)
         if debounce is not None:
             deliver = self._debounced(dedupe_key, deliver, debounce)
@@ -158,7 +169,10 @@ class Decision:
                     idempotency.remember(self.tx, idempotency_key, tool, validated,
                                          str(target["task_id"]))  # fmt: skip
                 return Submission(TaskInfo.model_validate(target), created=False, collapsed=True)
-        if rt.policy.approval_rule(tool, validated) or definition.requires_approval:
+        needs_approval = bool(rt.policy.approval_rule(tool, validated))
+        needs_approval = needs_approval or definition.requires_approval
+        waits_on = self._prerequisites(after, ordering_key, needs_approval, tool)
+        if needs_approval:
             approval = self._request(
                 definition, validated, reason, None, ordering_key, idempotency_key, deliver,
                 callback_url,
@@ -170,7 +184,7 @@ class Decision:
             rt, self.tx, tool=tool, queue=definition.queue, args=validated, kind="action",
             event=Event.ENQUEUE if deliver is None else Event.SCHEDULE,
             ordering_key=ordering_key, idempotency_key=idempotency_key, deliver=deliver,
-            callback_url=callback_url, args_text=args_text,
+            callback_url=callback_url, args_text=args_text, after=waits_on,
         )  # fmt: skip
         if dedupe_key is not None:
             dedupe.remember(self.tx, tool, dedupe_key, validated, str(rec["task_id"]))
@@ -191,6 +205,21 @@ class Decision:
         if not timedelta(0) <= window <= _MAX_DEBOUNCE:
             raise InvalidArguments(f"debounce must be from 0 to 1 day, got {debounce!r}")
         return self.now + window
+
+    def _prerequisites(
+        self, after: Sequence[str | TaskInfo] | None, ordering_key: str | None,
+        needs_approval: bool, tool: str,
+    ) -> list[str]:  # fmt: skip
+        """The unfinished tasks of ``after`` (checked, read in this transaction)."""
+        if after is None:
+            return []
+        if ordering_key is not None or needs_approval:
+            what = "an ordering key" if ordering_key is not None else "an approval"
+            raise InvalidArguments(
+                f"after= cannot be combined with {what} (tool {tool!r}): a waiting task is "
+                "sent by its prerequisites' completion, and that would bypass it"
+            )
+        return joins.pending_prerequisites(self.tx, after)
 
     def schedule(
         self, tool: str, args: Mapping[str, Any] | Any, *, at: datetime, **kw: Any

@@ -36,6 +36,7 @@ from agentq.retry import PermanentError, RetryLater
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
+    "NOT_SENT",
     "PolicyTransport",
     "checked",
     "host_allowed",
@@ -99,6 +100,10 @@ def checked(response: httpx.Response, what: str) -> httpx.Response:
     return response
 
 
+#: Errors raised before a request left this machine: it cannot have applied.
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+
+
 class PolicyTransport(httpx.BaseTransport):
     """Wraps a transport: host allow-list, idempotency key, in-place retries."""
 
@@ -113,8 +118,12 @@ class PolicyTransport(httpx.BaseTransport):
         attempts: int = 3,
         throttle_default: float = 1.0,
         idempotency_key: str | None = None,
+        resend: bool = True,
     ) -> None:
         self._inner = inner
+        # A non-idempotent call (resend=False) is retried in place only when the
+        # request never left: anything else may have applied at the provider.
+        self._resend = resend
         self._tool = tool
         self._key = idempotency_key or task_id
         self._allowed = tuple(allowed_hosts)
@@ -132,8 +141,10 @@ class PolicyTransport(httpx.BaseTransport):
             )
         request.headers[IDEMPOTENCY_HEADER] = self._key
         retrying = Retrying(
-            retry=retry_if_exception_type(httpx.TransportError)
-            | retry_if_result(lambda r: r.status_code in _RETRY_IN_PLACE),
+            retry=(
+                retry_if_exception_type(httpx.TransportError)
+                | retry_if_result(lambda r: r.status_code in _RETRY_IN_PLACE)
+            ) if self._resend else retry_if_exception_type(NOT_SENT),
             wait=wait_exponential(multiplier=0.1, max=2.0),
             stop=stop_after_attempt(self._attempts),
             sleep=self._clock.sleep,
@@ -166,10 +177,13 @@ def tool_http_client(
     timeout: float = 30.0,
     transport: httpx.BaseTransport | None = None,
     idempotency_key: str | None = None,
+    resend: bool = True,
 ) -> httpx.Client:
     """An httpx client for one task's handler. Its requests carry
     ``Idempotency-Key: <task_id>``, or ``idempotency_key`` where the lifecycle
-    recorded one for the task (a completion webhook's ``<task_id>:<status>``)."""
+    recorded one for the task (a completion webhook's ``<task_id>:<status>``).
+    ``resend=False`` (a tool declared ``idempotent=False``): a request is retried
+    in place only if it was never sent (connection refused or not made)."""
     return httpx.Client(
         transport=PolicyTransport(
             transport or httpx.HTTPTransport(),
@@ -178,6 +192,7 @@ def tool_http_client(
             allowed_hosts=allowed_hosts,
             clock=clock,
             idempotency_key=idempotency_key,
+            resend=resend,
         ),
         timeout=timeout,
         follow_redirects=False,

@@ -26,6 +26,7 @@ class Tables:
     HOLDS = "holds"
     AUDIT = "audit"
     WORKERS = "workers"
+    JOINS = "joins"
     SCHEDULES = "schedules"
     #: Task arguments kept out of band (:mod:`agentq.lifecycle.payloads`).
     PAYLOADS = "payloads"
@@ -36,14 +37,19 @@ class TaskStatus(StrEnum):
 
     ``retry_scheduled`` means the last attempt failed (or was throttled) and the
     next one is scheduled at ``next_attempt_at``; ``dead`` means agentq gave up
-    and the task is in the dead-letter queue. Ledgers written before this name
-    existed said ``failed``; it is read as ``retry_scheduled``.
+    and the task is in the dead-letter queue. ``waiting`` means it runs once the
+    tasks it waits on (``after``) have succeeded; ``outcome_unknown`` means an
+    attempt of a non-idempotent call may have reached the external API and ended
+    without a result, and an operator decides (:meth:`Runtime.resolve`). Ledgers
+    written before this name existed said ``failed``; it is read as ``retry_scheduled``.
     """
 
     AWAITING_APPROVAL = "awaiting_approval"
+    WAITING = "waiting"
     QUEUED = "queued"
     RUNNING = "running"
     RETRY_SCHEDULED = "retry_scheduled"
+    OUTCOME_UNKNOWN = "outcome_unknown"
     SUCCEEDED = "succeeded"
     DEAD = "dead"
     CANCELLED = "cancelled"
@@ -89,6 +95,10 @@ class TaskInfo(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     next_attempt_at: datetime | None = None
+    #: The tasks this one waits on (``enqueue(..., after=[...])``), and those of
+    #: them that have not succeeded yet.
+    after: list[str] = []
+    waiting_on: list[str] = []
 
     @property
     def done(self) -> bool:

@@ -26,6 +26,7 @@ from agentq.errors import AgentQError
 
 __all__ = [
     "DEFAULT_MAX_RETRY_AFTER",
+    "OutcomeUnknown",
     "PermanentError",
     "RetryLater",
     "RetryPolicy",
@@ -57,6 +58,12 @@ class RetryLater(AgentQError):
 
 class PermanentError(AgentQError):
     """A failure that no retry can fix; the task is dead-lettered at once."""
+
+
+class OutcomeUnknown(AgentQError):
+    """Raised by a handler that cannot tell whether its call took effect (the
+    answer was lost). For a tool declared ``idempotent=False`` the call is then
+    reconciled or parked for an operator, never simply made again."""
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,16 @@ class ToolDef:
     batch_window: timedelta | None = None
     batch_offset_field: str | None = None
     periodic: Periodic | None = None
+    idempotent: bool = True
+    reconcile: Callable[..., Any] | None = None
+    at_most_once: bool = False
+
+    @property
+    def guarded(self) -> bool:
+        """Whether a started call of this tool is recorded durably before its
+        handler runs, so a redelivery after a crash is reconciled or parked
+        instead of calling the external API again (:mod:`agentq.executor.guarded`)."""
+        return self.at_most_once or not self.idempotent or self.reconcile is not None
 
     def validate_args(self, args: object) -> BaseModel:
         """Validate untrusted arguments; the error names each bad field."""
@@ -160,6 +170,9 @@ def tool(
     max_batch: int = DEFAULT_MAX_BATCH,
     batch_window: str | float | timedelta | None = None,
     batch_offset_field: str | None = None,
+    idempotent: bool = True,
+    reconcile: Callable[..., Any] | None = None,
+    at_most_once: bool = False,
     every: str | float | timedelta | None = None,
     cron: str | None = None,
     timezone: str = "UTC",
@@ -177,6 +190,17 @@ def tool(
     the argument ``batch_offset_field``; ``batch=True`` declares a batch handler
     ``fn(ctx: BatchContext, items: list[Args]) -> list[Result | BaseException]``
     run with up to ``max_batch`` ready tasks at once (see :mod:`agentq.batching`).
+
+    ``idempotent=False`` says the external API does not honour the task id as an
+    ``Idempotency-Key``: a call whose outcome is unknown (the worker died, the
+    call timed out) is never made again by itself. ``reconcile`` is a function
+    ``(ctx, args) -> result | None`` that looks the call up at the provider by
+    task id; it runs *instead of* the handler on such a redelivery (None: the
+    call never applied, so the handler runs). Without one the task is parked as
+    ``outcome_unknown`` for an operator. ``at_most_once=True`` (needs
+    ``timeout``) acks the delivery and re-sends it for after the timeout before
+    the handler starts, so no lease is renewed and nothing repeats the call
+    before then; see :mod:`agentq.executor.guarded` for the exact guarantees.
     """
     if not 1 <= max_batch <= MAX_BATCH_LIMIT:
         raise ConfigError(f"max_batch must be from 1 to {MAX_BATCH_LIMIT}, got {max_batch!r}")
@@ -191,6 +215,7 @@ def tool(
         if len(params) != 2:
             raise ConfigError(f"tool {tool_name!r}: handler must take (ctx, args)")
         args_model = hints.get(params[1])
+        _check_guard(tool_name, reconcile, at_most_once, timeout)
         result_model = hints.get("return")
         if batch:
             args_model, result_model = _item(args_model), _item(result_model)
@@ -222,6 +247,9 @@ def tool(
             max_batch=max_batch,
             batch_window=window,
             batch_offset_field=batch_offset_field,
+            idempotent=idempotent,
+            reconcile=reconcile,
+            at_most_once=at_most_once,
             periodic=_periodic(tool_name, args_model, every, cron, timezone, catch_up),
         )
         setattr(fn, _ATTR, definition)
@@ -251,6 +279,20 @@ def _item(annotation: Any) -> Any:
         if isinstance(candidate, type) and issubclass(candidate, BaseModel):
             return candidate
     return None
+
+
+def _check_guard(
+    name: str, reconcile: Callable[..., Any] | None, at_most_once: bool, timeout: float | None
+) -> None:
+    if reconcile is not None and (
+        not callable(reconcile) or len(inspect.signature(reconcile).parameters) != 2
+    ):
+        raise ConfigError(f"tool {name!r}: reconcile must be a function taking (ctx, args)")
+    if at_most_once and (timeout is None or timeout <= 0):
+        raise ConfigError(
+            f"tool {name!r}: at_most_once needs timeout= (seconds): its delivery is re-sent "
+            "for after the timeout, the longest a run may take"
+        )
 
 
 class ToolRegistry:

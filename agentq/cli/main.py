@@ -21,6 +21,7 @@ from agentq.cli import (
     dlq,
     inspect_cmd,
     prune,
+    resolve,
     schedules,
     tasks,
     ui,
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     approvals.register(sub)
     inspect_cmd.register(sub)
     dlq.register(sub)
+    resolve.register(sub)
     demo.register(sub)
     ui.register(sub)
     prune.register(sub)

@@ -1,7 +1,7 @@
-"""The console's actions: sign in and out, approve, reject, cancel, replay, delete.
+"""The console's actions: sign in and out, approve, reject, cancel, resolve, replay, delete.
 
 Each action calls the same :class:`~agentq.runtime.Runtime` method as its CLI
-command (``agentq approve|reject|cancel|dlq replay|dlq delete``), which audits
+command (``agentq approve|reject|cancel|resolve|dlq replay|dlq delete``), which audits
 it in the transaction that applies it; the actor is always the signed-in
 principal, never a form field. An action is refused in read-only mode (403),
 without the scope it needs (403), with a cookie session but without the
@@ -165,6 +165,19 @@ def routes(console: Console) -> list[Route]:
 
         return call, console.url(request, "task", task_id=tid), f"cancelled {tid}"
 
+    def resolve(request: Request) -> tuple[Act, str, str]:
+        tid = request.path_params["task_id"]
+
+        def call(by: str, form: FormData) -> None:
+            how, text = _field(form, "resolution"), _field(form, "result").strip()
+            try:
+                result = json.loads(text) if how == "succeeded" and text else None
+            except ValueError as exc:
+                raise ConfigError(f"the result is not JSON: {exc}") from None
+            rt.resolve(tid, how, result=result, by=by, note=_note(form))
+
+        return call, console.url(request, "task", task_id=tid), f"resolved {tid}"
+
     def replay(request: Request) -> tuple[Act, str, str]:
         eid = request.path_params["entry_id"]
         return ((lambda by, _form: _none(rt.replay(eid, by=by))),
@@ -238,6 +251,8 @@ def routes(console: Console) -> list[Route]:
         Route("/approvals/{approval_id}/reject", action("approve", reject),
               methods=["POST"], name="reject"),
         Route("/tasks/{task_id}/cancel", action("admin", cancel), methods=["POST"], name="cancel"),
+        Route("/tasks/{task_id}/resolve", action("admin", resolve),
+              methods=["POST"], name="resolve"),
         Route("/dead-letters/{entry_id}/replay", action("admin", replay),
               methods=["POST"], name="replay"),
         Route("/dead-letters/{entry_id}/delete", action("admin", delete),

@@ -46,6 +46,7 @@ from agentq.backends import Message, encode_record
 from agentq.decision import Decision
 from agentq.envelope import TaskEnvelope
 from agentq.errors import DatabaseNotWritable, TransactionError
+from agentq.executor.guarded import claim_guarded, guarded_tool
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Inflight, looks_like_envelope
 from agentq.executor.keyslots import KeySlots
@@ -225,6 +226,8 @@ class Admission:
             if rec["tool"] not in rt.tools or self.key_slots.limited(rec["tool"]):
                 return None
             definition = rt.tools.get(rec["tool"])
+            if definition.guarded:
+                return None  # its claim is durable and may hold the delivery off
             hold = self.holds.until(rt.backend, now, rec["tool"])
             if (hold is not None and hold > now) or self._needs_approval(rec, definition, args):
                 return None
@@ -250,8 +253,11 @@ class Admission:
                     out.append(inflight)
             return out, labels
 
+        # A guarded tool's claim records that its call starts: it must survive a
+        # power loss (see agentq.executor.guarded); other claims are bookkeeping.
+        durable = any(guarded_tool(rt, m.payload) for m in batch)
         try:
-            return rt.transact(claim_all, durable=False)
+            return rt.transact(claim_all, durable=durable)
         except DatabaseNotWritable:
             raise  # nothing can be claimed: the worker stops
         except Exception:
@@ -268,7 +274,7 @@ class Admission:
                     return self._claim_one(tx, m, labels), labels
 
                 try:
-                    inflight, labels = rt.transact(claim_alone, durable=False)
+                    inflight, labels = rt.transact(claim_alone, durable=durable)
                 except DatabaseNotWritable:
                     raise
                 except TransactionError as exc:
@@ -356,6 +362,10 @@ class Admission:
                 lifecycle.dead_letter(rt, tx.tx, rec, violation, ack_key=key)
                 labels.append("policy_refused")
                 return None
+        if definition is not None and definition.guarded:
+            slot = lambda c: self.key_slots.take(tx, rec, c, tuple(key), deliveries)  # noqa: E731
+            return claim_guarded(rt, tx, msg, rec, definition, deliveries, labels,
+                                 self._make_inflight, slot)  # fmt: skip
         claimed = lifecycle.claimed(rec, tx.now, deliveries)
         if definition is not None:
             holding = self.key_slots.take(tx, rec, claimed, tuple(key), deliveries, args)

@@ -45,6 +45,10 @@ class Inflight:
     replaced: bool = False
     # An async handler's run on the event loop (cancelled on timeout).
     future: Future[Any] | None = None
+    # A guarded call whose last outcome is unknown: run the tool's reconcile first.
+    reconcile: bool = False
+    # At-most-once: the delivery was acked and re-sent for later; no lease to renew.
+    held_off: bool = False
     # Arguments kept out of band, read at the claim (the record has only args_ref).
     args: dict[str, Any] | None = None
     # The batch this delivery runs in (agentq.executor.batching.BatchRun), if any.

@@ -51,7 +51,7 @@ class LeaseMonitor(WorkerState):
             if inf.deadline is not None and mono >= inf.deadline and not inf.timed_out:
                 self._give_up(inf)
                 continue
-            renew = inf.definition is None or inf.definition.renew_leases
+            renew = (inf.definition is None or inf.definition.renew_leases) and not inf.held_off
             if renew and not inf.lost and self._lease_left(inf, now, mono) <= self.renew_margin:
                 due.setdefault(inf.queue, []).append(inf)
         for queue, infs in due.items():

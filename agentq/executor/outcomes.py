@@ -24,10 +24,12 @@ from pydantic import ValidationError
 from agentq.backends import EncodedRecord, Message, encode_record
 from agentq.decision import Decision
 from agentq.errors import InvalidMessage, PolicyViolation, ToolError
+from agentq.executor.guarded import may_have_applied, parked_reason
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Inflight, Outcome
-from agentq.ledger import Tables
+from agentq.ledger import Tables, TaskStatus
 from agentq.lifecycle import approval_timers, dead_letters
+from agentq.lifecycle import guarded as lifecycle_guarded
 from agentq.lifecycle import tasks as lifecycle
 from agentq.lifecycle.states import Event
 from agentq.logs import failure_traceback
@@ -66,6 +68,8 @@ def apply_outcome(tx: Decision, o: Outcome, holds: Holds) -> str:
     rec = inf.record
     if o.final is not None:
         lifecycle.store_encoded(tx.tx, inf.task_id, o.final)
+        # One point read: a task enqueued with after= may wait on this one.
+        lifecycle.settle_waiters(rt, tx.tx, {**rec, "status": TaskStatus.SUCCEEDED})
         return "succeeded"
     if o.kind == "success":
         for fn in o.on_commit:
@@ -76,9 +80,10 @@ def apply_outcome(tx: Decision, o: Outcome, holds: Holds) -> str:
         return "succeeded"
     if o.kind == "checkpoint":
         assert o.checkpoint is not None
+        settled: dict[str, Any] = {"unsettled_call": False} if rec.get("unsettled_call") else {}
         lifecycle.reschedule(
             rt, tx.tx, rec, Event.CHECKPOINT, tx.now + o.checkpoint.after, error=None,
-            checkpoint=o.checkpoint.state,
+            checkpoint=o.checkpoint.state, **settled,
         )  # fmt: skip
         return "checkpointed"
     return apply_failure(tx, rec, inf, o.exc, holds)
@@ -91,6 +96,14 @@ def apply_failure(
     rt = tx.runtime
     error = f"{type(exc).__name__}: {exc}"
     trace = failure_traceback(exc)
+    definition = inf.definition
+    if rec.get("unsettled_call") and definition is not None and definition.guarded:
+        if not may_have_applied(exc):
+            rec = {**rec, "unsettled_call": False}  # the handler judged its own call
+        elif definition.reconcile is None:
+            lifecycle_guarded.park(rt, tx.tx, rec, parked_reason(rec, error))
+            return "outcome_unknown"
+        # else: retried below with the call unsettled: the next delivery reconciles
     if isinstance(exc, RateLimitWait):  # its turn is later: it did not run, not a failure
         waiting = dict(rec)
         exc.keep_turn(waiting)
@@ -114,7 +127,6 @@ def apply_failure(
     if isinstance(exc, _PERMANENT):
         lifecycle.dead_letter(rt, tx.tx, rec, error, event=Event.FAIL, traceback=trace)
         return "dead"
-    definition = inf.definition
     max_attempts = definition.max_attempts if definition else None
     policy = rt.policy.retry_policy(rec["tool"], max_attempts)
     failures = int(rec.get("failures", 0)) + 1

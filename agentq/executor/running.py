@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from agentq.context import Checkpoint, ToolContext
+from agentq.executor.guarded import call_reconcile
 from agentq.executor.inflight import Inflight, Outcome
 from agentq.executor.outcomes import TIMER_KINDS, succeeded_record
 from agentq.executor.state import WorkerState
@@ -228,9 +229,15 @@ class Running(WorkerState):
                     rec["args"] if inflight.args is None else inflight.args
                 )
                 ctx = self._context(inflight, definition)
-                if definition.is_async:
+                result = None
+                if inflight.reconcile:  # the last call's outcome is unknown: look it up
+                    result = call_reconcile(
+                        definition, ctx, args,
+                        lambda fn: self._run_async(definition, ctx, args, inflight, fn),
+                    )  # fmt: skip
+                if result is None and definition.is_async:
                     result = self._run_async(definition, ctx, args, inflight)
-                else:
+                elif result is None:
                     result = definition.handler(ctx, args)
                 if isinstance(result, Checkpoint):
                     outcome = Outcome("checkpoint", inflight, checkpoint=result)
@@ -273,14 +280,16 @@ class Running(WorkerState):
                 timeout=timeout,
                 transport=_SharedTransport(rt.http_transport),
                 idempotency_key=rec.get("http_idempotency_key"),
+                resend=definition.idempotent,
             ),
         )
 
     def _run_async(
-        self, definition: ToolDef, ctx: ToolContext, args: Any, inflight: Inflight
-    ) -> Any:
+        self, definition: ToolDef, ctx: ToolContext, args: Any, inflight: Inflight,
+        fn: Any = None,
+    ) -> Any:  # fmt: skip
         loop = self._event_loop()
-        coro = definition.handler(ctx, args)
+        coro = (fn or definition.handler)(ctx, args)
         future = asyncio.run_coroutine_threadsafe(coro, loop)
         with self._lock:
             inflight.future = future

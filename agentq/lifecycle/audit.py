@@ -1,7 +1,8 @@
 """The audit trail: who did what to which task, approval or dead letter, and when.
 
 Every operator action taken through the :class:`~agentq.runtime.Runtime` facade
-(approve, reject, cancel, replay, delete a dead letter), whichever surface asked
+(approve, reject, cancel, replay, delete a dead letter, resolve an
+unknown outcome), whichever surface asked
 for it (Python, the CLI, the web console), is recorded here in the transaction
 that applies it: an action that commits is audited, and an audit entry never
 describes an action that did not happen. This module is the only writer of the
@@ -41,6 +42,7 @@ class AuditAction(StrEnum):
     CANCEL = "cancel"
     REPLAY = "replay"
     DELETE_DEAD_LETTER = "delete_dead_letter"
+    RESOLVE = "resolve"
 
 
 class AuditEntry(BaseModel):

@@ -54,6 +54,11 @@ class Event(StrEnum):
     REPLAY = "replay"  # an operator sends a dead task again, with fresh attempts
     ESCALATE = "escalate"  # nobody decided in time: the approval escalates
     EXPIRE = "expire"  # nobody decided before the approval's deadline: the call is void
+    WAIT = "wait"  # a call to run once every task it waits on (after=) has succeeded
+    RELEASE = "release"  # the last task it waited on succeeded: its message is sent
+    VOID = "void"  # a task it waited on will never succeed (dead, cancelled): never runs
+    PARK = "park"  # a non-idempotent call's outcome is unknown, and nothing can look it up
+    RESOLVE = "resolve"  # an operator found the parked call applied: its result is recorded
     AUTO_REJECT = "auto_reject"  # nobody decided in time and the rule says no: never runs
 
 
@@ -65,10 +70,14 @@ TASK_TRANSITIONS: Final[dict[tuple[str, Event], TaskStatus]] = {
     (NEW, _E.ENQUEUE): _T.QUEUED,
     (NEW, _E.SCHEDULE): _T.QUEUED,
     (NEW, _E.REQUEST_APPROVAL): _T.AWAITING_APPROVAL,
+    (NEW, _E.WAIT): _T.WAITING,
     (_T.AWAITING_APPROVAL, _E.APPROVE): _T.QUEUED,
     (_T.AWAITING_APPROVAL, _E.REJECT): _T.CANCELLED,
     (_T.AWAITING_APPROVAL, _E.CANCEL): _T.CANCELLED,
     (_T.AWAITING_APPROVAL, _E.EXPIRE): _T.CANCELLED,
+    (_T.WAITING, _E.RELEASE): _T.QUEUED,
+    (_T.WAITING, _E.VOID): _T.CANCELLED,
+    (_T.WAITING, _E.CANCEL): _T.CANCELLED,
     (_T.AWAITING_APPROVAL, _E.AUTO_REJECT): _T.CANCELLED,
     (_T.QUEUED, _E.CLAIM): _T.RUNNING,
     (_T.QUEUED, _E.DEFER): _T.QUEUED,
@@ -83,10 +92,16 @@ TASK_TRANSITIONS: Final[dict[tuple[str, Event], TaskStatus]] = {
     (_T.RUNNING, _E.FAIL): _T.DEAD,
     (_T.RUNNING, _E.DEAD_LETTER): _T.DEAD,
     (_T.RUNNING, _E.CANCEL): _T.CANCELLED,
+    (_T.RUNNING, _E.PARK): _T.OUTCOME_UNKNOWN,
     (_T.RETRY_SCHEDULED, _E.CLAIM): _T.RUNNING,
     (_T.RETRY_SCHEDULED, _E.DEFER): _T.RETRY_SCHEDULED,
     (_T.RETRY_SCHEDULED, _E.CANCEL): _T.CANCELLED,
     (_T.RETRY_SCHEDULED, _E.DEAD_LETTER): _T.DEAD,
+    (_T.RETRY_SCHEDULED, _E.PARK): _T.OUTCOME_UNKNOWN,
+    (_T.OUTCOME_UNKNOWN, _E.RESOLVE): _T.SUCCEEDED,
+    (_T.OUTCOME_UNKNOWN, _E.REPLAY): _T.QUEUED,
+    (_T.OUTCOME_UNKNOWN, _E.FAIL): _T.DEAD,
+    (_T.OUTCOME_UNKNOWN, _E.CANCEL): _T.CANCELLED,
     (_T.DEAD, _E.REPLAY): _T.QUEUED,
 }
 
@@ -112,9 +127,13 @@ APPROVAL_TRANSITIONS: Final[dict[tuple[str, Event], ApprovalStatus]] = {
 _MEANING: Final[dict[str, str]] = {
     NEW: "no record yet",
     _T.AWAITING_APPROVAL: "waits for a human; no queue message",
+    _T.WAITING: "waits for the tasks it runs after to succeed; no queue message",
     _T.QUEUED: "a message is ready or scheduled (or it waits behind its ordering key)",
     _T.RUNNING: "a worker holds a lease and runs the handler",
     _T.RETRY_SCHEDULED: "the last attempt failed or was throttled; the next is scheduled",
+    _T.OUTCOME_UNKNOWN: (
+        "a non-idempotent call may have applied; no message: an operator resolves it"
+    ),
     _T.SUCCEEDED: "final: result recorded",
     _T.DEAD: "final until replayed: in the dead-letter queue with its error",
     _T.CANCELLED: "final: cancelled, rejected, auto-rejected or expired; never runs again",

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from agentq import keylimits, ordering, webhooks
+from agentq import joins, keylimits, ordering, webhooks
 from agentq.backends import Backend, EncodedRecord, Transaction, encode_record
 from agentq.envelope import TaskKind, check_args_size, checked_payload, envelope_payload
 from agentq.errors import InvalidArguments, TaskNotFound
@@ -51,6 +51,7 @@ __all__ = [
     "read",
     "reschedule",
     "send",
+    "settle_waiters",
     "store",
     "store_encoded",
     "swap_claimed",
@@ -190,6 +191,7 @@ def create(
     deliver: datetime | None = None,
     callback_url: str | None = None,
     http_idempotency_key: str | None = None,
+    after: Sequence[str] = (),
     task_id: str | None = None,
     extra: Mapping[str, Any] | None = None,
     args_text: str | None = None,
@@ -197,7 +199,7 @@ def create(
     """A new task (enqueue, schedule or request approval); sent if it may run.
 
     Its envelope is checked even when it is not sent now (behind an ordering
-    key, awaiting approval), so it can always be sent later. A ``callback_url``
+    key, awaiting approval, waiting), so it can always be sent later. A ``callback_url``
     (checked by the caller: :func:`agentq.webhooks.check_callback_url`) gets a
     webhook task in the transaction that finishes the task. ``task_id`` fixes the
     id (a schedule's run: :mod:`agentq.lifecycle.schedules`); ``extra`` are more
@@ -206,7 +208,9 @@ def create(
     done before the transaction when it can be): the arguments are stored once,
     in the record or, above ``env.args_inline_bytes``, out of band
     (:mod:`agentq.lifecycle.payloads`). The returned record carries ``args``
-    either way; the stored one only when they are inline.
+    either way; the stored one only when they are inline. ``after``: the
+    unfinished tasks it waits on (checked by :func:`agentq.joins.pending_prerequisites`);
+    it is ``waiting`` until the last of them succeeds.
     """
     if args_text is None:
         try:
@@ -215,6 +219,8 @@ def create(
             raise InvalidArguments(f"task of tool {tool!r}: {exc}") from exc
     check_args_size(tool, len(args_text))
     task_id = task_id or new_task_id(tx.now if env.backend.ordered_keys else None)
+    if after:
+        event = Event.WAIT
     status = next_task_state(task_id, None, event)
     now = iso(tx.now)
     rec: dict[str, Any] = {
@@ -239,6 +245,10 @@ def create(
         rec["callback_url"] = callback_url
     if http_idempotency_key is not None:
         rec["http_idempotency_key"] = http_idempotency_key
+    if after:
+        rec["after"] = rec["waiting_on"] = list(after)
+        for prerequisite in after:
+            joins.add_waiter(tx, prerequisite, task_id)
     if extra:
         rec.update(extra)
     if len(args_text) > env.args_inline_bytes:
@@ -279,6 +289,45 @@ def finish(
 
 def _write_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
     store(tx, new)
+    _after_final(env, tx, new)
+    settle_waiters(env, tx, new)
+
+
+def settle_waiters(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
+    """``new`` is final in this transaction: decide the tasks waiting on it. Its
+    success releases each one it was the last prerequisite of (its message is
+    sent now); any other end voids them (cancelled, the reason naming ``new``),
+    and their own waiters in turn, worked through a list, not by recursion."""
+    finished_now: list[Mapping[str, Any]] = [new]
+    while finished_now:
+        done = finished_now.pop()
+        done_id = str(done["task_id"])
+        for waiter_id in joins.take_waiters(tx, done_id):
+            waiter = tx.get_record(Tables.TASKS, waiter_id)
+            if waiter is None or waiter["status"] != TaskStatus.WAITING:
+                continue  # cancelled meanwhile
+            if done["status"] != TaskStatus.SUCCEEDED:
+                reason = (
+                    f"task {done_id!r} ({done['tool']}) that it waited on is "
+                    f"{done['status']}: {done.get('error') or 'no result'}"
+                )
+                voided = finished(waiter, Event.VOID, tx.now, error=reason)
+                store(tx, voided)
+                _after_final(env, tx, voided)
+                finished_now.append(voided)
+                continue
+            left = [t for t in waiter.get("waiting_on", []) if t != done_id]
+            if left:
+                store(tx, {**waiter, "waiting_on": left, "updated_at": iso(tx.now)})
+            else:
+                released = moved(waiter, Event.RELEASE, tx.now, waiting_on=[])
+                store(tx, released)
+                send(env, tx, released, _due(tx, released))
+
+
+def _after_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
+    """What a final record brings about besides its waiters: its webhook, and the
+    next task of its ordering key."""
     payloads.release(tx, new)
     if new.get("key_slot"):
         _release_key_slot(env, tx, new)

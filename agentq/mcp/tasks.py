@@ -29,9 +29,11 @@ POLL_INTERVAL_MS = 1000
 #: approval is ``input_required``; any unfinished one is ``working``.
 MCP_STATUS: dict[TaskStatus, str] = {
     TaskStatus.AWAITING_APPROVAL: "input_required",
+    TaskStatus.WAITING: "working",
     TaskStatus.QUEUED: "working",
     TaskStatus.RUNNING: "working",
     TaskStatus.RETRY_SCHEDULED: "working",
+    TaskStatus.OUTCOME_UNKNOWN: "working",  # an operator resolves it; not final
     TaskStatus.SUCCEEDED: "completed",
     TaskStatus.DEAD: "failed",
     TaskStatus.CANCELLED: "cancelled",
@@ -44,6 +46,8 @@ RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 def _status_message(info: TaskInfo) -> str:
     if info.status is TaskStatus.AWAITING_APPROVAL:
         return f"awaiting a human's approval {info.approval_id}; nothing has run"
+    if info.status is TaskStatus.OUTCOME_UNKNOWN:
+        return "its call may have applied; an operator is to resolve it"
     if info.status is TaskStatus.RETRY_SCHEDULED:
         return f"attempt {info.attempt} scheduled after a failure"
     if info.done:

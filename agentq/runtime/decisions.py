@@ -6,14 +6,16 @@ operator actions among them (approve, reject, cancel) are audited in the same on
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from agentq.decision import Decision, Submission
+from agentq.errors import InvalidArguments
 from agentq.ledger import Tables, TaskInfo
-from agentq.lifecycle import audit
+from agentq.lifecycle import audit, guarded
 from agentq.lifecycle.audit import AuditAction
+from agentq.lifecycle.guarded import Resolution
 from agentq.runtime.core import RuntimeCore
 
 __all__ = ["DecisionsMixin", "Submission"]
@@ -35,16 +37,18 @@ class DecisionsMixin(RuntimeCore):
         delay: float | timedelta | None = None,
         dedupe_key: str | None = None,
         debounce: str | float | timedelta | None = None,
+        after: Sequence[str | TaskInfo] | None = None,
     ) -> TaskInfo:
         """One-call enqueue for agent frameworks; the same ``idempotency_key``
         returns the same task, never a second one. ``callback_url``: a signed
         completion webhook (:mod:`agentq.webhooks`); ``at`` / ``delay``: run it
         later; ``dedupe_key`` / ``debounce``: collapse a burst of the same call
-        into its pending task (see :meth:`Decision.enqueue`)."""
+        into its pending task; ``after``: only once those tasks have succeeded (see
+        :meth:`Decision.enqueue`)."""
         return self.submit(
             tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
             reason=reason, callback_url=callback_url, at=at, delay=delay,
-            dedupe_key=dedupe_key, debounce=debounce,
+            after=after, dedupe_key=dedupe_key, debounce=debounce,
         ).task  # fmt: skip
 
     def submit(
@@ -60,6 +64,7 @@ class DecisionsMixin(RuntimeCore):
         delay: float | timedelta | None = None,
         dedupe_key: str | None = None,
         debounce: str | float | timedelta | None = None,
+        after: Sequence[str | TaskInfo] | None = None,
     ) -> Submission:
         """:meth:`enqueue_action`, also telling whether this call created the task
         (False: its ``idempotency_key`` had created it before, or it collapsed
@@ -69,7 +74,7 @@ class DecisionsMixin(RuntimeCore):
             return tx.submit(
                 tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
                 reason=reason, callback_url=callback_url, at=at, delay=delay,
-                dedupe_key=dedupe_key, debounce=debounce,
+                after=after, dedupe_key=dedupe_key, debounce=debounce,
             )  # fmt: skip
 
         return self.transact(fn)
@@ -132,6 +137,52 @@ class DecisionsMixin(RuntimeCore):
             audit.record(
                 tx.tx, actor=by, action=AuditAction.CANCEL, target=task_id, task_id=task_id,
                 note=reason,
+            )  # fmt: skip
+            return task
+
+        return self.transact(fn)
+
+    def resolve(
+        self,
+        task_id: str,
+        resolution: Resolution | str,
+        *,
+        result: Any = None,
+        by: str | None = None,
+        note: str = "",
+    ) -> TaskInfo:
+        """Resolve a task parked as ``outcome_unknown`` (a non-idempotent call that
+        may have applied, with no reconcile handler): ``"succeeded"`` records
+        ``result`` (checked against the tool's result model, when the tool is
+        known) as if the call had returned it; ``"retry"`` makes the call again as
+        a new attempt; ``"failed"`` dead-letters the task. Audited, with ``by``."""
+        try:
+            how = Resolution(resolution)
+        except ValueError:
+            known = ", ".join(r.value for r in Resolution)
+            raise InvalidArguments(f"unknown resolution {resolution!r} (known: {known})") from None
+        if how is not Resolution.SUCCEEDED and result is not None:
+            raise InvalidArguments(
+                f"a result is recorded only when resolving as succeeded, not {how}"
+            )
+
+        def fn(tx: Decision) -> TaskInfo:
+            rec = tx.tx.get_record(Tables.TASKS, task_id)
+            definition = self.find_tool(tx.tx, rec["tool"]) if rec else None
+            value = result
+            if how is Resolution.SUCCEEDED and definition is not None:
+                try:
+                    value = definition.dump_result(result)
+                except ValueError as exc:
+                    raise InvalidArguments(
+                        f"result for {task_id!r} does not fit tool {rec['tool']!r}: {exc}"  # type: ignore[index]
+                    ) from None
+            task = TaskInfo.model_validate(
+                guarded.resolve(self._facade, tx.tx, task_id, how, result=value, note=note)
+            )
+            audit.record(
+                tx.tx, actor=by, action=AuditAction.RESOLVE, target=task_id, task_id=task_id,
+                note=f"{how}: {note}" if note else str(how),
             )  # fmt: skip
             return task
 
