@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from agentq.approvals import ApprovalStatus
-from agentq.backends import Message, encode_record
+from agentq.backends import EncodedFields, Message, encode_fields
 from agentq.decision import Decision
 from agentq.envelope import TaskEnvelope
 from agentq.errors import DatabaseNotWritable, TransactionError
@@ -134,7 +134,9 @@ class Admission:
         fast, slow = self._plan_claims(batch)
         runnable: list[Inflight] = []
         if fast:
-            items = [(inf.task_id, version, encode_record(inf.record)) for inf, version, _ in fast]
+            # Only the claim's fields: SQLite sets them inside the stored record,
+            # so the rest of it (the arguments) is not encoded or written again.
+            items = [(inf.task_id, version, fields) for inf, version, _, fields in fast]
             try:
                 # Bookkeeping: after a power loss it may be lost, which only
                 # undercounts a delivery by one.
@@ -142,8 +144,8 @@ class Admission:
                     rt.transact(lambda tx: lifecycle.swap_claimed(tx.tx, items), durable=False)
                 )
             except TransactionError:
-                changed = {inf.task_id for inf, _, _ in fast}
-            for inf, _, msg in fast:
+                changed = {inf.task_id for inf, _, _, _ in fast}
+            for inf, _, msg, _ in fast:
                 if inf.task_id in changed:
                     slow.append(msg)  # written since the read: decide again, in the tx
                 else:
@@ -167,9 +169,10 @@ class Admission:
 
     def _plan_claims(
         self, batch: list[Message]
-    ) -> tuple[list[tuple[Inflight, str, Message]], list[Message]]:
-        """Split a batch into claims prepared from a read (with the version read)
-        and messages to claim inside a transaction."""
+    ) -> tuple[list[tuple[Inflight, str, Message, EncodedFields]], list[Message]]:
+        """Split a batch into claims prepared from a read (with the version read
+        and the claim's changed fields, encoded) and messages to claim inside a
+        transaction."""
         rt = self.runtime
         if not rt.backend.single_writer:
             return [], list(batch)  # reading first would only add a read per task
@@ -177,20 +180,23 @@ class Admission:
         keys = [str(m.key[0]) for m, wellformed in checked if wellformed]
         stored = rt.backend.read_records(Tables.TASKS, keys) if keys else {}
         now = rt.clock.now()
-        fast: list[tuple[Inflight, str, Message]] = []
+        fast: list[tuple[Inflight, str, Message, EncodedFields]] = []
         slow: list[Message] = []
         for msg, wellformed in checked:
             found = stored.get(str(msg.key[0])) if wellformed else None
-            inflight = None if found is None else self._prepare_claim(msg, found.value, now)
-            if inflight is None or found is None:
+            prepared = None if found is None else self._prepare_claim(msg, found.value, now)
+            if prepared is None or found is None:
                 slow.append(msg)
             else:
-                fast.append((inflight, found.version, msg))
+                fast.append((prepared[0], found.version, msg, prepared[1]))
         return fast, slow
 
-    def _prepare_claim(self, msg: Message, rec: dict[str, Any], now: datetime) -> Inflight | None:
-        """The running record of an ordinary delivery, or None to decide in a
-        transaction (every branch that writes more than the claim goes there)."""
+    def _prepare_claim(
+        self, msg: Message, rec: dict[str, Any], now: datetime
+    ) -> tuple[Inflight, EncodedFields] | None:
+        """The running record of an ordinary delivery and its changed fields, or
+        None to decide in a transaction (every branch that writes more than the
+        claim goes there)."""
         rt = self.runtime
         if (
             rec["status"] in _NOT_RUNNABLE
@@ -210,7 +216,8 @@ class Admission:
             hold = self.holds.until(rt.backend, now, rec["tool"])
             if (hold is not None and hold > now) or self._needs_approval(rec, definition):
                 return None
-        return self._make_inflight(msg, lifecycle.claimed(rec, now, deliveries), definition)
+        fields = lifecycle.claimed_fields(rec, now, deliveries)
+        return self._make_inflight(msg, {**rec, **fields}, definition), encode_fields(fields)
 
     # -- the careful path: decided inside the transaction ----------------------------
 
