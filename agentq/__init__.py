@@ -21,6 +21,7 @@ from agentq.context import Checkpoint, ToolContext
 from agentq.errors import (
     AgentQError,
     ApprovalError,
+    ApproverNotAllowed,
     BackendUnavailable,
     ConfigError,
     DatabaseNotWritable,
@@ -46,6 +47,7 @@ from agentq.errors import (
 from agentq.executor import Worker, WorkerStats
 from agentq.faults import FaultPoints, WorkerCrash
 from agentq.ledger import TaskInfo, TaskStatus
+from agentq.lifecycle.heartbeats import WorkerDown
 from agentq.policies import Policy, load_policies
 from agentq.retry import PermanentError, RetryLater, RetryPolicy
 from agentq.runtime import Decision, Runtime
@@ -61,6 +63,7 @@ __all__ = [
     "ApprovalInfo",
     "ApprovalNotice",
     "ApprovalStatus",
+    "ApproverNotAllowed",
     "Backend",
     "BackendUnavailable",
     "Checkpoint",
@@ -110,6 +113,7 @@ __all__ = [
     "UnknownTool",
     "Worker",
     "WorkerCrash",
+    "WorkerDown",
     "WorkerStats",
     "load_policies",
     "open_backend",

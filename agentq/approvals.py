@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -29,7 +29,8 @@ class ApprovalStatus(StrEnum):
     APPROVED = "approved"
     REJECTED = "rejected"
     VOID = "void"  # its task was cancelled: it can no longer be decided
-    EXPIRED = "expired"  # nobody decided before the rule's expire_after
+    EXPIRED = "expired"  # nobody decided in time; the request lapsed (expire_after, on_timeout)
+    AUTO_REJECTED = "auto_rejected"  # nobody decided in time; the rule says that is a no
 
 
 class ApprovalInfo(BaseModel):
@@ -52,7 +53,24 @@ class ApprovalInfo(BaseModel):
     run_at: datetime | None = None
     decided_at: datetime | None = None
     decided_by: str | None = None
+    #: The decider's note; for an approval nobody decided (expired,
+    #: auto_rejected), the reason, as the task's ``error`` gives it too.
     decision_note: str | None = None
+    #: The rule that asked for it (its ``name``, else ``approvals[N]``).
+    rule: str | None = None
+    #: Its escalation level (0: the first approvers), and who may decide at this
+    #: level (names or roles; empty: anyone), besides the earlier levels'.
+    level: int = 0
+    approvers: list[str] = []
+    #: When the current level's deadline passes and what it does then
+    #: (``escalate``, ``reject`` or ``expire``); None: no deadline at this level.
+    deadline: datetime | None = None
+    on_deadline: str | None = None
+    deadline_task_id: str | None = None
+    reminder_task_ids: list[str] = []
+    #: The arguments the approver approved, when they edited the call's (``args``
+    #: stays what was asked); the task runs with these.
+    approved_args: dict[str, Any] | None = None
     #: A digest of the stored record (never stored itself): it changes with every
     #: change of the approval; pass it back as ``if_version`` to decide only that.
     version: str = ""
@@ -64,7 +82,11 @@ class ApprovalInfo(BaseModel):
 
 
 class ApprovalNotice(BaseModel):
-    """Arguments of the notification and escalation tools for an approval."""
+    """Arguments of the notification and escalation tools for an approval.
+
+    ``event`` says why it is sent: ``requested`` (a new approval), ``reminder``
+    (still undecided, ``deadline`` ahead) or ``escalation`` (nobody decided in
+    time: it now goes to ``approvers`` at ``level``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -72,3 +94,8 @@ class ApprovalNotice(BaseModel):
     tool: str
     args: dict[str, Any]
     reason: str = ""
+    event: Literal["requested", "reminder", "escalation"] = "requested"
+    level: int = 0
+    approvers: list[str] = []
+    #: ISO 8601 (a string, so ``model_dump()`` stays plain JSON for a tool's POST).
+    deadline: str | None = None

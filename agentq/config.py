@@ -6,6 +6,7 @@
     db = "sqlite:///var/agentq.db"
     tools = "tools"
     policies = "policies"
+    retention = "7d"        # finished tasks are deleted after this ("off": kept)
 
     [settings]              # handed to tool handlers
     payments_url = "https://payments.example.com"
@@ -20,9 +21,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from agentq.errors import ConfigError
+from agentq.policies import parse_duration
+from agentq.retention import RetentionValue, parse_retention
 from agentq.tomlfiles import read_toml, validation_problems
 
 __all__ = ["Config", "load_config"]
@@ -43,6 +46,15 @@ class _Section(BaseModel):
     policies: str | None = None
     """The policies folder (or one TOML file), relative to this file; ``--policies``
     wins over it."""
+    retention: RetentionValue | None = None
+    """How long finished tasks are kept before workers delete them (``"7d"``,
+    ``"36h"``; ``"off"``: kept forever); a tool's policy ``retention`` wins over
+    it. Unset: 7 days."""
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, v: object) -> RetentionValue | None:
+        return None if v is None else parse_retention(v, parse_duration)
 
 
 class Config(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -34,6 +34,8 @@ class ToolContext:
 
     ``task_id`` is stable across every delivery and retry; it is sent as the
     ``Idempotency-Key`` on every request made through :attr:`http`.
+    ``scheduled_for`` is a periodic run's slot (the time it stands for, however
+    late it runs), else ``None``.
     """
 
     task_id: str
@@ -46,6 +48,7 @@ class ToolContext:
     _http_factory: Callable[[], httpx.Client]
     _http: httpx.Client | None = None
     _on_commit: list[Callable[[Decision], None]] = field(default_factory=list)
+    scheduled_for: datetime | None = None
 
     @property
     def http(self) -> httpx.Client:

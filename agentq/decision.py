@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 from agentq import idempotency, webhooks
 from agentq.approvals import ApprovalInfo
 from agentq.backends import Transaction
-from agentq.errors import InvalidArguments, ToolError
-from agentq.ledger import TaskInfo
-from agentq.lifecycle import approvals, tasks
+from agentq.errors import ApprovalNotFound, InvalidArguments, ToolError
+from agentq.ledger import Tables, TaskInfo
+from agentq.lifecycle import approval_timers, approvals, tasks
 from agentq.lifecycle.states import Event
+from agentq.policies import ApprovalRule
 from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
@@ -149,13 +150,30 @@ class Decision:
         return self._request(definition, validated, reason, delay, ordering_key, None, at)
 
     def approve(
-        self, approval_id: str, by: str, note: str = "", *, if_version: str | None = None
+        self,
+        approval_id: str,
+        by: str,
+        note: str = "",
+        *,
+        if_version: str | None = None,
+        args: Mapping[str, Any] | Any | None = None,
     ) -> TaskInfo:
-        """Approve: record the decision, cancel the escalation, send the action
-        (at its scheduled time, if that is still ahead). With ``if_version`` (an
-        :attr:`ApprovalInfo.version`), only if the approval is still that version."""
+        """Approve: record the decision, cancel the approval's timers, send the
+        action (at its scheduled time, if that is still ahead). With ``if_version``
+        (an :attr:`ApprovalInfo.version`), only if the approval is still that version.
+
+        With ``args`` the approver edits the call (the whole argument object, e.g.
+        a lowered amount): validated against the tool's schema and the policy in
+        this transaction; if the policy puts the edited call under another
+        approval rule, ``by`` must be one of its approvers
+        (:class:`~agentq.errors.ApproverNotAllowed` otherwise)."""
+        validated: dict[str, Any] | None = None
+        edit: approvals.EditCheck | None = None
+        if args is not None:
+            validated, edit = self._edited(approval_id, args)
         rec = approvals.decide(self.runtime, self.tx, approval_id, Event.APPROVE, by=by,
-                               note=note, if_version=if_version)  # fmt: skip
+                               note=note, if_version=if_version, args=validated,
+                               edit=edit)  # fmt: skip
         return TaskInfo.model_validate(rec)
 
     def reject(
@@ -167,6 +185,25 @@ class Decision:
         return TaskInfo.model_validate(rec)
 
     # -- internals -------------------------------------------------------------
+
+    def _edited(
+        self, approval_id: str, args: Mapping[str, Any] | Any
+    ) -> tuple[dict[str, Any], approvals.EditCheck]:
+        """An approver's edited arguments, validated as an agent's would be, and
+        what the policy in force says of them."""
+        rt = self.runtime
+        approval = self.tx.get_record(Tables.APPROVALS, approval_id)
+        if approval is None:
+            raise ApprovalNotFound(f"no approval {approval_id!r}")
+        definition = rt.enqueueable_tool(self.tx, str(approval["tool"]))
+        validated = definition.enqueueable_args(args)
+        rule = rt.policy.approval_rule(definition.name, validated)
+        if rule is None and definition.requires_approval:
+            rule = ApprovalRule(tool=definition.name)
+        if rule is None:
+            return validated, approvals.EditCheck(rule=None, members=None)
+        members = rt.policy.members(rule.approvers) if rule.approvers else None
+        return validated, approvals.EditCheck(rt.policy.rule_label(rule), members)
 
     def _enqueueable(self, tool: str) -> ToolDef:
         definition = self.runtime.enqueueable_tool(self.tx, tool)
@@ -193,16 +230,15 @@ class Decision:
         defaults = rt.policy.defaults
         escalation_tool = (rule.escalation_tool if rule else None) or defaults.escalation_tool
         notify_tool = (rule.notify_tool if rule else None) or defaults.notify_tool
-        plan = approvals.TimerPlan(
-            escalate_after=delay or rt.policy.escalation_delay(rule),
-            escalation=self._timer_tool(escalation_tool),
-            notify=self._timer_tool(notify_tool),
-            expire_after=rule.expire_after if rule else None,
-        )
+        plan = approval_timers.plan(
+            rt.policy, rule, escalate_after=delay or rt.policy.escalation_delay(rule),
+            escalation=self._timer_tool(escalation_tool), notify=self._timer_tool(notify_tool),
+        )  # fmt: skip
         return approvals.request(
             rt, self.tx, tool=definition.name, queue=definition.queue, args=args,
-            reason=reason, plan=plan, ordering_key=ordering_key,
-            idempotency_key=idempotency_key, run_at=run_at, callback_url=callback_url,
+            reason=reason, plan=plan, expire_after=rule.expire_after if rule else None,
+            ordering_key=ordering_key, idempotency_key=idempotency_key, run_at=run_at,
+            callback_url=callback_url,
         )  # fmt: skip
 
     def _timer_tool(self, name: str | None) -> tuple[str, str] | None:

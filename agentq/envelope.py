@@ -26,7 +26,9 @@ __all__ = [
     "task_queue_spec",
 ]
 
-TaskKind = Literal["action", "escalation", "notify", "expiry", "webhook"]
+TaskKind = Literal[
+    "action", "escalation", "notify", "expiry", "webhook", "reminder", "auto_reject"
+]
 
 #: Hard limit of one task message (Spanner's docs recommend staying under 4 KB).
 MAX_ENVELOPE_BYTES = 64 * 1024

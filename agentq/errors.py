@@ -38,6 +38,7 @@ __all__ = [
     "ApprovalChanged",
     "ApprovalError",
     "ApprovalNotFound",
+    "ApproverNotAllowed",
     "BackendUnavailable",
     "ConfigError",
     "DatabaseNotWritable",
@@ -154,6 +155,11 @@ class ApprovalNotFound(ApprovalError, LookupError):
 class ApprovalChanged(ApprovalError):
     """An approve or reject named the version of the approval it was shown, and
     the approval has changed since (escalated, decided, voided): nothing was decided."""
+
+
+class ApproverNotAllowed(ApprovalError):
+    """The decider is not among the approvers the approval's rule (or, for edited
+    arguments, the rule those fall under) names; nothing was decided."""
 
 
 class IdempotencyConflict(AgentQError):

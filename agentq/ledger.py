@@ -26,6 +26,7 @@ class Tables:
     HOLDS = "holds"
     AUDIT = "audit"
     WORKERS = "workers"
+    SCHEDULES = "schedules"
 
 
 class TaskStatus(StrEnum):
@@ -72,6 +73,10 @@ class TaskInfo(BaseModel):
     traceback: str | None = None
     ordering_key: str | None = None
     approval_id: str | None = None
+    #: How its approval was decided, once it was: ``approved``, ``rejected`` (by a
+    #: human), ``auto_rejected`` or ``expired`` (nobody decided in time; ``error``
+    #: says why), ``void`` (the task was cancelled first); None while undecided.
+    approval_status: str | None = None
     idempotency_key: str | None = None
     created_at: datetime
     updated_at: datetime

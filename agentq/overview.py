@@ -109,7 +109,9 @@ def dead_letter_count(backend: Backend) -> int:
 
 @dataclass
 class WorkerInfo:
-    """A worker as its last heartbeat described it."""
+    """A worker as its last heartbeat described it. ``status``: ``live`` (heard
+    from within ``live_within``), ``lost`` (its heartbeat timed out and was
+    reported: it stopped without a clean shutdown) or ``silent`` (neither, yet)."""
 
     worker_id: str
     host: str
@@ -122,18 +124,25 @@ class WorkerInfo:
     stats: dict[str, int] = field(default_factory=dict)
     age_s: float | None = None
     live: bool = False
+    status: str = "silent"
+    lost_at: str | None = None
+    timeout_s: float | None = None
 
 
 def workers(backend: Backend, now: datetime, live_within: float = LIVE_SECONDS) -> list[WorkerInfo]:
     """Workers that published a heartbeat, newest first, with ``live`` set for
-    those heard from within ``live_within`` seconds."""
+    those heard from within ``live_within`` seconds and not reported lost."""
     out = []
+    computed = {"age_s", "live", "status"}
     for _, rec in _scan(backend, Tables.WORKERS):
         try:
-            info = WorkerInfo(**{k: rec[k] for k in WorkerInfo.__dataclass_fields__ if k in rec})
+            info = WorkerInfo(**{k: rec[k] for k in WorkerInfo.__dataclass_fields__
+                                 if k in rec and k not in computed})  # fmt: skip
         except TypeError:
             continue  # not a heartbeat this version wrote
         info.age_s = _age(now, info.heartbeat_at)
-        info.live = info.age_s is not None and info.age_s <= live_within
+        lost = rec.get("status") == "lost"
+        info.live = not lost and info.age_s is not None and info.age_s <= live_within
+        info.status = "lost" if lost else "live" if info.live else "silent"
         out.append(info)
     return sorted(out, key=lambda w: (w.age_s is None, w.age_s or 0.0))

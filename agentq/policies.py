@@ -14,11 +14,22 @@ pydantic. Several files are merged; a tool configured twice is an error. Example
     rate_limit_burst = 20          # default: one second's calls, at least 1
     max_retry_after = "1h"         # longer Retry-After: an ordinary failure
 
+    [roles]
+    finance = ["carol", "dave"]
+
     [[approvals]]
     tool = "execute_refund"
     field = "amount"
     above = 100
+    approvers = ["alice", "bob"]   # unset: anyone may decide
     escalate_after = "72h"
+    remind = ["24h", "1h"]         # before each deadline
+    escalate_to = ["finance"]      # the next level of approvers
+    on_timeout = "reject"          # at the last level's deadline
+
+    [schedules.nightly_report]     # a periodic run (agentq.schedules)
+    cron = "0 2 * * *"
+    args = { scope = "all" }
 
 The agent supplies only a tool name and arguments; every limit here is read
 by the runtime from these files, never from the arguments.
@@ -32,17 +43,22 @@ from collections.abc import Mapping
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentq import tomlfiles
 from agentq.errors import ConfigError
+from agentq.keylimit_rules import check_key_limit
+from agentq.retention import RetentionValue, parse_retention
 from agentq.retry import DEFAULT_MAX_RETRY_AFTER, RetryPolicy
+from agentq.schedules import MAX_CATCH_UP, Rule, check_cron, check_name, check_timezone
 
 __all__ = [
     "ApprovalRule",
+    "EscalationLevel",
     "Policy",
+    "ScheduleRule",
     "ToolPolicy",
     "format_duration",
     "load_policies",
@@ -132,6 +148,11 @@ class Defaults(_Strict):
     max_retry_after: timedelta = timedelta(seconds=DEFAULT_MAX_RETRY_AFTER)
     """The longest ``Retry-After`` honoured (at most 365d); a longer one counts as
     an ordinary failure."""
+    worker_alert_tool: str | None = "worker_down"
+    """The tool run once when a worker's heartbeat times out (it stopped without a
+    clean shutdown). If no tool of this name exists (or it is unset), the timeout is
+    still reported: ``agentq workers``, the ``agentq.worker.heartbeat_timeouts``
+    metric and a warning in the log."""
 
     @field_validator("backoff_initial", "backoff_max", "escalate_after", mode="before")
     @classmethod
@@ -170,6 +191,30 @@ class ToolPolicy(_Strict):
     require_idempotency_key: bool = False
     """The HTTP API refuses (400) an action of this tool sent without an
     ``Idempotency-Key``."""
+    retention: RetentionValue | None = None
+    """How long this tool's finished tasks (with their approvals, idempotency keys
+    and audit entries) are kept before workers delete them, e.g. ``"1h"`` or
+    ``"30d"``; ``"off"``: kept forever. Default: the runtime's retention
+    (``[agentq] retention`` in ``agentq.toml``, else 7 days)."""
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, v: object) -> RetentionValue | None:
+        return None if v is None else parse_retention(v, parse_duration)
+    concurrency_key: str | None = Field(default=None, strict=True)
+    """The argument whose value is limited by ``max_in_flight`` (e.g.
+    ``"merchant_id"``); a call without it counts under one shared value."""
+    max_in_flight: int | None = Field(default=None, strict=True)
+    """How many tasks of this tool with the same ``concurrency_key`` value may run
+    at once, across every worker on the database (1 to 1000); the others wait,
+    ``queued`` and not counted as failures, for a slot. A slot is freed when its
+    task stops running (any outcome, timeout or cancel), and one lease (10 s)
+    after its worker died."""
+
+    @model_validator(mode="after")
+    def _key_limit(self) -> ToolPolicy:
+        check_key_limit(self.concurrency_key, self.max_in_flight)  # agentq.keylimit_rules
+        return self
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -193,6 +238,84 @@ class ToolPolicy(_Strict):
 _UNCONFIGURED = ToolPolicy()
 
 
+class ScheduleRule(_Strict):
+    """A periodic run of a tool (see :mod:`agentq.schedules`); it replaces a
+    schedule of the same name declared in code (``@tool(every=...)``)."""
+
+    tool: str | None = None
+    """The tool each run calls; default: the schedule's name."""
+    every: timedelta | None = None
+    """Run at every multiple of this interval since the Unix epoch (``"1h"``: at the
+    top of each hour, UTC); at least 1s. Give ``every`` or ``cron``."""
+    cron: str | None = None
+    """Run at the times of this five-field cron expression (``"0 9 * * MON"``)."""
+    timezone: str = "UTC"
+    """The time zone ``cron`` is read in (an IANA name: ``"Europe/Paris"``)."""
+    args: dict[str, Any] = {}
+    """The arguments of every run, validated by the tool's argument model."""
+    catch_up: int = Field(default=0, ge=0, le=MAX_CATCH_UP)
+    """After downtime, how many overdue runs are run (the latest ones, oldest
+    first); 0: skip them and go on at the next future time."""
+    enabled: bool = True
+    """``false`` stops the schedule (its pending run is cancelled) and needs no
+    ``every`` or ``cron``: it turns off a schedule declared in code."""
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _every(cls, v: object) -> timedelta | None:
+        return None if v is None else parse_duration(v)
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        return None if v is None else check_cron(v)
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        return check_timezone(v)
+
+    def rule(self) -> Rule:
+        """The slots of this schedule (:class:`ConfigError` if it has no valid rule)."""
+        return Rule(every=self.every, cron=self.cron, timezone=self.timezone)
+
+
+#: Bounds that keep one approval's timers few.
+_MAX_LEVELS = 10
+_MAX_REMINDERS = 10
+
+
+def _approver_names(v: tuple[str, ...]) -> tuple[str, ...]:
+    for name in v:
+        if not name.strip() or len(name) > 200:
+            raise ValueError(f"approver {name!r}: a non-empty name of at most 200 characters")
+    return tuple(n.strip() for n in v)
+
+
+class EscalationLevel(_Strict):
+    """One level an approval escalates to: who may decide then, and how long it waits."""
+
+    approvers: tuple[str, ...] = Field(min_length=1)
+    """Who may decide from this level on (names or roles), besides the earlier levels'."""
+    after: timedelta | None = None
+    """How long this level waits; default: the rule's ``escalate_after``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, v: object) -> object:
+        return {"approvers": [v]} if isinstance(v, str) else v
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> timedelta | None:
+        return None if v is None else parse_duration(v)
+
+    @field_validator("approvers")
+    @classmethod
+    def _names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return _approver_names(v)
+
+
 class ApprovalRule(_Strict):
     """A tool call needs a human when ``args[field] > above`` (or always, if no field)."""
 
@@ -212,12 +335,49 @@ class ApprovalRule(_Strict):
     """This rule's notification tool; default: ``[defaults] notify_tool``."""
     expire_after: timedelta | None = None
     """Undecided this long after the request, the approval expires and its call is
-    cancelled (never run); unset: it waits for a decision forever."""
+    cancelled (never run), whatever level it reached; unset: no overall deadline."""
+    name: str | None = Field(default=None, min_length=1, max_length=100)
+    """What errors and reasons call this rule; default: ``approvals[N]`` (its place)."""
+    approvers: tuple[str, ...] = ()
+    """Who may decide (names, or roles of ``[roles]``); unset: anyone who names
+    themselves. Each escalation level adds its approvers to these."""
+    escalate_to: tuple[EscalationLevel, ...] = ()
+    """Levels the approval escalates through when a level's deadline passes
+    undecided: each a role or name (``"finance"``) or a table
+    ``{approvers = [...], after = "24h"}``."""
+    on_timeout: Literal["escalate", "reject", "expire"] = "escalate"
+    """What the last level's deadline does: ``escalate`` (mark it escalated and
+    keep waiting; a rule with ``escalate_to`` waits at its last level), ``reject``
+    (status ``auto_rejected``) or ``expire`` (status ``expired``); the call never
+    runs after either."""
+    remind: tuple[timedelta, ...] = ()
+    """Reminders before each level's deadline (``["24h", "1h"]``), sent through
+    the notification tool; one whose time has already passed is skipped."""
 
     @field_validator("escalate_after", "expire_after", mode="before")
     @classmethod
     def _duration(cls, v: object) -> timedelta | None:
         return None if v is None else parse_duration(v)
+
+    @field_validator("remind", mode="before")
+    @classmethod
+    def _reminders(cls, v: object) -> tuple[timedelta, ...]:
+        items = v if isinstance(v, list | tuple) else [v]
+        out = sorted({parse_duration(item) for item in items}, reverse=True)
+        if len(out) > _MAX_REMINDERS or any(r <= timedelta(0) for r in out):
+            raise ValueError(f"remind: at most {_MAX_REMINDERS} durations, each more than 0")
+        return tuple(out)
+
+    @field_validator("approvers")
+    @classmethod
+    def _names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return _approver_names(v)
+
+    @model_validator(mode="after")
+    def _levels(self) -> ApprovalRule:
+        if len(self.escalate_to) > _MAX_LEVELS:
+            raise ValueError(f"escalate_to: at most {_MAX_LEVELS} levels")
+        return self
 
     def applies(self, args: Mapping[str, Any]) -> bool:
         """Whether these (already validated) arguments need approval."""
@@ -247,6 +407,29 @@ class Policy(_Strict):
     """One table per tool, named after it."""
     approvals: tuple[ApprovalRule, ...] = ()
     """Which calls need a human: the first rule that applies decides."""
+    schedules: dict[str, ScheduleRule] = {}
+    """Periodic runs, one table per schedule, named after it (letters, digits, ``_``)."""
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedules(cls, v: dict[str, ScheduleRule]) -> dict[str, ScheduleRule]:
+        for name, rule in v.items():
+            try:
+                check_name(name)
+                if rule.enabled:
+                    rule.rule()
+            except ConfigError as exc:
+                raise ValueError(f"schedule {name!r}: {exc}") from None
+        return v
+
+    roles: dict[str, tuple[str, ...]] = {}
+    """Approver roles: ``finance = ["carol", "dave"]``; a rule's ``approvers`` may
+    name a role, and then its members (never the role's name itself) may decide."""
+
+    @field_validator("roles")
+    @classmethod
+    def _roles(cls, v: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        return {role: _approver_names(members) for role, members in v.items()}
 
     def for_tool(self, tool: str) -> ToolPolicy:
         """The tool's limits (an unconfigured tool may call no host)."""
@@ -283,6 +466,22 @@ class Policy(_Strict):
         if self.for_tool(tool).requires_approval:
             return ApprovalRule(tool=tool)
         return None
+
+    def rule_label(self, rule: ApprovalRule) -> str:
+        """How errors name a rule: its ``name``, else its place (``approvals[N]``)."""
+        if rule.name:
+            return rule.name
+        for i, known in enumerate(self.approvals):
+            if known is rule:
+                return f"approvals[{i}]"
+        return f"requires_approval of tool {rule.tool!r}"
+
+    def members(self, approvers: tuple[str, ...]) -> frozenset[str]:
+        """The people ``approvers`` names: a role's members, or the name itself."""
+        out: set[str] = set()
+        for name in approvers:
+            out |= set(self.roles[name]) if name in self.roles else {name}
+        return frozenset(out)
 
     def escalation_delay(self, rule: ApprovalRule | None) -> timedelta:
         """How long an approval may wait before it escalates."""
@@ -334,14 +533,17 @@ def _merge(
 ) -> None:
     """Add one file's sections to ``merged``, refusing duplicates and wrong shapes."""
     where = f"policy file {file}"
-    unknown = set(data) - {"defaults", "tools", "approvals"}
+    unknown = set(data) - {"defaults", "tools", "approvals", "schedules", "roles"}
     if unknown:
         raise ConfigError(
-            f"{where}: unknown section(s) {sorted(unknown)} (known: defaults, tools, approvals)"
+            f"{where}: unknown section(s) {sorted(unknown)} "
+            "(known: defaults, tools, approvals, schedules, roles)"
         )
     shapes = (("defaults", dict, "a [defaults] table"),
               ("tools", dict, "[tools.NAME] tables"),
-              ("approvals", list, "an array of [[approvals]] tables"))  # fmt: skip
+              ("approvals", list, "an array of [[approvals]] tables"),
+              ("schedules", dict, "[schedules.NAME] tables"),
+              ("roles", dict, "a [roles] table"))  # fmt: skip
     for name, kind, expected in shapes:
         if name in data and not isinstance(data[name], kind):
             raise ConfigError(f"{where}: {name} = {data[name]!r}: must be {expected}")
@@ -350,13 +552,19 @@ def _merge(
             raise ConfigError(f"{where}: [defaults] is already set in {origin[('defaults',)][0]}")
         merged["defaults"] = data["defaults"]
         origin[("defaults",)] = (file, ("defaults",))
-    for tool, settings in data.get("tools", {}).items():
-        if tool in merged["tools"]:
-            raise ConfigError(
-                f"{where}: tool {tool!r} is configured twice (also in {origin[('tools', tool)][0]})"
-            )
-        merged["tools"][tool] = settings
-        origin[("tools", tool)] = (file, ("tools", tool))
+    for section, what in (("tools", "tool"), ("schedules", "schedule")):
+        for name, settings in data.get(section, {}).items():
+            into = merged.setdefault(section, {})
+            if name in into:
+                raise ConfigError(f"{where}: {what} {name!r} is configured twice "
+                                  f"(also in {origin[(section, name)][0]})")  # fmt: skip
+            into[name] = settings
+            origin[(section, name)] = (file, (section, name))
+    for role, members in data.get("roles", {}).items():
+        if role in merged.setdefault("roles", {}):
+            raise ConfigError(f"{where}: role {role!r} is defined twice")
+        merged["roles"][role] = members
+        origin[("roles", role)] = (file, ("roles", role))
     for i, rule in enumerate(data.get("approvals", [])):
         origin[("approvals", len(merged["approvals"]))] = (file, ("approvals", i))
         merged["approvals"].append(rule)

@@ -19,7 +19,7 @@ import types
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 
 import annotated_types
 from pydantic import BaseModel
@@ -48,6 +48,8 @@ def _type(annotation: Any) -> str:
         return " or ".join(_type(a) for a in args if a is not type(None))
     if origin in (tuple, list):
         return f"array of {_type(args[0])}s"
+    if origin is Literal:
+        return " or ".join(f'`"{a}"`' for a in args)
     if origin is dict or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
         return "table"
     names = {timedelta: "duration", int: "integer", float: "number", bool: "boolean", str: "string"}

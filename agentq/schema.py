@@ -12,6 +12,7 @@ from pathlib import Path
 from agentq.backends.spanner.config import parse_url
 from agentq.backends.spanner.ddl import ddl
 from agentq.envelope import task_queue_spec
+from agentq.lifecycle.heartbeats import heartbeat_queue_spec
 from agentq.lifecycle.tasks import ESCALATION_QUEUE
 from agentq.tools import ToolRegistry
 
@@ -24,4 +25,5 @@ def spanner_ddl(url: str, tools: str | Path) -> list[str]:
     registry = ToolRegistry()
     registry.load_dir(tools)
     specs = [task_queue_spec(q) for q in sorted(registry.queues() | {ESCALATION_QUEUE})]
+    specs.append(heartbeat_queue_spec())
     return ddl(specs, postgres=config.postgres)

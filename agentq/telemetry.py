@@ -106,6 +106,12 @@ class Telemetry:
                 description="completions refused because another delivery already acked",
             )
         )
+        self.heartbeat_timeouts = _Gated(
+            meter.create_counter(
+                "agentq.worker.heartbeat_timeouts",
+                description="workers reported lost: their heartbeat message came due",
+            )
+        )
         self.duration = _Gated(
             meter.create_histogram("agentq.task.duration", unit="s", description="handler run time")
         )

@@ -32,6 +32,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
@@ -39,6 +40,8 @@ from typing import Any, TypeVar, get_type_hints
 from pydantic import BaseModel, ValidationError
 
 from agentq.errors import ConfigError, InvalidArguments, UnknownTool
+from agentq.policies import parse_duration
+from agentq.schedules import Periodic, Rule
 from agentq.toolfiles import load_tool_modules
 
 __all__ = ["ToolDef", "ToolRegistry", "tool"]
@@ -65,6 +68,7 @@ class ToolDef:
     is_async: bool = False
     internal: bool = False
     visible: bool = True
+    periodic: Periodic | None = None
 
     def validate_args(self, args: object) -> BaseModel:
         """Validate untrusted arguments; the error names each bad field."""
@@ -134,12 +138,19 @@ def tool(
     requires_approval: bool = False,
     internal: bool = False,
     visible: bool = True,
+    every: str | float | timedelta | None = None,
+    cron: str | None = None,
+    timezone: str = "UTC",
+    catch_up: int = 0,
 ) -> Callable[[F], F]:
     """Declare a tool handler ``fn(ctx, args) -> result`` (sync or async).
 
     ``internal`` tools are sent only by the runtime (never enqueued by an agent,
     never shown to the model); ``visible=False`` keeps an enqueueable tool out of
-    :meth:`Runtime.tool_schemas`.
+    :meth:`Runtime.tool_schemas`. ``every="1h"`` or ``cron="0 9 * * MON"`` (in
+    ``timezone``) also makes it a periodic schedule named after the tool, whose
+    runs get the argument model's defaults; ``catch_up`` is how many runs missed
+    during downtime are made up (see :mod:`agentq.schedules`).
     """
 
     def decorate(fn: F) -> F:
@@ -172,6 +183,7 @@ def tool(
             is_async=inspect.iscoroutinefunction(fn),
             internal=internal,
             visible=visible,
+            periodic=_periodic(tool_name, args_model, every, cron, timezone, catch_up),
         )
         setattr(fn, _ATTR, definition)
         return fn
@@ -240,6 +252,32 @@ class ToolRegistry:
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style function schemas of every tool."""
         return [self._tools[n].schema() for n in self.names()]
+
+
+def _periodic(
+    name: str,
+    args_model: type[BaseModel],
+    every: str | float | timedelta | None,
+    cron: str | None,
+    timezone: str,
+    catch_up: int,
+) -> Periodic | None:
+    """The schedule ``@tool(every=..., cron=...)`` declares, if any."""
+    if every is None and cron is None:
+        return None
+    try:
+        interval = None if every is None else parse_duration(every)
+        periodic = Periodic(Rule(every=interval, cron=cron, timezone=timezone), catch_up)
+        args_model.model_validate({})
+    except ValidationError as exc:
+        raise ConfigError(
+            f"tool {name!r}: a periodic tool's runs get no arguments, so every field of "
+            f"{args_model.__name__} needs a default (or declare the schedule in a policy "
+            "with args)"
+        ) from exc
+    except (ConfigError, ValueError) as exc:
+        raise ConfigError(f"tool {name!r}: {exc}") from exc
+    return periodic
 
 
 def _non_finite(value: Any, path: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any] | None:

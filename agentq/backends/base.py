@@ -334,6 +334,13 @@ class Backend(Protocol):
         for :meth:`Transaction.replace_records`; missing keys are left out."""
         ...
 
+    def reclaim_space(self, max_bytes: int) -> int:
+        """Give up to ``max_bytes`` of the space that deleted rows left free back to
+        the file system, in one short write transaction; returns the bytes given
+        back. Free space is reused by later writes either way; a database that
+        manages its own storage (Spanner) returns 0."""
+        ...
+
     def subscribe_commits(self, wake: Wake) -> None:
         """Call ``wake.set()`` after every commit that may have changed a record:
         this process's, and other processes' unless :attr:`commit_poll_interval`

@@ -2,14 +2,19 @@
 
 Decisions go through :meth:`Runtime.approve` / :meth:`Runtime.reject` (the
 lifecycle records who decided, when, and the note); an approval already
-decided is refused (exit 5), one that does not exist is exit 3.
+decided is refused (exit 5), one that does not exist is exit 3. ``approve
+--args JSON`` / ``--set KEY=VALUE`` edits the call's arguments before approving
+(checked against the tool's schema and the policy, and only if the approval has
+not changed since it was read here).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
+from agentq.approvals import ApprovalStatus
 from agentq.cli.common import add_db_args, open_ledger
 from agentq.cli.exits import EXIT_OK
 from agentq.cli.output import add_format_args, age, emit, print_json
@@ -37,13 +42,49 @@ def _cmd_approvals(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _json_value(text: str) -> Any:
+    """A ``--set`` value: JSON if it parses (``40``, ``true``, ``"x"``), else the text."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _edited_args(args: argparse.Namespace, asked: dict[str, Any]) -> dict[str, Any] | None:
+    """The approver's edit: ``--args JSON`` (the whole object), then each ``--set
+    KEY=VALUE`` over it (or over the arguments asked); None if neither is given."""
+    if args.args is None and not args.set:
+        return None
+    edited = dict(asked)
+    if args.args is not None:
+        try:
+            edited = json.loads(args.args)
+        except ValueError as exc:
+            raise ConfigError(f"approve: --args is not JSON: {exc}") from exc
+        if not isinstance(edited, dict):
+            raise ConfigError("approve: --args must be a JSON object (the whole arguments)")
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"approve: --set {item!r}: use KEY=VALUE")
+        edited[key] = _json_value(value)
+    return edited
+
+
 def _decide(args: argparse.Namespace, verdict: str) -> int:
     if not args.by.strip():
         raise ConfigError(f"{verdict}: --by must name who decides")
     rt = open_ledger(args)
     try:
-        decide = rt.approve if verdict == "approve" else rt.reject
-        task = decide(args.approval_id, args.by, args.note)
+        if verdict == "approve":
+            seen = rt.approval(args.approval_id)
+            edited = _edited_args(args, seen.args)
+            # An edit is made on what was read: decided only if nothing changed since.
+            version = seen.version if edited is not None else None
+            task = rt.approve(args.approval_id, args.by, args.note, if_version=version,
+                              args=edited)  # fmt: skip
+        else:
+            task = rt.reject(args.approval_id, args.by, args.note)
         approval = rt.approval(args.approval_id)
     finally:
         rt.close()
@@ -61,7 +102,7 @@ def register(sub: Any) -> None:
     inbox = sub.add_parser("approvals", help="approval requests, undecided first")
     inbox.add_argument(
         "--status", default="open",
-        choices=["open", "pending", "escalated", "approved", "rejected", "void", "expired"],
+        choices=["open", *(s.value for s in ApprovalStatus)],
         help="open (pending or escalated, the default) or one status",
     )  # fmt: skip
     add_format_args(inbox)
@@ -74,5 +115,10 @@ def register(sub: Any) -> None:
         p.add_argument("--by", required=True, help="who decides (recorded)")
         p.add_argument("--note", default="", help="why (recorded)")
         p.add_argument("--json", action="store_true", help="print approval and task as JSON")
+        if verdict == "approve":
+            p.add_argument("--args", metavar="JSON",
+                           help="edit the call: its whole arguments as a JSON object")
+            p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                           help="edit one argument (VALUE: JSON, else text); repeatable")
         add_db_args(p)
         p.set_defaults(func=lambda a, v=verdict: _decide(a, v))

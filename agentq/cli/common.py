@@ -17,6 +17,7 @@ import argparse
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -34,6 +35,7 @@ __all__ = [
     "add_actor_arg",
     "add_db_args",
     "add_runtime_args",
+    "config_retention",
     "find_project",
     "non_negative",
     "open_ledger",
@@ -163,7 +165,17 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
     project = find_project(args, config)
     settings = config.settings | _settings(getattr(args, "setting", []))
     args.db = db
-    return Runtime(db, tools=project.tools, policies=project.policies, settings=settings)
+    return Runtime(
+        db, tools=project.tools, policies=project.policies, settings=settings,
+        retention=config_retention(config),
+    )  # fmt: skip
+
+
+def config_retention(config: Config) -> timedelta | str:
+    """``[agentq] retention`` of ``agentq.toml``, else the default (7 days)."""
+    from agentq.retention import DEFAULT_RETENTION
+
+    return DEFAULT_RETENTION if config.agentq.retention is None else config.agentq.retention
 
 
 def open_ledger(args: argparse.Namespace) -> Runtime:

@@ -1,5 +1,5 @@
 """``agentq inspect [--watch]`` (queues, tools, approvals, dead letters, workers)
-and ``agentq workers`` (live workers from their heartbeats).
+and ``agentq workers`` (live and lost workers from their heartbeats).
 
 Both only read: they open an existing database and never create one."""
 
@@ -23,8 +23,8 @@ _QUEUE_HEADERS = ("queue", "depth", "ready", "scheduled", "leased", "backoff", "
                   "expired", "ttl")  # fmt: skip
 _TOOL_COLUMNS = ("tool", "queued", "running", "retrying", "awaiting_approval", "dead",
                  "oldest_unfinished_s", "oldest_approval_s")  # fmt: skip
-_WORKER_COLUMNS = ("worker_id", "live", "age_s", "queues", "concurrency", "in_flight",
-                   "started_at", "stats")  # fmt: skip
+_WORKER_COLUMNS = ("worker_id", "status", "age_s", "queues", "concurrency", "in_flight",
+                   "started_at", "lost_at", "stats")  # fmt: skip
 
 
 def _open(args: argparse.Namespace) -> Any:
@@ -92,7 +92,7 @@ def _cmd_workers(args: argparse.Namespace) -> int:
     finally:
         backend.close()
     if not args.all:
-        found = [w for w in found if w.live]
+        found = [w for w in found if w.live or w.status == "lost"]
     emit(args, "workers", [asdict(w) for w in found], _WORKER_COLUMNS)
     return EXIT_OK
 
@@ -115,8 +115,12 @@ def register(sub: Any) -> None:
     inspect.add_argument("--count", type=positive, metavar="N", help="with --watch: N frames")
     inspect.set_defaults(func=_cmd_inspect)
 
-    workers = sub.add_parser("workers", help="live workers, from their heartbeats")
-    workers.add_argument("--all", action="store_true", help="also workers no longer heard from")
+    workers = sub.add_parser(
+        "workers", help="live workers, and those whose heartbeat timed out (lost)"
+    )
+    workers.add_argument(
+        "--all", action="store_true", help="also workers not heard from lately, not yet lost"
+    )
     workers.add_argument(
         "--live-within",
         type=positive_float,

@@ -14,7 +14,18 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from agentq.cli import approvals, common, demo, dlq, inspect_cmd, tasks, ui, worker
+from agentq.cli import (
+    approvals,
+    common,
+    demo,
+    dlq,
+    inspect_cmd,
+    prune,
+    schedules,
+    tasks,
+    ui,
+    worker,
+)
 from agentq.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_REFUSED
 from agentq.errors import AgentQError, ApprovalNotFound, IllegalTransition, TaskNotFound
 from agentq.mcp.command import register as register_mcp
@@ -57,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     dlq.register(sub)
     demo.register(sub)
     ui.register(sub)
+    prune.register(sub)
+    schedules.register(sub)
     register_http(sub, common.add_runtime_args, common.open_runtime)
     register_mcp(sub, common.add_runtime_args, common.open_runtime)
     # Other surfaces: one import above and one register(sub) call here.

@@ -60,7 +60,9 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     metrics = None
     try:
         worker = rt.worker(concurrency=args.concurrency, queues=args.queue or None,
-                           stats_interval=args.stats_interval)  # fmt: skip
+                           stats_interval=args.stats_interval, worker_id=args.id,
+                           heartbeat_interval=args.heartbeat_interval,
+                           heartbeat_timeout=args.heartbeat_timeout)  # fmt: skip
         stop = threading.Event()
         _install_signals(stop, args.grace)
         if args.metrics_port is not None:
@@ -147,6 +149,20 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="log a line of counters this often (default 60)",
     )
+    worker.add_argument(
+        "--id", metavar="NAME",
+        help="this worker's id in its heartbeat (default host:pid:random); a stable one lets a "
+        "restart replace the last run's heartbeat instead of being reported lost",
+    )  # fmt: skip
+    worker.add_argument(
+        "--heartbeat-interval", type=positive_float, default=5.0, metavar="SECONDS",
+        help="beat this often (default 5)",
+    )  # fmt: skip
+    worker.add_argument(
+        "--heartbeat-timeout", type=positive_float, default=30.0, metavar="SECONDS",
+        help="the other workers report this one lost (and run the policy's worker_alert_tool) "
+        "after this long without a beat (default 30)",
+    )  # fmt: skip
     runs = worker.add_mutually_exclusive_group()
     runs.add_argument("--once", action="store_true", help="run what is ready now, then exit")
     runs.add_argument(

@@ -14,6 +14,7 @@ approval's state alone decides).
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,7 @@ from agentq.console.app import COOKIE, HEADERS, Console, Who
 from agentq.errors import (
     AgentQError,
     ApprovalNotFound,
+    ApproverNotAllowed,
     ConfigError,
     IllegalTransition,
     TaskNotFound,
@@ -63,6 +65,23 @@ def _note(form: FormData) -> str:
     if len(note) > MAX_NOTE_CHARS:
         raise ConfigError(f"the note is longer than {MAX_NOTE_CHARS} characters")
     return note
+
+
+def _changes(form: FormData) -> dict[str, Any] | None:
+    """The approver's edit: a JSON object of the arguments to change (only those,
+    so fields the page shows redacted keep their values); None if left empty."""
+    text = _field(form, "changes").strip()
+    if not text:
+        return None
+    if len(text) > MAX_NOTE_CHARS * 8:
+        raise ConfigError("the changes are too long")
+    try:
+        changes = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"the changes are not JSON: {exc}") from exc
+    if not isinstance(changes, dict):
+        raise ConfigError('the changes must be a JSON object, e.g. {"amount": 40}')
+    return changes
 
 
 async def _form(request: Request) -> FormData | None:
@@ -101,6 +120,8 @@ def routes(console: Console) -> list[Route]:
                 await run_in_threadpool(call, who.principal.name, form)
             except (TaskNotFound, ApprovalNotFound) as exc:
                 return await refuse(404, str(exc))
+            except ApproverNotAllowed as exc:
+                return await refuse(403, str(exc))
             except IllegalTransition as exc:
                 return await refuse(409, str(exc))
             except AgentQError as exc:
@@ -116,9 +137,19 @@ def routes(console: Console) -> list[Route]:
 
     def approve(request: Request) -> tuple[Act, str, str]:
         aid = request.path_params["approval_id"]
-        return ((lambda by, form: _none(rt.approve(aid, by=by, note=_note(form),
-                                                   if_version=_seen(form)))),
-                console.url(request, "approvals"), f"approved {aid}")  # fmt: skip
+
+        def act(by: str, form: FormData) -> None:
+            changes = _changes(form)
+            if changes is None:
+                rt.approve(aid, by=by, note=_note(form), if_version=_seen(form))
+                return
+            # The changes go over the arguments asked, as read now; the version
+            # (the page's, else this read's) makes sure they are still those.
+            seen = rt.approval(aid)
+            rt.approve(aid, by=by, note=_note(form), if_version=_seen(form) or seen.version,
+                       args={**seen.args, **changes})  # fmt: skip
+
+        return act, console.url(request, "approvals"), f"approved {aid}"
 
     def reject(request: Request) -> tuple[Act, str, str]:
         aid = request.path_params["approval_id"]

@@ -47,11 +47,13 @@ from agentq.envelope import TaskEnvelope
 from agentq.errors import DatabaseNotWritable, TransactionError
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Inflight, looks_like_envelope
+from agentq.executor.keyslots import KeySlots
 from agentq.executor.outcomes import dead_letter_stray
 from agentq.executor.running import tool_timeout
 from agentq.faults import WorkerCrash
 from agentq.ledger import TERMINAL, Tables, TaskStatus
 from agentq.lifecycle import tasks as lifecycle
+from agentq.lifecycle.approvals import approved_args
 from agentq.policies import format_duration
 from agentq.tools import ToolDef
 
@@ -72,7 +74,7 @@ _UNKNOWN_TOOL_FIRST_DELAY = timedelta(seconds=1)
 _UNKNOWN_TOOL_MAX_DELAY = timedelta(minutes=5)
 
 #: The runtime's own timers, run without a tool handler.
-BUILTIN_TOOLS = frozenset({lifecycle.BUILTIN_ESCALATION, lifecycle.BUILTIN_EXPIRY})
+BUILTIN_TOOLS = lifecycle.BUILTIN_TIMERS
 
 
 def _fits_task_key(key: Sequence[Any]) -> bool:
@@ -126,6 +128,7 @@ class Admission:
         self.unknown_tool_grace = unknown_tool_grace
         self._unknown_logged: set[str] = set()
         self._count = count
+        self.key_slots = KeySlots(runtime)
 
     def claim(self, batch: list[Message]) -> list[Inflight]:
         """Mark a leased batch running and return what may run."""
@@ -210,7 +213,7 @@ class Admission:
             return None
         definition: ToolDef | None = None
         if rec["tool"] not in BUILTIN_TOOLS:
-            if rec["tool"] not in rt.tools:
+            if rec["tool"] not in rt.tools or self.key_slots.limited(rec["tool"]):
                 return None
             definition = rt.tools.get(rec["tool"])
             hold = self.holds.until(rt.backend, now, rec["tool"])
@@ -336,6 +339,12 @@ class Admission:
                 labels.append("policy_refused")
                 return None
         claimed = lifecycle.claimed(rec, tx.now, deliveries)
+        if definition is not None:
+            holding = self.key_slots.take(tx, rec, claimed, tuple(key), deliveries)
+            if holding is None:
+                labels.append("key_limited")  # deferred until its key has a free slot
+                return None
+            claimed = holding
         lifecycle.store(tx.tx, claimed)
         return self._make_inflight(msg, claimed, definition)
 
@@ -408,7 +417,7 @@ class Admission:
             approval is None
             or approval["status"] != ApprovalStatus.APPROVED
             or approval["task_id"] != rec["task_id"]
-            or approval["args"] != rec["args"]
+            or approved_args(approval) != rec["args"]
         ):
             return (
                 f"policy: tool {definition.name!r} with these arguments needs an approved "

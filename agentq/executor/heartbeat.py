@@ -1,11 +1,19 @@
-"""A serving worker's heartbeat and its periodic stats line.
+"""A serving worker's heartbeat, timeout detection, and its periodic stats line.
 
-While :meth:`Worker.run` serves, a thread writes the worker's record in the
-``workers`` table every ``interval`` seconds (through the backend's records,
-in a non-durable transaction: losing one on power failure only makes the
-worker look briefly absent) and deletes it on a clean stop; ``agentq
-workers`` lists the records. Every ``stats_interval`` seconds it also logs
-one INFO line of the worker's counters on ``agentq.worker``.
+While :meth:`Worker.run` serves, a thread beats every ``interval`` seconds: it
+pushes the deadline of the worker's heartbeat message to now + ``timeout`` and
+writes the worker's record, in one (non-durable) transaction; see
+:mod:`agentq.lifecycle.heartbeats` for the pattern. After each beat it receives
+the heartbeat messages that came due, those of workers that stopped beating,
+and reports each once: the worker's record is marked ``lost``, the
+``agentq.worker.heartbeat_timeouts`` metric counts it, a warning is logged, and
+the policy's ``worker_alert_tool`` (if that tool exists) is enqueued. On a clean
+stop the worker deletes its heartbeat message and record, so no alert fires.
+Every ``stats_interval`` seconds it also logs one INFO line of the worker's
+counters on ``agentq.worker``.
+
+``agentq workers`` lists the records: live ones, lost ones, and (``--all``)
+those no longer heard from.
 """
 
 from __future__ import annotations
@@ -17,33 +25,85 @@ import threading
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from agentq.backends import Transaction
+from agentq.backends import Message, Transaction
+from agentq.decision import Decision
+from agentq.errors import ConfigError, InvalidArguments, MessageNotFound, TransactionError
 from agentq.ledger import Tables
+from agentq.lifecycle import heartbeats
+from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
     from agentq.executor.worker import Worker
 
-__all__ = ["Heartbeat"]
+__all__ = ["DEFAULT_TIMEOUT", "Heartbeat"]
 
 log = logging.getLogger("agentq.worker")
 
 #: Heartbeats older than this are deleted by the next worker that starts.
 FORGET_AFTER = timedelta(hours=1)
+#: How long a worker may go without beating before it is reported lost.
+DEFAULT_TIMEOUT = 30.0
+_MAX_ID = 128
+_DUE_BATCH = 16
 
 
 class Heartbeat:
-    """Publishes ``worker``'s presence and logs its stats until :meth:`stop`."""
+    """Publishes ``worker``'s heartbeat, reports other workers' timeouts, and logs
+    its stats until :meth:`stop`. ``worker_id`` defaults to ``host:pid:random``;
+    give a stable one (``agentq worker --id``) to have a restart replace the
+    previous run's heartbeat."""
 
     def __init__(
-        self, worker: Worker, interval: float = 5.0, stats_interval: float | None = 60.0
+        self,
+        worker: Worker,
+        interval: float = 5.0,
+        stats_interval: float | None = 60.0,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        worker_id: str | None = None,
     ) -> None:
+        if not 0 < interval < timeout:
+            raise ConfigError(
+                f"the heartbeat timeout ({timeout:g}s) must be longer than the heartbeat "
+                f"interval ({interval:g}s), or a worker would time out between its beats"
+            )
+        if worker_id is not None and not (
+            0 < len(worker_id) <= _MAX_ID and worker_id.isprintable() and worker_id.strip()
+        ):
+            raise ConfigError(f"invalid worker id {worker_id!r}: 1 to {_MAX_ID} printable "
+                              "characters")  # fmt: skip
         self.worker = worker
         self.interval = interval
         self.stats_interval = stats_interval
-        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+        self.timeout = timedelta(seconds=timeout)
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
         self.started_at = worker.clock.now()
+        self.reported = 0  # other workers' timeouts this one reported
+        self._first = True  # the next beat replaces whatever message the id has
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._alert = self._alert_tool()
+
+    def _alert_tool(self) -> ToolDef | None:
+        """The policy's ``worker_alert_tool`` if this worker has it (its arguments
+        model must accept a :class:`~agentq.lifecycle.heartbeats.WorkerDown`)."""
+        rt = self.worker.runtime
+        name = rt.policy.defaults.worker_alert_tool
+        if not name or name not in rt.tools:
+            return None
+        definition = rt.tools.get(name)
+        now = self.started_at
+        sample = heartbeats.WorkerDown(
+            worker_id="w", host="h", pid=1, started_at=now, last_beat_at=now, timed_out_at=now,
+            timeout_s=1.0,
+        ).model_dump(mode="json")  # fmt: skip
+        try:
+            definition.enqueueable_args(sample)
+        except InvalidArguments as exc:
+            raise ConfigError(
+                f"worker_alert_tool {name!r} must take agentq.WorkerDown arguments: {exc}"
+            ) from exc
+        return definition
 
     def _record(self) -> dict[str, Any]:
         w = self.worker
@@ -56,14 +116,55 @@ class Heartbeat:
             "queues": list(w.queues), "concurrency": w.concurrency,
             "started_at": self.started_at.isoformat(),
             "heartbeat_at": w.clock.now().isoformat(), "in_flight": in_flight, "stats": stats,
+            "timeout_s": self.timeout.total_seconds(),
         }  # fmt: skip
 
     def publish(self) -> None:
-        """Write this worker's record now."""
+        """Beat now: push this worker's deadline and write its record. If another
+        worker already reported this one lost (it beat too late), say so and beat
+        again as a new run."""
         record = self._record()
-        self.worker.runtime.backend.transact(
-            lambda tx: tx.put_record(Tables.WORKERS, self.worker_id, record), durable=False
-        )
+        backend = self.worker.runtime.backend
+
+        def write(tx: Transaction) -> None:
+            heartbeats.beat(tx, self.worker_id, record, self.timeout, first=self._first)
+
+        try:
+            backend.transact(write, durable=False)
+        except MessageNotFound:
+            log.warning("worker %s went %gs without a heartbeat and was reported lost; "
+                        "beating again", self.worker_id, self.timeout.total_seconds())  # fmt: skip
+            self._first = True
+            backend.transact(write, durable=False)
+        self._first = False
+
+    def check_others(self) -> int:
+        """Report every heartbeat that came due (its worker stopped beating), each
+        in its own transaction; returns how many this call reported."""
+        rt = self.worker.runtime
+        found = 0
+        for batch in rt.backend.stream(heartbeats.HEARTBEAT_QUEUE, _DUE_BATCH, 0.0):
+            for msg in batch:
+
+                def report(tx: Decision, m: Message = msg) -> heartbeats.WorkerDown:
+                    return heartbeats.timed_out(rt, tx.tx, m, self._alert)
+
+                try:
+                    down = rt.transact(report)
+                except TransactionError as exc:  # reported by another worker meanwhile
+                    log.debug("heartbeat %s not reported here: %s", msg.key, exc)
+                    continue
+                found += 1
+                rt.telemetry.heartbeat_timeouts.add(1)
+                self.worker._count("heartbeat_timeouts")
+                log.warning(
+                    "worker %s (host %s, pid %d) timed out: no heartbeat since %s (timeout "
+                    "%gs)%s", down.worker_id, down.host, down.pid,
+                    down.last_beat_at.isoformat(timespec="seconds"), down.timeout_s,
+                    f"; {self._alert.name} enqueued" if self._alert else "",
+                )  # fmt: skip
+        self.reported += found
+        return found
 
     def _forget_old(self) -> None:
         backend = self.worker.runtime.backend
@@ -86,6 +187,7 @@ class Heartbeat:
         while True:
             try:
                 self.publish()
+                self.check_others()
             except Exception as exc:  # the database failing: the worker reports that itself
                 log.debug("heartbeat not written: %s", exc)
             if self.stats_interval is not None and (
@@ -104,7 +206,7 @@ class Heartbeat:
                  extra={"stats": record["stats"], "in_flight": record["in_flight"]})  # fmt: skip
 
     def start(self) -> Heartbeat:
-        """Start publishing (first forgetting heartbeats of long-gone workers)."""
+        """Start beating (first forgetting the records of long-gone workers)."""
         try:
             self._forget_old()
         except Exception as exc:
@@ -114,8 +216,8 @@ class Heartbeat:
         return self
 
     def stop(self) -> None:
-        """Stop, log the stats a last time, and delete this worker's record (it
-        stopped cleanly)."""
+        """Stop, log the stats a last time, and delete this worker's heartbeat
+        message and record (it stopped cleanly: no alert)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
@@ -123,7 +225,7 @@ class Heartbeat:
             self.log_stats()
         try:
             self.worker.runtime.backend.transact(
-                lambda tx: tx.delete_record(Tables.WORKERS, self.worker_id), durable=False
+                lambda tx: heartbeats.forget(tx, self.worker_id), durable=False
             )
         except Exception as exc:
             log.debug("heartbeat not deleted: %s", exc)

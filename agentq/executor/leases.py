@@ -56,6 +56,7 @@ class LeaseMonitor(WorkerState):
                 due.setdefault(inf.queue, []).append(inf)
         for queue, infs in due.items():
             self._renew(queue, infs)
+        self.admission.key_slots.renew(inflight)
 
     @staticmethod
     def _lease_left(inf: Inflight, now: datetime, mono: float) -> float:

@@ -28,7 +28,7 @@ from agentq.errors import InvalidMessage, PolicyViolation, ToolError
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Inflight, Outcome
 from agentq.ledger import Tables
-from agentq.lifecycle import approvals, dead_letters
+from agentq.lifecycle import approval_timers, dead_letters
 from agentq.lifecycle import tasks as lifecycle
 from agentq.lifecycle.states import Event
 from agentq.logs import failure_traceback
@@ -48,7 +48,7 @@ __all__ = [
 _PERMANENT = (PermanentError, PolicyViolation, ToolError, ValidationError)
 
 #: Task kinds whose success moves their approval (escalated, expired).
-TIMER_KINDS = frozenset({"escalation", "expiry"})
+TIMER_KINDS = frozenset({"escalation", "expiry", "auto_reject", "reminder"})
 
 
 def apply_outcome(
@@ -88,7 +88,7 @@ def apply_outcome(
         for fn in o.on_commit:
             fn(tx)
         if rec.get("kind") in TIMER_KINDS:
-            approvals.timer_fired(rt, tx.tx, rec)
+            approval_timers.fired(rt, tx.tx, rec)
         lifecycle.finish(rt, tx.tx, rec, Event.SUCCEED, result=o.result)
         return "succeeded"
     if o.kind == "checkpoint":

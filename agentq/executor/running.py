@@ -38,6 +38,7 @@ import asyncio
 import logging
 import queue as queue_mod
 import threading
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -57,6 +58,10 @@ if TYPE_CHECKING:
 __all__ = ["Running", "tool_timeout"]
 
 log = logging.getLogger("agentq.worker")
+
+#: What the result of one of the runtime's own timers says it did.
+_BUILTIN_RESULT = {"escalation": "escalated", "expiry": "expired",
+                   "auto_reject": "auto_rejected", "reminder": "reminded"}  # fmt: skip
 
 
 def tool_timeout(runtime: Runtime, definition: ToolDef | None) -> float | None:
@@ -193,6 +198,8 @@ class Running(WorkerState):
         if (
             outcome.on_commit or rec.get("kind") in TIMER_KINDS or rec.get("ordering_key")
             or rec.get("callback_url")  # its webhook task is created in the commit
+            or rec.get("key_slot")  # its slot is freed in the commit
+            or rec.get("schedule")  # its schedule's next run is sent in the commit
         ):  # fmt: skip
             return
         now = self.clock.now()
@@ -219,7 +226,7 @@ class Running(WorkerState):
                 rec["tool"], rec["task_id"], rec["attempt"], rec.get("trace") or {}
             ):
                 if definition is None:  # one of the runtime's own timers
-                    fired = "escalated" if rec.get("kind") == "escalation" else "expired"
+                    fired = _BUILTIN_RESULT.get(str(rec.get("kind")), "fired")
                     return Outcome("success", inflight, result={fired: True})
                 args = definition.validate_args(rec["args"])
                 ctx = self._context(inflight, definition)
@@ -259,6 +266,7 @@ class Running(WorkerState):
             settings=rt.settings,
             logger=log.getChild(definition.name),
             checkpoint_state=rec.get("checkpoint"),
+            scheduled_for=_slot(rec),
             _http_factory=lambda: tool_http_client(
                 tool=definition.name,
                 task_id=rec["task_id"],
@@ -291,6 +299,12 @@ class Running(WorkerState):
                 thread.start()
                 self._loop, self._loop_thread = loop, thread
             return self._loop
+
+
+def _slot(rec: dict[str, Any]) -> datetime | None:
+    """A periodic run's slot (:mod:`agentq.lifecycle.schedules`), else None."""
+    info = rec.get("schedule")
+    return datetime.fromisoformat(info["nominal"]) if isinstance(info, dict) else None
 
 
 class _SharedTransport(httpx.BaseTransport):

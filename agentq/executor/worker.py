@@ -26,9 +26,10 @@ from agentq.decision import as_timedelta
 from agentq.errors import ConfigError
 from agentq.executor.admission import DEFAULT_UNKNOWN_TOOL_GRACE, Admission
 from agentq.executor.committing import Committing
-from agentq.executor.heartbeat import Heartbeat
+from agentq.executor.heartbeat import DEFAULT_TIMEOUT, Heartbeat
 from agentq.executor.holds import Holds
 from agentq.executor.leases import LeaseMonitor
+from agentq.executor.pruning import Pruner
 from agentq.executor.receiving import Receiving
 from agentq.executor.running import Running
 from agentq.lifecycle.tasks import ESCALATION_QUEUE
@@ -50,9 +51,10 @@ class WorkerStats(Counter[str]):
 
     Outcomes: ``succeeded``, ``retried``, ``throttled``, ``checkpointed``, ``dead``,
     ``policy_refused``, ``held_back``, ``unknown_tool`` (left for a worker that
-    knows the tool). Messages: ``stale_message`` (acked, task
-    unchanged), ``stray`` (dead-lettered as a stray entry), ``stale_completion``
-    (a run whose ack failed: nothing recorded). Leases: ``renewed``,
+    knows the tool), ``key_limited`` (deferred until its key has a free slot).
+    Messages: ``stale_message`` (acked, task unchanged), ``stray``
+    (dead-lettered as a stray entry), ``stale_completion`` (a run whose ack
+    failed: nothing recorded). Leases: ``renewed``,
     ``lease_lost``. Timeouts: ``timed_out``, ``cancelled`` (async),
     ``abandoned_threads``, ``abandoned_limit``, ``late_after_timeout``. Also
     ``group_commits``, ``commit_failed``, ``crashed`` and ``receive_errors``.
@@ -79,8 +81,12 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
     task for a tool this worker does not know is left for a worker that knows it
     (a rolling deploy) before it is dead-lettered. While
     :meth:`run` serves, the worker publishes a heartbeat every
-    ``heartbeat_interval`` seconds and logs its counters every
+    ``heartbeat_interval`` seconds under ``worker_id`` (default
+    ``host:pid:random``), is reported lost by the other workers after
+    ``heartbeat_timeout`` seconds without one, and logs its counters every
     ``stats_interval`` (``None``: never); see :mod:`agentq.executor.heartbeat`.
+    It also deletes finished tasks past their retention (``prune=False``: not
+    this worker), every ``prune_interval`` seconds; see :mod:`agentq.executor.pruning`.
     A queue in ``queues`` that none of the runtime's tools uses is an error.
     """
 
@@ -102,6 +108,10 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         heartbeat_interval: float = 5.0,
         stats_interval: float | None = 60.0,
         full_wait: float = 5.0,
+        heartbeat_timeout: float = DEFAULT_TIMEOUT,
+        worker_id: str | None = None,
+        prune: bool = True,
+        prune_interval: float | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -122,6 +132,11 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
             )
         self.queues = list(queues or sorted(known))
         self.heartbeat_interval = heartbeat_interval
+        self.heartbeat_timeout = heartbeat_timeout
+        self.worker_id = worker_id
+        self.heartbeat: Heartbeat | None = None  # while run() serves
+        self.prune = prune
+        self.prune_interval = prune_interval
         self.stats_interval = stats_interval
         self.finished = 0  # attempts finished and committed (one log line each)
         self.concurrency = concurrency
@@ -168,6 +183,7 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         if not self._recorded:
             # Producers without the tools' code enqueue against these records.
             self.runtime.record_tools()
+            self.runtime.sync_schedules()  # seeds each periodic schedule's first run
             self._recorded = True
         self._started = True
         self._stop.clear()
@@ -227,8 +243,13 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
         check = getattr(self.runtime.backend, "sizing_warnings", None)
         for warning in check(self.queues) if check else ():
             log.warning("sizing: %s", warning)  # a limit of the database this would exceed
+        heartbeat = Heartbeat(  # checks its settings before anything starts
+            self, self.heartbeat_interval, self.stats_interval, timeout=self.heartbeat_timeout,
+            worker_id=self.worker_id,
+        )  # fmt: skip
         self._start_services()
-        heartbeat = Heartbeat(self, self.heartbeat_interval, self.stats_interval).start()
+        self.heartbeat = heartbeat.start()
+        pruner = Pruner(self, self.prune_interval).start() if self.prune else None
         receivers = [
             threading.Thread(target=self._receive_loop, args=(q, stop), name=f"agentq-recv-{q}")
             for q in self.queues
@@ -247,6 +268,8 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
             self._cancel_streams()  # a long RECEIVE would otherwise hold its receiver
             for t in receivers:
                 t.join(self.receive_timeout + 5)
+            if pruner is not None:
+                pruner.stop()
             self._stop_services(grace)
             heartbeat.stop()
         if self.failure is not None:

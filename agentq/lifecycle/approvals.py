@@ -1,10 +1,12 @@
-"""Approval events: request, approve, reject, escalate, expire.
+"""Approval events: request, approve (possibly with edited arguments), reject.
 
 Requesting approval records the approval, the action task (awaiting approval,
-no message) and its timers: the escalation (and, if the rule says so, an
-expiry) and the approvers' notification. Every decision moves the approval and
-its task together and cancels the timers that became moot, in one transaction;
-voiding by a cancel lives with the task events (:func:`~agentq.lifecycle.tasks.cancel`).
+no message), the approvers' notification and its timers (the first level's
+deadline and reminders, and an overall expiry if the rule has one; what they
+do when they fire is :mod:`~agentq.lifecycle.approval_timers`). Every decision
+moves the approval and its task together and cancels every timer that became
+moot, in one transaction; voiding by a cancel lives with the task events
+(:func:`~agentq.lifecycle.tasks.cancel`).
 """
 
 from __future__ import annotations
@@ -13,37 +15,30 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from agentq import ordering
 from agentq.approvals import ApprovalInfo, ApprovalNotice, ApprovalStatus
 from agentq.backends import Transaction
-from agentq.errors import ApprovalChanged, ApprovalError, ApprovalNotFound
-from agentq.ledger import Tables, TaskStatus
-from agentq.lifecycle import tasks
+from agentq.errors import ApprovalChanged, ApprovalError, ApprovalNotFound, ApproverNotAllowed
+from agentq.ledger import Tables
+from agentq.lifecycle import approval_timers, tasks
 from agentq.lifecycle.states import Event, next_approval_state
+from agentq.policies import format_duration
 
-__all__ = ["TimerPlan", "decide", "request", "timer_fired", "version"]
-
-_TIMERS = ("escalation_task_id", "notify_task_id", "expiry_task_id")
+__all__ = ["EditCheck", "approved_args", "decide", "request", "version"]
 
 
-class TimerPlan:
-    """Where an approval's timers go: tool and queue of each (None: not created)."""
+@dataclass(frozen=True)
+class EditCheck:
+    """What the policy says of an approver's edited arguments: the rule that
+    applies to them (None: they need no approval) and who may approve under it
+    (None: anyone)."""
 
-    def __init__(
-        self,
-        *,
-        escalate_after: timedelta,
-        escalation: tuple[str, str] | None,
-        notify: tuple[str, str] | None,
-        expire_after: timedelta | None = None,
-    ) -> None:
-        self.escalate_after = escalate_after
-        self.escalation = escalation or (tasks.BUILTIN_ESCALATION, tasks.ESCALATION_QUEUE)
-        self.notify = notify
-        self.expire_after = expire_after
+    rule: str | None
+    members: frozenset[str] | None
 
 
 def request(
@@ -54,13 +49,15 @@ def request(
     queue: str,
     args: dict[str, Any],
     reason: str,
-    plan: TimerPlan,
+    plan: dict[str, Any],
+    expire_after: timedelta | None = None,
     ordering_key: str | None = None,
     idempotency_key: str | None = None,
     run_at: datetime | None = None,
     callback_url: str | None = None,
 ) -> ApprovalInfo:
-    """Record a call that waits for a human, with its escalation and notification."""
+    """Record a call that waits for a human, with its notification and timers
+    (``plan``: :func:`~agentq.lifecycle.approval_timers.plan`)."""
     approval_id = f"apr_{os.urandom(16).hex()}"
     next_approval_state(approval_id, None, Event.REQUEST_APPROVAL)
     task = tasks.create(
@@ -69,47 +66,41 @@ def request(
         idempotency_key=idempotency_key, approval_id=approval_id, deliver=run_at,
         callback_url=callback_url,
     )  # fmt: skip
+    rec: dict[str, Any] = {
+        "approval_id": approval_id, "task_id": task["task_id"], "tool": tool, "args": args,
+        "status": str(ApprovalStatus.PENDING), "reason": reason,
+        "requested_at": tasks.iso(tx.now), "run_at": tasks.iso(run_at) if run_at else None,
+        "rule": plan.get("rule"), "plan": plan,
+    }  # fmt: skip
+    rec.update(approval_timers.schedule_level(env, tx, rec, 0))
     notice = ApprovalNotice(
-        approval_id=approval_id, tool=tool, args=args, reason=reason
-    ).model_dump(mode="json")
-    escalate_at = tx.now + plan.escalate_after
-    esc_tool, esc_queue = plan.escalation
-    escalation = tasks.create(
-        env, tx, tool=esc_tool, queue=esc_queue, args=notice, kind="escalation",
-        event=Event.SCHEDULE, approval_id=approval_id, deliver=escalate_at,
-    )  # fmt: skip
-    expiry_id = None
-    if plan.expire_after is not None:
+        approval_id=approval_id, tool=tool, args=args, reason=reason, approvers=rec["approvers"],
+        deadline=rec["deadline"],
+    ).model_dump(mode="json")  # fmt: skip
+    if expire_after is not None:
         expiry = tasks.create(
             env, tx, tool=tasks.BUILTIN_EXPIRY, queue=tasks.ESCALATION_QUEUE, args=notice,
             kind="expiry", event=Event.SCHEDULE, approval_id=approval_id,
-            deliver=tx.now + plan.expire_after,
+            deliver=tx.now + expire_after,
         )  # fmt: skip
-        expiry_id = expiry["task_id"]
-    notify_id = None
-    if plan.notify is not None:
-        notify = tasks.create(
-            env, tx, tool=plan.notify[0], queue=plan.notify[1], args=notice, kind="notify",
+        rec.update(expiry_task_id=expiry["task_id"], expire_after=format_duration(expire_after))
+    notify = plan.get("notify")
+    if notify:
+        sent = tasks.create(
+            env, tx, tool=notify[0], queue=notify[1], args=notice, kind="notify",
             event=Event.ENQUEUE, approval_id=approval_id,
         )  # fmt: skip
-        notify_id = notify["task_id"]
-    info = ApprovalInfo(
-        approval_id=approval_id,
-        task_id=task["task_id"],
-        tool=tool,
-        args=args,
-        status=ApprovalStatus.PENDING,
-        reason=reason,
-        requested_at=tx.now,
-        escalate_at=escalate_at,
-        escalation_task_id=escalation["task_id"],
-        notify_task_id=notify_id,
-        expiry_task_id=expiry_id,
-        run_at=run_at,
-    )
-    stored = info.model_dump(mode="json", exclude={"version"})
+        rec["notify_task_id"] = sent["task_id"]
+    info = ApprovalInfo.model_validate(rec)
+    stored = {**rec, **info.model_dump(mode="json", exclude={"version"})}
     tx.put_record(Tables.APPROVALS, approval_id, stored)
     return info.model_copy(update={"version": version(stored)})
+
+
+def approved_args(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments an approval approved: the approver's edit, else those asked."""
+    edited = rec.get("approved_args")
+    return dict(edited if edited is not None else rec["args"])
 
 
 def version(rec: Mapping[str, Any]) -> str:
@@ -144,17 +135,26 @@ def decide(
     by: str,
     note: str = "",
     if_version: str | None = None,
+    args: dict[str, Any] | None = None,
+    edit: EditCheck | None = None,
 ) -> dict[str, Any]:
     """A human's approve or reject: the approval, its task and its timers move
     together. Returns the task's new record.
 
     With ``if_version`` (what the decider saw, from :func:`version`), an approval
     that changed since — escalated, decided, voided — raises
-    :class:`~agentq.errors.ApprovalChanged` and nothing is decided."""
+    :class:`~agentq.errors.ApprovalChanged` and nothing is decided. ``by`` must be
+    one of the approvers of the approval's level (or an earlier one), if its rule
+    names any. An approve with ``args`` (validated by the caller, who says in
+    ``edit`` which rule the policy applies to them) runs the call with those:
+    refused if the rule they fall under is another one that ``by`` may not
+    approve under."""
     if event not in (Event.APPROVE, Event.REJECT):
         raise ValueError(f"not a human decision: {event}")
     if not by.strip():
         raise ApprovalError(f"approval {approval_id!r}: say who decides (by=...)")
+    if args is not None and event is not Event.APPROVE:
+        raise ApprovalError(f"approval {approval_id!r}: only an approval may edit the arguments")
     rec = _approval(tx, approval_id)
     if if_version is not None and version(rec) != if_version:
         raise ApprovalChanged(
@@ -162,9 +162,22 @@ def decide(
             f"(now {rec['status']}{_detail(rec)}): read it again before deciding"
         )
     status = next_approval_state(approval_id, rec["status"], event, _detail(rec))
+    if not approval_timers.may_decide(rec, by):
+        raise ApproverNotAllowed(
+            f"approval {approval_id!r}: {by!r} may not decide it at level "
+            f"{rec.get('level') or 0} of rule {rec.get('rule')!r} "
+            f"(approvers: {', '.join(_deciders(rec))})"
+        )
     task = tasks.read(tx, rec["task_id"])
+    decided = {**rec, "status": status, "decided_at": tasks.iso(tx.now), "decided_by": by,
+               "decision_note": note}  # fmt: skip
     if event is Event.APPROVE:
-        new = tasks.moved(task, Event.APPROVE, tx.now)
+        changes: dict[str, Any] = {"approval_status": str(status)}
+        if args is not None and args != task["args"]:
+            _check_edit(approval_id, rec, by, edit)
+            changes["args"] = args
+            decided["approved_args"] = args
+        new = tasks.moved(task, Event.APPROVE, tx.now, **changes)
         tasks.store(tx, new)
         key = new.get("ordering_key")
         if not key or ordering.admit(tx, key, new["task_id"]):
@@ -173,47 +186,29 @@ def decide(
             tasks.send(env, tx, new, due if due is not None and due > tx.now else None)
     else:
         reason = f"rejected by {by}" + (f": {note}" if note else "")
-        new = tasks.finish(env, tx, task, Event.REJECT, error=reason)
-    tx.put_record(
-        Tables.APPROVALS,
-        approval_id,
-        {**rec, "status": status, "decided_at": tasks.iso(tx.now), "decided_by": by,
-         "decision_note": note},
-    )  # fmt: skip
-    for timer in _TIMERS:
-        tasks.cancel_timer(env, tx, rec.get(timer), f"approval {status}")
+        new = tasks.finish(env, tx, task, Event.REJECT, error=reason, approval_status=str(status))
+    tx.put_record(Tables.APPROVALS, approval_id, decided)
+    approval_timers.cancel_all(env, tx, rec, f"approval {status}")
     return new
 
 
-def timer_fired(env: tasks.Env, tx: Transaction, timer: dict[str, Any]) -> None:
-    """An approval's escalation or expiry ran (inside its completion transaction).
+def _deciders(rec: Mapping[str, Any]) -> list[str]:
+    levels = (rec.get("plan") or {}).get("levels") or []
+    names: list[str] = []
+    for level in levels[: int(rec.get("level") or 0) + 1]:
+        names += [n for n in level["approvers"] if n not in names]
+    return names
 
-    The approval is moved only if it still may be (a decision that raced the
-    timer has already cancelled it, so this completion's strict ack fails first).
-    """
-    approval_id = timer.get("approval_id")
-    rec = tx.get_record(Tables.APPROVALS, approval_id) if approval_id else None
-    if rec is None or rec["status"] not in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED):
+
+def _check_edit(approval_id: str, rec: Mapping[str, Any], by: str, edit: EditCheck | None) -> None:
+    """An edit that moves the call under another rule needs ``by`` to be one of
+    that rule's (first-level) approvers: a lowered amount needs no more than it
+    did, a raised one may need someone else."""
+    if edit is None or edit.rule is None or edit.rule == rec.get("rule"):
         return
-    if timer.get("kind") == "escalation":
-        if rec["status"] == ApprovalStatus.PENDING:
-            status = next_approval_state(str(approval_id), rec["status"], Event.ESCALATE)
-            tx.put_record(
-                Tables.APPROVALS, str(approval_id),
-                {**rec, "status": status, "escalated_at": tasks.iso(tx.now)},
-            )  # fmt: skip
-        return
-    if timer.get("kind") != "expiry":
-        return
-    status = next_approval_state(str(approval_id), rec["status"], Event.EXPIRE)
-    tx.put_record(
-        Tables.APPROVALS, str(approval_id),
-        {**rec, "status": status, "decided_at": tasks.iso(tx.now)},
-    )  # fmt: skip
-    task = tasks.read(tx, rec["task_id"])
-    if task["status"] == TaskStatus.AWAITING_APPROVAL:
-        tasks.finish(env, tx, task, Event.EXPIRE,
-                     error="approval expired: nobody decided before its deadline")  # fmt: skip
-    for name in _TIMERS:
-        if rec.get(name) != timer["task_id"]:
-            tasks.cancel_timer(env, tx, rec.get(name), "approval expired")
+    if edit.members is not None and by not in edit.members:
+        raise ApproverNotAllowed(
+            f"approval {approval_id!r}: the edited arguments fall under approval rule "
+            f"{edit.rule!r}, which {by!r} may not approve (its approvers: "
+            f"{', '.join(sorted(edit.members)) or 'none'}); nothing was decided"
+        )

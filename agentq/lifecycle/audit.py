@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from agentq.backends import Backend, Transaction
 from agentq.clock import to_micros
 from agentq.ledger import Tables
-from agentq.redact import redact_text
+from agentq.redact import REDACTED, is_secret_name, redact_data, redact_text
 
 __all__ = ["UNNAMED", "AuditAction", "AuditEntry", "entries", "record"]
 
@@ -53,6 +55,27 @@ class AuditEntry(BaseModel):
     target: str
     task_id: str | None = None
     note: str = ""
+    #: An approval whose arguments the approver edited: what was asked and what
+    #: was approved (secret-looking fields and URL credentials redacted).
+    original_args: dict[str, Any] | None = None
+    edited_args: dict[str, Any] | None = None
+
+
+def _redacted(args: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Arguments as the audit keeps them: a field whose name looks secret is
+    replaced, and credentials in URLs anywhere in the rest."""
+    if args is None:
+        return None
+
+    def mask(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: REDACTED if is_secret_name(str(k)) else mask(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [mask(v) for v in value]
+        return value
+
+    redacted: dict[str, Any] = redact_data(mask(args))
+    return redacted
 
 
 def record(
@@ -63,8 +86,11 @@ def record(
     target: str,
     task_id: str | None = None,
     note: str = "",
+    original_args: Mapping[str, Any] | None = None,
+    edited_args: Mapping[str, Any] | None = None,
 ) -> AuditEntry:
-    """Record ``action`` on ``target`` by ``actor`` in the caller's transaction."""
+    """Record ``action`` on ``target`` by ``actor`` in the caller's transaction
+    (with an approver's edit: the arguments asked and those approved)."""
     # Keys sort by time, then (within one microsecond, as under a fake clock) by
     # this process's count, so the newest entries are the last ones read.
     audit_id = f"aud_{to_micros(tx.now):014x}{next(_SEQUENCE) % 16**8:08x}{os.urandom(6).hex()}"
@@ -76,6 +102,8 @@ def record(
         target=target,
         task_id=task_id,
         note=redact_text(note[:_NOTE_CHARS]),
+        original_args=_redacted(original_args),
+        edited_args=_redacted(edited_args),
     )
     tx.put_record(Tables.AUDIT, audit_id, entry.model_dump(mode="json"))
     return entry

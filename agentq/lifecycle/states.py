@@ -54,6 +54,7 @@ class Event(StrEnum):
     REPLAY = "replay"  # an operator sends a dead task again, with fresh attempts
     ESCALATE = "escalate"  # nobody decided in time: the approval escalates
     EXPIRE = "expire"  # nobody decided before the approval's deadline: the call is void
+    AUTO_REJECT = "auto_reject"  # nobody decided in time and the rule says no: never runs
 
 
 _T = TaskStatus
@@ -68,6 +69,7 @@ TASK_TRANSITIONS: Final[dict[tuple[str, Event], TaskStatus]] = {
     (_T.AWAITING_APPROVAL, _E.REJECT): _T.CANCELLED,
     (_T.AWAITING_APPROVAL, _E.CANCEL): _T.CANCELLED,
     (_T.AWAITING_APPROVAL, _E.EXPIRE): _T.CANCELLED,
+    (_T.AWAITING_APPROVAL, _E.AUTO_REJECT): _T.CANCELLED,
     (_T.QUEUED, _E.CLAIM): _T.RUNNING,
     (_T.QUEUED, _E.DEFER): _T.QUEUED,
     (_T.QUEUED, _E.CANCEL): _T.CANCELLED,
@@ -98,10 +100,13 @@ APPROVAL_TRANSITIONS: Final[dict[tuple[str, Event], ApprovalStatus]] = {
     (_A.PENDING, _E.ESCALATE): _A.ESCALATED,
     (_A.PENDING, _E.CANCEL): _A.VOID,
     (_A.PENDING, _E.EXPIRE): _A.EXPIRED,
+    (_A.PENDING, _E.AUTO_REJECT): _A.AUTO_REJECTED,
     (_A.ESCALATED, _E.APPROVE): _A.APPROVED,
     (_A.ESCALATED, _E.REJECT): _A.REJECTED,
+    (_A.ESCALATED, _E.ESCALATE): _A.ESCALATED,  # to the next level
     (_A.ESCALATED, _E.CANCEL): _A.VOID,
     (_A.ESCALATED, _E.EXPIRE): _A.EXPIRED,
+    (_A.ESCALATED, _E.AUTO_REJECT): _A.AUTO_REJECTED,
 }
 
 _MEANING: Final[dict[str, str]] = {
@@ -112,7 +117,7 @@ _MEANING: Final[dict[str, str]] = {
     _T.RETRY_SCHEDULED: "the last attempt failed or was throttled; the next is scheduled",
     _T.SUCCEEDED: "final: result recorded",
     _T.DEAD: "final until replayed: in the dead-letter queue with its error",
-    _T.CANCELLED: "final: cancelled, rejected or expired; never runs again",
+    _T.CANCELLED: "final: cancelled, rejected, auto-rejected or expired; never runs again",
 }
 
 

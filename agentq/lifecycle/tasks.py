@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from agentq import ordering, webhooks
+from agentq import keylimits, ordering, webhooks
 from agentq.backends import Backend, EncodedFields, EncodedRecord, Transaction
 from agentq.envelope import TaskKind, checked_payload, envelope_payload
 from agentq.errors import TaskNotFound
@@ -28,10 +28,14 @@ from agentq.redact import redact_text
 from agentq.telemetry import Telemetry
 
 __all__ = [
+    "BUILTIN_AUTO_REJECT",
     "BUILTIN_ESCALATION",
     "BUILTIN_EXPIRY",
+    "BUILTIN_REMINDER",
+    "BUILTIN_TIMERS",
     "ESCALATION_QUEUE",
     "Env",
+    "approval_timer_ids",
     "cancel",
     "cancel_timer",
     "claimed",
@@ -60,6 +64,13 @@ ESCALATION_QUEUE = "escalations"
 BUILTIN_ESCALATION = "_escalation"
 #: Tool name of an approval's expiry timer.
 BUILTIN_EXPIRY = "_expiry"
+#: Tool name of an approval's deadline that rejects it (``on_timeout = "reject"``).
+BUILTIN_AUTO_REJECT = "_auto_reject"
+#: Tool name of a reminder when no notification tool is installed (it only logs).
+BUILTIN_REMINDER = "_reminder"
+#: The runtime's own timers, run without a tool handler.
+BUILTIN_TIMERS = frozenset({BUILTIN_ESCALATION, BUILTIN_EXPIRY, BUILTIN_AUTO_REJECT,
+                            BUILTIN_REMINDER})  # fmt: skip
 
 
 class Env(Protocol):
@@ -114,10 +125,13 @@ def finished(
     result: Any = None,
     error: str | None = None,
     traceback: str | None = None,
+    **changes: Any,
 ) -> dict[str, Any]:
     """A new record: ``rec`` after a final event (succeed, fail, cancel, ...);
     ``traceback`` is the failure's, kept with its ``error``."""
-    fields = finished_fields(rec, event, now, result=result, error=error, traceback=traceback)
+    fields = finished_fields(
+        rec, event, now, result=result, error=error, traceback=traceback, **changes
+    )
     return {**rec, **fields}
 
 
@@ -129,12 +143,13 @@ def finished_fields(
     result: Any = None,
     error: str | None = None,
     traceback: str | None = None,
+    **changes: Any,
 ) -> dict[str, Any]:
     """The fields :func:`finished` changes, and only those (for :func:`store_fields`)."""
     stamp = iso(now)
     return moved_fields(
         rec, event, now, result=result, error=error, traceback=traceback, finished_at=stamp,
-        next_attempt_at=None,
+        next_attempt_at=None, **changes,
     )  # fmt: skip
 
 
@@ -209,15 +224,19 @@ def create(
     deliver: datetime | None = None,
     callback_url: str | None = None,
     http_idempotency_key: str | None = None,
+    task_id: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A new task (enqueue, schedule or request approval); sent if it may run.
 
     Its envelope is checked even when it is not sent now (behind an ordering
     key, awaiting approval), so it can always be sent later. A ``callback_url``
     (checked by the caller: :func:`agentq.webhooks.check_callback_url`) gets a
-    webhook task in the transaction that finishes the task.
+    webhook task in the transaction that finishes the task. ``task_id`` fixes the
+    id (a schedule's run: :mod:`agentq.lifecycle.schedules`); ``extra`` are more
+    fields of the record.
     """
-    task_id = new_task_id(tx.now if env.backend.ordered_keys else None)
+    task_id = task_id or new_task_id(tx.now if env.backend.ordered_keys else None)
     status = next_task_state(task_id, None, event)
     now = iso(tx.now)
     rec: dict[str, Any] = {
@@ -243,6 +262,8 @@ def create(
         rec["callback_url"] = callback_url
     if http_idempotency_key is not None:
         rec["http_idempotency_key"] = http_idempotency_key
+    if extra:
+        rec.update(extra)
     if status is TaskStatus.QUEUED and (
         ordering_key is None or ordering.admit(tx, ordering_key, task_id)
     ):
@@ -264,17 +285,24 @@ def finish(
     *,
     result: Any = None,
     error: str | None = None,
+    **changes: Any,
 ) -> dict[str, Any]:
     """Apply a final event, write it, and let the next task of its ordering key go."""
-    new = finished(rec, event, tx.now, result=result, error=error)
+    new = finished(rec, event, tx.now, result=result, error=error, **changes)
     _write_final(env, tx, new)
     return new
 
 
 def _write_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
     store(tx, new)
+    if new.get("key_slot"):
+        _release_key_slot(env, tx, new)
     if new.get("callback_url"):
         _send_webhook(env, tx, new)
+    if new.get("schedule"):
+        from agentq.lifecycle import schedules  # it builds on this module
+
+        schedules.run_finished(env, tx, new)  # the next run, in this transaction
     key = new.get("ordering_key")
     if not key:
         return
@@ -288,6 +316,28 @@ def _write_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
             send(env, tx, waiting, _due(tx, waiting))
             return
         nxt = ordering.release(tx, key, nxt)  # not sendable (gone): skip it
+
+
+#: Statuses of a task that waits for a per-key slot (deferred, with a message).
+_WAITING = (TaskStatus.QUEUED, TaskStatus.RETRY_SCHEDULED)
+
+
+def _release_key_slot(env: Env, tx: Transaction, rec: Mapping[str, Any]) -> None:
+    """``rec`` left ``running``: free the per-key slot it held and send the first
+    task waiting for one now, handing it the slot (:mod:`agentq.keylimits`)."""
+    key = str(rec["key_slot"])
+    if not keylimits.release(tx, key, str(rec["task_id"]), int(rec["attempt"])):
+        return
+    while (waiter := keylimits.take_waiter(tx, key)) is not None:
+        waiting = tx.get_record(Tables.TASKS, waiter)
+        if waiting is None or waiting["status"] not in _WAITING:
+            continue  # finished, cancelled or running meanwhile: not waiting any more
+        # Its message is the fallback re-check, scheduled later: replaced by one
+        # for now (a new attempt key, so a worker holding the old one finds it stale).
+        tx.ack(waiting["queue"], (waiter, waiting["attempt"]), must_exist=False)
+        sent = reschedule(env, tx, waiting, Event.DEFER, tx.now, error=waiting.get("error"))
+        keylimits.hand_over(tx, key, waiter, int(sent["attempt"]))
+        return
 
 
 def _send_webhook(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
@@ -311,7 +361,10 @@ def reschedule(
     ack_key: Sequence[Any] | None = None,
     **changes: Any,
 ) -> dict[str, Any]:
-    """Ack this delivery (if ``ack_key``) and send the next attempt, a new key, for ``at``."""
+    """Ack this delivery (if ``ack_key``) and send the next attempt, a new key, for
+    ``at``; a per-key slot the task held is freed."""
+    if rec.get("key_slot"):
+        changes["key_slot"] = None
     new = moved(
         rec, event, tx.now, attempt=int(rec["attempt"]) + 1, deliveries=0, error=error,
         next_attempt_at=iso(at), **changes,
@@ -320,6 +373,8 @@ def reschedule(
         tx.ack(new["queue"], tuple(ack_key), must_exist=True)
     store(tx, new)
     send(env, tx, new, at)
+    if rec.get("key_slot"):
+        _release_key_slot(env, tx, rec)
     return new
 
 
@@ -390,7 +445,8 @@ def cancel(
     new = finished(rec, Event.CANCEL, tx.now, error=reason)
     status = rec["status"]
     if status == TaskStatus.AWAITING_APPROVAL:
-        _void_approval(env, tx, rec)
+        if _void_approval(env, tx, rec):
+            new["approval_status"] = "void"
     else:
         key = rec.get("ordering_key")
         waiting = key is not None and ordering.forget(tx, key, task_id)
@@ -409,13 +465,22 @@ def cancel_timer(env: Env, tx: Transaction, task_id: str | None, reason: str) ->
         cancel(env, tx, task_id, reason=reason)
 
 
-def _void_approval(env: Env, tx: Transaction, task: Mapping[str, Any]) -> None:
+def approval_timer_ids(approval: Mapping[str, Any]) -> list[str]:
+    """Every timer (and notification) task an approval record names."""
+    fields = ("escalation_task_id", "notify_task_id", "expiry_task_id", "deadline_task_id")
+    named = [approval.get(field) for field in fields]
+    named += list(approval.get("reminder_task_ids") or ())
+    return list(dict.fromkeys(str(t) for t in named if t))
+
+
+def _void_approval(env: Env, tx: Transaction, task: Mapping[str, Any]) -> bool:
     approval_id = task.get("approval_id")
     approval = tx.get_record(Tables.APPROVALS, approval_id) if approval_id else None
     if approval is None:
-        return
+        return False
     status = next_approval_state(str(approval_id), approval["status"], Event.CANCEL)
     voided = {**approval, "status": status, "decided_at": iso(tx.now)}
     tx.put_record(Tables.APPROVALS, str(approval_id), voided)
-    for timer in ("escalation_task_id", "notify_task_id", "expiry_task_id"):
-        cancel_timer(env, tx, approval.get(timer), "its approval was voided")
+    for timer in approval_timer_ids(approval):
+        cancel_timer(env, tx, timer, "its approval was voided")
+    return True

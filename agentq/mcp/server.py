@@ -90,9 +90,12 @@ _BUILTINS: dict[str, tuple[Scope, str, dict[str, Any]]] = {
     "agentq_list_approvals": (Scope.APPROVE, "Approval requests waiting for a decision.", {
         "type": "object", "properties": {}, "additionalProperties": False,
     }),
-    "agentq_approve": (Scope.APPROVE, "Approve a pending request: its action runs.", {
+    "agentq_approve": (Scope.APPROVE, "Approve a pending request: its action runs (with "
+                       "args: the edited arguments, the whole object, checked like an "
+                       "agent's call).", {
         "type": "object",
-        "properties": {"approval_id": _TASK_ID, "note": {"type": "string", "maxLength": 2000}},
+        "properties": {"approval_id": _TASK_ID, "note": {"type": "string", "maxLength": 2000},
+                       "args": {"type": "object"}},
         "required": ["approval_id"], "additionalProperties": False,
     }),
     "agentq_reject": (Scope.APPROVE, "Reject a pending request: its action never runs.", {
@@ -245,9 +248,13 @@ def build_server(
                 if a.status.value in ("pending", "escalated")
             ]})  # fmt: skip
         approval_id, note = str(args["approval_id"]), str(args.get("note", ""))
-        decide = rt.approve if tool == "agentq_approve" else rt.reject
+        if tool == "agentq_approve":
+            edited = args.get("args")
+            return _result(await anyio.to_thread.run_sync(
+                lambda: rt.approve(approval_id, principal.name, note, args=edited)
+            ))  # fmt: skip
         return _result(
-            await anyio.to_thread.run_sync(lambda: decide(approval_id, principal.name, note))
+            await anyio.to_thread.run_sync(lambda: rt.reject(approval_id, principal.name, note))
         )
 
     async def call_tool(

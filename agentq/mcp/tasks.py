@@ -63,6 +63,7 @@ def task_view(info: TaskInfo) -> dict[str, Any]:
         "result": info.result,
         "error": info.error,
         "approval_id": info.approval_id,
+        "approval_status": info.approval_status,
         "attempt": info.attempt,
         "created_at": info.created_at.isoformat(),
         "updated_at": info.updated_at.isoformat(),

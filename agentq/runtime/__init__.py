@@ -16,8 +16,9 @@ any two steps leaves no half-done decision.
 
 The facade is made of one part per concern, each a module of this package:
 :mod:`.core` (construction, the tool registry, the transaction), :mod:`.decisions`,
-:mod:`.reading`, :mod:`.dead_letter_queue` and :mod:`.operations` (workers,
-notebooks, async forms); :class:`Runtime` combines them.
+:mod:`.reading`, :mod:`.dead_letter_queue`, :mod:`.operations` (workers,
+notebooks, async forms), :mod:`.retention` and :mod:`.schedules`; :class:`Runtime`
+combines them.
 """
 
 from __future__ import annotations
@@ -29,19 +30,25 @@ from agentq.runtime.decisions import DecisionsMixin, Submission
 from agentq.runtime.operations import OperationsMixin
 from agentq.runtime.reading import SCAN_PAGE as SCAN_PAGE  # the page size, as before
 from agentq.runtime.reading import ReadingMixin, TaskPage
+from agentq.runtime.retention import PruneReport, RetentionMixin
+from agentq.runtime.schedules import ScheduleInfo, SchedulesMixin
 
 __all__ = [
     "ESCALATION_QUEUE",
     "REPLAY_REFUSALS",
     "Decision",
+    "PruneReport",
     "ReplayReport",
     "Runtime",
+    "ScheduleInfo",
     "Submission",
     "TaskPage",
 ]
 
 
-class Runtime(DecisionsMixin, ReadingMixin, DeadLettersMixin, OperationsMixin):
+class Runtime(
+    DecisionsMixin, ReadingMixin, DeadLettersMixin, OperationsMixin, RetentionMixin, SchedulesMixin
+):
     """agentq's runtime over one database.
 
     ``db`` is a URL (``sqlite:///agentq.db``, ``sqlite:///:memory:``,
@@ -51,7 +58,9 @@ class Runtime(DecisionsMixin, ReadingMixin, DeadLettersMixin, OperationsMixin):
     ``reload=True`` imports a tools directory again even if no file in it changed
     (a changed one is always imported again). ``policies`` is a directory of TOML
     files or a :class:`~agentq.policies.Policy`. ``settings`` is handed to
-    handlers (API base URLs and the like).
+    handlers (API base URLs and the like). ``retention`` is how long finished
+    tasks are kept before workers delete them (default 7 days; ``"off"`` or
+    ``None``: forever; a tool's policy ``retention`` wins): see :meth:`prune`.
     A runtime with tools records them (and its policies, if given) in the
     database's tool catalog (:meth:`record_tools`; ``agentq init`` and every
     worker at start do). A runtime without ``tools`` is a *producer*: it

@@ -11,6 +11,7 @@ The other parts (:mod:`.decisions`, :mod:`.reading`, :mod:`.dead_letter_queue`,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -23,8 +24,11 @@ from agentq.decision import Decision
 from agentq.envelope import task_queue_spec
 from agentq.errors import ConfigError, UnknownTool
 from agentq.faults import FaultPoints
+from agentq.lifecycle.heartbeats import heartbeat_queue_spec
+from agentq.lifecycle.retention import RetentionSetting, retention_setting
 from agentq.lifecycle.tasks import ESCALATION_QUEUE
 from agentq.policies import Policy, load_policies
+from agentq.retention import DEFAULT_RETENTION
 from agentq.telemetry import Telemetry
 from agentq.tools import ToolDef, ToolRegistry
 
@@ -70,8 +74,13 @@ class RuntimeCore:
         settings: Mapping[str, Any] | None = None,
         http_transport: httpx.BaseTransport | None = None,
         reload: bool = False,
+        retention: RetentionSetting = DEFAULT_RETENTION,
         **backend_options: Any,
     ) -> None:
+        # Checked before anything is opened: a bad value is a ConfigError, nothing else.
+        #: How long finished tasks are kept (None: forever); a tool's policy may say
+        #: otherwise. See :mod:`agentq.lifecycle.retention`.
+        self.retention: timedelta | None = retention_setting(retention)
         if isinstance(db, str):
             self.backend: Backend = open_backend(db, clock=clock, **backend_options)
             self._owns_backend = True
@@ -102,6 +111,7 @@ class RuntimeCore:
         self.http_transport = http_transport or httpx.HTTPTransport()
         for queue in sorted(self.tools.queues() | {ESCALATION_QUEUE}):
             self.backend.create_queue(task_queue_spec(queue))
+        self.backend.create_queue(heartbeat_queue_spec())  # workers' heartbeat messages
         self._internal = self._internal_tools()
 
     @property
@@ -146,7 +156,8 @@ class RuntimeCore:
         """Tools only the runtime may send: declared internal, or named by a policy
         as the notification or escalation tool (they carry approval notices, and an
         agent that could send them could spoof one)."""
-        named = {self.policy.defaults.notify_tool, self.policy.defaults.escalation_tool}
+        defaults = self.policy.defaults
+        named = {defaults.notify_tool, defaults.escalation_tool, defaults.worker_alert_tool}
         for rule in self.policy.approvals:
             named |= {rule.notify_tool, rule.escalation_tool}
         declared = {t.name for t in self.tools if t.internal}

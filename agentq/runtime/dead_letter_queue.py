@@ -17,7 +17,7 @@ from agentq.errors import ConfigError, IllegalTransition, TaskNotFound
 from agentq.ledger import Tables, TaskInfo
 from agentq.lifecycle import audit, dead_letters
 from agentq.lifecycle.audit import AuditAction
-from agentq.lifecycle.tasks import BUILTIN_ESCALATION, BUILTIN_EXPIRY
+from agentq.lifecycle.tasks import BUILTIN_TIMERS
 from agentq.runtime.core import RuntimeCore
 
 #: Why one dead-letter entry cannot be replayed; anything else (the database
@@ -97,5 +97,5 @@ class DeadLettersMixin(RuntimeCore):
         return self.backend.transact(fn)
 
     def _runnable_tool(self, tx: Transaction, tool: str) -> bool:
-        builtin = tool in (BUILTIN_ESCALATION, BUILTIN_EXPIRY)
+        builtin = tool in BUILTIN_TIMERS
         return builtin or self.find_tool(tx, tool) is not None

@@ -78,13 +78,21 @@ class DecisionsMixin(RuntimeCore):
         return self.transact(fn)
 
     def approve(
-        self, approval_id: str, by: str, note: str = "", *, if_version: str | None = None
+        self,
+        approval_id: str,
+        by: str,
+        note: str = "",
+        *,
+        if_version: str | None = None,
+        args: Mapping[str, Any] | Any | None = None,
     ) -> TaskInfo:
         """Approve a pending (or escalated) request; see :meth:`Decision.approve`.
         With ``if_version`` (an :attr:`ApprovalInfo.version`) an approval that
-        changed since raises :class:`~agentq.errors.ApprovalChanged`. Audited:
-        ``by`` is recorded as who approved."""
-        return self._decide(approval_id, AuditAction.APPROVE, by, note, if_version)
+        changed since raises :class:`~agentq.errors.ApprovalChanged`. With
+        ``args`` the approver edits the call (the whole argument object): checked
+        against the tool's schema and the policy in the same transaction. Audited:
+        ``by`` is recorded as who approved, and an edit's arguments before and after."""
+        return self._decide(approval_id, AuditAction.APPROVE, by, note, if_version, args)
 
     def reject(
         self, approval_id: str, by: str, note: str = "", *, if_version: str | None = None
@@ -94,14 +102,25 @@ class DecisionsMixin(RuntimeCore):
         return self._decide(approval_id, AuditAction.REJECT, by, note, if_version)
 
     def _decide(
-        self, approval_id: str, action: AuditAction, by: str, note: str, if_version: str | None
+        self,
+        approval_id: str,
+        action: AuditAction,
+        by: str,
+        note: str,
+        if_version: str | None,
+        args: Mapping[str, Any] | Any | None = None,
     ) -> TaskInfo:
         def fn(tx: Decision) -> TaskInfo:
-            decide = tx.approve if action is AuditAction.APPROVE else tx.reject
-            task = decide(approval_id, by, note, if_version=if_version)
+            if action is AuditAction.APPROVE:
+                task = tx.approve(approval_id, by, note, if_version=if_version, args=args)
+            else:
+                task = tx.reject(approval_id, by, note, if_version=if_version)
+            decided = tx.tx.get_record(Tables.APPROVALS, approval_id) or {}
+            edited = decided.get("approved_args")
             audit.record(
                 tx.tx, actor=by, action=action, target=approval_id, task_id=task.task_id,
-                note=note,
+                note=note, original_args=decided.get("args") if edited is not None else None,
+                edited_args=edited,
             )  # fmt: skip
             return task
 

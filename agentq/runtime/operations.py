@@ -93,6 +93,10 @@ class OperationsMixin(RuntimeCore):
         """Async form of :meth:`task`."""
         return await asyncio.to_thread(self._facade.task, task_id)
 
-    async def aapprove(self, approval_id: str, by: str, note: str = "") -> TaskInfo:
+    async def aapprove(
+        self, approval_id: str, by: str, note: str = "", *, args: Any = None
+    ) -> TaskInfo:
         """Async form of :meth:`approve`."""
-        return await asyncio.to_thread(self._facade.approve, approval_id, by, note)
+        return await asyncio.to_thread(
+            lambda: self._facade.approve(approval_id, by, note, args=args)
+        )

@@ -4,6 +4,9 @@
 the approval's ``ETag`` as read: if the approval changed since (escalated,
 decided, voided) the answer is 412 and nothing is decided, so a stale screen
 cannot approve what it no longer shows. Without ``If-Match`` the answer is 428.
+An approve may carry ``args``, the approver's edit of the call (422 if it does
+not fit the tool's schema; 403 if the edited call falls under an approval rule
+whose approvers do not include the principal).
 The decision records the authenticated principal's name, never one from the
 request.
 """
@@ -91,10 +94,19 @@ async def _decide(request: Request, verb: str) -> Response:
         raise Problem(422, "Invalid request", "the body does not fit",
                       errors=field_errors(exc)) from exc  # fmt: skip
     rt = state.runtime
-    act = rt.approve if verb == "approve" else rt.reject
-    task = await run_in_threadpool(
-        lambda: act(approval_id, principal.name, decision.note, if_version=version)
-    )
+    if verb == "approve":
+        task = await run_in_threadpool(
+            lambda: rt.approve(
+                approval_id, principal.name, decision.note, if_version=version, args=decision.args
+            )
+        )
+    elif decision.args is not None:
+        raise Problem(422, "Invalid request", "only an approval may edit the arguments",
+                      errors=[{"pointer": "/args", "detail": "not on :reject"}])  # fmt: skip
+    else:
+        task = await run_in_threadpool(
+            lambda: rt.reject(approval_id, principal.name, decision.note, if_version=version)
+        )
     return JSONResponse(task.model_dump(mode="json"))
 
 

@@ -53,11 +53,14 @@ class ApprovalList(BaseModel):
 
 
 class ApprovalDecision(BaseModel):
-    """The body of approve / reject (optional)."""
+    """The body of approve / reject (optional). ``args`` (approve only): the
+    approver's edit of the call, the whole argument object, checked against the
+    tool's schema and the policy as an agent's call would be."""
 
     model_config = ConfigDict(extra="forbid")
 
     note: str = Field(default="", max_length=2000)
+    args: dict[str, Any] | None = None
 
 
 class ProblemDetail(BaseModel):

@@ -21,6 +21,7 @@ from agentq.errors import (
     AgentQError,
     ApprovalChanged,
     ApprovalError,
+    ApproverNotAllowed,
     BackendUnavailable,
     IdempotencyConflict,
     IllegalTransition,
@@ -106,6 +107,8 @@ def problem_for(exc: AgentQError) -> Problem:
         return Problem(412, "Approval changed", text)
     if isinstance(exc, ApprovalError) and text.startswith("no approval"):
         return Problem(404, "Approval not found", text)
+    if isinstance(exc, ApproverNotAllowed):
+        return Problem(403, "Not an approver of this approval", text)
     if isinstance(exc, IllegalTransition):
         return Problem(409, "Not allowed in this state", text)
     if isinstance(exc, IdempotencyConflict):

@@ -127,3 +127,31 @@ def test_approvals_approve_reject_and_cancel(project: Path) -> None:
     with Runtime(f"sqlite:///{project / 'agentq.db'}") as rt:
         assert [e.actor for e in rt.audit_log(target=other)] == ["dave"]
         assert [e.actor for e in rt.audit_log(target=queued)] == [getpass.getuser()]
+
+
+def test_approve_edits_the_arguments_with_set_or_args(project: Path) -> None:
+    asked = json.loads(
+        agentq("enqueue", "payout", "--args", '{"amount": 500}', "--json", cwd=project).stdout
+    )
+    approval_id = asked["approval_id"]
+    bad = agentq("approve", approval_id, "--by", "alice", "--set", "amount=oops", cwd=project)
+    assert bad.returncode == 2 and "amount" in bad.stderr and "Traceback" not in bad.stderr
+    not_json = agentq("approve", approval_id, "--by", "alice", "--args", "{", cwd=project)
+    assert not_json.returncode == 2 and "--args is not JSON" in not_json.stderr
+    pending = json.loads(agentq("approvals", "--json", cwd=project).stdout)["approvals"]
+    assert [a["status"] for a in pending] == ["pending"]  # nothing was decided
+    ok = agentq("approve", approval_id, "--by", "alice", "--set", "amount=40", "--json",
+                cwd=project)  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    decided = json.loads(ok.stdout)
+    assert decided["task"]["args"] == {"amount": 40} and decided["task"]["status"] == "queued"
+    assert decided["approval"]["args"] == {"amount": 500}
+    assert decided["approval"]["approved_args"] == {"amount": 40}
+
+    other = json.loads(
+        agentq("enqueue", "payout", "--args", '{"amount": 700}', "--json", cwd=project).stdout
+    )
+    whole = agentq("approve", other["approval_id"], "--by", "bob", "--args", '{"amount": 90}',
+                   "--json", cwd=project)  # fmt: skip
+    assert whole.returncode == 0, whole.stderr
+    assert json.loads(whole.stdout)["task"]["args"] == {"amount": 90}

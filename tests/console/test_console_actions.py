@@ -186,3 +186,28 @@ def test_an_admin_replays_and_deletes_dead_letters(serve: Callable[..., Served])
     assert [(e.action, e.target) for e in rt.audit_log()] == [
         (AuditAction.DELETE_DEAD_LETTER, deleted), (AuditAction.REPLAY, replayed),
     ]  # fmt: skip
+
+
+def test_an_approver_edits_the_call_before_approving(serve: Callable[..., Served]) -> None:
+    served = serve()
+    rt = served.rt
+    approval_id = _pending(rt)
+    with served.client("alice") as client:
+        page = client.get("/approvals").text
+        assert 'name="changes"' in page
+        csrf = csrf_of(page)
+        bad = client.post(f"/approvals/{approval_id}/approve",
+                          data={"csrf_token": csrf, "changes": "[1]"})  # fmt: skip
+        assert bad.status_code == 400 and "JSON object" in bad.text
+        off = client.post(f"/approvals/{approval_id}/approve",
+                          data={"csrf_token": csrf, "changes": '{"amount": "lots"}'})  # fmt: skip
+        assert off.status_code == 400 and "amount" in off.text
+        ok = client.post(f"/approvals/{approval_id}/approve",
+                         data={"csrf_token": csrf, "changes": '{"amount": 40}'})  # fmt: skip
+        assert ok.status_code == 303
+    approval = rt.approval(approval_id)
+    assert approval.status == ApprovalStatus.APPROVED and approval.decided_by == "alice"
+    assert approval.approved_args == {**approval.args, "amount": 40}
+    assert rt.task(approval.task_id).args["amount"] == 40
+    [entry] = rt.audit_log()
+    assert entry.edited_args is not None and entry.edited_args["amount"] == 40

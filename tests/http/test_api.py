@@ -329,9 +329,9 @@ def test_stale_if_match_is_refused_after_an_escalation(
 
 def _escalate(runtime: Runtime, tx: Any, escalation_task_id: str) -> None:
     """Fire the approval's escalation as its timer's completion would."""
-    from agentq.lifecycle import approvals as events
+    from agentq.lifecycle import approval_timers
 
-    events.timer_fired(runtime, tx.tx, runtime._task_in(tx.tx, escalation_task_id).model_dump())
+    approval_timers.fired(runtime, tx.tx, runtime._task_in(tx.tx, escalation_task_id).model_dump())
 
 
 def test_approving_needs_the_approve_scope(server: LiveServer, runtime: Runtime) -> None:

@@ -258,6 +258,11 @@ class SpannerBackend:
     ) -> list[tuple[str, dict[str, Any]]]:
         return records.list_records(self, table, prefix, limit, after)
 
+    def reclaim_space(self, max_bytes: int) -> int:
+        """Nothing to do: Spanner reclaims deleted rows' storage itself (after
+        its version GC period, typically an hour)."""
+        return 0
+
     def close(self) -> None:
         """Cancel open RECEIVE calls and close the client without blocking: the
         library's ``Database.close`` can wait up to 10 minutes for a maintenance

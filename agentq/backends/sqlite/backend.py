@@ -22,7 +22,7 @@ from agentq.backends.base import (
     check_stream_args,
 )
 from agentq.backends.notify import Wake
-from agentq.backends.sqlite import queues, records
+from agentq.backends.sqlite import queues, records, space
 from agentq.backends.sqlite.connection import Database
 from agentq.backends.sqlite.files import DEFAULT_FILE_MODE, parse_file_mode
 from agentq.backends.sqlite.leases import Leases
@@ -220,6 +220,19 @@ class SQLiteBackend:
         self, table: str, prefix: str = "", limit: int | None = None, after: str = ""
     ) -> list[tuple[str, dict[str, Any]]]:
         return records.list_records(self._db, table, prefix, limit, after)
+
+    def reclaim_space(self, max_bytes: int) -> int:
+        return space.reclaim(self._db, max_bytes)
+
+    def storage(self) -> space.Storage:
+        """Pages, free pages and auto-vacuum mode of the database (SQLite only)."""
+        return space.storage(self._db)
+
+    def vacuum(self) -> tuple[space.Storage, space.Storage]:
+        """Rebuild the database file with incremental auto-vacuum (SQLite only;
+        ``agentq prune --vacuum``): converts a database created without it. Holds
+        the write lock while SQLite copies the whole file: stop the workers first."""
+        return space.vacuum(self._db)
 
     def close(self) -> None:
         if self._db.closed:

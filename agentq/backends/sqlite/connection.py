@@ -9,6 +9,8 @@ Settings, and why:
   (never corruption) for speed. Lease bookkeeping (``durable=False``) is always
   committed at NORMAL: after a power loss it can only be lost, which means an
   earlier redelivery.
+* ``auto_vacuum=INCREMENTAL`` for a new file, so the space of deleted rows can
+  be given back in small steps (:mod:`.space`).
 * Every write, including leasing, runs in ``BEGIN IMMEDIATE``: the write lock
   is taken up front, so two workers (threads or processes) can never lease the
   same message, and WAL never has to fail a reader-turned-writer with BUSY.
@@ -126,6 +128,10 @@ class Database:
                 check_same_thread=False,  # guarded by self._lock
                 timeout=self.busy_timeout,
             )
+            # A new (empty) file only: before WAL mode writes its first page, and
+            # never as a write to an existing file (which may be read-only): .space.
+            if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+                conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             if not self.memory:
                 mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
                 if str(mode).lower() != "wal":

@@ -1,0 +1,164 @@
+"""``agentq prune``: delete finished tasks past their retention, now.
+
+Workers prune by themselves; this is the same pass on demand (a cron job, a
+database that no worker serves, or ``--older-than`` to clear more than the
+configured retention). ``--vacuum`` then rebuilds a SQLite file with
+incremental auto-vacuum: the one-time conversion of a database created before
+agentq turned it on (stop the workers first: it holds the write lock while
+SQLite copies the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from agentq.cli.common import (
+    add_db_args,
+    args_config,
+    config_retention,
+    positive,
+    require_database,
+    resolve_db,
+)
+from agentq.cli.output import print_json
+from agentq.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentq.lifecycle.retention import RetentionRules
+    from agentq.runtime import PruneReport, Runtime
+
+__all__ = ["register"]
+
+#: Seconds between two batches: workers on the database keep their turns.
+_PAUSE = 0.01
+
+
+def register(sub: Any) -> None:
+    """Add ``agentq prune``."""
+    p = sub.add_parser(
+        "prune",
+        help="delete finished tasks past their retention",
+        description=(
+            "Delete finished tasks (succeeded, cancelled, and dead ones whose "
+            "dead-letter entry was deleted) older than their retention, with their "
+            "approvals, idempotency keys and audit entries, a small batch per "
+            "transaction, and print the counts. Unfinished tasks are never deleted."
+        ),
+    )
+    add_db_args(p)
+    p.add_argument(
+        "--older-than", metavar="DURATION",
+        help="delete what finished more than DURATION ago (e.g. 30d, 12h, 0s), for every "
+        "tool, instead of the configured retention",
+    )  # fmt: skip
+    p.add_argument("--dry-run", action="store_true", help="count only; delete nothing")
+    p.add_argument(
+        "--vacuum", action="store_true",
+        help="then rebuild a SQLite file with incremental auto-vacuum (converts an older "
+        "database; stop the workers first)",
+    )  # fmt: skip
+    p.add_argument("--batch-size", type=positive, default=200, metavar="N",
+                   help="records per transaction (default: 200)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=_cmd_prune)
+
+
+def _older_than(text: str | None) -> timedelta | None:
+    if text is None:
+        return None
+    from agentq.policies import parse_duration
+
+    try:
+        return parse_duration(text)
+    except (ValueError, OverflowError) as exc:
+        raise ConfigError(f"--older-than: {exc}") from exc
+
+
+def _open(args: argparse.Namespace) -> Runtime:
+    """The database, with the configured retention and the policy its workers
+    recorded (per-tool ``retention``): no tools folder is needed."""
+    from agentq.runtime import Runtime
+
+    config = args_config(args)
+    db = resolve_db(args, config)
+    require_database(db)
+    args.db = db
+    return Runtime(db, retention=config_retention(config))
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
+
+
+def _cmd_prune(args: argparse.Namespace) -> int:
+    older_than = _older_than(args.older_than)
+    if args.vacuum and args.dry_run:
+        raise ConfigError("--vacuum and --dry-run cannot be combined")
+    rt = _open(args)
+    try:
+        vacuum = getattr(rt.backend, "vacuum", None)
+        if args.vacuum and vacuum is None:
+            raise ConfigError(
+                f"--vacuum is for SQLite databases; {rt.backend.url} manages its own storage"
+            )
+        rules = rt.retention_rules(older_than)
+        if rules.shortest is None:
+            print("retention is off for every tool: nothing to prune (use --older-than)")
+            report = None
+        else:
+            report = rt.prune(
+                older_than=older_than, dry_run=args.dry_run, batch_size=args.batch_size,
+                pause=_PAUSE,
+            )  # fmt: skip
+        sizes = vacuum() if args.vacuum and vacuum is not None else None
+        if args.json:
+            print_json(_document(report, sizes))
+            return 0
+        if report is not None:
+            _print_report(report, rules, older_than is not None)
+        if sizes is not None:
+            before, after = sizes
+            print(f"vacuumed: {_mib(before.size)} -> {_mib(after.size)} "
+                  f"(auto_vacuum: {before.auto_vacuum} -> {after.auto_vacuum})")  # fmt: skip
+        return 0
+    finally:
+        rt.close()
+
+
+def _print_report(report: PruneReport, rules: RetentionRules, explicit: bool) -> None:
+    from agentq.policies import format_duration
+
+    def shown(keep: timedelta | None) -> str:
+        return "off" if keep is None else format_duration(keep)
+
+    c = report.counts
+    verb = "would delete" if report.dry_run else "deleted"
+    print(
+        f"{verb} {c.tasks} task(s), {c.approvals} approval(s), {c.idempotency_keys} "
+        f"idempotency key(s), {c.audit_entries} audit entry(ies)"
+    )
+    how = " (--older-than, every tool)" if explicit else ""
+    tools = ", ".join(f"{name} {shown(keep)}" for name, keep in sorted(rules.tools.items()))
+    per_tool = f"; per tool: {tools}" if tools else ""
+    when = report.now.isoformat(timespec="seconds") if report.now else "-"
+    print(f"retention: {shown(rules.default)}{how}{per_tool}; as of {when}")
+    if report.reclaimed_bytes:
+        print(f"gave back {_mib(report.reclaimed_bytes)} to the file system")
+
+
+def _document(report: PruneReport | None, sizes: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"pruned": None}
+    if report is not None:
+        c = report.counts
+        out["pruned"] = {
+            "tasks": c.tasks, "approvals": c.approvals, "idempotency_keys": c.idempotency_keys,
+            "audit_entries": c.audit_entries, "dry_run": report.dry_run,
+            "as_of": report.now, "reclaimed_bytes": report.reclaimed_bytes,
+        }  # fmt: skip
+    if sizes is not None:
+        before, after = sizes
+        out["vacuum"] = {"bytes_before": before.size, "bytes_after": after.size,
+                         "auto_vacuum": after.auto_vacuum}  # fmt: skip
+    return out

@@ -1,0 +1,104 @@
+"""A serving worker's pruner: finished tasks are deleted once past their retention.
+
+While :meth:`Worker.run` serves, a thread runs :meth:`Runtime.prune` every
+``interval`` seconds (default: a quarter of the shortest retention, at most a
+minute): a batch of records per short transaction, with a pause between batches
+so that the worker's own commits (and other processes') keep their turns. The
+workers of one database take turns through a claim record
+(:func:`~agentq.lifecycle.retention.claim_pruning`), so usually one prunes;
+two at once are safe. A failing prune is logged and tried again next time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from agentq.lifecycle.retention import DEFAULT_BATCH, claim_pruning
+
+if TYPE_CHECKING:
+    from agentq.executor.worker import Worker
+
+__all__ = ["Pruner", "default_interval"]
+
+log = logging.getLogger("agentq.worker")
+
+#: Longest wait between two passes.
+MAX_INTERVAL = 60.0
+#: Shortest wait between two passes.
+MIN_INTERVAL = 1.0
+#: Seconds between two batches of a pass: other writers' turn.
+DEFAULT_PAUSE = 0.02
+
+
+def default_interval(shortest: timedelta | None) -> float:
+    """Seconds between passes for the shortest retention of any tool."""
+    if shortest is None:
+        return MAX_INTERVAL
+    return min(MAX_INTERVAL, max(MIN_INTERVAL, shortest.total_seconds() / 4))
+
+
+class Pruner:
+    """Prunes the worker's database every ``interval`` seconds until :meth:`stop`."""
+
+    def __init__(
+        self,
+        worker: Worker,
+        interval: float | None = None,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        pause: float = DEFAULT_PAUSE,
+    ) -> None:
+        self.worker = worker
+        shortest = worker.runtime.retention_rules().shortest
+        self.interval = default_interval(shortest) if interval is None else interval
+        self.batch_size = batch_size
+        self.pause = pause
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def prune_once(self) -> None:
+        """One pass, if this worker holds (or gets) the database's pruning claim."""
+        rt = self.worker.runtime
+        if rt.retention_rules().shortest is None:
+            return  # retention is off for every tool
+        ttl = timedelta(seconds=3 * self.interval + 60)
+        if not claim_pruning(rt.backend, self.owner, rt.clock.now(), ttl):
+            return
+        report = rt.prune(batch_size=self.batch_size, pause=self.pause, stop=self._stop)
+        counts = report.counts
+        self.worker._count("pruned_tasks", counts.tasks)
+        if counts.total:
+            log.info(
+                "pruned %d finished task(s), %d approval(s), %d idempotency key(s), "
+                "%d audit entry(ies); %d bytes given back",
+                counts.tasks, counts.approvals, counts.idempotency_keys, counts.audit_entries,
+                report.reclaimed_bytes,
+            )  # fmt: skip
+
+    def _loop(self) -> None:
+        clock = self.worker.clock
+        while True:
+            try:
+                self.prune_once()
+            except Exception as exc:  # the database failing: the worker reports that itself
+                log.warning("prune failed (tried again in %gs): %s", self.interval, exc)
+            if clock.wait(self._stop, self.interval):
+                return
+
+    def start(self) -> Pruner:
+        """Start pruning in a background thread."""
+        self._thread = threading.Thread(target=self._loop, name="agentq-pruner", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop after the current batch."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)

@@ -1,0 +1,363 @@
+"""Retention: deleting finished tasks, and the rows that belong to them, once old.
+
+Deleting a task is not a state change, but it is a write of a task record, so it
+lives here with every other one. Which tasks may go is read off the transition
+table (:mod:`agentq.lifecycle.states`):
+
+* ``succeeded`` and ``cancelled`` have no way out (:data:`FINAL`): once one of
+  them is older than its tool's retention, counted from ``finished_at``, it is
+  deleted. Nothing can change such a record meanwhile, so the version read
+  before the deleting transaction is the one deleted.
+* ``dead`` can be replayed, so a dead task goes only once its dead-letter entry
+  is gone (deleted by an operator: ``agentq dlq delete``), re-checked inside the
+  deleting transaction, where a replay racing the prune is seen.
+* Every other status (``awaiting_approval``, ``queued`` however far ahead it is
+  scheduled, ``running``, ``retry_scheduled``) is never deleted, whatever its age.
+
+With a task go, in the same transaction: its idempotency key (if the key still
+names it: a key is kept exactly as long as its task, so it dedupes for the whole
+retention period), and its approval if the task is the approval's action (an
+approval's timers name it too) and the approval is decided. Audit entries are
+deleted once older than the runtime's retention and about no task that still
+exists (an entry about a stray dead letter: once old). Ordering-key records are
+deleted by the lifecycle as soon as a key has no task left, and dead-letter
+entries are an operator's to delete, so neither is touched here.
+
+The work is done a batch at a time (:func:`prune_pass`): each batch reads a page
+of records outside any transaction, decides there, and deletes in one short
+transaction, so a prune never holds the database's write lock for long. Two
+pruners may run at once: a record deleted by one is skipped by the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from agentq.approvals import ApprovalStatus
+from agentq.backends import Backend, Transaction
+from agentq.clock import to_micros
+from agentq.errors import ConfigError
+from agentq.ledger import TERMINAL, Tables, TaskStatus
+from agentq.lifecycle.states import APPROVAL_TRANSITIONS, TASK_TRANSITIONS
+from agentq.policies import Policy, parse_duration
+from agentq.retention import OFF, RetentionValue, parse_retention
+
+__all__ = [
+    "DEFAULT_BATCH",
+    "FINAL",
+    "FINAL_APPROVALS",
+    "PruneCounts",
+    "RetentionRules",
+    "RetentionSetting",
+    "claim_pruning",
+    "policy_rules",
+    "prune_pass",
+    "retention_setting",
+]
+
+#: Task statuses no event leaves: deleted once old.
+FINAL: Final = frozenset(s for s in TERMINAL if not any(st == s for st, _ in TASK_TRANSITIONS))
+#: Approval statuses no event leaves: deleted with their action task.
+FINAL_APPROVALS: Final = frozenset(
+    s for s in ApprovalStatus if not any(st == s for st, _ in APPROVAL_TRANSITIONS)
+)
+#: Terminal statuses that an event can leave (``dead``: replay), deleted only when
+#: nothing can take them back (their dead-letter entry is gone).
+_REVIVABLE: Final = frozenset(TERMINAL - FINAL)
+
+#: The record table of the pruning claim (:func:`claim_pruning`).
+PRUNER_TABLE = "pruner"
+#: Records read (and at most deleted) per batch.
+DEFAULT_BATCH = 200
+
+_TASK_PREFIX = "tsk_"
+_AUDIT_PREFIX = "aud_"
+#: Ordered task ids created up to this far past the pruner's clock (clock skew
+#: between processes) count as young when the scan skips the young ones.
+_SKEW = timedelta(hours=1)
+
+
+@dataclass
+class PruneCounts:
+    """Records deleted (or, in a dry run, that would be)."""
+
+    tasks: int = 0
+    approvals: int = 0
+    idempotency_keys: int = 0
+    audit_entries: int = 0
+
+    def add(self, other: PruneCounts) -> None:
+        """Add ``other``'s counts to these."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    @property
+    def total(self) -> int:
+        """All records counted."""
+        return self.tasks + self.approvals + self.idempotency_keys + self.audit_entries
+
+
+@dataclass(frozen=True)
+class RetentionRules:
+    """How long finished tasks are kept: ``default`` for every tool, ``tools``
+    for those configured otherwise; ``None`` keeps them forever."""
+
+    default: timedelta | None
+    tools: Mapping[str, timedelta | None] = field(default_factory=dict)
+
+    def for_tool(self, tool: str) -> timedelta | None:
+        """The retention of ``tool``'s finished tasks (``None``: kept)."""
+        return self.tools.get(tool, self.default)
+
+    @property
+    def shortest(self) -> timedelta | None:
+        """The shortest retention of any tool (``None``: every tool keeps all)."""
+        found = [r for r in (self.default, *self.tools.values()) if r is not None]
+        return min(found) if found else None
+
+
+#: What ``Runtime(retention=...)`` takes: a duration (``timedelta``, seconds,
+#: ``"7d"``), or ``"off"`` / ``None`` to keep finished tasks forever.
+RetentionSetting = RetentionValue | float | str | None
+
+
+def retention_setting(value: RetentionSetting, what: str = "retention") -> timedelta | None:
+    """``value`` as a duration, or ``None`` for "off" (:class:`ConfigError` if
+    it is neither; zero is refused: see :mod:`agentq.retention`)."""
+    if value is None:
+        return None
+    try:
+        parsed = parse_retention(value, parse_duration)
+    except ValueError as exc:
+        raise ConfigError(f"{what}: {exc}") from exc
+    return None if parsed == OFF else parsed
+
+
+def policy_rules(default: timedelta | None, policy: Policy) -> RetentionRules:
+    """The rules of a runtime's ``default`` retention and its policy's per-tool
+    ``retention`` keys."""
+    tools = {
+        name: None if p.retention == OFF else p.retention
+        for name, p in policy.tools.items()
+        if p.retention is not None
+    }
+    return RetentionRules(default, tools)
+
+
+def _finished_at(rec: Mapping[str, Any]) -> datetime | None:
+    # Unreadable: kept, never guessed old.
+    return _stamp(rec.get("finished_at") or rec.get("updated_at"))
+
+
+def _old_enough(rec: Mapping[str, Any], rules: RetentionRules, now: datetime) -> bool:
+    if rec.get("status") not in TERMINAL:
+        return False
+    keep = rules.for_tool(str(rec.get("tool")))
+    finished = _finished_at(rec)
+    return keep is not None and finished is not None and finished < now - keep
+
+
+Get = Callable[[str, str], dict[str, Any] | None]
+
+
+def _belongings(get: Get, task_id: str, rec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The ``(table, key)`` rows that go with task ``task_id``."""
+    out = []
+    key = rec.get("idempotency_key")
+    if key:
+        entry = get(Tables.IDEMPOTENCY, str(key))
+        if entry is not None and entry.get("task_id") == task_id:
+            out.append((Tables.IDEMPOTENCY, str(key)))
+    approval_id = rec.get("approval_id")
+    if approval_id:
+        approval = get(Tables.APPROVALS, str(approval_id))
+        if (
+            approval is not None
+            and approval.get("task_id") == task_id  # not an approval's timer
+            and approval.get("status") in FINAL_APPROVALS
+        ):
+            out.append((Tables.APPROVALS, str(approval_id)))
+    return out
+
+
+def _count(counts: PruneCounts, rows: list[tuple[str, str]]) -> None:
+    counts.tasks += 1
+    for table, _ in rows:
+        if table == Tables.IDEMPOTENCY:
+            counts.idempotency_keys += 1
+        else:
+            counts.approvals += 1
+
+
+@dataclass(frozen=True)
+class _Page:
+    records: list[tuple[str, dict[str, Any]]]
+    after: str  # where the next page starts (exclusive)
+    done: bool
+
+
+class _TaskScan:
+    """Pages of task records that may be old enough.
+
+    Where task ids grow with time (``backend.ordered_keys``), a task created
+    after ``now - shortest retention`` cannot have finished before it either, so
+    the scan jumps over those ids (from ``bound`` to ``skip_to``) and goes on
+    after them only for ids of another shape (random ones, from older versions).
+    """
+
+    def __init__(self, backend: Backend, now: datetime, shortest: timedelta) -> None:
+        self.backend = backend
+        self.bound: str | None = None
+        self.skip_to = ""
+        if backend.ordered_keys:
+            self.bound = f"{_TASK_PREFIX}{to_micros(now - shortest):014x}"
+            self.skip_to = f"{_TASK_PREFIX}{to_micros(now + _SKEW):014x}~"
+
+    def _young(self, key: str) -> bool:
+        return self.bound is not None and self.bound <= key < self.skip_to
+
+    def page(self, after: str, limit: int) -> _Page:
+        if self._young(after):
+            after = self.skip_to
+        page = self.backend.list_records(Tables.TASKS, limit=limit, after=after)
+        if not page:
+            return _Page([], after, True)
+        last = page[-1][0]
+        kept = [(k, r) for k, r in page if not self._young(k)]
+        if self._young(last):
+            return _Page(kept, self.skip_to, False)
+        return _Page(kept, last, len(page) < limit)
+
+
+def _prune_tasks(
+    backend: Backend,
+    rules: RetentionRules,
+    now: datetime,
+    page: list[tuple[str, dict[str, Any]]],
+    dry_run: bool,
+) -> PruneCounts:
+    old = [(k, r) for k, r in page if _old_enough(r, rules, now)]
+    revivable = [k for k, r in old if r.get("status") in _REVIVABLE]
+    if revivable:
+        listed = backend.read_records(Tables.DEAD_LETTERS, revivable)
+        old = [(k, r) for k, r in old if k not in listed]
+    if not old:
+        return PruneCounts()
+    if dry_run:
+        counts = PruneCounts()
+        for key, rec in old:
+            _count(counts, _belongings(backend.get_record, key, rec))
+        return counts
+
+    def delete(tx: Transaction) -> PruneCounts:
+        counts = PruneCounts()
+        for key, rec in old:
+            if rec.get("status") in _REVIVABLE:
+                # A replay may have taken it back since the read: decide on what is
+                # stored now.
+                current = tx.get_record(Tables.TASKS, key)
+                if (
+                    current is None
+                    or current.get("status") != TaskStatus.DEAD
+                    or not _old_enough(current, rules, now)
+                    or tx.get_record(Tables.DEAD_LETTERS, key) is not None
+                ):
+                    continue
+                rec = current
+            rows = _belongings(tx.get_record, key, rec)
+            if not tx.delete_record(Tables.TASKS, key):
+                continue  # another pruner was first
+            for table, row in rows:
+                tx.delete_record(table, row)
+            _count(counts, rows)
+        return counts
+
+    # Not durable: a delete lost to a power failure is simply made again.
+    return backend.transact(delete, durable=False)
+
+
+def _prune_audit(
+    backend: Backend, keep: timedelta, now: datetime, after: str, limit: int, dry_run: bool
+) -> tuple[PruneCounts, str, bool]:
+    bound = f"{_AUDIT_PREFIX}{to_micros(now - keep):014x}"  # audit ids grow with time
+    page = backend.list_records(Tables.AUDIT, limit=limit, after=after)
+    old = [(k, e) for k, e in page if k < bound]
+    done = len(old) < len(page) or len(page) < limit
+    next_after = old[-1][0] if old else after
+    about = [str(e["task_id"]) for _, e in old if e.get("task_id")]
+    alive = backend.read_records(Tables.TASKS, about) if about else {}
+    gone = [k for k, e in old if not e.get("task_id") or str(e["task_id"]) not in alive]
+    if gone and not dry_run:
+
+        def delete(tx: Transaction) -> int:
+            return sum(tx.delete_record(Tables.AUDIT, k) for k in gone)
+
+        return PruneCounts(audit_entries=backend.transact(delete, durable=False)), next_after, done
+    return PruneCounts(audit_entries=len(gone)), next_after, done
+
+
+def prune_pass(
+    backend: Backend,
+    rules: RetentionRules,
+    now: datetime,
+    *,
+    audit_retention: timedelta | None,
+    batch_size: int = DEFAULT_BATCH,
+    dry_run: bool = False,
+) -> Iterator[PruneCounts]:
+    """One pass over the ledger, then the audit, deleting what is older than
+    ``rules`` (audit entries: ``audit_retention``; ``None`` keeps them) as of
+    ``now``; yields each batch's counts, so that the caller can pause between
+    batches (and stop) while other writers take their turn.
+
+    ``dry_run`` counts what would be deleted and deletes nothing.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    shortest = rules.shortest
+    if shortest is not None:
+        scan = _TaskScan(backend, now, shortest)
+        after = ""
+        while True:
+            page = scan.page(after, batch_size)
+            yield _prune_tasks(backend, rules, now, page.records, dry_run)
+            if page.done:
+                break
+            after = page.after
+    if audit_retention is not None:
+        after = ""
+        while True:
+            counts, after, done = _prune_audit(
+                backend, audit_retention, now, after, batch_size, dry_run
+            )
+            yield counts
+            if done:
+                break
+
+
+def claim_pruning(backend: Backend, owner: str, now: datetime, ttl: timedelta) -> bool:
+    """Claim the database's pruning for ``owner`` until ``now + ttl`` unless another
+    owner's claim is still running; returns whether ``owner`` holds it. Only saves
+    work: pruners that run at once (a claim that expired mid-pass) are safe."""
+
+    def claim(tx: Transaction) -> bool:
+        held = tx.get_record(PRUNER_TABLE, "claim")
+        if held is not None and held.get("owner") != owner:
+            until = _stamp(held.get("until"))
+            if until is not None and until > now:
+                return False
+        tx.put_record(PRUNER_TABLE, "claim", {"owner": owner, "until": (now + ttl).isoformat()})
+        return True
+
+    return backend.transact(claim, durable=False)
+
+
+def _stamp(value: Any) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(str(value))
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo is not None else None
