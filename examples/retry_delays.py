@@ -10,7 +10,7 @@ Three tools fail twice, then succeed:
   ``429 Too Many Requests`` with ``Retry-After: 120``: ``ctx.http`` turns that
   into a retry exactly 2 minutes later, and holds the tool back until then.
 
-Each retry is the documents' pattern: ack the failed delivery and send the next
+Each retry is the Spanner queue pattern: ack the failed delivery and send the next
 attempt with an explicit delivery time, in one transaction. The delays are read
 from the ledger (``next_attempt_at``) on a fake clock.
 """

@@ -334,11 +334,12 @@ class Backend(Protocol):
         for :meth:`Transaction.replace_records`; missing keys are left out."""
         ...
 
-    def reclaim_space(self, max_bytes: int) -> int:
+    def reclaim_space(self, max_bytes: int, *, keep_free: float = 0.0) -> int:
         """Give up to ``max_bytes`` of the space that deleted rows left free back to
-        the file system, in one short write transaction; returns the bytes given
-        back. Free space is reused by later writes either way; a database that
-        manages its own storage (Spanner) returns 0."""
+        the file system, in one short write transaction, keeping free space of
+        ``keep_free`` times the database's size for later writes to reuse; returns
+        the bytes given back. Free space is reused by later writes either way; a
+        database that manages its own storage (Spanner) returns 0."""
         ...
 
     def subscribe_commits(self, wake: Wake) -> None:

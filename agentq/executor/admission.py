@@ -4,7 +4,8 @@ A claim marks a delivery ``running`` (delivery count, ``started_at``) after the
 checks that decide whether it may run at all: the message must be the task's
 current attempt and the task unfinished; a delivery that keeps failing to
 complete is a poison task; the tool must exist, not be held back by a
-Retry-After, and a call that needs approval must have an approved approval.
+Retry-After, and a call that needs approval must have an approved approval; a
+tool with a per-key limit must get a slot of its key (:mod:`.keyslots`).
 
 On a single-writer backend (SQLite) the common case is prepared outside any
 write transaction (the *fast path*): the ledger records are read, checked and

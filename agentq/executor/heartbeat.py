@@ -47,6 +47,15 @@ _MAX_ID = 128
 _DUE_BATCH = 16
 
 
+def check_heartbeat_settings(interval: float, timeout: float) -> None:
+    """Refuse a heartbeat timeout no longer than its interval (:class:`ConfigError`)."""
+    if not 0 < interval < timeout:
+        raise ConfigError(
+            f"the heartbeat timeout ({timeout:g}s) must be longer than the heartbeat "
+            f"interval ({interval:g}s), or a worker would time out between its beats"
+        )
+
+
 class Heartbeat:
     """Publishes ``worker``'s heartbeat, reports other workers' timeouts, and logs
     its stats until :meth:`stop`. ``worker_id`` defaults to ``host:pid:random``;
@@ -62,11 +71,7 @@ class Heartbeat:
         timeout: float = DEFAULT_TIMEOUT,
         worker_id: str | None = None,
     ) -> None:
-        if not 0 < interval < timeout:
-            raise ConfigError(
-                f"the heartbeat timeout ({timeout:g}s) must be longer than the heartbeat "
-                f"interval ({interval:g}s), or a worker would time out between its beats"
-            )
+        check_heartbeat_settings(interval, timeout)
         if worker_id is not None and not (
             0 < len(worker_id) <= _MAX_ID and worker_id.isprintable() and worker_id.strip()
         ):

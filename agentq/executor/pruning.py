@@ -3,10 +3,15 @@
 While :meth:`Worker.run` serves, a thread runs :meth:`Runtime.prune` every
 ``interval`` seconds (default: a quarter of the shortest retention, at most a
 minute): a batch of records per short transaction, with a pause between batches
-so that the worker's own commits (and other processes') keep their turns. The
-workers of one database take turns through a claim record
-(:func:`~agentq.lifecycle.retention.claim_pruning`), so usually one prunes;
-two at once are safe. A failing prune is logged and tried again next time.
+so that the worker's own commits (and other processes') keep their turns. Most
+passes read only the tasks that became old since the previous one (a window
+pass); a full pass, which also finds tasks that finished long after they were
+created, runs every :func:`full_pass_every` (the shortest retention, at most a
+day). Free space is given back beyond a quarter of the file (:data:`KEEP_FREE`):
+a steady stream reuses it. The workers of one database take turns through a
+claim record (:func:`~agentq.lifecycle.retention.claim_pruning`), so usually
+one prunes; two at once are safe. A failing prune is logged and tried again
+next time.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import logging
 import os
 import socket
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from agentq.lifecycle.retention import DEFAULT_BATCH, claim_pruning
@@ -23,7 +28,7 @@ from agentq.lifecycle.retention import DEFAULT_BATCH, claim_pruning
 if TYPE_CHECKING:
     from agentq.executor.worker import Worker
 
-__all__ = ["Pruner", "default_interval"]
+__all__ = ["KEEP_FREE", "Pruner", "default_interval", "full_pass_every"]
 
 log = logging.getLogger("agentq.worker")
 
@@ -33,6 +38,8 @@ MAX_INTERVAL = 60.0
 MIN_INTERVAL = 1.0
 #: Seconds between two batches of a pass: other writers' turn.
 DEFAULT_PAUSE = 0.02
+#: Free space (times the database's size) kept for reuse rather than given back.
+KEEP_FREE = 0.25
 
 
 def default_interval(shortest: timedelta | None) -> float:
@@ -40,6 +47,11 @@ def default_interval(shortest: timedelta | None) -> float:
     if shortest is None:
         return MAX_INTERVAL
     return min(MAX_INTERVAL, max(MIN_INTERVAL, shortest.total_seconds() / 4))
+
+
+def full_pass_every(shortest: timedelta) -> timedelta:
+    """How often a full pass runs between window passes."""
+    return min(shortest, timedelta(days=1))
 
 
 class Pruner:
@@ -61,6 +73,8 @@ class Pruner:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._last_pass: datetime | None = None  # the previous pass's "now"
+        self._last_full: datetime | None = None
 
     def prune_once(self) -> None:
         """One pass, if this worker holds (or gets) the database's pruning claim."""
@@ -70,7 +84,19 @@ class Pruner:
         ttl = timedelta(seconds=3 * self.interval + 60)
         if not claim_pruning(rt.backend, self.owner, rt.clock.now(), ttl):
             return
-        report = rt.prune(batch_size=self.batch_size, pause=self.pause, stop=self._stop)
+        shortest = rt.retention_rules().shortest
+        assert shortest is not None
+        now = rt.clock.now()
+        full = self._last_full is None or now - self._last_full >= full_pass_every(shortest)
+        report = rt.prune(
+            batch_size=self.batch_size, pause=self.pause, stop=self._stop, keep_free=KEEP_FREE,
+            since=None if full else self._last_pass,
+        )  # fmt: skip
+        if report.complete:
+            # An interrupted pass is made again from where the last one started.
+            self._last_pass = report.now
+            if full:
+                self._last_full = report.now
         counts = report.counts
         self.worker._count("pruned_tasks", counts.tasks)
         if counts.total:

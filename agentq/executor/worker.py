@@ -26,7 +26,7 @@ from agentq.decision import as_timedelta
 from agentq.errors import ConfigError
 from agentq.executor.admission import DEFAULT_UNKNOWN_TOOL_GRACE, Admission
 from agentq.executor.committing import Committing
-from agentq.executor.heartbeat import DEFAULT_TIMEOUT, Heartbeat
+from agentq.executor.heartbeat import DEFAULT_TIMEOUT, Heartbeat, check_heartbeat_settings
 from agentq.executor.holds import Holds
 from agentq.executor.leases import LeaseMonitor
 from agentq.executor.pruning import Pruner
@@ -131,6 +131,8 @@ class Worker(Receiving, Running, LeaseMonitor, Committing):
                 f"use {', '.join(sorted(known))}"
             )
         self.queues = list(queues or sorted(known))
+        # Here, not in run(): a worker started in a thread would only report it at stop().
+        check_heartbeat_settings(heartbeat_interval, heartbeat_timeout)
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
         self.worker_id = worker_id

@@ -41,6 +41,7 @@ from agentq.backends import Backend, Transaction
 from agentq.clock import to_micros
 from agentq.errors import ConfigError
 from agentq.ledger import TERMINAL, Tables, TaskStatus
+from agentq.lifecycle.retention_scan import TaskScan
 from agentq.lifecycle.states import APPROVAL_TRANSITIONS, TASK_TRANSITIONS
 from agentq.policies import Policy, parse_duration
 from agentq.retention import OFF, RetentionValue, parse_retention
@@ -73,11 +74,7 @@ PRUNER_TABLE = "pruner"
 #: Records read (and at most deleted) per batch.
 DEFAULT_BATCH = 200
 
-_TASK_PREFIX = "tsk_"
 _AUDIT_PREFIX = "aud_"
-#: Ordered task ids created up to this far past the pruner's clock (clock skew
-#: between processes) count as young when the scan skips the young ones.
-_SKEW = timedelta(hours=1)
 
 
 @dataclass
@@ -192,46 +189,6 @@ def _count(counts: PruneCounts, rows: list[tuple[str, str]]) -> None:
             counts.approvals += 1
 
 
-@dataclass(frozen=True)
-class _Page:
-    records: list[tuple[str, dict[str, Any]]]
-    after: str  # where the next page starts (exclusive)
-    done: bool
-
-
-class _TaskScan:
-    """Pages of task records that may be old enough.
-
-    Where task ids grow with time (``backend.ordered_keys``), a task created
-    after ``now - shortest retention`` cannot have finished before it either, so
-    the scan jumps over those ids (from ``bound`` to ``skip_to``) and goes on
-    after them only for ids of another shape (random ones, from older versions).
-    """
-
-    def __init__(self, backend: Backend, now: datetime, shortest: timedelta) -> None:
-        self.backend = backend
-        self.bound: str | None = None
-        self.skip_to = ""
-        if backend.ordered_keys:
-            self.bound = f"{_TASK_PREFIX}{to_micros(now - shortest):014x}"
-            self.skip_to = f"{_TASK_PREFIX}{to_micros(now + _SKEW):014x}~"
-
-    def _young(self, key: str) -> bool:
-        return self.bound is not None and self.bound <= key < self.skip_to
-
-    def page(self, after: str, limit: int) -> _Page:
-        if self._young(after):
-            after = self.skip_to
-        page = self.backend.list_records(Tables.TASKS, limit=limit, after=after)
-        if not page:
-            return _Page([], after, True)
-        last = page[-1][0]
-        kept = [(k, r) for k, r in page if not self._young(k)]
-        if self._young(last):
-            return _Page(kept, self.skip_to, False)
-        return _Page(kept, last, len(page) < limit)
-
-
 def _prune_tasks(
     backend: Backend,
     rules: RetentionRules,
@@ -307,27 +264,30 @@ def prune_pass(
     audit_retention: timedelta | None,
     batch_size: int = DEFAULT_BATCH,
     dry_run: bool = False,
+    since: datetime | None = None,
 ) -> Iterator[PruneCounts]:
     """One pass over the ledger, then the audit, deleting what is older than
     ``rules`` (audit entries: ``audit_retention``; ``None`` keeps them) as of
     ``now``; yields each batch's counts, so that the caller can pause between
     batches (and stop) while other writers take their turn.
 
-    ``dry_run`` counts what would be deleted and deletes nothing.
+    ``since`` (the ``now`` of a previous pass) makes it a window pass: only the
+    tasks that became old since then, and no audit (see
+    :mod:`agentq.lifecycle.retention_scan`). ``dry_run`` counts what would be
+    deleted and deletes nothing.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     shortest = rules.shortest
     if shortest is not None:
-        scan = _TaskScan(backend, now, shortest)
-        after = ""
-        while True:
-            page = scan.page(after, batch_size)
-            yield _prune_tasks(backend, rules, now, page.records, dry_run)
-            if page.done:
-                break
-            after = page.after
-    if audit_retention is not None:
+        if since is None:
+            scan = TaskScan.full(backend, now, shortest)
+        else:
+            kept = {r for r in (rules.default, *rules.tools.values()) if r is not None}
+            scan = TaskScan.window(backend, since, now, sorted(kept))
+        for page in scan.pages(batch_size):
+            yield _prune_tasks(backend, rules, now, page, dry_run)
+    if audit_retention is not None and since is None:
         after = ""
         while True:
             counts, after, done = _prune_audit(

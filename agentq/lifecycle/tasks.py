@@ -2,7 +2,8 @@
 
 Each function applies one event of :mod:`agentq.lifecycle.states` inside the
 caller's transaction, together with the queue operations it implies (send,
-ack, releasing the next task of an ordering key), so a task's record and its
+ack, releasing the next task of an ordering key, freeing a per-key slot and
+sending the task that waited for it), so a task's record and its
 messages never disagree. Records are never changed in place: every function
 returns a new dict, so a transaction function that is re-run (an abort, a
 group commit falling back to one at a time) starts from the same input and

@@ -62,15 +62,20 @@ class RetentionMixin(RuntimeCore):
         batch_size: int = DEFAULT_BATCH,
         pause: float = 0.0,
         reclaim: bool = True,
+        keep_free: float = 0.0,
+        since: datetime | None = None,
         stop: threading.Event | None = None,
     ) -> PruneReport:
         """Delete finished tasks older than their retention, with their approvals,
         idempotency keys and audit entries, a batch of ``batch_size`` records per
         short transaction, waiting ``pause`` seconds (of this runtime's clock)
         between batches so other writers take their turns; then give the space
-        back to the file system (``reclaim``; SQLite). ``older_than`` applies to
-        every tool instead of the configured retention (even one that is off).
-        ``dry_run`` only counts. Setting ``stop`` ends the pass after its batch.
+        back to the file system (``reclaim``; SQLite), but for ``keep_free`` times
+        the database's size. ``older_than`` applies to every tool instead of the
+        configured retention (even one that is off). ``since`` (a previous pass's
+        :attr:`PruneReport.now`) reads only the tasks that became old since then
+        (see :mod:`agentq.lifecycle.retention_scan`). ``dry_run`` only counts.
+        Setting ``stop`` ends the pass after its batch.
         """
         stop = stop or threading.Event()
         rules = self.retention_rules(older_than)
@@ -79,7 +84,7 @@ class RetentionMixin(RuntimeCore):
         report = PruneReport(now=now, dry_run=dry_run)
         batches = prune_pass(
             self.backend, rules, now, audit_retention=audit_keep, batch_size=batch_size,
-            dry_run=dry_run,
+            dry_run=dry_run, since=since,
         )  # fmt: skip
         for counts in batches:
             report.counts.add(counts)
@@ -87,21 +92,29 @@ class RetentionMixin(RuntimeCore):
                 report.complete = False
                 break
         if reclaim and not dry_run and report.counts.total:
-            report.reclaimed_bytes = self.reclaim_space(pause=pause, stop=stop)
+            report.reclaimed_bytes = self.reclaim_space(
+                pause=pause, stop=stop, keep_free=keep_free
+            )
         return report
 
     def reclaim_space(
-        self, *, limit: int | None = None, pause: float = 0.0, stop: threading.Event | None = None
+        self,
+        *,
+        limit: int | None = None,
+        keep_free: float = 0.0,
+        pause: float = 0.0,
+        stop: threading.Event | None = None,
     ) -> int:
         """Give the free space of deleted records back to the file system, a
         :data:`RECLAIM_STEP` per short transaction, up to ``limit`` bytes (default:
-        all); returns the bytes given back (0 where the database does this itself,
-        as Spanner does)."""
+        all) and keeping ``keep_free`` times the database's size free for reuse;
+        returns the bytes given back (0 where the database does this itself, as
+        Spanner does)."""
         stop = stop or threading.Event()
         total = 0
         while limit is None or total < limit:
             step = RECLAIM_STEP if limit is None else min(RECLAIM_STEP, limit - total)
-            freed = self.backend.reclaim_space(step)
+            freed = self.backend.reclaim_space(step, keep_free=keep_free)
             total += freed
             if freed < step or stop.is_set() or (pause > 0 and self.clock.wait(stop, pause)):
                 break

@@ -34,13 +34,13 @@ class ReadOnly:
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
-        self.calls = 0
+        self.streamed: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def stream(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls += 1
+    def stream(self, queue: str, *args: Any, **kwargs: Any) -> Any:
+        self.streamed.append(queue)
         raise DatabaseNotWritable(
             "database 'x.db' is read-only: attempt to write a readonly database"
         )
@@ -76,7 +76,10 @@ def test_run_stops_and_raises_when_the_database_is_not_writable(
     assert not t.is_alive(), "the worker kept retrying"
     [exc] = failure
     assert isinstance(exc, DatabaseNotWritable) and "read-only" in str(exc)
-    assert backend.calls == 1  # no retry
+    # No retry: each queue the worker serves (``work``, and the heartbeats'
+    # queue it watches for lost workers) was tried once.
+    assert "work" in backend.streamed
+    assert len(backend.streamed) == len(set(backend.streamed))
     assert worker.stats["receive_errors"] == 1
 
 

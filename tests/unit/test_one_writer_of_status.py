@@ -1,5 +1,6 @@
-"""Only agentq.lifecycle writes task and approval records (issue 9): every other
-module changes a task's state by calling it. Read with ast, so a new surface that
+"""Only agentq.lifecycle writes task and approval records (issue 9), deletes
+included (issue 14's retention): every other module changes a task's state by
+calling it. Read with ast, so a new surface that
 writes a status itself fails here, naming the file and line."""
 
 from __future__ import annotations
@@ -38,3 +39,9 @@ def test_no_module_outside_the_lifecycle_writes_tasks_or_approvals() -> None:
 def test_the_check_sees_a_write() -> None:
     code = "tx.put_record(Tables.TASKS, 'x', {})\ntx.get_record(Tables.TASKS, 'x')"
     assert _writes_of_owned_tables(ast.parse(code)) == [1]
+
+
+def test_the_check_sees_a_delete() -> None:
+    # Retention deletes task and approval records: only agentq.lifecycle.retention may.
+    code = "tx.get_record(Tables.TASKS, 'x')\ntx.delete_record(Tables.APPROVALS, 'a')"
+    assert _writes_of_owned_tables(ast.parse(code)) == [2]

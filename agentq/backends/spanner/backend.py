@@ -258,7 +258,7 @@ class SpannerBackend:
     ) -> list[tuple[str, dict[str, Any]]]:
         return records.list_records(self, table, prefix, limit, after)
 
-    def reclaim_space(self, max_bytes: int) -> int:
+    def reclaim_space(self, max_bytes: int, *, keep_free: float = 0.0) -> int:
         """Nothing to do: Spanner reclaims deleted rows' storage itself (after
         its version GC period, typically an hour)."""
         return 0

@@ -221,8 +221,8 @@ class SQLiteBackend:
     ) -> list[tuple[str, dict[str, Any]]]:
         return records.list_records(self._db, table, prefix, limit, after)
 
-    def reclaim_space(self, max_bytes: int) -> int:
-        return space.reclaim(self._db, max_bytes)
+    def reclaim_space(self, max_bytes: int, *, keep_free: float = 0.0) -> int:
+        return space.reclaim(self._db, max_bytes, keep_free)
 
     def storage(self) -> space.Storage:
         """Pages, free pages and auto-vacuum mode of the database (SQLite only)."""

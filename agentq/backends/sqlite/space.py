@@ -16,6 +16,7 @@ stopped).
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from dataclasses import dataclass
 
@@ -67,14 +68,18 @@ def storage(db: Database) -> Storage:
     return db.read(_storage)
 
 
-def reclaim(db: Database, max_bytes: int) -> int:
-    """Give up to ``max_bytes`` of free pages back to the file system; returns the
-    bytes given back (0 unless the database uses incremental auto-vacuum)."""
+def reclaim(db: Database, max_bytes: int, keep_free: float = 0.0) -> int:
+    """Give up to ``max_bytes`` of free pages back to the file system, keeping
+    ``keep_free`` times the database's pages free for reuse; returns the bytes
+    given back (0 unless the database uses incremental auto-vacuum)."""
 
     def body(conn: sqlite3.Connection) -> int:
         if _pragma(conn, "auto_vacuum") != INCREMENTAL:
             return 0
-        pages = min(_pragma(conn, "freelist_count"), max_bytes // _pragma(conn, "page_size"))
+        # A steady stream of inserts and prunes reuses its free pages: giving them
+        # back only for the file to grow again would be work for nothing.
+        spare = _pragma(conn, "freelist_count") - math.ceil(keep_free * _pragma(conn, "page_count"))
+        pages = min(spare, max_bytes // _pragma(conn, "page_size"))
         for _ in range(pages):
             # Python's driver steps a statement once, and one step of this pragma
             # frees one page: so one page per call, each reset by close().

@@ -1,0 +1,129 @@
+"""``agentq prune`` (issue 14): counts printed, --older-than, --dry-run, the
+config file's retention, --vacuum, and bad input as ``agentq: error: ...``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agentq import FakeClock, Runtime, ToolContext, tool
+from agentq.cli import main
+
+
+class Args(BaseModel):
+    n: int
+
+
+@tool(queue="work")
+def job(ctx: ToolContext, args: Args) -> dict[str, Any]:
+    return {}
+
+
+def _ledger(path: Path, ages_in_days: list[float]) -> str:
+    """A database with one succeeded task per age (days ago, in real time)."""
+    url = f"sqlite:///{path}"
+    oldest = max(ages_in_days)
+    clock = FakeClock(datetime.now(UTC) - timedelta(days=oldest))
+    with Runtime(url, tools=[job], clock=clock) as rt:
+        for i, age in enumerate(sorted(ages_in_days, reverse=True)):
+            clock.set(datetime.now(UTC) - timedelta(days=age))
+            rt.enqueue_action("job", {"n": i}, idempotency_key=f"k{i}")
+            rt.worker().drain()
+    return url
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(["prune", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_prune_deletes_what_is_past_the_retention_and_prints_the_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = _ledger(tmp_path / "a.db", [10, 9, 1])
+    status, out, _ = run(capsys, "--db", url, "--dry-run")
+    assert status == 0
+    assert out.startswith("would delete 2 task(s), 0 approval(s), 2 idempotency key(s)")
+    assert "retention: 7d;" in out
+    status, out, _ = run(capsys, "--db", url)
+    assert status == 0 and out.startswith("deleted 2 task(s)")
+    status, out, _ = run(capsys, "--db", url)
+    assert out.startswith("deleted 0 task(s)")
+    status, out, _ = run(capsys, "--db", url, "--older-than", "12h", "--json")
+    doc = json.loads(out)
+    assert doc["pruned"]["tasks"] == 1 and doc["pruned"]["dry_run"] is False
+    with Runtime(url) as rt:
+        assert rt.tasks() == []
+
+
+def test_the_config_files_retention_is_used(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = _ledger(tmp_path / "c.db", [3, 1])
+    (tmp_path / "agentq.toml").write_text(f'[agentq]\ndb = "{url}"\nretention = "2d"\n')
+    status, out, _ = run(capsys)
+    assert status == 0 and out.startswith("deleted 1 task(s)") and "retention: 48h;" in out
+    (tmp_path / "agentq.toml").write_text(f'[agentq]\ndb = "{url}"\nretention = "off"\n')
+    status, out, _ = run(capsys)
+    assert status == 0 and "retention is off for every tool" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--older-than", "soon"], "agentq: error: --older-than: invalid duration 'soon'"),
+        (["--older-than=-1d"], "agentq: error: --older-than: invalid duration '-1d'"),
+        (["--vacuum", "--dry-run"], "agentq: error: --vacuum and --dry-run cannot be combined"),
+        (["--db", "sqlite:///nowhere.db"], "agentq: error: no database at nowhere.db"),
+    ],
+)
+def test_bad_input_is_an_error_without_a_traceback(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    message: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = _ledger(tmp_path / "e.db", [1])
+    if "--db" not in argv:
+        argv = ["--db", url, *argv]
+    status, _, err = run(capsys, *argv)
+    assert status == 2 and err.startswith(message) and "Traceback" not in err, err
+    assert not (tmp_path / "nowhere.db").exists()
+
+
+def test_a_bad_retention_in_the_config_file_is_an_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "agentq.toml").write_text('[agentq]\nretention = 0\n')
+    status, _, err = run(capsys)
+    assert status == 2 and err.startswith("agentq: error: config file agentq.toml")
+    assert "retention" in err and "must be more than 0" in err
+
+
+def test_vacuum_converts_a_database_made_without_auto_vacuum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE app (x)")  # a file made before agentq set auto-vacuum
+    conn.close()
+    url = _ledger(path, [10])
+    status, out, _ = run(capsys, "--db", url, "--vacuum")
+    assert status == 0 and out.startswith("deleted 1 task(s)")
+    assert "(auto_vacuum: none -> incremental)" in out
+    status, out, _ = run(capsys, "--db", url, "--vacuum", "--json")
+    assert json.loads(out)["vacuum"]["auto_vacuum"] == "incremental"
