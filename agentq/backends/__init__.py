@@ -13,6 +13,7 @@ from typing import Any
 from agentq.backends.base import (
     LEASE_SECONDS,
     Backend,
+    EncodedFields,
     EncodedRecord,
     Message,
     QueueStats,
@@ -20,6 +21,7 @@ from agentq.backends.base import (
     Renewal,
     StoredRecord,
     Transaction,
+    encode_fields,
     encode_record,
 )
 from agentq.clock import Clock
@@ -28,6 +30,7 @@ from agentq.errors import ConfigError
 __all__ = [
     "LEASE_SECONDS",
     "Backend",
+    "EncodedFields",
     "EncodedRecord",
     "Message",
     "QueueStats",
@@ -35,6 +38,7 @@ __all__ = [
     "Renewal",
     "StoredRecord",
     "Transaction",
+    "encode_fields",
     "encode_record",
     "open_backend",
 ]

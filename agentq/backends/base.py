@@ -34,6 +34,7 @@ from agentq.spec import Key, QueueSpec
 __all__ = [
     "LEASE_SECONDS",
     "Backend",
+    "EncodedFields",
     "EncodedRecord",
     "Message",
     "QueueStats",
@@ -42,6 +43,7 @@ __all__ = [
     "StoredRecord",
     "Transaction",
     "Wake",
+    "encode_fields",
     "encode_record",
 ]
 
@@ -162,6 +164,38 @@ def record_text(value: Mapping[str, Any] | EncodedRecord) -> str:
 
 
 @dataclass(frozen=True)
+class EncodedFields:
+    """Top-level fields of a record with their values already encoded (by
+    :func:`encode_fields`, off the write lock), for :meth:`Transaction.update_records`."""
+
+    names: tuple[str, ...]
+    values: tuple[str, ...]
+
+
+# One encoder for every field value: json.dumps with options builds a new one per
+# call, which costs more than encoding a timestamp.
+_FIELD_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)
+
+
+_encode_str = json.encoder.encode_basestring_ascii  # what the encoder does with a str
+
+
+def _encode_value(value: Any) -> str:
+    # Most fields are timestamps, statuses and None: encoded without the encoder.
+    if value is None:
+        return "null"
+    if type(value) is str:
+        return str(_encode_str(value))
+    return _FIELD_ENCODER.encode(value)
+
+
+def encode_fields(fields: Mapping[str, Any]) -> EncodedFields:
+    """Encode the values of ``fields`` as :func:`encode_record` would inside a
+    record; a non-finite number raises ValueError (no JSON has it)."""
+    return EncodedFields(tuple(fields), tuple(map(_encode_value, fields.values())))
+
+
+@dataclass(frozen=True)
 class StoredRecord:
     """A record as read outside a transaction, with an opaque version: a record
     still at the same version has not been written since."""
@@ -210,6 +244,11 @@ class Transaction(Protocol):
         """Insert or replace a JSON record (a mapping, or one encoded beforehand)."""
         ...
 
+    def update_records(self, table: str, items: Sequence[tuple[str, EncodedFields]]) -> list[str]:
+        """Set top-level fields of existing records, the other fields left as they
+        are, as one set; returns the keys that have no record (nothing written)."""
+        ...
+
     def insert_record(self, table: str, key: str, value: Mapping[str, Any]) -> bool:
         """Insert a record unless the key exists; returns whether it was inserted."""
         ...
@@ -219,10 +258,13 @@ class Transaction(Protocol):
         ...
 
     def replace_records(
-        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord]]
+        self,
+        table: str,
+        items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord | EncodedFields]],
     ) -> list[str]:
         """Compare-and-swap: for each ``(key, version, value)``, replace the record
-        if it is still at ``version`` (from :meth:`Backend.read_records`).
+        if it is still at ``version`` (from :meth:`Backend.read_records`); a value
+        of :class:`EncodedFields` sets only those fields of the record.
 
         Returns the keys that were not at their version (written or deleted since
         the read); those records are left as they are and the transaction goes on.

@@ -29,6 +29,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         db=args.db, tasks=args.tasks, workers=args.workers, concurrency=args.concurrency,
         batch=args.batch, payload_bytes=args.payload_bytes, durability=args.durability,
         repeats=args.repeats, latency_samples=args.latency_samples, callers=args.callers,
+        args_sizes=args.args_sizes, multi_queue=not args.no_multi_queue,
         progress=(lambda _m: None) if args.json else (lambda m: print(m, flush=True)),
     )  # fmt: skip
     text = json.dumps(result, indent=2)
@@ -37,6 +38,17 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             fh.write(text + "\n")
     print(text if args.json else "\n" + format_table(result))
     return 0
+
+
+def _byte_sizes(text: str) -> list[int]:
+    """``--args-sizes``: comma-separated non-negative byte counts."""
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of byte counts: {text!r}") from None
+    if any(size < 0 for size in sizes):
+        raise argparse.ArgumentTypeError(f"byte counts must be zero or more: {text!r}")
+    return sizes
 
 
 def register(sub: Any) -> None:
@@ -65,6 +77,14 @@ def register(sub: Any) -> None:
         help="threads deciding at once for the concurrent decision figures (1: skip them)",
     )  # fmt: skip
     bench.add_argument("--payload-bytes", type=non_negative, default=0)
+    bench.add_argument(
+        "--args-sizes", type=_byte_sizes, default=[], metavar="B,B,...",
+        help="also measure end-to-end with these argument sizes in bytes (e.g. 0,1024,16384)",
+    )  # fmt: skip
+    bench.add_argument(
+        "--no-multi-queue", action="store_true",
+        help="skip the figure of one worker serving every queue",
+    )  # fmt: skip
     bench.add_argument("--durability", choices=["full", "normal"], default="full")
     bench.add_argument("--repeats", type=positive, default=3)
     bench.add_argument("--latency-samples", type=positive, default=90)

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from agentq.approvals import ApprovalStatus
-from agentq.backends import Message, encode_record
+from agentq.backends import EncodedFields, Message, encode_fields
 from agentq.decision import Decision
 from agentq.envelope import TaskEnvelope
 from agentq.errors import DatabaseNotWritable, TransactionError
@@ -140,7 +140,9 @@ class Admission:
         fast, slow = self._plan_claims(batch)
         runnable: list[Inflight] = []
         if fast:
-            items = [(inf.task_id, version, encode_record(inf.record)) for inf, version, _ in fast]
+            # Only the claim's fields: SQLite sets them inside the stored record,
+            # so the rest of it (the arguments) is not encoded or written again.
+            items = [(inf.task_id, version, fields) for inf, version, _, fields in fast]
             try:
                 # Bookkeeping: after a power loss it may be lost, which only
                 # undercounts a delivery by one.
@@ -148,8 +150,8 @@ class Admission:
                     rt.transact(lambda tx: lifecycle.swap_claimed(tx.tx, items), durable=False)
                 )
             except TransactionError:
-                changed = {inf.task_id for inf, _, _ in fast}
-            for inf, _, msg in fast:
+                changed = {inf.task_id for inf, _, _, _ in fast}
+            for inf, _, msg, _ in fast:
                 if inf.task_id in changed:
                     slow.append(msg)  # written since the read: decide again, in the tx
                 else:
@@ -173,9 +175,10 @@ class Admission:
 
     def _plan_claims(
         self, batch: list[Message]
-    ) -> tuple[list[tuple[Inflight, str, Message]], list[Message]]:
-        """Split a batch into claims prepared from a read (with the version read)
-        and messages to claim inside a transaction."""
+    ) -> tuple[list[tuple[Inflight, str, Message, EncodedFields]], list[Message]]:
+        """Split a batch into claims prepared from a read (with the version read
+        and the claim's changed fields, encoded) and messages to claim inside a
+        transaction."""
         rt = self.runtime
         if not rt.backend.single_writer:
             return [], list(batch)  # reading first would only add a read per task
@@ -185,7 +188,7 @@ class Admission:
         offloaded = [k for k, found in stored.items() if payloads.is_offloaded(found.value)]
         rows = rt.backend.read_records(Tables.PAYLOADS, offloaded) if offloaded else {}
         now = rt.clock.now()
-        fast: list[tuple[Inflight, str, Message]] = []
+        fast: list[tuple[Inflight, str, Message, EncodedFields]] = []
         slow: list[Message] = []
 
         def read(table: str, key: str) -> dict[str, Any] | None:
@@ -194,18 +197,19 @@ class Admission:
 
         for msg, wellformed in checked:
             found = stored.get(str(msg.key[0])) if wellformed else None
-            inflight = None if found is None else self._prepare_claim(msg, found.value, now, read)
-            if inflight is None or found is None:
+            prepared = None if found is None else self._prepare_claim(msg, found.value, now, read)
+            if prepared is None or found is None:
                 slow.append(msg)
             else:
-                fast.append((inflight, found.version, msg))
+                fast.append((prepared[0], found.version, msg, prepared[1]))
         return fast, slow
 
     def _prepare_claim(
         self, msg: Message, rec: dict[str, Any], now: datetime, read: payloads.Reader
-    ) -> Inflight | None:
-        """The running record of an ordinary delivery, or None to decide in a
-        transaction (every branch that writes more than the claim goes there)."""
+    ) -> tuple[Inflight, EncodedFields] | None:
+        """The running record of an ordinary delivery and its changed fields, or
+        None to decide in a transaction (every branch that writes more than the
+        claim goes there)."""
         rt = self.runtime
         try:
             args = payloads.args_of(read, rec) if payloads.is_offloaded(rec) else None
@@ -231,9 +235,10 @@ class Admission:
             hold = self.holds.until(rt.backend, now, rec["tool"])
             if (hold is not None and hold > now) or self._needs_approval(rec, definition, args):
                 return None
-        inflight = self._make_inflight(msg, lifecycle.claimed(rec, now, deliveries), definition)
+        fields = lifecycle.claimed_fields(rec, now, deliveries)
+        inflight = self._make_inflight(msg, {**rec, **fields}, definition)
         inflight.args = args
-        return inflight
+        return inflight, encode_fields(fields)
 
     # -- the careful path: decided inside the transaction ----------------------------
 

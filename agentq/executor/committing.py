@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import queue as queue_mod
 
+from agentq.backends import EncodedFields
 from agentq.decision import Decision
 from agentq.errors import BackendUnavailable, MessageNotFound, TransactionAborted
 from agentq.executor.holds import Holds
@@ -20,6 +21,7 @@ from agentq.executor.inflight import Outcome
 from agentq.executor.outcomes import apply_outcome
 from agentq.executor.state import WorkerState
 from agentq.faults import WorkerCrash
+from agentq.lifecycle import tasks as lifecycle
 from agentq.logs import log_task_finished
 
 __all__ = ["Committing"]
@@ -61,7 +63,19 @@ class Committing(WorkerState):
             return
 
         def apply_all(tx: Decision) -> list[str]:
-            return [apply_outcome(tx, o, self.holds) for o in real]
+            # Plain successes' ledger writes go as one set; written before any
+            # other outcome's writes, which may read records (an ordering key's
+            # next task), so the order of writes is the outcomes' order.
+            finals: list[tuple[str, EncodedFields]] = []
+            labels = []
+            for o in real:
+                if finals and not isinstance(o.final, EncodedFields):
+                    lifecycle.store_fields(tx.tx, finals)
+                    finals = []
+                labels.append(apply_outcome(tx, o, self.holds, finals))
+            if finals:
+                lifecycle.store_fields(tx.tx, finals)
+            return labels
 
         try:
             labels = self.runtime.transact(apply_all)

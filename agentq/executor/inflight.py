@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from agentq.backends import EncodedRecord
+from agentq.backends import EncodedFields, EncodedRecord
 from agentq.context import Checkpoint
 from agentq.tools import ToolDef
 
@@ -69,9 +69,10 @@ class Outcome:
     exc: BaseException | None = None
     checkpoint: Checkpoint | None = None
     on_commit: list[Any] = field(default_factory=list)
-    # The succeeded ledger record, encoded by the handler thread for a plain
-    # success, so the committer only writes it (see Running._encode_success).
-    final: EncodedRecord | None = None
+    # What a plain success writes to the ledger, encoded by the handler thread so
+    # the committer only writes it (see Running._encode_success): the changed
+    # fields (single-writer backends), else the whole succeeded record.
+    final: EncodedFields | EncodedRecord | None = None
 
 
 def looks_like_envelope(payload: Any, key: Sequence[Any]) -> bool:

@@ -9,8 +9,9 @@ change itself, and the queue operations it implies, are
 * :func:`apply_failure` — defer (rate-limited: not run yet), throttle (429/503
   with a Retry-After within the cap), fail for good (permanent, attempts used
   up), or retry with backoff;
-* :func:`succeeded_record` — a plain success, built and encoded by the handler
-  thread ahead of its commit;
+* :func:`succeeded_record` / :func:`succeeded_fields` — a plain success, built
+  and encoded by the handler thread ahead of its commit (the whole record, or
+  only the fields the success changes);
 * :func:`dead_letter_stray` — a message that is no delivery of any task.
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentq.backends import EncodedRecord, Message, encode_record
+from agentq.backends import EncodedFields, EncodedRecord, Message, encode_fields, encode_record
 from agentq.decision import Decision
 from agentq.errors import InvalidMessage, PolicyViolation, ToolError
 from agentq.executor.guarded import may_have_applied, parked_reason
@@ -41,6 +42,7 @@ __all__ = [
     "apply_failure",
     "apply_outcome",
     "dead_letter_stray",
+    "succeeded_fields",
     "succeeded_record",
 ]
 
@@ -51,8 +53,17 @@ _PERMANENT = (PermanentError, PolicyViolation, ToolError, ValidationError)
 TIMER_KINDS = frozenset({"escalation", "expiry", "auto_reject", "reminder"})
 
 
-def apply_outcome(tx: Decision, o: Outcome, holds: Holds) -> str:
+def apply_outcome(
+    tx: Decision,
+    o: Outcome,
+    holds: Holds,
+    finals: list[tuple[str, EncodedFields]] | None = None,
+) -> str:
     """Ack the delivery and record what the run came to; returns the stats label.
+
+    A plain success's encoded fields are appended to ``finals``, when given, for
+    the caller to write with the others' as one set
+    (:func:`~agentq.lifecycle.tasks.store_fields`) before the transaction ends.
 
     Pure with respect to in-memory state (``o`` is left as it is), so it can be
     run any number of times; only the last run's writes commit."""
@@ -67,7 +78,12 @@ def apply_outcome(tx: Decision, o: Outcome, holds: Holds) -> str:
     # re-running a failed group one outcome at a time) starts from the same one.
     rec = inf.record
     if o.final is not None:
-        lifecycle.store_encoded(tx.tx, inf.task_id, o.final)
+        if not isinstance(o.final, EncodedFields):
+            lifecycle.store_encoded(tx.tx, inf.task_id, o.final)
+        elif finals is None:
+            lifecycle.store_fields(tx.tx, [(inf.task_id, o.final)])
+        else:
+            finals.append((inf.task_id, o.final))
         # One point read: a task enqueued with after= may wait on this one.
         lifecycle.settle_waiters(rt, tx.tx, {**rec, "status": TaskStatus.SUCCEEDED})
         return "succeeded"
@@ -147,6 +163,17 @@ def succeeded_record(rec: dict[str, Any], now: datetime, result: Any) -> Encoded
     """The succeeded record of a plain success, encoded ahead of the commit (by the
     handler thread) so the commit only writes it; ``rec`` is left as it is."""
     return encode_record(lifecycle.finished(rec, Event.SUCCEED, now, result=result))
+
+
+def succeeded_fields(rec: dict[str, Any], now: datetime, result: Any) -> EncodedFields | None:
+    """The fields a plain success changes, encoded ahead of the commit (by the
+    handler thread): the commit then neither decodes nor re-encodes the rest of
+    the record. None for a result no JSON can hold (NaN): the commit writes the
+    whole record instead, as before."""
+    try:
+        return encode_fields(lifecycle.finished_fields(rec, Event.SUCCEED, now, result=result))
+    except ValueError:
+        return None
 
 
 def dead_letter_stray(tx: Decision, msg: Message, reason: str) -> bool:

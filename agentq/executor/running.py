@@ -46,7 +46,7 @@ import httpx
 from agentq.context import Checkpoint, ToolContext
 from agentq.executor.guarded import call_reconcile
 from agentq.executor.inflight import Inflight, Outcome
-from agentq.executor.outcomes import TIMER_KINDS, succeeded_record
+from agentq.executor.outcomes import TIMER_KINDS, succeeded_fields, succeeded_record
 from agentq.executor.state import WorkerState
 from agentq.faults import WorkerCrash
 from agentq.http import tool_http_client
@@ -204,7 +204,12 @@ class Running(WorkerState):
             or rec.get("schedule")  # its schedule's next run is sent in the commit
         ):  # fmt: skip
             return
-        outcome.final = succeeded_record(rec, self.clock.now(), outcome.result)
+        now = self.clock.now()
+        if self.runtime.backend.single_writer:
+            # Only the changed fields: SQLite sets them inside the stored record.
+            outcome.final = succeeded_fields(rec, now, outcome.result)
+        if outcome.final is None:
+            outcome.final = succeeded_record(rec, now, outcome.result)
 
     def _run(self, inflight: Inflight) -> Outcome:
         rt = self.runtime

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from agentq import joins, keylimits, ordering, webhooks
-from agentq.backends import Backend, EncodedRecord, Transaction, encode_record
+from agentq.backends import Backend, EncodedFields, EncodedRecord, Transaction, encode_record
 from agentq.envelope import TaskKind, check_args_size, checked_payload, envelope_payload
 from agentq.errors import InvalidArguments, TaskNotFound
 from agentq.faults import FaultPoints
@@ -41,19 +41,23 @@ __all__ = [
     "cancel",
     "cancel_timer",
     "claimed",
+    "claimed_fields",
     "create",
     "dead_letter",
     "defer",
     "finish",
     "finished",
+    "finished_fields",
     "iso",
     "moved",
+    "moved_fields",
     "read",
     "reschedule",
     "send",
     "settle_waiters",
     "store",
     "store_encoded",
+    "store_fields",
     "swap_claimed",
 ]
 
@@ -104,11 +108,18 @@ def moved(rec: Mapping[str, Any], event: Event, now: datetime, **changes: Any) -
     Pure: the caller proves ``rec`` is current (read in the transaction, or
     fenced by a strict ack or a compare-and-swap) and writes it with :func:`store`.
     """
+    return {**rec, **moved_fields(rec, event, now, **changes)}
+
+
+def moved_fields(
+    rec: Mapping[str, Any], event: Event, now: datetime, **changes: Any
+) -> dict[str, Any]:
+    """The fields :func:`moved` changes (checked the same way), and only those."""
     status = next_task_state(str(rec["task_id"]), rec.get("status"), event)
     for name in ("error", "traceback"):  # errors quote URLs, with secrets
         if isinstance(changes.get(name), str):
             changes[name] = redact_text(changes[name])
-    return {**rec, **changes, "status": status, "updated_at": iso(now)}
+    return {**changes, "status": status, "updated_at": iso(now)}
 
 
 def finished(
@@ -123,21 +134,43 @@ def finished(
 ) -> dict[str, Any]:
     """A new record: ``rec`` after a final event (succeed, fail, cancel, ...);
     ``traceback`` is the failure's, kept with its ``error``."""
+    fields = finished_fields(
+        rec, event, now, result=result, error=error, traceback=traceback, **changes
+    )
+    return {**rec, **fields}
+
+
+def finished_fields(
+    rec: Mapping[str, Any],
+    event: Event,
+    now: datetime,
+    *,
+    result: Any = None,
+    error: str | None = None,
+    traceback: str | None = None,
+    **changes: Any,
+) -> dict[str, Any]:
+    """The fields :func:`finished` changes, and only those (for :func:`store_fields`)."""
     stamp = iso(now)
-    new = moved(
+    new = moved_fields(
         rec, event, now, result=result, error=error, traceback=traceback, finished_at=stamp,
         next_attempt_at=None, **changes,
     )  # fmt: skip
-    if new["status"] != TaskStatus.DEAD and payloads.is_offloaded(new):
+    if new["status"] != TaskStatus.DEAD and payloads.is_offloaded(rec):
         # Out-of-band arguments go with the task's end (a dead task keeps them:
         # it may be replayed); the writer deletes the row (:func:`_write_final`).
-        new["args_ref"] = payloads.released_ref(new)
+        new["args_ref"] = payloads.released_ref({**rec, **new})
     return new
 
 
 def claimed(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str, Any]:
     """A new record: ``rec`` claimed by a worker for this delivery."""
-    return moved(rec, Event.CLAIM, now, started_at=iso(now), deliveries=deliveries)
+    return {**rec, **claimed_fields(rec, now, deliveries)}
+
+
+def claimed_fields(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str, Any]:
+    """The fields :func:`claimed` changes, and only those (for :func:`swap_claimed`)."""
+    return moved_fields(rec, Event.CLAIM, now, started_at=iso(now), deliveries=deliveries)
 
 
 def store(tx: Transaction, rec: Mapping[str, Any]) -> None:
@@ -154,10 +187,23 @@ def store_encoded(tx: Transaction, task_id: str, encoded: EncodedRecord) -> None
     tx.put_record(Tables.TASKS, task_id, encoded)
 
 
-def swap_claimed(tx: Transaction, items: Sequence[tuple[str, str, EncodedRecord]]) -> list[str]:
+def store_fields(tx: Transaction, items: Sequence[tuple[str, EncodedFields]]) -> None:
+    """Write, as one set, the changed fields of records this module moved
+    (:func:`finished_fields`, encoded ahead of the transaction, off the write
+    lock); the rest of each record (its arguments) is not written again. The
+    caller has proved each record current (a strict ack in this transaction)."""
+    missing = tx.update_records(Tables.TASKS, items)
+    if missing:
+        raise TaskNotFound(f"no task {missing[0]!r} to record the outcome of")
+
+
+def swap_claimed(
+    tx: Transaction, items: Sequence[tuple[str, str, EncodedRecord | EncodedFields]]
+) -> list[str]:
     """Write claimed records (made by :func:`claimed` from a read outside the
-    transaction) where each is still the version read: a compare-and-swap. Returns
-    the ids that changed since their read, to be decided again in a transaction."""
+    transaction, or only their :func:`claimed_fields`) where each is still the
+    version read: a compare-and-swap. Returns the ids that changed since their
+    read, to be decided again in a transaction."""
     return tx.replace_records(Tables.TASKS, items)
 
 

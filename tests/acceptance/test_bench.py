@@ -12,23 +12,34 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
+# Many worker processes start one after another: minutes on a loaded machine.
+@pytest.mark.timeout(600)
 def test_bench_runs_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, "-m", "agentq.cli", "bench", "--db", f"sqlite:///{tmp_path}/b.db",
          "--tasks", "60", "--repeats", "1", "--latency-samples", "3", "--workers", "2",
-         "--durability", "normal", "--callers", "4", "--out", str(out)],
-        capture_output=True, text=True, timeout=300,
+         "--durability", "normal", "--callers", "4", "--args-sizes", "1024", "--out", str(out)],
+        capture_output=True, text=True, timeout=570,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "tasks_per_s_2w" in proc.stdout and "same_process" in proc.stdout
     result = json.loads(out.read_text())
     assert set(result["throughput"]) == {
         "raw_commits_per_s", "queue_send_per_s", "queue_recv_ack_per_s",
-        "decisions_per_s", "enqueue_action_per_s",
+        "decisions_per_s", "enqueue_per_s", "enqueue_action_per_s",
         "decisions_per_s_4_callers", "enqueue_action_per_s_4_callers",
-        "tasks_per_s_1w", "tasks_per_s_2w",
+        "tasks_per_s_1w", "tasks_per_s_2w", "tasks_per_s_multi_queue",
+        "tasks_per_s_2w_args_1024B",
     }  # fmt: skip
+    # The ratios the targets name, each from figures of the same round.
+    assert set(result["ratios"]) == {
+        "end_to_end_2w_over_queue_layer", "end_to_end_1w_over_queue_layer",
+        "multi_queue_over_single_queue", "decisions_over_raw", "decisions_4_callers_over_raw",
+        "enqueue_over_raw",
+    }  # fmt: skip
+    assert all(v > 0 for v in result["ratios"].values())
+    assert "multi_queue_over_single_queue" in proc.stdout
     assert result["latency_ms"]["other_process"]["samples"] == 3
     assert result["settings"]["callers"] == 4
     assert all(v["median"] > 0 for v in result["throughput"].values())

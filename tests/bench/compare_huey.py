@@ -72,18 +72,13 @@ def run_huey(python: Path, n: int, workers: int) -> float:
 
 
 def run_agentq(n: int, workers: int, concurrency: int, batch: int) -> float:
-    from agentq.bench import _Env, _spawn_workers, _stop_workers
+    from agentq.bench.env import BenchEnv, enqueue_burst, spawn_workers, stop_workers
 
     with tempfile.TemporaryDirectory() as tmp:
-        env = _Env(Path(tmp), "full", "cmp")
+        env = BenchEnv(Path(tmp), "full", "cmp")
         rt = env.runtime()
-        for chunk in range(0, n, 1000):
-            rt.transact(
-                lambda tx, c=chunk: [
-                    tx.enqueue("noop", {"n": i}) for i in range(c, min(c + 1000, n))
-                ]
-            )
-        procs = _spawn_workers(env, workers, concurrency, batch)
+        enqueue_burst(rt, n, "")
+        procs = spawn_workers(env, workers, concurrency, batch)
         try:
             deadline = time.monotonic() + 600
             while rt.backend.stats("bench").depth > 0:
@@ -91,7 +86,7 @@ def run_agentq(n: int, workers: int, concurrency: int, batch: int) -> float:
                     raise SystemExit("agentq did not finish")
                 time.sleep(0.01)
         finally:
-            _stop_workers(procs)
+            stop_workers(procs)
         starts = sorted(t.result["started"] for t in rt.tasks("succeeded"))
         rt.close()
     assert len(starts) == n, f"{len(starts)} of {n} succeeded"

@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "agentq"
-WRITES = {"put_record", "replace_records", "insert_record", "delete_record"}
+WRITES = {"put_record", "replace_records", "insert_record", "delete_record", "update_records"}
 OWNED = {"TASKS", "APPROVALS", "PAYLOADS"}
 
 

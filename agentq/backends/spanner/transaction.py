@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from google.api_core import exceptions as gexc
 from google.cloud.spanner_v1.keyset import KeySet
 
-from agentq.backends.base import EncodedRecord, Transaction, record_text
+from agentq.backends.base import EncodedFields, EncodedRecord, Transaction, record_text
 from agentq.backends.spanner.dialect import RECORDS
 from agentq.backends.spanner.wire import storable_key, unstorable_key, wire_key, wire_payload
 from agentq.errors import MessageNotFound
@@ -114,6 +114,17 @@ class SpannerTransaction(Transaction):
         self._txn.insert_or_update(RECORDS, columns=("tbl", "k", "v"), values=[(table, key, text)])
         self._records[(table, key)] = json.loads(text)
 
+    def update_records(self, table: str, items: Sequence[tuple[str, EncodedFields]]) -> list[str]:
+        missing = []
+        for key, fields in items:
+            rec = self.get_record(table, key)
+            if rec is None:
+                missing.append(key)
+                continue
+            rec.update(zip(fields.names, map(json.loads, fields.values), strict=True))
+            self.put_record(table, key, rec)
+        return missing
+
     def insert_record(self, table: str, key: str, value: Mapping[str, Any]) -> bool:
         if self.get_record(table, key) is not None:
             return False
@@ -128,7 +139,9 @@ class SpannerTransaction(Transaction):
         return existed
 
     def replace_records(
-        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord]]
+        self,
+        table: str,
+        items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord | EncodedFields]],
     ) -> list[str]:
         d = self._backend.dialect
         changed = []
@@ -144,5 +157,9 @@ class SpannerTransaction(Transaction):
             if not rows or rows[0][0] != version:
                 changed.append(key)
                 continue
+            if isinstance(value, EncodedFields):
+                merged = dict(json.loads(rows[0][0]))
+                merged.update(zip(value.names, map(json.loads, value.values), strict=True))
+                value = merged
             self.put_record(table, key, value)
         return changed

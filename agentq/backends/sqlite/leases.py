@@ -6,6 +6,13 @@ increments the row's sequence, so a token stops matching as soon as its message
 is leased again or acknowledged; carrying the expiry lets :meth:`Leases.renew`
 tell "expired" from "acknowledged" without keeping any history, as Spanner's
 RENEWLEASE does.
+
+A queue whose last lease found nothing is *idle*: its next lease first looks
+for a ready message with a plain read and takes the write lock only if there
+is one. Receivers of idle queues are woken by every commit to the file (the
+watcher cannot tell which table changed), and without the read each wake-up
+would be a write transaction that every other writer waits for: a worker
+serving four queues, one of them busy, ran at 0.58x one serving only that one.
 """
 
 from __future__ import annotations
@@ -69,6 +76,8 @@ class Leases:
         self._redelivery = redelivery
         self._ttl_sweep_interval = ttl_sweep_interval
         self._last_sweep: dict[str, float] = {}
+        # Queues whose last lease found nothing ready (see the module docstring).
+        self._idle: set[str] = set()
 
     def _now(self) -> int:
         return to_micros(self._clock.now())
@@ -80,6 +89,18 @@ class Leases:
         queue = spec.name
         nkeys = len(spec.key)
         policy = self._redelivery
+        if queue in self._idle and spec.ttl is None:
+            # A read instead of a write transaction while the queue stays empty
+            # (a TTL queue leases as before: its sweep runs inside the lease).
+            now = self._now()
+            ready, next_visible = self._db.read(
+                lambda conn: (
+                    conn.execute(sql.any_ready, (now,)).fetchone() is not None,
+                    conn.execute(sql.next_visible).fetchone()[0],
+                )
+            )
+            if not ready:
+                return [], next_visible
 
         def body(conn: sqlite3.Connection) -> tuple[list[Any], int, int | None]:
             now = self._now()
@@ -105,6 +126,10 @@ class Leases:
             return rows, expiry, None
 
         rows, expiry, next_visible = self._db.write(body, durable=False)
+        if rows:
+            self._idle.discard(queue)
+        else:
+            self._idle.add(queue)
         # Messages are built after COMMIT: decoding payloads and encoding tokens need
         # not hold the write lock that every other writer is waiting for.
         last = len(rows) - 1

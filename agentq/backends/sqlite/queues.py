@@ -71,6 +71,7 @@ class QueueSQL:
             "WHERE agentq_msg_id = ?"
         )
         self.next_visible = f"SELECT MIN(agentq_visible_at) FROM {q}"
+        self.any_ready = f"SELECT 1 FROM {q} WHERE agentq_visible_at <= ? LIMIT 1"
         self.ttl_delete = f"DELETE FROM {q} WHERE deliver_time < ?"
         self.stats = (
             "SELECT COUNT(*), "

@@ -15,12 +15,13 @@ be stored, so it names no record: reads find nothing, writes are refused as
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Mapping, Sequence
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
-from agentq.backends.base import EncodedRecord, StoredRecord, record_text
+from agentq.backends.base import EncodedFields, EncodedRecord, StoredRecord, record_text
 from agentq.backends.sqlite.connection import Database
 from agentq.errors import InvalidMessage
 from agentq.spec import validate_identifier
@@ -34,6 +35,7 @@ __all__ = [
     "put_record",
     "read_records",
     "replace_records",
+    "update_records",
 ]
 
 SCHEMA = """
@@ -114,22 +116,67 @@ def delete_record(conn: sqlite3.Connection, table: str, key: str) -> bool:
 def replace_records(
     conn: sqlite3.Connection,
     table: str,
-    items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord]],
+    items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord | EncodedFields]],
 ) -> list[str]:
     """Compare-and-swap each ``(key, version, value)``; return the keys whose
-    stored version differed (nothing written for them)."""
+    stored version differed (nothing written for them). :class:`EncodedFields`
+    set only those fields (in SQLite's own code: see :func:`update_records`)."""
     _record_table(table)
     execute = conn.execute
-    return [
-        key
-        for key, version, value in items
-        if not _storable(key)  # a record never stored cannot be at this version
-        or execute(
-            "UPDATE agentq_records SET v = ? WHERE tbl = ? AND k = ? AND v = ?",
-            (record_text(value), table, key, version),
-        ).rowcount
-        == 0
-    ]
+    changed = []
+    for key, version, value in items:
+        if not _storable(key):  # a record never stored cannot be at this version
+            changed.append(key)
+            continue
+        if isinstance(value, EncodedFields):
+            sql = _update_sql(value.names) + " AND v = ?"
+            params: tuple[Any, ...] = (*value.values, table, key, version)
+        else:
+            sql = "UPDATE agentq_records SET v = ? WHERE tbl = ? AND k = ? AND v = ?"
+            params = (record_text(value), table, key, version)
+        if execute(sql, params).rowcount == 0:
+            changed.append(key)
+    return changed
+
+
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@lru_cache(maxsize=64)
+def _update_sql(names: tuple[str, ...]) -> str:
+    for name in names:
+        if not _FIELD_NAME.match(name):
+            raise ValueError(f"record field name {name!r} is not an identifier")
+    # json_set changes the named fields in SQLite's own code: the rest of the record
+    # (a task's arguments, say) is neither decoded nor encoded again in Python.
+    sets = ", ".join(f"'$.{name}', json(?)" for name in names)
+    return f"UPDATE agentq_records SET v = json_set(v, {sets}) WHERE tbl = ? AND k = ?"
+
+
+def update_records(
+    conn: sqlite3.Connection, table: str, items: Sequence[tuple[str, EncodedFields]]
+) -> list[str]:
+    """Set top-level fields of existing records, one statement per set of field
+    names; returns the keys that have no record (nothing written for them)."""
+    _record_table(table)
+    missing: list[str] = []
+    groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
+    for key, fields in items:
+        if not _storable(key):
+            missing.append(key)
+            continue
+        groups.setdefault(fields.names, []).append((*fields.values, table, key))
+    for names, rows in groups.items():
+        if conn.executemany(_update_sql(names), rows).rowcount == len(rows):
+            continue
+        for row in rows:  # some had no record (rare): name them
+            key = row[-1]
+            found = conn.execute(
+                "SELECT 1 FROM agentq_records WHERE tbl = ? AND k = ?", (table, key)
+            ).fetchone()
+            if found is None:
+                missing.append(key)
+    return missing
 
 
 def read_records(db: Database, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:

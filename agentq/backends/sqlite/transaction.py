@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from agentq.backends.base import EncodedRecord, Transaction
+from agentq.backends.base import EncodedFields, EncodedRecord, Transaction
 from agentq.backends.sqlite import records
 from agentq.backends.sqlite.queues import QueueSQL
 from agentq.clock import from_micros, to_micros
@@ -105,6 +105,9 @@ class SQLiteTransaction(Transaction):
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
         records.put_record(self._conn, table, key, value)
 
+    def update_records(self, table: str, items: Sequence[tuple[str, EncodedFields]]) -> list[str]:
+        return records.update_records(self._conn, table, items)
+
     def insert_record(self, table: str, key: str, value: Mapping[str, Any]) -> bool:
         return records.insert_record(self._conn, table, key, value)
 
@@ -112,6 +115,8 @@ class SQLiteTransaction(Transaction):
         return records.delete_record(self._conn, table, key)
 
     def replace_records(
-        self, table: str, items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord]]
+        self,
+        table: str,
+        items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord | EncodedFields]],
     ) -> list[str]:
         return records.replace_records(self._conn, table, items)

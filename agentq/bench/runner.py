@@ -1,0 +1,186 @@
+"""``run_bench``: every measurement, ``repeats`` times, as medians with min and max.
+
+The measurements are interleaved (one round of every figure, then the next
+round), so a machine that gets busier during the run shifts every figure alike
+and the ratios between figures of one run stay meaningful; ``ratios`` gives
+the ones the project's targets name.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentq.bench.decisions import decisions, enqueue_actions, enqueues
+from agentq.bench.end_to_end import end_to_end
+from agentq.bench.env import BenchEnv
+from agentq.bench.latency import idle_cpu, latency, latency_summary
+from agentq.bench.queue_layer import queue_receive_ack, queue_send, raw_commits
+from agentq.errors import ConfigError
+
+__all__ = ["run_bench"]
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def _check_target(db: str | None, durability: str) -> Path:
+    """The directory the fresh databases go in; a clear error for anything but SQLite."""
+    if db is not None and not db.startswith("sqlite:"):
+        if db.startswith("spanner:"):
+            from agentq.backends import open_backend
+
+            open_backend(db).close()  # a clear error without credentials
+            raise ConfigError(
+                "agentq bench measures the embedded engine; a Spanner database is measured "
+                "by its own metrics (this run would bill a real instance)"
+            )
+        raise ConfigError(f"agentq bench needs a sqlite:/// URL, not {db!r}")
+    if durability not in ("full", "normal"):
+        raise ConfigError("--durability must be full or normal")
+    root = (
+        Path(db[len("sqlite:///") :]).parent
+        if db
+        else Path(tempfile.mkdtemp(prefix="agentq-bench-"))
+    )
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def run_bench(
+    *,
+    db: str | None = None,
+    tasks: int = 2000,
+    workers: int = 2,
+    concurrency: int = 16,
+    batch: int = 50,
+    payload_bytes: int = 0,
+    durability: str = "full",
+    repeats: int = 3,
+    latency_samples: int = 100,
+    callers: int = 8,
+    args_sizes: Sequence[int] = (),
+    multi_queue: bool = True,
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run every measurement ``repeats`` times and return medians with min and max.
+
+    ``callers`` threads also run the decision and enqueue-action measures at once,
+    as an agent framework serving many conversations would (their commits are
+    shared: group commit); 1 skips those. ``args_sizes`` adds end-to-end figures
+    with that many bytes of arguments per task; ``multi_queue`` the figure of
+    one worker serving every queue.
+    """
+    root = _check_target(db, durability)
+    pad = "x" * payload_bytes
+    results: dict[str, list[float]] = {}
+    lat_same: list[float] = []
+    lat_other: list[float] = []
+
+    def env(name: str) -> BenchEnv:
+        return BenchEnv(root, durability, name)
+
+    def record(name: str, value: float) -> None:
+        results.setdefault(name, []).append(value)
+        progress(f"  {name}: {value:,.1f}")
+
+    n = min(tasks, 2000)
+    samples = latency_samples // repeats or 1
+    for r in range(repeats):
+        progress(f"repeat {r + 1}/{repeats}")
+        record("raw_commits_per_s", raw_commits(env("raw"), n, durability))
+        record("queue_send_per_s", queue_send(env("qs"), n, pad.encode()))
+        record("queue_recv_ack_per_s", queue_receive_ack(env("qr"), tasks, batch, pad.encode()))
+        record("decisions_per_s", decisions(env("dec"), n, pad))
+        record("enqueue_per_s", enqueues(env("enq"), n, pad))
+        record("enqueue_action_per_s", enqueue_actions(env("act"), n, pad))
+        if callers > 1:
+            record(
+                f"decisions_per_s_{callers}_callers", decisions(env("decn"), 2 * n, pad, callers)
+            )
+            record(
+                f"enqueue_action_per_s_{callers}_callers",
+                enqueue_actions(env("actn"), 2 * n, pad, callers),
+            )
+        for w in sorted({1, workers}):
+            record(
+                f"tasks_per_s_{w}w", end_to_end(env(f"e2e{w}"), tasks, w, concurrency, batch, pad)
+            )
+        if multi_queue:
+            rate = end_to_end(env("e2eall"), tasks, 1, concurrency, batch, pad, queues=None)
+            record("tasks_per_s_multi_queue", rate)
+        for size in args_sizes:
+            rate = end_to_end(env(f"e2eargs{size}"), tasks, workers, concurrency, batch, "x" * size)
+            record(f"tasks_per_s_{workers}w_args_{size}B", rate)
+        lat_same += latency(env("lat1"), samples, True)
+        lat_other += latency(env("lat2"), samples, False)
+    progress("idle worker CPU")
+    idle = idle_cpu(env("idle"))
+    out: dict[str, Any] = {
+        "settings": {
+            "tasks": tasks, "workers": workers, "concurrency": concurrency, "batch": batch,
+            "callers": callers, "payload_bytes": payload_bytes, "args_sizes": list(args_sizes),
+            "durability": durability, "repeats": repeats, "python": sys.version.split()[0],
+            "sqlite": sqlite3.sqlite_version, "cpus": os.cpu_count(),
+            "load_average": _load_average(),
+        },
+        "throughput": {name: _stats(vals) for name, vals in results.items()},
+        "latency_ms": {
+            "same_process": latency_summary(lat_same),
+            "other_process": latency_summary(lat_other),
+        },
+        "idle_worker_cpu_percent": round(idle, 2),
+    }  # fmt: skip
+    raw = out["throughput"]["raw_commits_per_s"]["median"]
+    out["fraction_of_raw"] = {
+        name: round(v["median"] / raw, 3)
+        for name, v in out["throughput"].items()
+        if name != "raw_commits_per_s"
+    }
+    out["ratios"] = _ratios(results, workers, callers)
+    return out
+
+
+def _ratios(results: dict[str, list[float]], workers: int, callers: int) -> dict[str, float]:
+    """The ratios the targets name, each a median over rounds of the ratio within a
+    round (figures of one round ran back to back, on the same machine load)."""
+
+    def ratio(top: str, bottom: str) -> float | None:
+        if top not in results or bottom not in results:
+            return None
+        return round(
+            statistics.median(a / b for a, b in zip(results[top], results[bottom], strict=True)), 3
+        )
+
+    wanted = {
+        f"end_to_end_{workers}w_over_queue_layer": (
+            f"tasks_per_s_{workers}w",
+            "queue_recv_ack_per_s",
+        ),
+        "end_to_end_1w_over_queue_layer": ("tasks_per_s_1w", "queue_recv_ack_per_s"),
+        "multi_queue_over_single_queue": ("tasks_per_s_multi_queue", "tasks_per_s_1w"),
+        "decisions_over_raw": ("decisions_per_s", "raw_commits_per_s"),
+        f"decisions_{callers}_callers_over_raw": (
+            f"decisions_per_s_{callers}_callers",
+            "raw_commits_per_s",
+        ),
+        "enqueue_over_raw": ("enqueue_per_s", "raw_commits_per_s"),
+    }
+    out = {name: ratio(top, bottom) for name, (top, bottom) in wanted.items()}
+    return {name: value for name, value in out.items() if value is not None}
+
+
+def _load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages when the run ended (None where unknown):
+    figures from a machine busy with other work are not comparable across runs."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
