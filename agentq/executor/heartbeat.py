@@ -189,10 +189,12 @@ class Heartbeat:
     def _loop(self) -> None:
         clock = self.worker.clock
         last_stats = clock.monotonic()
+        first = True
         while True:
             try:
                 self.publish()
-                self.check_others()
+                if not first:  # from the second beat on: a worker that starts beats first
+                    self.check_others()
             except Exception as exc:  # the database failing: the worker reports that itself
                 log.debug("heartbeat not written: %s", exc)
             if self.stats_interval is not None and (
@@ -200,6 +202,7 @@ class Heartbeat:
             ):
                 last_stats = clock.monotonic()
                 self.log_stats()
+            first = False
             if clock.wait(self._stop, self.interval):
                 return
 

@@ -110,7 +110,7 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
         heartbeat_interval: float = 5.0,
         stats_interval: float | None = 60.0,
         full_wait: float = 5.0,
-        heartbeat_timeout: float = DEFAULT_TIMEOUT,
+        heartbeat_timeout: float | None = None,
         worker_id: str | None = None,
         prune: bool = True,
         prune_interval: float | None = None,
@@ -248,8 +248,9 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
         for warning in check(self.queues) if check else ():
             log.warning("sizing: %s", warning)  # a limit of the database this would exceed
         heartbeat = Heartbeat(  # checks its settings before anything starts
-            self, self.heartbeat_interval, self.stats_interval, timeout=self.heartbeat_timeout,
-            worker_id=self.worker_id,
+            self, self.heartbeat_interval, self.stats_interval, worker_id=self.worker_id,
+            # Unset: 30 s, or three beats if they are further apart than 10 s.
+            timeout=self.heartbeat_timeout or max(DEFAULT_TIMEOUT, 3 * self.heartbeat_interval),
         )  # fmt: skip
         self._start_services()
         self.heartbeat = heartbeat.start()
