@@ -76,7 +76,9 @@ def exists(rt: Runtime, task_id: str) -> bool:
 def test_the_prunable_states_are_read_off_the_transition_table() -> None:
     # dead can be replayed: it is not final, and goes only without its dead letter.
     assert {TaskStatus.SUCCEEDED, TaskStatus.CANCELLED} == FINAL
-    assert {str(s) for s in FINAL_APPROVALS} == {"approved", "rejected", "void", "expired"}
+    assert {str(s) for s in FINAL_APPROVALS} == {
+        "approved", "rejected", "void", "expired", "auto_rejected"
+    }
 
 
 def test_finished_tasks_older_than_the_retention_go_and_younger_ones_stay(
