@@ -5,16 +5,17 @@ Not part of the test run. Usage, from the project's virtual environment:
     nice python tests/bench/storage_curve.py --tasks 1000000 --retention 30s
 
 Two pipelines run side by side, each on its own SQLite file (durable commits,
-WAL): one whose worker prunes (retention ``--retention`` of wall time) and one whose
-worker does not. Running them at the same time, rather than one after the other,
-gives both the same machine (a shared one's load moves figures by tens of per cent
-between runs; side by side, it moves both alike). In each pipeline a producer keeps
-the queue between ``--backlog`` and twice that (so the file's size reflects
-retention, not a backlog; keep it well under retention x rate) and a worker process
-(concurrency 16, leases of 50) processes ``--tasks`` no-op tasks. Every
-``--sample-every`` processed tasks the producer samples the file: bytes of the
-database and its WAL, pages, free pages and task records. Throughput is counted from
-the first sample to the last task (start-up left out).
+WAL): one whose worker prunes (retention ``--retention`` of wall time) and one
+whose worker does not. Running them at the same time, rather than one after the
+other, gives both the same machine (a shared one's load moves figures by tens of
+per cent between runs; side by side, it moves both alike). In each pipeline a
+producer keeps the queue between ``--backlog`` and twice that (so the file's
+size reflects retention, not a backlog; keep it well under retention x rate) and
+a worker process (concurrency 16, leases of 50) processes ``--tasks`` no-op
+tasks. Every ``--sample-every`` processed tasks the producer samples the file:
+bytes of the database and its WAL, pages, free pages and task records.
+Throughput is counted from the first sample to the last task (start-up left
+out).
 
 Prints one JSON document (also written to ``--out``) with both curves and rates.
 """
