@@ -134,7 +134,10 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
             )
         self.queues = list(queues or sorted(known))
         # Here, not in run(): a worker started in a thread would only report it at stop().
-        check_heartbeat_settings(heartbeat_interval, heartbeat_timeout)
+        check_heartbeat_settings(
+            heartbeat_interval,
+            heartbeat_timeout or max(DEFAULT_TIMEOUT, 3 * heartbeat_interval),
+        )
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
         self.worker_id = worker_id

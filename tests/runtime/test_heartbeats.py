@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from agentq import ConfigError, FakeClock, Policy, Runtime, ToolContext, WorkerDown, tool
 from agentq.executor.heartbeat import Heartbeat
 from agentq.lifecycle.heartbeats import HEARTBEAT_QUEUE
-from tests.runtime.test_schedules import Report
+from tests.runtime.test_schedules import Report, report
 
 ALERTS: list[WorkerDown] = []
 _LOCK = threading.Lock()
@@ -240,3 +240,17 @@ def _beat(tx: Any, hb: Heartbeat) -> None:
 
     beat(tx, hb.worker_id, hb._record(), hb.timeout, first=True)
 
+
+
+def test_a_timeout_not_longer_than_the_interval_is_refused_when_the_worker_is_made(
+    clock: FakeClock,
+) -> None:
+    # Refused at rt.worker(), not inside run(): a worker started in a thread
+    # (Worker.start) would otherwise sit there serving nothing until stop().
+    rt = Runtime("sqlite:///:memory:", tools=[report], clock=clock)
+    try:
+        with pytest.raises(ConfigError, match="heartbeat timeout"):
+            rt.worker(heartbeat_interval=10, heartbeat_timeout=5)
+        assert rt.worker(heartbeat_interval=3600).heartbeat_timeout is None  # stretched later
+    finally:
+        rt.close()
