@@ -24,6 +24,7 @@ from agentq.webhooks import WEBHOOK_TOOL
 
 __all__ = [
     "ApprovalDecision",
+    "RejectDecision",
     "TaskList",
     "action_model",
     "action_model_for",
@@ -61,6 +62,14 @@ class ApprovalDecision(BaseModel):
 
     note: str = Field(default="", max_length=2000)
     args: dict[str, Any] | None = None
+
+
+class RejectDecision(BaseModel):
+    """The body of reject (optional): a rejection never edits the call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    note: str = Field(default="", max_length=2000)
 
 
 class ProblemDetail(BaseModel):
@@ -165,7 +174,8 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
     models: list[tuple[type[BaseModel], Any]] = [
         (TaskInfo, "serialization"), (TaskList, "serialization"),
         (ApprovalInfo, "serialization"), (ApprovalList, "serialization"),
-        (ApprovalDecision, "validation"), (ProblemDetail, "serialization"),
+        (ApprovalDecision, "validation"), (RejectDecision, "validation"),
+        (ProblemDetail, "serialization"),
     ]  # fmt: skip
     models += [(action_model_for(rt, t), "validation") for t in tools]
     refs, top = models_json_schema(models, ref_template="#/components/schemas/{model}")
@@ -238,7 +248,8 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
         "operationId": "list_approvals",
         "parameters": [{"name": "status", "in": "query", "required": False,
                         "schema": {"type": "string", "enum": [
-                            "pending", "escalated", "approved", "rejected", "void", "expired"]}}],
+                            "pending", "escalated", "approved", "rejected", "auto_rejected", "void",
+                            "expired"]}}],
         "responses": _responses({"200": _json("ApprovalList", "approval requests")}, 400),
     }}  # fmt: skip
     paths["/v1/approvals/{approval_id}"] = {"get": {
@@ -256,7 +267,8 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
                 "schema": {"type": "string", "pattern": '^"[0-9a-f]{32}"$'},
             }],
             "requestBody": {"required": False, "content": {"application/json": {
-                "schema": {"$ref": "#/components/schemas/ApprovalDecision"}}}},
+                "schema": {"$ref": "#/components/schemas/" + (
+                    "ApprovalDecision" if verb == "approve" else "RejectDecision")}}}},
             "responses": _responses(
                 {"200": _json("TaskInfo", f"{verb}d: the approval's task")},
                 400, 404, 409, 412, 413, 415, 422, 428,

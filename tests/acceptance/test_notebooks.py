@@ -41,7 +41,7 @@ EXPECTED = {
         "SIGKILLed worker", "'task ids charged twice': 0", "'succeeded': 60", images=2,
         html=("5 task(s)</p>",),
     ),
-    "benchmark.ipynb": Shows("plotted 9 throughput figures", "raw_commits_per_s", images=2),
+    "benchmark.ipynb": Shows("plotted 11 throughput figures", "tasks_per_s_multi_queue", images=2),
 }
 #: Modules a notebook may import from agentq: the documented ones.
 PUBLIC = {"agentq", "agentq.testing", "agentq.bench"}
