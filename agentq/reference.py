@@ -155,7 +155,7 @@ field = "amount"
 above = 100
 ```
 """
-    return _render("Policy file reference", "agentq/policies.py", intro, Policy, outro)
+    return _render("Policy file reference", "agentq/policies/", intro, Policy, outro)
 
 
 def render_config() -> str:
