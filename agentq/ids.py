@@ -7,11 +7,21 @@ pages, so a group commit of 30 completions rewrites a handful of pages instead
 of 30 scattered ones (measured: about 40 % less write-lock time per task).
 Spanner splits tables by key range: ids that grow with time would send every
 insert to the last split, a hotspot, so there they stay fully random.
+
+Ids that grow with time are also monotonic within a process: every task of a
+transaction shares the transaction's time, and random tails would scatter the
+tasks of one decision (a thousand enqueued together, leased and completed in
+batches of consecutive messages) across the table again. So an id made for the
+same microsecond as the previous one continues from it (the previous tail plus
+one), as monotonic ULIDs do. Any other time gets a fresh random tail, so an
+id's first digits are always its creation time (retention relies on it), even
+when runtimes with different clocks share a process.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from datetime import datetime
 
 from agentq.clock import to_micros
@@ -19,15 +29,32 @@ from agentq.clock import to_micros
 __all__ = ["new_task_id"]
 
 _PREFIX = "tsk_"
+_TAIL_BITS = 72
+_TAIL_LIMIT = 1 << _TAIL_BITS
+
+_last_lock = threading.Lock()
+_last = (-1, 0)  # (micros, tail) of this process's latest time-ordered id
 
 
 def new_task_id(now: datetime | None = None) -> str:
     """A new task id: ``tsk_`` and 32 hex digits.
 
     With ``now``, the first 14 digits are the microseconds since the epoch and
-    the other 18 are random (72 bits), so ids sort by creation time; without it,
+    the other 18 a random tail (71 bits), counting up from the previous id's when
+    the previous id was made for the same microsecond: ids sort by creation time,
+    and those of one transaction in the order they were made. Without ``now``,
     all 32 are random (128 bits).
     """
     if now is None:
         return f"{_PREFIX}{os.urandom(16).hex()}"
-    return f"{_PREFIX}{to_micros(now):014x}{os.urandom(9).hex()}"
+    global _last
+    micros = to_micros(now)
+    with _last_lock:
+        last_micros, last_tail = _last
+        if micros == last_micros and last_tail + 1 < _TAIL_LIMIT:
+            tail = last_tail + 1
+        else:
+            # Half the tail space: room to count up from it before the next microsecond.
+            tail = int.from_bytes(os.urandom(9), "big") >> 1
+        _last = (micros, tail)
+    return f"{_PREFIX}{micros:014x}{tail:018x}"

@@ -32,3 +32,23 @@ def test_ids_of_the_same_microsecond_are_distinct() -> None:
 def test_random_ids_do_not_follow_time() -> None:
     ids = [new_task_id() for _ in range(200)]
     assert ids != sorted(ids)
+
+
+def test_ids_of_one_microsecond_follow_each_other_in_the_order_made() -> None:
+    # Every task of a transaction shares its time: random tails would scatter a
+    # decision's thousand tasks across the table (and every batch's commit over
+    # as many pages); consecutive tails keep them on neighbouring pages.
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    ids = [new_task_id(now) for _ in range(1000)]
+    tails = [int(i[18:], 16) for i in ids]
+    assert tails == list(range(tails[0], tails[0] + 1000))
+    assert {i[4:18] for i in ids} == {f"{to_micros(now):014x}"}
+
+
+def test_an_earlier_time_gets_its_own_prefix_not_the_previous_ids() -> None:
+    # Runtimes with different clocks in one process (a fake clock beside the real
+    # one): an id's first digits must still be its own creation time.
+    later = datetime(2030, 1, 1, tzinfo=UTC)
+    earlier = datetime(2026, 1, 1, tzinfo=UTC)
+    new_task_id(later)
+    assert int(new_task_id(earlier)[4:18], 16) == to_micros(earlier)
