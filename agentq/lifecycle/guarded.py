@@ -17,7 +17,7 @@ from typing import Any
 from agentq.backends import Transaction
 from agentq.errors import IllegalTransition
 from agentq.ledger import TaskStatus
-from agentq.lifecycle import tasks
+from agentq.lifecycle import consequences, tasks
 from agentq.lifecycle.states import Event
 
 __all__ = ["Resolution", "hold_off", "park", "resolve"]
@@ -59,7 +59,7 @@ def park(
         tx.ack(new["queue"], tuple(ack_key), must_exist=True)
     tasks.store(tx, new)
     if held:  # a parked task runs nothing: its per-key slot goes to the next task
-        tasks._release_key_slot(env, tx, rec)
+        consequences.release_key_slot(env, tx, rec)
     return new
 
 

@@ -8,26 +8,45 @@ messages never disagree. Records are never changed in place: every function
 returns a new dict, so a transaction function that is re-run (an abort, a
 group commit falling back to one at a time) starts from the same input and
 counts every failure and attempt once.
+
+The records themselves (their shape, the changes an event makes, how they are
+written and sent) are :mod:`agentq.lifecycle.records`; what a task's end brings
+about (its slot, webhook, ordering key's next task, waiters) is
+:mod:`agentq.lifecycle.consequences`; the names callers use are re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from agentq import joins, keylimits, ordering, webhooks
-from agentq.backends import Backend, EncodedFields, EncodedRecord, Transaction, encode_record
-from agentq.envelope import TaskKind, check_args_size, checked_payload, envelope_payload
-from agentq.errors import InvalidArguments, TaskNotFound
-from agentq.faults import FaultPoints
+from agentq import joins, ordering
+from agentq.backends import EncodedRecord, Transaction, encode_record
+from agentq.envelope import TaskKind, check_args_size, checked_payload
+from agentq.errors import InvalidArguments
 from agentq.idempotency import remember
 from agentq.ids import new_task_id
 from agentq.ledger import TERMINAL, Tables, TaskStatus
 from agentq.lifecycle import payloads
+from agentq.lifecycle.consequences import release_key_slot, settle_waiters, write_final
+from agentq.lifecycle.records import (
+    Env,
+    claimed,
+    claimed_fields,
+    finished,
+    finished_fields,
+    iso,
+    moved,
+    moved_fields,
+    read,
+    send,
+    store,
+    store_encoded,
+    store_fields,
+    swap_claimed,
+)
 from agentq.lifecycle.states import Event, next_approval_state, next_task_state
-from agentq.redact import redact_text
-from agentq.telemetry import Telemetry
 
 __all__ = [
     "BUILTIN_AUTO_REJECT",
@@ -74,152 +93,6 @@ BUILTIN_REMINDER = "_reminder"
 #: The runtime's own timers, run without a tool handler.
 BUILTIN_TIMERS = frozenset({BUILTIN_ESCALATION, BUILTIN_EXPIRY, BUILTIN_AUTO_REJECT,
                             BUILTIN_REMINDER})  # fmt: skip
-
-
-class Env(Protocol):
-    """What task events need of the runtime (a :class:`~agentq.runtime.Runtime`)."""
-
-    @property
-    def backend(self) -> Backend: ...
-    @property
-    def telemetry(self) -> Telemetry: ...
-    @property
-    def faults(self) -> FaultPoints: ...
-    @property
-    def args_inline_bytes(self) -> int: ...
-
-
-def iso(when: datetime) -> str:
-    """A time as the ledger stores it."""
-    return when.isoformat()
-
-
-def read(tx: Transaction, task_id: str) -> dict[str, Any]:
-    """A task's record as of this transaction (:class:`TaskNotFound` if none)."""
-    rec = tx.get_record(Tables.TASKS, task_id)
-    if rec is None:
-        raise TaskNotFound(f"no task {task_id!r}")
-    return rec
-
-
-def moved(rec: Mapping[str, Any], event: Event, now: datetime, **changes: Any) -> dict[str, Any]:
-    """A new record: ``rec`` after ``event`` (checked against its state), with ``changes``.
-
-    Pure: the caller proves ``rec`` is current (read in the transaction, or
-    fenced by a strict ack or a compare-and-swap) and writes it with :func:`store`.
-    """
-    return {**rec, **moved_fields(rec, event, now, **changes)}
-
-
-def moved_fields(
-    rec: Mapping[str, Any], event: Event, now: datetime, **changes: Any
-) -> dict[str, Any]:
-    """The fields :func:`moved` changes (checked the same way), and only those."""
-    status = next_task_state(str(rec["task_id"]), rec.get("status"), event)
-    for name in ("error", "traceback"):  # errors quote URLs, with secrets
-        if isinstance(changes.get(name), str):
-            changes[name] = redact_text(changes[name])
-    return {**changes, "status": status, "updated_at": iso(now)}
-
-
-def finished(
-    rec: Mapping[str, Any],
-    event: Event,
-    now: datetime,
-    *,
-    result: Any = None,
-    error: str | None = None,
-    traceback: str | None = None,
-    **changes: Any,
-) -> dict[str, Any]:
-    """A new record: ``rec`` after a final event (succeed, fail, cancel, ...);
-    ``traceback`` is the failure's, kept with its ``error``."""
-    fields = finished_fields(
-        rec, event, now, result=result, error=error, traceback=traceback, **changes
-    )
-    return {**rec, **fields}
-
-
-def finished_fields(
-    rec: Mapping[str, Any],
-    event: Event,
-    now: datetime,
-    *,
-    result: Any = None,
-    error: str | None = None,
-    traceback: str | None = None,
-    **changes: Any,
-) -> dict[str, Any]:
-    """The fields :func:`finished` changes, and only those (for :func:`store_fields`)."""
-    stamp = iso(now)
-    new = moved_fields(
-        rec, event, now, result=result, error=error, traceback=traceback, finished_at=stamp,
-        next_attempt_at=None, **changes,
-    )  # fmt: skip
-    if new["status"] != TaskStatus.DEAD and payloads.is_offloaded(rec):
-        # Out-of-band arguments go with the task's end (a dead task keeps them:
-        # it may be replayed); the writer deletes the row (:func:`_write_final`).
-        new["args_ref"] = payloads.released_ref({**rec, **new})
-    return new
-
-
-def claimed(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str, Any]:
-    """A new record: ``rec`` claimed by a worker for this delivery."""
-    return {**rec, **claimed_fields(rec, now, deliveries)}
-
-
-def claimed_fields(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str, Any]:
-    """The fields :func:`claimed` changes, and only those (for :func:`swap_claimed`)."""
-    return moved_fields(rec, Event.CLAIM, now, started_at=iso(now), deliveries=deliveries)
-
-
-def store(tx: Transaction, rec: Mapping[str, Any]) -> None:
-    """Write a record produced by this module (arguments kept out of band are
-    never written into it, even if a caller put them in the dict it holds)."""
-    if "args" in rec and rec.get("args_ref") is not None:
-        rec = {k: v for k, v in rec.items() if k != "args"}
-    tx.put_record(Tables.TASKS, str(rec["task_id"]), rec)
-
-
-def store_encoded(tx: Transaction, task_id: str, encoded: EncodedRecord) -> None:
-    """Write the encoding of a record this module produced, made ahead of the
-    transaction (:func:`finished`, then ``encode_record``, off the write lock)."""
-    tx.put_record(Tables.TASKS, task_id, encoded)
-
-
-def store_fields(tx: Transaction, items: Sequence[tuple[str, EncodedFields]]) -> None:
-    """Write, as one set, the changed fields of records this module moved
-    (:func:`finished_fields`, encoded ahead of the transaction, off the write
-    lock); the rest of each record (its arguments) is not written again. The
-    caller has proved each record current (a strict ack in this transaction)."""
-    missing = tx.update_records(Tables.TASKS, items)
-    if missing:
-        raise TaskNotFound(f"no task {missing[0]!r} to record the outcome of")
-
-
-def swap_claimed(
-    tx: Transaction, items: Sequence[tuple[str, str, EncodedRecord | EncodedFields]]
-) -> list[str]:
-    """Write claimed records (made by :func:`claimed` from a read outside the
-    transaction, or only their :func:`claimed_fields`) where each is still the
-    version read: a compare-and-swap. Returns the ids that changed since their
-    read, to be decided again in a transaction."""
-    return tx.replace_records(Tables.TASKS, items)
-
-
-def send(env: Env, tx: Transaction, rec: Mapping[str, Any], deliver: datetime | None) -> None:
-    """Send the message of a task's current attempt."""
-    tx.send(rec["queue"], (rec["task_id"], rec["attempt"]), envelope_payload(rec), deliver)
-    env.telemetry.sent.add(1, {"queue": rec["queue"]})
-
-
-def _due(tx: Transaction, rec: Mapping[str, Any]) -> datetime | None:
-    """When a task that is being sent now should run: its scheduled time, if ahead."""
-    at = rec.get("next_attempt_at")
-    if not at:
-        return None
-    when = datetime.fromisoformat(at)
-    return when if when > tx.now else None
 
 
 def create(
@@ -329,105 +202,8 @@ def finish(
 ) -> dict[str, Any]:
     """Apply a final event, write it, and let the next task of its ordering key go."""
     new = finished(rec, event, tx.now, result=result, error=error, **changes)
-    _write_final(env, tx, new)
+    write_final(env, tx, new)
     return new
-
-
-def _write_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
-    store(tx, new)
-    _after_final(env, tx, new)
-    settle_waiters(env, tx, new)
-
-
-def settle_waiters(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
-    """``new`` is final in this transaction: decide the tasks waiting on it. Its
-    success releases each one it was the last prerequisite of (its message is
-    sent now); any other end voids them (cancelled, the reason naming ``new``),
-    and their own waiters in turn, worked through a list, not by recursion."""
-    finished_now: list[Mapping[str, Any]] = [new]
-    while finished_now:
-        done = finished_now.pop()
-        done_id = str(done["task_id"])
-        for waiter_id in joins.take_waiters(tx, done_id):
-            waiter = tx.get_record(Tables.TASKS, waiter_id)
-            if waiter is None or waiter["status"] != TaskStatus.WAITING:
-                continue  # cancelled meanwhile
-            if done["status"] != TaskStatus.SUCCEEDED:
-                reason = (
-                    f"task {done_id!r} ({done['tool']}) that it waited on is "
-                    f"{done['status']}: {done.get('error') or 'no result'}"
-                )
-                voided = finished(waiter, Event.VOID, tx.now, error=reason)
-                store(tx, voided)
-                _after_final(env, tx, voided)
-                finished_now.append(voided)
-                continue
-            left = [t for t in waiter.get("waiting_on", []) if t != done_id]
-            if left:
-                store(tx, {**waiter, "waiting_on": left, "updated_at": iso(tx.now)})
-            else:
-                released = moved(waiter, Event.RELEASE, tx.now, waiting_on=[])
-                store(tx, released)
-                send(env, tx, released, _due(tx, released))
-
-
-def _after_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
-    """What a final record brings about besides its waiters: its webhook, and the
-    next task of its ordering key."""
-    payloads.release(tx, new)
-    if new.get("key_slot"):
-        _release_key_slot(env, tx, new)
-    if new.get("callback_url"):
-        _send_webhook(env, tx, new)
-    if new.get("schedule"):
-        from agentq.lifecycle import schedules  # it builds on this module
-
-        schedules.run_finished(env, tx, new)  # the next run, in this transaction
-    key = new.get("ordering_key")
-    if not key:
-        return
-    nxt = ordering.release(tx, key, str(new["task_id"]))
-    while nxt is not None:
-        waiting = tx.get_record(Tables.TASKS, nxt)
-        if waiting is not None and waiting["status"] == TaskStatus.QUEUED:
-            # A waiting task never had a message: a row under its key was written
-            # around agentq, and must not make this (the head's) transaction fail.
-            tx.ack(waiting["queue"], (nxt, waiting["attempt"]), must_exist=False)
-            send(env, tx, waiting, _due(tx, waiting))
-            return
-        nxt = ordering.release(tx, key, nxt)  # not sendable (gone): skip it
-
-
-#: Statuses of a task that waits for a per-key slot (deferred, with a message).
-_WAITING = (TaskStatus.QUEUED, TaskStatus.RETRY_SCHEDULED)
-
-
-def _release_key_slot(env: Env, tx: Transaction, rec: Mapping[str, Any]) -> None:
-    """``rec`` left ``running``: free the per-key slot it held and send the first
-    task waiting for one now, handing it the slot (:mod:`agentq.keylimits`)."""
-    key = str(rec["key_slot"])
-    if not keylimits.release(tx, key, str(rec["task_id"]), int(rec["attempt"])):
-        return
-    while (waiter := keylimits.take_waiter(tx, key)) is not None:
-        waiting = tx.get_record(Tables.TASKS, waiter)
-        if waiting is None or waiting["status"] not in _WAITING:
-            continue  # finished, cancelled or running meanwhile: not waiting any more
-        # Its message is the fallback re-check, scheduled later: replaced by one
-        # for now (a new attempt key, so a worker holding the old one finds it stale).
-        tx.ack(waiting["queue"], (waiter, waiting["attempt"]), must_exist=False)
-        sent = reschedule(env, tx, waiting, Event.DEFER, tx.now, error=waiting.get("error"))
-        keylimits.hand_over(tx, key, waiter, int(sent["attempt"]))
-        return
-
-
-def _send_webhook(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
-    """The completion webhook of a finished task, in its completion transaction:
-    it commits with the outcome or not at all (:mod:`agentq.webhooks`)."""
-    args = webhooks.webhook_args(new)
-    create(
-        env, tx, tool=webhooks.WEBHOOK_TOOL, queue=webhooks.WEBHOOK_QUEUE, args=args,
-        kind="webhook", event=Event.ENQUEUE, http_idempotency_key=args["webhook_id"],
-    )  # fmt: skip
 
 
 def reschedule(
@@ -454,7 +230,7 @@ def reschedule(
     store(tx, new)
     send(env, tx, new, at)
     if rec.get("key_slot"):
-        _release_key_slot(env, tx, rec)
+        release_key_slot(env, tx, rec)
     return new
 
 
@@ -511,7 +287,7 @@ def dead_letter(
             "traceback": new.get("traceback"), "dead_at": iso(tx.now),
         },
     )  # fmt: skip
-    _write_final(env, tx, new)
+    write_final(env, tx, new)
     return new
 
 
@@ -533,7 +309,7 @@ def cancel(
         waiting = key is not None and ordering.forget(tx, key, task_id)
         if not waiting:
             tx.ack(rec["queue"], (task_id, rec["attempt"]), must_exist=False)
-    _write_final(env, tx, new)
+    write_final(env, tx, new)
     return new
 
 

@@ -1,0 +1,190 @@
+"""Task records: their shape, how an event changes them, and how they are written.
+
+Pure functions build the next record (or only its changed fields) from the
+current one and an event of :mod:`agentq.lifecycle.states`; the ``store*``
+functions write them and :func:`send` sends a task's current attempt. Records
+are never changed in place, so a transaction function that is re-run starts
+from the same input. The events themselves (which record, which messages) are
+:mod:`agentq.lifecycle.tasks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from agentq.backends import Backend, EncodedFields, EncodedRecord, Transaction
+from agentq.envelope import envelope_payload
+from agentq.errors import TaskNotFound
+from agentq.faults import FaultPoints
+from agentq.ledger import Tables, TaskStatus
+from agentq.lifecycle import payloads
+from agentq.lifecycle.states import Event, next_task_state
+from agentq.redact import redact_text
+from agentq.telemetry import Telemetry
+
+__all__ = [
+    "Env",
+    "claimed",
+    "claimed_fields",
+    "due",
+    "finished",
+    "finished_fields",
+    "iso",
+    "moved",
+    "moved_fields",
+    "read",
+    "send",
+    "store",
+    "store_encoded",
+    "store_fields",
+    "swap_claimed",
+]
+
+
+class Env(Protocol):
+    """What task events need of the runtime (a :class:`~agentq.runtime.Runtime`)."""
+
+    @property
+    def backend(self) -> Backend: ...
+    @property
+    def telemetry(self) -> Telemetry: ...
+    @property
+    def faults(self) -> FaultPoints: ...
+    @property
+    def args_inline_bytes(self) -> int: ...
+
+
+def iso(when: datetime) -> str:
+    """A time as the ledger stores it."""
+    return when.isoformat()
+
+
+def read(tx: Transaction, task_id: str) -> dict[str, Any]:
+    """A task's record as of this transaction (:class:`TaskNotFound` if none)."""
+    rec = tx.get_record(Tables.TASKS, task_id)
+    if rec is None:
+        raise TaskNotFound(f"no task {task_id!r}")
+    return rec
+
+
+def moved(rec: Mapping[str, Any], event: Event, now: datetime, **changes: Any) -> dict[str, Any]:
+    """A new record: ``rec`` after ``event`` (checked against its state), with ``changes``.
+
+    Pure: the caller proves ``rec`` is current (read in the transaction, or
+    fenced by a strict ack or a compare-and-swap) and writes it with :func:`store`.
+    """
+    return {**rec, **moved_fields(rec, event, now, **changes)}
+
+
+def moved_fields(
+    rec: Mapping[str, Any], event: Event, now: datetime, **changes: Any
+) -> dict[str, Any]:
+    """The fields :func:`moved` changes (checked the same way), and only those."""
+    status = next_task_state(str(rec["task_id"]), rec.get("status"), event)
+    for name in ("error", "traceback"):  # errors quote URLs, with secrets
+        if isinstance(changes.get(name), str):
+            changes[name] = redact_text(changes[name])
+    return {**changes, "status": status, "updated_at": iso(now)}
+
+
+def finished(
+    rec: Mapping[str, Any],
+    event: Event,
+    now: datetime,
+    *,
+    result: Any = None,
+    error: str | None = None,
+    traceback: str | None = None,
+    **changes: Any,
+) -> dict[str, Any]:
+    """A new record: ``rec`` after a final event (succeed, fail, cancel, ...);
+    ``traceback`` is the failure's, kept with its ``error``."""
+    fields = finished_fields(
+        rec, event, now, result=result, error=error, traceback=traceback, **changes
+    )
+    return {**rec, **fields}
+
+
+def finished_fields(
+    rec: Mapping[str, Any],
+    event: Event,
+    now: datetime,
+    *,
+    result: Any = None,
+    error: str | None = None,
+    traceback: str | None = None,
+    **changes: Any,
+) -> dict[str, Any]:
+    """The fields :func:`finished` changes, and only those (for :func:`store_fields`)."""
+    stamp = iso(now)
+    new = moved_fields(
+        rec, event, now, result=result, error=error, traceback=traceback, finished_at=stamp,
+        next_attempt_at=None, **changes,
+    )  # fmt: skip
+    if new["status"] != TaskStatus.DEAD and payloads.is_offloaded(rec):
+        # Out-of-band arguments go with the task's end (a dead task keeps them:
+        # it may be replayed); the writer deletes the row
+        # (:func:`agentq.lifecycle.consequences.write_final`).
+        new["args_ref"] = payloads.released_ref({**rec, **new})
+    return new
+
+
+def claimed(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str, Any]:
+    """A new record: ``rec`` claimed by a worker for this delivery."""
+    return {**rec, **claimed_fields(rec, now, deliveries)}
+
+
+def claimed_fields(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str, Any]:
+    """The fields :func:`claimed` changes, and only those (for :func:`swap_claimed`)."""
+    return moved_fields(rec, Event.CLAIM, now, started_at=iso(now), deliveries=deliveries)
+
+
+def store(tx: Transaction, rec: Mapping[str, Any]) -> None:
+    """Write a record produced by this module (arguments kept out of band are
+    never written into it, even if a caller put them in the dict it holds)."""
+    if "args" in rec and rec.get("args_ref") is not None:
+        rec = {k: v for k, v in rec.items() if k != "args"}
+    tx.put_record(Tables.TASKS, str(rec["task_id"]), rec)
+
+
+def store_encoded(tx: Transaction, task_id: str, encoded: EncodedRecord) -> None:
+    """Write the encoding of a record this module produced, made ahead of the
+    transaction (:func:`finished`, then ``encode_record``, off the write lock)."""
+    tx.put_record(Tables.TASKS, task_id, encoded)
+
+
+def store_fields(tx: Transaction, items: Sequence[tuple[str, EncodedFields]]) -> None:
+    """Write, as one set, the changed fields of records this module moved
+    (:func:`finished_fields`, encoded ahead of the transaction, off the write
+    lock); the rest of each record (its arguments) is not written again. The
+    caller has proved each record current (a strict ack in this transaction)."""
+    missing = tx.update_records(Tables.TASKS, items)
+    if missing:
+        raise TaskNotFound(f"no task {missing[0]!r} to record the outcome of")
+
+
+def swap_claimed(
+    tx: Transaction, items: Sequence[tuple[str, str, EncodedRecord | EncodedFields]]
+) -> list[str]:
+    """Write claimed records (made by :func:`claimed` from a read outside the
+    transaction, or only their :func:`claimed_fields`) where each is still the
+    version read: a compare-and-swap. Returns the ids that changed since their
+    read, to be decided again in a transaction."""
+    return tx.replace_records(Tables.TASKS, items)
+
+
+def send(env: Env, tx: Transaction, rec: Mapping[str, Any], deliver: datetime | None) -> None:
+    """Send the message of a task's current attempt."""
+    tx.send(rec["queue"], (rec["task_id"], rec["attempt"]), envelope_payload(rec), deliver)
+    env.telemetry.sent.add(1, {"queue": rec["queue"]})
+
+
+def due(tx: Transaction, rec: Mapping[str, Any]) -> datetime | None:
+    """When a task that is being sent now should run: its scheduled time, if ahead."""
+    at = rec.get("next_attempt_at")
+    if not at:
+        return None
+    when = datetime.fromisoformat(at)
+    return when if when > tx.now else None
