@@ -11,6 +11,10 @@ start so that enqueue speed is not part of the figure, and a no-op task that
 records when it started. Throughput is measured from the first task start to
 the last one, so process start-up is not counted either; every task's result is
 stored (Huey's result store; agentq's ledger, committed atomically with the ack).
+
+Each round also measures enqueueing the same number of tasks one per commit:
+Huey's task calls (timed as it fills its queue), and agentq transactions that
+each enqueue one task. Ratios are medians of the ratios within each round.
 """
 
 from __future__ import annotations
@@ -38,7 +42,9 @@ root = Path(sys.argv[1]); n = int(sys.argv[2]); workers = sys.argv[3]
 )
 sys.path.insert(0, str(root))
 from hueyapp import huey, noop
-results = [noop(i) for i in range(n)]
+began = time.perf_counter()
+results = [noop(i) for i in range(n)]  # one enqueue per commit
+enqueue_per_s = n / (time.perf_counter() - began)
 consumer = subprocess.Popen(
     [os.path.join(os.path.dirname(sys.executable), "huey_consumer"), "hueyapp.huey",
      "-w", workers, "-k", "process", "-d", "0.001", "-m", "0.01", "-C", "-q"],
@@ -51,7 +57,8 @@ while huey.result_count() < n:
     time.sleep(0.01)
 consumer.terminate(); consumer.wait(30)
 starts = sorted(r.get() for r in results)
-print(json.dumps({"tasks_per_s": (n - 1) / (starts[-1] - starts[0])}))
+print(json.dumps({"tasks_per_s": (n - 1) / (starts[-1] - starts[0]),
+                  "enqueue_per_s": enqueue_per_s}))
 """
 
 
@@ -62,13 +69,24 @@ def huey_env(root: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def run_huey(python: Path, n: int, workers: int) -> float:
+def run_huey(python: Path, n: int, workers: int) -> tuple[float, float]:
+    """Huey's (processed tasks/s, enqueues/s)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = subprocess.run(
             [str(python), "-c", HUEY_RUN, tmp, str(n), str(workers)],
             check=True, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
-    return float(json.loads(out.stdout.strip().splitlines()[-1])["tasks_per_s"])
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    return float(got["tasks_per_s"]), float(got["enqueue_per_s"])
+
+
+def run_agentq_enqueue(n: int) -> float:
+    """agentq's enqueues/s, one per commit (a transaction enqueueing one task)."""
+    from agentq.bench.decisions import enqueues
+    from agentq.bench.env import BenchEnv
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return enqueues(BenchEnv(Path(tmp), "full", "enq"), n, "")
 
 
 def run_agentq(n: int, workers: int, concurrency: int, batch: int) -> float:
@@ -104,18 +122,30 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         print("installing huey into a throwaway virtual environment ...", flush=True)
         python = huey_env(Path(tmp))
-        huey, ours = [], []
+        huey, ours, huey_enq, our_enq = [], [], [], []
         for r in range(args.repeats):
-            huey.append(run_huey(python, args.tasks, args.workers))
+            processed, enqueued = run_huey(python, args.tasks, args.workers)
+            huey.append(processed)
+            huey_enq.append(enqueued)
+            our_enq.append(run_agentq_enqueue(args.tasks))
             ours.append(run_agentq(args.tasks, args.workers, args.concurrency, args.batch))
-            print(f"repeat {r + 1}: huey {huey[-1]:,.0f} tasks/s, agentq {ours[-1]:,.0f} tasks/s",
-                  flush=True)  # fmt: skip
-    h, a = statistics.median(huey), statistics.median(ours)
+            print(f"repeat {r + 1}: processed: huey {huey[-1]:,.0f} tasks/s, agentq "
+                  f"{ours[-1]:,.0f} tasks/s; enqueue one per commit: huey {huey_enq[-1]:,.0f}/s, "
+                  f"agentq {our_enq[-1]:,.0f}/s", flush=True)  # fmt: skip
+
+    def summary(values: list[float]) -> dict[str, float]:
+        return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+    def ratio(ours: list[float], theirs: list[float]) -> float:
+        # The median of within-round ratios: raw rates move between rounds.
+        return round(statistics.median(a / b for a, b in zip(ours, theirs, strict=True)), 2)
+
     print(json.dumps({
         "tasks": args.tasks, "workers": args.workers, "repeats": args.repeats,
-        "huey_tasks_per_s": {"median": h, "min": min(huey), "max": max(huey)},
-        "agentq_tasks_per_s": {"median": a, "min": min(ours), "max": max(ours)},
-        "ratio_agentq_over_huey": round(a / h, 2),
+        "huey_tasks_per_s": summary(huey), "agentq_tasks_per_s": summary(ours),
+        "ratio_agentq_over_huey": ratio(ours, huey),
+        "huey_enqueue_per_s": summary(huey_enq), "agentq_enqueue_per_s": summary(our_enq),
+        "enqueue_ratio_agentq_over_huey": ratio(our_enq, huey_enq),
     }, indent=2))  # fmt: skip
 
 

@@ -30,15 +30,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentq.bench import (
-    _decisions,
-    _enqueue_actions,
-    _Env,
-    _in_threads,
-    _raw_commits,
-    _spawn_workers,
-    _stop_workers,
-)
+from agentq.bench.decisions import decisions as _decisions
+from agentq.bench.decisions import enqueue_actions as _enqueue_actions
+from agentq.bench.decisions import in_threads as _in_threads
+from agentq.bench.env import BenchEnv as _Env
+from agentq.bench.env import spawn_workers as _spawn_workers
+from agentq.bench.env import stop_workers as _stop_workers
+from agentq.bench.queue_layer import raw_commits as _raw_commits
 
 
 def enqueue_plain(env: _Env, n: int) -> float:
