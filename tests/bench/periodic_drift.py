@@ -12,6 +12,7 @@ predicts (the drift), how late runs started, and what was skipped.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
@@ -76,4 +77,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0]).parse_args()
     sys.exit(main())
