@@ -34,13 +34,20 @@ _COUNTED = {
     "retry_scheduled": "retrying",
     "awaiting_approval": "awaiting_approval",
     "dead": "dead",
+    "waiting": "waiting",
+    "outcome_unknown": "outcome_unknown",
 }
-_UNFINISHED = ("queued", "running", "retry_scheduled", "awaiting_approval")
+_UNFINISHED = (
+    "queued", "running", "retry_scheduled", "awaiting_approval", "waiting", "outcome_unknown"
+)
 
 
 @dataclass
 class ToolCounts:
-    """One tool's tasks by status, and the age (s) of its oldest unfinished one."""
+    """One tool's tasks by status, and the age (s) of its oldest unfinished one.
+
+    ``waiting``: tasks waiting on others (``after=``); ``outcome_unknown``: guarded
+    calls parked for an operator (``agentq resolve``)."""
 
     tool: str
     queued: int = 0
@@ -48,6 +55,8 @@ class ToolCounts:
     retrying: int = 0
     awaiting_approval: int = 0
     dead: int = 0
+    waiting: int = 0
+    outcome_unknown: int = 0
     oldest_unfinished_s: float | None = None
     oldest_approval_s: float | None = None
 

@@ -22,7 +22,8 @@ _QUEUE_COLUMNS = ("queue", "depth", "ready", "scheduled", "leased", "backing_off
 _QUEUE_HEADERS = ("queue", "depth", "ready", "scheduled", "leased", "backoff", "oldest_s",
                   "expired", "ttl")  # fmt: skip
 _TOOL_COLUMNS = ("tool", "queued", "running", "retrying", "awaiting_approval", "dead",
-                 "oldest_unfinished_s", "oldest_approval_s")  # fmt: skip
+                 "waiting", "outcome_unknown", "oldest_unfinished_s",
+                 "oldest_approval_s")  # fmt: skip
 _WORKER_COLUMNS = ("worker_id", "status", "age_s", "queues", "concurrency", "in_flight",
                    "started_at", "lost_at", "stats")  # fmt: skip
 

@@ -140,6 +140,8 @@ def test_without_reconcile_a_crashed_call_is_parked_and_never_made_again(
     assert parked.error is not None and "no reconcile handler" in parked.error
     assert len(api.charges_for(task.task_id)) == 1  # charged once, not again
     assert rt.backend.stats("pay").depth == 0  # parked: no message at all
+    counts = {c.tool: c for c in rt.tool_counts()}["charge_bare"]
+    assert (counts.outcome_unknown, counts.running) == (1, 0)  # operators see it parked
     clock.advance(7200)
     rt.worker(receive_timeout=0.05).drain()
     assert len(api.charges_for(task.task_id)) == 1

@@ -67,6 +67,8 @@ def test_a_task_runs_only_once_every_task_it_waits_on_has_succeeded(rt: Runtime)
     assert ship.status is TaskStatus.WAITING
     assert ship.after == ship.waiting_on == [a.task_id, b.task_id]
     assert rt.backend.stats("joins").depth == 2  # the waiting task has no message
+    counts = {c.tool: c for c in rt.tool_counts()}["step"]
+    assert (counts.waiting, counts.queued) == (1, 2)
 
     clock: FakeClock = rt.clock  # type: ignore[assignment]
     clock.advance(61)
