@@ -152,15 +152,11 @@ def finished_fields(
 ) -> dict[str, Any]:
     """The fields :func:`finished` changes, and only those (for :func:`store_fields`)."""
     stamp = iso(now)
-    new = moved_fields(
+    # Out-of-band arguments stay until the task is pruned (agentq.lifecycle.payloads).
+    return moved_fields(
         rec, event, now, result=result, error=error, traceback=traceback, finished_at=stamp,
         next_attempt_at=None, **changes,
     )  # fmt: skip
-    if new["status"] != TaskStatus.DEAD and payloads.is_offloaded(rec):
-        # Out-of-band arguments go with the task's end (a dead task keeps them:
-        # it may be replayed); the writer deletes the row (:func:`_write_final`).
-        new["args_ref"] = payloads.released_ref({**rec, **new})
-    return new
 
 
 def claimed(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str, Any]:
@@ -374,7 +370,6 @@ def settle_waiters(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
 def _after_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
     """What a final record brings about besides its waiters: its webhook, and the
     next task of its ordering key."""
-    payloads.release(tx, new)
     if new.get("key_slot"):
         _release_key_slot(env, tx, new)
     if new.get("callback_url"):
