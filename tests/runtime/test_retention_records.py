@@ -222,3 +222,53 @@ def test_a_worker_record_that_beat_between_the_read_and_the_delete_is_kept(
     finally:
         rt.backend.transact = real_transact  # type: ignore[method-assign]
     assert [w.worker_id for w in rt.workers()] == ["late"]
+
+
+# -- guards: what needs no pruning keeps working through one ------------------------
+
+
+class Period(BaseModel):
+    label: str = "hourly"
+
+
+@tool(queue="reports", every="1h")
+def hourly_report(ctx: ToolContext, args: Period) -> None:
+    pass
+
+
+def test_a_schedule_keeps_its_next_run_and_goes_on_after_its_old_runs_are_pruned(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    url = f"sqlite:///{tmp_path / 'schedules.db'}"
+    with Runtime(url, tools=[hourly_report], clock=clock, retention="1d") as rt:
+        rt.sync_schedules()
+        worker = rt.worker()
+        for _ in range(48):
+            clock.advance(timedelta(hours=1))
+            assert worker.drain() == 1
+        pending = [t for t in rt.tasks() if not t.done]
+        assert len(pending) == 1
+        clock.advance(1)
+        report = rt.prune(older_than=timedelta(0))
+        assert report.counts.tasks == 48
+        assert [t.task_id for t in rt.tasks()] == [pending[0].task_id]
+        [schedule] = rt.schedules()
+        assert schedule.pending_task_id == pending[0].task_id and schedule.runs == 48
+        clock.advance(timedelta(hours=1))
+        assert worker.drain() == 1
+        [schedule] = rt.schedules()
+        assert schedule.runs == 49 and schedule.next_run is not None
+
+
+def test_a_waiting_tasks_list_survives_a_prune_and_goes_with_its_prerequisite(
+    rt: Runtime, clock: FakeClock
+) -> None:
+    first = rt.enqueue_action("reindex", {"user_id": 1}, delay=30 * DAY)
+    waiter = rt.enqueue_action("reindex", {"user_id": 2}, after=[first.task_id])
+    clock.advance(20 * DAY)
+    rt.prune(older_than=timedelta(0))
+    assert keys(rt, Tables.JOINS) == [first.task_id]
+    clock.advance(11 * DAY)
+    rt.worker().drain()
+    assert rt.task(waiter.task_id).status == TaskStatus.SUCCEEDED
+    assert keys(rt, Tables.JOINS) == []
