@@ -49,8 +49,8 @@ class _Section(BaseModel):
     wins over it."""
     args_inline_bytes: int = Field(default=4096, ge=0, le=64 * 1024)
     """Task arguments whose JSON is larger than this many bytes are stored out of
-    band, in a record of their own deleted when the task ends (default 4096, the
-    message size Spanner's queue documents recommend)."""
+    band, in a record of their own deleted with the task when retention prunes it
+    (default 4096, the message size Spanner's queue documents recommend)."""
     retention: RetentionValue | None = None
     """How long finished tasks are kept before workers delete them (``"7d"``,
     ``"36h"``; ``"off"``: kept forever); a tool's policy ``retention`` wins over

@@ -37,7 +37,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from agentq.backends import LEASE_SECONDS, Transaction
@@ -51,12 +51,14 @@ __all__ = [
     "KeyLimit",
     "acquire",
     "hand_over",
+    "held_until",
     "holders",
     "key_limit",
     "release",
     "renew",
     "slot_key",
     "take_waiter",
+    "waiting_tasks",
 ]
 
 #: Record table of the keys' holders and waiting tasks.
@@ -109,6 +111,30 @@ def _live(rec: Mapping[str, Any] | None, now: int) -> dict[str, dict[str, int]]:
         ):
             live[str(task_id)] = {"attempt": entry["attempt"], "until": entry["until"]}
     return live
+
+
+def held_until(rec: Mapping[str, Any] | None) -> datetime | None:
+    """When the last slot a key's record lists ends (or ended); ``None`` if it lists
+    none. Malformed entries hold nothing, as for :func:`acquire`."""
+    found = rec.get("holders") if rec else None
+    ends = [
+        entry["until"]
+        for entry in (found.values() if isinstance(found, dict) else ())
+        if isinstance(entry, dict)
+        and isinstance(entry.get("until"), int)
+        and isinstance(entry.get("attempt"), int)
+    ]
+    if not ends:
+        return None
+    try:
+        return from_micros(max(ends))
+    except OverflowError:  # a record agentq did not write: held as long as can be
+        return datetime.max.replace(tzinfo=UTC)
+
+
+def waiting_tasks(rec: Mapping[str, Any] | None) -> list[str]:
+    """The tasks a key's record lists as waiting for a slot, first first."""
+    return _waiting(rec)
 
 
 def _waiting(rec: Mapping[str, Any] | None) -> list[str]:

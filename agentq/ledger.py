@@ -74,10 +74,11 @@ class TaskInfo(BaseModel):
     attempt: int
     failures: int = 0
     deliveries: int = 0
-    #: The validated arguments (empty once out-of-band ones were released).
+    #: The validated arguments, also when they are kept out of band (empty only
+    #: for a task whose earlier release of agentq deleted them when it ended).
     args: dict[str, Any] = Field(default_factory=dict)
     #: Set when the arguments are kept out of band: their ``bytes`` and
-    #: ``sha256``, and ``released`` once they were deleted with the task's end.
+    #: ``sha256`` (and ``released`` if an earlier release deleted them).
     args_ref: dict[str, Any] | None = None
     result: Any = None
     error: str | None = None

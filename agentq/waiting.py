@@ -26,19 +26,24 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from agentq.backends import Backend
 from agentq.clock import SystemClock
 from agentq.errors import InvalidArguments, TaskNotFound
 from agentq.ledger import Tables, TaskInfo
 
-__all__ = ["MAX_WAIT_SECONDS", "task_changes", "wait_for_task", "wait_for_task_async"]
+__all__ = ["MAX_WAIT_SECONDS", "ToInfo", "task_changes", "wait_for_task", "wait_for_task_async"]
 
 #: The longest single wait; a caller wanting longer waits again.
 MAX_WAIT_SECONDS = 3600.0
 #: Real seconds between re-checks of a non-system clock by the async form.
 _FAKE_CLOCK_RECHECK = 0.005
+
+#: Makes a task record a :class:`TaskInfo` (the runtime's also reads the task's
+#: out-of-band arguments).
+ToInfo = Callable[[dict[str, Any]], TaskInfo]
 
 
 def _checked_timeout(timeout: float) -> float:
@@ -54,18 +59,19 @@ def _checked_timeout(timeout: float) -> float:
 class _TaskWait:
     """One wait's state: the deadline and the last read of the task."""
 
-    def __init__(self, backend: Backend, task_id: str, timeout: float) -> None:
+    def __init__(self, backend: Backend, task_id: str, timeout: float, to_info: ToInfo) -> None:
         if not isinstance(task_id, str) or not task_id:
             raise InvalidArguments(f"task_id must be a non-empty string, got {task_id!r:.80}")
         self.backend = backend
         self.task_id = task_id
+        self.to_info = to_info
         self.deadline = backend.clock.monotonic() + _checked_timeout(timeout)
 
     def read(self) -> TaskInfo:
         rec = self.backend.get_record(Tables.TASKS, self.task_id)
         if rec is None:
             raise TaskNotFound(f"no task {self.task_id!r}")
-        return TaskInfo.model_validate(rec)
+        return self.to_info(rec)
 
     def pause(self, info: TaskInfo) -> float | None:
         """Seconds (of the clock) to wait before the next read; None: return ``info``."""
@@ -76,10 +82,12 @@ class _TaskWait:
         return remaining if poll is None else min(remaining, poll)
 
 
-def wait_for_task(backend: Backend, task_id: str, timeout: float) -> TaskInfo:
+def wait_for_task(
+    backend: Backend, task_id: str, timeout: float, to_info: ToInfo = TaskInfo.model_validate
+) -> TaskInfo:
     """Block until the task is finished or ``timeout`` seconds pass; return it as
     it then is. An unknown task raises :class:`~agentq.errors.TaskNotFound`."""
-    wait = _TaskWait(backend, task_id, timeout)
+    wait = _TaskWait(backend, task_id, timeout, to_info)
     event = threading.Event()
     backend.subscribe_commits(event)
     try:
@@ -108,11 +116,13 @@ class _LoopWake:
             pass
 
 
-async def task_changes(backend: Backend, task_id: str, timeout: float) -> AsyncIterator[TaskInfo]:
+async def task_changes(
+    backend: Backend, task_id: str, timeout: float, to_info: ToInfo = TaskInfo.model_validate
+) -> AsyncIterator[TaskInfo]:
     """The task as it is now, then each time it changes, until it is finished or
     ``timeout`` seconds pass (server-sent events are built on it). No thread is
     held while waiting; each read is a short strong read in the default executor."""
-    wait = _TaskWait(backend, task_id, timeout)
+    wait = _TaskWait(backend, task_id, timeout, to_info)
     wake = _LoopWake(asyncio.get_running_loop())
     real_time = isinstance(backend.clock, SystemClock)
     await asyncio.to_thread(backend.subscribe_commits, wake)
@@ -137,10 +147,12 @@ async def task_changes(backend: Backend, task_id: str, timeout: float) -> AsyncI
         backend.unsubscribe_commits(wake)
 
 
-async def wait_for_task_async(backend: Backend, task_id: str, timeout: float) -> TaskInfo:
+async def wait_for_task_async(
+    backend: Backend, task_id: str, timeout: float, to_info: ToInfo = TaskInfo.model_validate
+) -> TaskInfo:
     """The async form of :func:`wait_for_task`: the last of :func:`task_changes`."""
     last: TaskInfo | None = None
-    async for info in task_changes(backend, task_id, timeout):
+    async for info in task_changes(backend, task_id, timeout, to_info):
         last = info
     assert last is not None  # task_changes yields the first read at least
     return last

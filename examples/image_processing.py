@@ -4,14 +4,16 @@ An agent asks for thumbnails of images it holds in memory. Arguments over the
 runtime's threshold (4 KB by default, the message size Spanner's queue
 documents recommend) are stored in a payloads record in the same transaction
 as the task; the queue message carries only a reference. The handler gets the
-image as if it had travelled in the message, and the payload is deleted in the
-transaction that records the thumbnail. A small call stays inline.
+image as if it had travelled in the message; the finished task still shows its
+arguments, and the payload is deleted with the task when retention prunes it
+(7 days after it finished, by default). A small call stays inline.
 """
 
 # expect: photo.png: 42727 bytes of arguments kept out of band; its message is
 # expect: icon.png: arguments inline in the task record (no payload row)
 # expect: thumbnails: photo.png 40x12, icon.png 2x2
-# expect: payload rows left after the work: 0
+# expect: the finished photo.png task still shows its arguments: 1 payload row
+# expect: payload rows left once retention pruned the tasks: 0
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import base64
 import json
 import sqlite3
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -48,7 +51,8 @@ def make_thumbnail(ctx: ToolContext, args: Image) -> dict[str, str]:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "agentq.db"
-        rt = Runtime(f"sqlite:///{db}", tools=[make_thumbnail], clock=FakeClock())
+        clock = FakeClock()
+        rt = Runtime(f"sqlite:///{db}", tools=[make_thumbnail], clock=clock)
         pixels = bytes(range(256)) * 200
         photo = rt.enqueue_action("make_thumbnail", _image("photo.png", 320, 100, pixels))
         icon = rt.enqueue_action("make_thumbnail", _image("icon.png", 16, 16, pixels))
@@ -66,8 +70,14 @@ def main() -> None:
             print("icon.png: arguments inline in the task record (no payload row)")
         rt.worker().drain()
         print(f"thumbnails: photo.png {THUMBNAILS['photo.png']}, icon.png {THUMBNAILS['icon.png']}")
+        done = rt.task(photo.task_id)
+        assert done.args["data_b64"] == _image("photo.png", 320, 100, pixels)["data_b64"]
+        rows = rt.backend.list_records(Tables.PAYLOADS)
+        print(f"the finished photo.png task still shows its arguments: {len(rows)} payload row")
+        clock.advance(timedelta(days=8))  # past the default retention of 7 days
+        rt.prune()
         left = rt.backend.list_records(Tables.PAYLOADS)
-        print(f"payload rows left after the work: {len(left)}")
+        print(f"payload rows left once retention pruned the tasks: {len(left)}")
         rt.close()
 
 

@@ -43,8 +43,10 @@ def register(sub: Any) -> None:
         description=(
             "Delete finished tasks (succeeded, cancelled, and dead ones whose "
             "dead-letter entry was deleted) older than their retention, with their "
-            "approvals, idempotency keys and audit entries, a small batch per "
-            "transaction, and print the counts. Unfinished tasks are never deleted."
+            "approvals, idempotency keys, out-of-band arguments and audit entries, "
+            "and the dedupe keys, per-key slot records and worker records no longer "
+            "needed, a small batch per transaction, and print the counts per kind. "
+            "Unfinished tasks are never deleted."
         ),
     )
     add_db_args(p)
@@ -137,7 +139,9 @@ def _print_report(report: PruneReport, rules: RetentionRules, explicit: bool) ->
     verb = "would delete" if report.dry_run else "deleted"
     print(
         f"{verb} {c.tasks} task(s), {c.approvals} approval(s), {c.idempotency_keys} "
-        f"idempotency key(s), {c.audit_entries} audit entry(ies)"
+        f"idempotency key(s), {c.audit_entries} audit entry(ies), {c.payloads} out-of-band "
+        f"argument(s), {c.dedupe_keys} dedupe key(s), {c.key_slots} key slot record(s), "
+        f"{c.worker_records} worker record(s)"
     )
     how = " (--older-than, every tool)" if explicit else ""
     tools = ", ".join(f"{name} {shown(keep)}" for name, keep in sorted(rules.tools.items()))
@@ -151,11 +155,9 @@ def _print_report(report: PruneReport, rules: RetentionRules, explicit: bool) ->
 def _document(report: PruneReport | None, sizes: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"pruned": None}
     if report is not None:
-        c = report.counts
         out["pruned"] = {
-            "tasks": c.tasks, "approvals": c.approvals, "idempotency_keys": c.idempotency_keys,
-            "audit_entries": c.audit_entries, "dry_run": report.dry_run,
-            "as_of": report.now, "reclaimed_bytes": report.reclaimed_bytes,
+            **report.counts.as_dict(), "dry_run": report.dry_run, "as_of": report.now,
+            "reclaimed_bytes": report.reclaimed_bytes,
         }  # fmt: skip
     if sizes is not None:
         before, after = sizes

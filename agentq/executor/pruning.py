@@ -100,12 +100,8 @@ class Pruner:
         counts = report.counts
         self.worker._count("pruned_tasks", counts.tasks)
         if counts.total:
-            log.info(
-                "pruned %d finished task(s), %d approval(s), %d idempotency key(s), "
-                "%d audit entry(ies); %d bytes given back",
-                counts.tasks, counts.approvals, counts.idempotency_keys, counts.audit_entries,
-                report.reclaimed_bytes,
-            )  # fmt: skip
+            kinds = ", ".join(f"{n} {kind}" for kind, n in counts.as_dict().items() if n)
+            log.info("pruned %s; %d bytes given back", kinds, report.reclaimed_bytes)
 
     def _loop(self) -> None:
         clock = self.worker.clock

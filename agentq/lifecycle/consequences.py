@@ -1,9 +1,10 @@
 """What a task's end brings about, in the transaction that records it.
 
 A final record frees what the task held and moves what waited on it: its
-out-of-band arguments, its per-key slot (handed to the first waiter), its
-completion webhook, its schedule's next run, the next task of its ordering key,
-and the tasks waiting on it with ``after=`` (released or voided). Every task
+per-key slot (handed to the first waiter), its completion webhook, its
+schedule's next run, the next task of its ordering key, and the tasks waiting
+on it with ``after=`` (released or voided). Out-of-band arguments stay until
+retention prunes the task (:mod:`agentq.lifecycle.payloads`). Every task
 event that ends a task goes through :func:`write_final`.
 """
 
@@ -15,7 +16,6 @@ from typing import Any
 from agentq import joins, keylimits, ordering, webhooks
 from agentq.backends import Transaction
 from agentq.ledger import Tables, TaskStatus
-from agentq.lifecycle import payloads
 from agentq.lifecycle.records import Env, due, finished, iso, moved, send, store
 from agentq.lifecycle.states import Event
 
@@ -64,7 +64,6 @@ def settle_waiters(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
 def after_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
     """What a final record brings about besides its waiters: its webhook, and the
     next task of its ordering key."""
-    payloads.release(tx, new)
     if new.get("key_slot"):
         release_key_slot(env, tx, new)
     if new.get("callback_url"):

@@ -16,8 +16,7 @@ from typing import Any
 from agentq import ordering
 from agentq.backends import Transaction
 from agentq.errors import IllegalTransition, TaskNotFound
-from agentq.ledger import Tables, TaskStatus
-from agentq.lifecycle import payloads
+from agentq.ledger import Tables
 from agentq.lifecycle.states import Event
 from agentq.lifecycle.tasks import Env, iso, moved, send, store
 from agentq.redact import redact_text
@@ -71,7 +70,7 @@ def replay(env: Env, tx: Transaction, task_id: str) -> dict[str, Any]:
     if rec is None:
         raise TaskNotFound(f"no task or dead-letter entry {task_id!r}")
     ref = rec.get("args_ref")
-    if ref is not None and ref.get("released"):
+    if ref is not None and ref.get("released"):  # deleted by an earlier release
         raise IllegalTransition(
             f"task {task_id!r} cannot be replayed: its arguments ({ref.get('bytes')} bytes, "
             "kept out of band) were deleted with its dead-letter entry"
@@ -89,16 +88,10 @@ def replay(env: Env, tx: Transaction, task_id: str) -> dict[str, Any]:
 
 
 def delete_entry(tx: Transaction, entry_id: str) -> dict[str, Any] | None:
-    """Delete a dead-letter entry (the task stays dead in the ledger); returns
-    the entry, or None if there was none. A dead task's out-of-band arguments,
-    kept so that it could be replayed, go with its entry."""
+    """Delete a dead-letter entry (the task stays dead in the ledger, with its
+    arguments, until retention prunes it); returns the entry, or None if there
+    was none."""
     entry = tx.get_record(Tables.DEAD_LETTERS, entry_id)
     if entry is None or not tx.delete_record(Tables.DEAD_LETTERS, entry_id):
         return None
-    task_id = entry.get("task_id")
-    rec = tx.get_record(Tables.TASKS, str(task_id)) if task_id else None
-    if rec is not None and rec.get("status") == TaskStatus.DEAD and payloads.is_offloaded(rec):
-        released = {**rec, "args_ref": payloads.released_ref(rec), "updated_at": iso(tx.now)}
-        store(tx, released)
-        payloads.release(tx, released)
     return entry

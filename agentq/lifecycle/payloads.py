@@ -11,10 +11,14 @@ that creates the task; the task record and its envelope carry ``args_ref``
 arguments either way (:func:`args_of`). The hard limit
 (:data:`~agentq.envelope.MAX_ENVELOPE_BYTES`) applies to both.
 
-A payload lives as long as the task may still run: the transaction that makes
-the task succeed or be cancelled deletes it (``args_ref`` then says
-``released``); a dead task keeps it, so it can be replayed, until its
-dead-letter entry is deleted.
+A payload lives exactly as long as its task's record: it is deleted in the
+transaction that prunes the finished task once it is past its retention
+(:mod:`agentq.lifecycle.retention`), never sooner. So storage stays bounded
+(the arguments go with the task), a finished task shows its arguments for as
+long as it is kept (an adapter comparing a call with its task's ``args`` sees
+the same call), and a dead task can be replayed until it is pruned. Records
+written by releases that deleted the payload when the task ended say
+``released`` in their ``args_ref``; their arguments read as unavailable.
 
 The row is found by the task's own id, never by anything an envelope or the
 arguments say, and its digest is checked: arguments that look like a reference
@@ -40,8 +44,6 @@ __all__ = [
     "encode_args",
     "is_offloaded",
     "offload",
-    "release",
-    "released_ref",
 ]
 
 #: Encoded arguments up to this many bytes stay in the task's record.
@@ -52,8 +54,8 @@ Reader = Callable[[str, str], dict[str, Any] | None]
 
 
 class ArgumentsUnavailable(ToolError):
-    """A task's out-of-band arguments are gone (its dead-letter entry was
-    deleted) or do not match its record: it cannot run."""
+    """A task's out-of-band arguments are gone (deleted by an earlier release)
+    or do not match its record: it cannot run."""
 
 
 def encode_args(args: Mapping[str, Any]) -> str:
@@ -77,19 +79,6 @@ def is_offloaded(rec: Mapping[str, Any]) -> bool:
     return rec.get("args_ref") is not None
 
 
-def released_ref(rec: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The ``args_ref`` of ``rec`` once its payload is deleted (None if inline)."""
-    ref = rec.get("args_ref")
-    return None if ref is None else {**ref, "released": True}
-
-
-def release(tx: Transaction, rec: Mapping[str, Any]) -> None:
-    """Delete the payload of a task whose record says it was released."""
-    ref = rec.get("args_ref")
-    if ref is not None and ref.get("released"):
-        tx.delete_record(Tables.PAYLOADS, str(rec["task_id"]))
-
-
 def args_of(read: Reader, rec: Mapping[str, Any]) -> dict[str, Any]:
     """A task's arguments: from its record, or its own payload row."""
     ref = rec.get("args_ref")
@@ -99,7 +88,8 @@ def args_of(read: Reader, rec: Mapping[str, Any]) -> dict[str, Any]:
     if ref.get("released"):
         raise ArgumentsUnavailable(
             f"task {task_id!r}: its arguments ({ref.get('bytes')} bytes, kept out of band) "
-            "were deleted when it finished or its dead-letter entry was deleted"
+            "were deleted when it finished or its dead-letter entry was deleted (by an "
+            "earlier release of agentq)"
         )
     row = read(Tables.PAYLOADS, task_id)
     if row is None or row.get("task_id") != task_id or row.get("sha256") != ref.get("sha256"):

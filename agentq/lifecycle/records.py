@@ -18,8 +18,7 @@ from agentq.backends import Backend, EncodedFields, EncodedRecord, Transaction
 from agentq.envelope import envelope_payload
 from agentq.errors import TaskNotFound
 from agentq.faults import FaultPoints
-from agentq.ledger import Tables, TaskStatus
-from agentq.lifecycle import payloads
+from agentq.ledger import Tables
 from agentq.lifecycle.states import Event, next_task_state
 from agentq.redact import redact_text
 from agentq.telemetry import Telemetry
@@ -119,16 +118,11 @@ def finished_fields(
 ) -> dict[str, Any]:
     """The fields :func:`finished` changes, and only those (for :func:`store_fields`)."""
     stamp = iso(now)
-    new = moved_fields(
+    # Out-of-band arguments stay until the task is pruned (agentq.lifecycle.payloads).
+    return moved_fields(
         rec, event, now, result=result, error=error, traceback=traceback, finished_at=stamp,
         next_attempt_at=None, **changes,
     )  # fmt: skip
-    if new["status"] != TaskStatus.DEAD and payloads.is_offloaded(rec):
-        # Out-of-band arguments go with the task's end (a dead task keeps them:
-        # it may be replayed); the writer deletes the row
-        # (:func:`agentq.lifecycle.consequences.write_final`).
-        new["args_ref"] = payloads.released_ref({**rec, **new})
-    return new
 
 
 def claimed(rec: Mapping[str, Any], now: datetime, deliveries: int) -> dict[str, Any]:

@@ -16,12 +16,17 @@ table (:mod:`agentq.lifecycle.states`):
 
 With a task go, in the same transaction: its idempotency key (if the key still
 names it: a key is kept exactly as long as its task, so it dedupes for the whole
-retention period), and its approval if the task is the approval's action (an
-approval's timers name it too) and the approval is decided. Audit entries are
-deleted once older than the runtime's retention and about no task that still
-exists (an entry about a stray dead letter: once old). Ordering-key records are
-deleted by the lifecycle as soon as a key has no task left, and dead-letter
-entries are an operator's to delete, so neither is touched here.
+retention period), its out-of-band arguments (:mod:`agentq.lifecycle.payloads`:
+kept until now, so a finished task shows its arguments for as long as it is
+kept), and its approval if the task is the approval's action (an approval's
+timers name it too) and the approval is decided. Audit entries are deleted once
+older than the runtime's retention and about no task that still exists (an
+entry about a stray dead letter: once old). Dedupe keys, per-key slot records
+and the records of long-gone workers have rules of their own
+(:mod:`agentq.lifecycle.retention_records`, which also says what needs none).
+Ordering-key records are deleted by the lifecycle as soon as a key has no task
+left, and dead-letter entries are an operator's to delete, so neither is
+touched here.
 
 The work is done a batch at a time (:func:`prune_pass`): each batch reads a page
 of records outside any transaction, decides there, and deletes in one short
@@ -41,6 +46,8 @@ from agentq.backends import Backend, Transaction
 from agentq.clock import to_micros
 from agentq.errors import ConfigError
 from agentq.ledger import TERMINAL, Tables, TaskStatus
+from agentq.lifecycle import payloads, retention_records
+from agentq.lifecycle.retention_records import GoneTasks, stamp
 from agentq.lifecycle.retention_scan import TaskScan
 from agentq.lifecycle.states import APPROVAL_TRANSITIONS, TASK_TRANSITIONS
 from agentq.policies import Policy, parse_duration
@@ -85,16 +92,28 @@ class PruneCounts:
     approvals: int = 0
     idempotency_keys: int = 0
     audit_entries: int = 0
+    #: Out-of-band arguments (deleted with their task).
+    payloads: int = 0
+    #: Dedupe keys whose task is gone.
+    dedupe_keys: int = 0
+    #: Per-key slot records that held nothing for longer than the retention.
+    key_slots: int = 0
+    #: Records of workers not heard from for longer than the retention.
+    worker_records: int = 0
 
     def add(self, other: PruneCounts) -> None:
         """Add ``other``'s counts to these."""
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
+    def as_dict(self) -> dict[str, int]:
+        """Each kind's count, by name."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
     @property
     def total(self) -> int:
         """All records counted."""
-        return self.tasks + self.approvals + self.idempotency_keys + self.audit_entries
+        return sum(self.as_dict().values())
 
 
 @dataclass(frozen=True)
@@ -146,7 +165,7 @@ def policy_rules(default: timedelta | None, policy: Policy) -> RetentionRules:
 
 def _finished_at(rec: Mapping[str, Any]) -> datetime | None:
     # Unreadable: kept, never guessed old.
-    return _stamp(rec.get("finished_at") or rec.get("updated_at"))
+    return stamp(rec.get("finished_at") or rec.get("updated_at"))
 
 
 def _old_enough(rec: Mapping[str, Any], rules: RetentionRules, now: datetime) -> bool:
@@ -189,6 +208,24 @@ def _count(counts: PruneCounts, rows: list[tuple[str, str]]) -> None:
             counts.approvals += 1
 
 
+def _has_payload(rec: Mapping[str, Any]) -> bool:
+    # A record written before payloads were kept until pruning says "released":
+    # its row was deleted when it finished.
+    return payloads.is_offloaded(rec) and not (rec.get("args_ref") or {}).get("released")
+
+
+def _prunable(
+    backend: Backend, rules: RetentionRules, now: datetime, page: list[tuple[str, dict[str, Any]]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The tasks of ``page`` old enough to go, as read outside a transaction."""
+    old = [(k, r) for k, r in page if _old_enough(r, rules, now)]
+    revivable = [k for k, r in old if r.get("status") in _REVIVABLE]
+    if revivable:
+        listed = backend.read_records(Tables.DEAD_LETTERS, revivable)
+        old = [(k, r) for k, r in old if k not in listed]
+    return old
+
+
 def _prune_tasks(
     backend: Backend,
     rules: RetentionRules,
@@ -196,17 +233,14 @@ def _prune_tasks(
     page: list[tuple[str, dict[str, Any]]],
     dry_run: bool,
 ) -> PruneCounts:
-    old = [(k, r) for k, r in page if _old_enough(r, rules, now)]
-    revivable = [k for k, r in old if r.get("status") in _REVIVABLE]
-    if revivable:
-        listed = backend.read_records(Tables.DEAD_LETTERS, revivable)
-        old = [(k, r) for k, r in old if k not in listed]
+    old = _prunable(backend, rules, now, page)
     if not old:
         return PruneCounts()
     if dry_run:
         counts = PruneCounts()
         for key, rec in old:
             _count(counts, _belongings(backend.get_record, key, rec))
+            counts.payloads += _has_payload(rec)
         return counts
 
     def delete(tx: Transaction) -> PruneCounts:
@@ -230,6 +264,8 @@ def _prune_tasks(
             for table, row in rows:
                 tx.delete_record(table, row)
             _count(counts, rows)
+            if payloads.is_offloaded(rec):
+                counts.payloads += tx.delete_record(Tables.PAYLOADS, key)
         return counts
 
     # Not durable: a delete lost to a power failure is simply made again.
@@ -261,20 +297,21 @@ def prune_pass(
     rules: RetentionRules,
     now: datetime,
     *,
-    audit_retention: timedelta | None,
+    runtime_retention: timedelta | None,
     batch_size: int = DEFAULT_BATCH,
     dry_run: bool = False,
     since: datetime | None = None,
 ) -> Iterator[PruneCounts]:
-    """One pass over the ledger, then the audit, deleting what is older than
-    ``rules`` (audit entries: ``audit_retention``; ``None`` keeps them) as of
-    ``now``; yields each batch's counts, so that the caller can pause between
-    batches (and stop) while other writers take their turn.
+    """One pass over the ledger, then the records of no one task, deleting what is
+    older than ``rules`` as of ``now``; yields each batch's counts, so that the
+    caller can pause between batches (and stop) while other writers take their turn.
 
-    ``since`` (the ``now`` of a previous pass) makes it a window pass: only the
-    tasks that became old since then, and no audit (see
-    :mod:`agentq.lifecycle.retention_scan`). ``dry_run`` counts what would be
-    deleted and deletes nothing.
+    Dedupe keys follow their tasks, per-key slot records their tool's retention,
+    audit entries and worker records ``runtime_retention`` (``None`` keeps them);
+    see :mod:`agentq.lifecycle.retention_records`. ``since`` (the ``now`` of a
+    previous pass) makes it a window pass: only the tasks that became old since
+    then, and none of the others (see :mod:`agentq.lifecycle.retention_scan`).
+    ``dry_run`` counts what would be deleted and deletes nothing.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -287,15 +324,43 @@ def prune_pass(
             scan = TaskScan.window(backend, since, now, sorted(kept))
         for page in scan.pages(batch_size):
             yield _prune_tasks(backend, rules, now, page, dry_run)
-    if audit_retention is not None and since is None:
-        after = ""
-        while True:
-            counts, after, done = _prune_audit(
-                backend, audit_retention, now, after, batch_size, dry_run
-            )
-            yield counts
-            if done:
-                break
+    if since is not None:
+        return
+    gone = _gone_or_going(backend, rules, now) if dry_run else retention_records.tasks_gone(backend)
+    for n in retention_records.prune_dedupe_keys(backend, gone, batch_size, dry_run=dry_run):
+        yield PruneCounts(dedupe_keys=n)
+    slots = retention_records.prune_key_slots(
+        backend, rules.for_tool, now, batch_size, dry_run=dry_run
+    )
+    for n in slots:
+        yield PruneCounts(key_slots=n)
+    if runtime_retention is None:
+        return
+    workers = retention_records.prune_workers(
+        backend, runtime_retention, now, batch_size, dry_run=dry_run
+    )
+    for n in workers:
+        yield PruneCounts(worker_records=n)
+    after = ""
+    while True:
+        counts, after, done = _prune_audit(
+            backend, runtime_retention, now, after, batch_size, dry_run
+        )
+        yield counts
+        if done:
+            break
+
+
+def _gone_or_going(backend: Backend, rules: RetentionRules, now: datetime) -> GoneTasks:
+    """Of some task ids, those with no task record or that this pass deletes (what
+    a dry run, which deletes none, counts as gone)."""
+
+    def gone(task_ids: list[str]) -> set[str]:
+        found = backend.read_records(Tables.TASKS, task_ids) if task_ids else {}
+        going = _prunable(backend, rules, now, [(k, r.value) for k, r in found.items()])
+        return {t for t in task_ids if t not in found} | {k for k, _ in going}
+
+    return gone
 
 
 def claim_pruning(backend: Backend, owner: str, now: datetime, ttl: timedelta) -> bool:
@@ -306,7 +371,7 @@ def claim_pruning(backend: Backend, owner: str, now: datetime, ttl: timedelta) -
     def claim(tx: Transaction) -> bool:
         held = tx.get_record(PRUNER_TABLE, "claim")
         if held is not None and held.get("owner") != owner:
-            until = _stamp(held.get("until"))
+            until = stamp(held.get("until"))
             if until is not None and until > now:
                 return False
         tx.put_record(PRUNER_TABLE, "claim", {"owner": owner, "until": (now + ttl).isoformat()})
@@ -314,10 +379,3 @@ def claim_pruning(backend: Backend, owner: str, now: datetime, ttl: timedelta) -
 
     return backend.transact(claim, durable=False)
 
-
-def _stamp(value: Any) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(str(value))
-    except (TypeError, ValueError):
-        return None
-    return when if when.tzinfo is not None else None

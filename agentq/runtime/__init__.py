@@ -62,8 +62,8 @@ class Runtime(
     tasks are kept before workers delete them (default 7 days; ``"off"`` or
     ``None``: forever; a tool's policy ``retention`` wins): see :meth:`prune`.
     A task whose encoded arguments are over ``args_inline_bytes`` (default
-    4096) keeps them out of band, in a record of their own deleted when the
-    task ends (:mod:`agentq.lifecycle.payloads`).
+    4096) keeps them out of band, in a record of their own deleted with the
+    task when it is pruned (:mod:`agentq.lifecycle.payloads`).
     A runtime with tools records them (and its policies, if given) in the
     database's tool catalog (:meth:`record_tools`; ``agentq init`` and every
     worker at start do). A runtime without ``tools`` is a *producer*: it

@@ -34,7 +34,7 @@ class TaskPage:
 
 def task_info(rec: dict[str, Any], read: payloads.Reader) -> TaskInfo:
     """A ledger record as a :class:`TaskInfo`, with its out-of-band arguments
-    read (none once they were released with the task's end)."""
+    read (none if an earlier release deleted them with the task's end)."""
     if payloads.is_offloaded(rec):
         try:
             rec = {**rec, "args": payloads.args_of(read, rec)}
@@ -76,16 +76,19 @@ class ReadingMixin(RuntimeCore):
         is (check ``.done``). Woken by commits, this process's and other
         processes' (:mod:`agentq.waiting`), not by polling. An unknown task raises
         :class:`~agentq.errors.TaskNotFound`; ``timeout`` must be 0..3600 s."""
-        return waiting.wait_for_task(self.backend, task_id, timeout)
+        return waiting.wait_for_task(self.backend, task_id, timeout, self._info)
 
     async def wait_async(self, task_id: str, timeout: float) -> TaskInfo:
         """Async form of :meth:`wait` (the same loop; no thread held while waiting)."""
-        return await waiting.wait_for_task_async(self.backend, task_id, timeout)
+        return await waiting.wait_for_task_async(self.backend, task_id, timeout, self._info)
 
     def task_changes(self, task_id: str, timeout: float) -> AsyncIterator[TaskInfo]:
         """Async iterator: the task now, then at each change, until it is final or
         ``timeout`` seconds pass (the HTTP API's server-sent events)."""
-        return waiting.task_changes(self.backend, task_id, timeout)
+        return waiting.task_changes(self.backend, task_id, timeout, self._info)
+
+    def _info(self, rec: dict[str, Any]) -> TaskInfo:
+        return task_info(rec, self.backend.get_record)
 
     def _task_in(self, tx: Transaction, task_id: str) -> TaskInfo:
         rec = tx.get_record(Tables.TASKS, task_id)

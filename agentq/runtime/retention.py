@@ -67,7 +67,9 @@ class RetentionMixin(RuntimeCore):
         stop: threading.Event | None = None,
     ) -> PruneReport:
         """Delete finished tasks older than their retention, with their approvals,
-        idempotency keys and audit entries, a batch of ``batch_size`` records per
+        idempotency keys, out-of-band arguments and audit entries, and the dedupe
+        keys, per-key slot records and worker records that are no longer needed
+        (:mod:`agentq.lifecycle.retention_records`), a batch of ``batch_size`` records per
         short transaction, waiting ``pause`` seconds (of this runtime's clock)
         between batches so other writers take their turns; then give the space
         back to the file system (``reclaim``; SQLite), but for ``keep_free`` times
@@ -80,10 +82,10 @@ class RetentionMixin(RuntimeCore):
         stop = stop or threading.Event()
         rules = self.retention_rules(older_than)
         now = self.clock.now()
-        audit_keep = older_than if older_than is not None else self.retention
+        own_keep = older_than if older_than is not None else self.retention
         report = PruneReport(now=now, dry_run=dry_run)
         batches = prune_pass(
-            self.backend, rules, now, audit_retention=audit_keep, batch_size=batch_size,
+            self.backend, rules, now, runtime_retention=own_keep, batch_size=batch_size,
             dry_run=dry_run, since=since,
         )  # fmt: skip
         for counts in batches:

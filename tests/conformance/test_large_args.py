@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ def keep(ctx: ToolContext, args: Blob) -> dict[str, Any]:
 
 
 @pytest.mark.needs("state", "fake_time")
-def test_large_arguments_reach_the_handler_and_go_with_the_task(harness: Harness) -> None:
+def test_large_arguments_reach_the_handler_and_go_with_the_pruned_task(harness: Harness) -> None:
     SEEN.clear()
     rt = Runtime(harness.backend, tools=[keep])
     data = "ü" + "x" * 9000
@@ -40,4 +41,10 @@ def test_large_arguments_reach_the_handler_and_go_with_the_task(harness: Harness
     rt.worker(queues=["blobs"]).drain()
     assert [data] == SEEN
     assert rt.task(done.task_id).status == TaskStatus.SUCCEEDED
+    # Kept while the finished tasks are, so they show their arguments...
+    assert rt.task(done.task_id).args == {"data": data}
+    assert rt.task(cancelled.task_id).args == {"data": "y" * 9000}
+    # ... and deleted with them.
+    harness.clock.advance(timedelta(days=8))
+    assert rt.prune().counts.payloads == 2
     assert harness.backend.read_records(Tables.PAYLOADS, [done.task_id, cancelled.task_id]) == {}

@@ -2,10 +2,11 @@
 
 A queue message names its task and carries no arguments; arguments up to the
 runtime's threshold live in the task's record, larger ones in a payloads record
-of their own, written with the task and deleted in the transaction that ends it
-(success, cancel; a dead task keeps it for replay until its dead-letter entry is
-deleted). Handlers see the arguments either way, and nothing an agent writes
-into its arguments can make a task read another task's payload.
+of their own, written with the task and deleted with it: in the transaction
+that prunes the finished task once it is past its retention, so a finished
+task shows its arguments for as long as it is kept. Handlers see the arguments
+either way, and nothing an agent writes into its arguments can make a task read
+another task's payload.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ import pytest
 from pydantic import BaseModel
 
 from agentq import FakeClock, Runtime, ToolContext, tool
-from agentq.errors import ConfigError, IllegalTransition, PayloadTooLarge
+from agentq.errors import ConfigError, PayloadTooLarge
 from agentq.ledger import Tables, TaskStatus
 from agentq.retry import PermanentError
 
@@ -107,26 +109,44 @@ def test_small_arguments_are_stored_once_in_the_record(rt: Runtime, db: Path) ->
     assert task.args_ref is None and payload_rows(rt) == []
 
 
-def test_the_payload_row_goes_with_success(rt: Runtime) -> None:
+DAY = timedelta(days=1)
+
+
+def prune_after_retention(rt: Runtime) -> int:
+    """Let the retention (7 days) pass and prune; the payload rows deleted."""
+    assert isinstance(rt.clock, FakeClock)
+    rt.clock.advance(8 * DAY)
+    return rt.prune().counts.payloads
+
+
+def test_a_succeeded_task_shows_its_arguments_until_it_is_pruned_with_them(
+    rt: Runtime,
+) -> None:
     task = rt.enqueue_action("resize", big())
     rt.worker().drain()
     done = rt.task(task.task_id)
     assert done.status == TaskStatus.SUCCEEDED
-    assert payload_rows(rt) == []
-    assert done.args == {} and done.args_ref is not None and done.args_ref["released"]
+    assert done.args == big() and done.args_ref == task.args_ref
+    assert rt.wait(task.task_id, 1).args == big()  # waiting reads them too
+    assert payload_rows(rt) == [task.task_id]
+    assert isinstance(rt.clock, FakeClock)
+    rt.clock.advance(1)
+    assert rt.prune(dry_run=True, older_than=timedelta(0)).counts.payloads == 1
+    assert prune_after_retention(rt) == 1
+    assert payload_rows(rt) == [] and rt.tasks() == []
 
 
-def test_the_payload_row_goes_with_cancel(rt: Runtime) -> None:
+def test_a_cancelled_task_keeps_its_payload_until_it_is_pruned(rt: Runtime) -> None:
     task = rt.enqueue_action("resize", big())
     rt.cancel(task.task_id, by="alice")
-    assert payload_rows(rt) == []
+    assert payload_rows(rt) == [task.task_id]
+    assert rt.task(task.task_id).args == big()
     assert rt.worker().drain() is not None
     assert SEEN == []
+    assert prune_after_retention(rt) == 1 and payload_rows(rt) == []
 
 
-def test_a_dead_task_keeps_its_payload_for_replay_and_loses_it_on_success(
-    rt: Runtime,
-) -> None:
+def test_a_dead_task_keeps_its_payload_for_replay(rt: Runtime) -> None:
     task = rt.enqueue_action("broken", big())
     rt.worker().drain()
     assert rt.task(task.task_id).status == TaskStatus.DEAD
@@ -138,9 +158,10 @@ def test_a_dead_task_keeps_its_payload_for_replay_and_loses_it_on_success(
     assert payload_rows(rt) == [task.task_id]
     rt.worker().drain()  # dead again: still kept
     assert payload_rows(rt) == [task.task_id]
+    assert prune_after_retention(rt) == 0  # its dead-letter entry is unresolved
 
 
-def test_a_replayed_task_that_succeeds_releases_its_payload(db: Path) -> None:
+def test_a_replayed_task_that_succeeds_keeps_its_payload_until_pruned(db: Path) -> None:
     SEEN.clear()
     flaky_runs: list[int] = []
 
@@ -158,20 +179,45 @@ def test_a_replayed_task_that_succeeds_releases_its_payload(db: Path) -> None:
         rt.replay(task.task_id, by="alice")
         rt.worker().drain()
         assert rt.task(task.task_id).status == TaskStatus.SUCCEEDED
-        assert payload_rows(rt) == []
+        assert rt.task(task.task_id).args == big()
+        assert prune_after_retention(rt) == 1 and payload_rows(rt) == []
 
 
-def test_deleting_the_dead_letter_entry_deletes_the_payload_and_replay_is_refused(
+def test_a_dead_task_whose_entry_is_deleted_keeps_its_arguments_until_pruned(
     rt: Runtime,
 ) -> None:
     task = rt.enqueue_action("broken", big())
     rt.worker().drain()
     assert rt.delete_dead_letters([task.task_id], by="alice") == [task.task_id]
-    assert payload_rows(rt) == []
+    assert payload_rows(rt) == [task.task_id]
     info = rt.task(task.task_id)
-    assert info.status == TaskStatus.DEAD and info.args_ref and info.args_ref["released"]
-    with pytest.raises(IllegalTransition, match=r"arguments .* were deleted"):
-        rt.replay(task.task_id, by="alice")
+    assert info.status == TaskStatus.DEAD and info.args == big()
+    assert prune_after_retention(rt) == 1
+    assert payload_rows(rt) == [] and rt.tasks() == []
+
+
+def test_no_payload_row_outlives_its_task_whichever_way_it_ended(db: Path) -> None:
+    @tool(queue="images", max_attempts=1)
+    def failing(ctx: ToolContext, args: Image) -> None:
+        raise PermanentError("fails")
+
+    clock = FakeClock()
+    with Runtime(f"sqlite:///{db}", tools=[resize, broken, failing], clock=clock,
+                 args_inline_bytes=0) as rt:  # fmt: skip
+        ok = rt.enqueue_action("resize", big("ok"))
+        rt.cancel(rt.enqueue_action("resize", big("cancelled")).task_id, by="alice")
+        dead = rt.enqueue_action("broken", big("dead"))
+        prerequisite = rt.enqueue_action("failing", {"name": "p", "pixels": ""})
+        voided = rt.enqueue_action("resize", big("voided"), after=[prerequisite.task_id])
+        rt.worker().drain()
+        assert rt.task(voided.task_id).status == TaskStatus.CANCELLED
+        assert rt.task(ok.task_id).status == TaskStatus.SUCCEEDED
+        rt.delete_dead_letters([dead.task_id, prerequisite.task_id], by="alice")
+        assert len(payload_rows(rt)) == 5
+        clock.advance(8 * DAY)
+        report = rt.prune()
+        assert (report.counts.tasks, report.counts.payloads) == (5, 5)
+        assert rt.tasks() == [] and payload_rows(rt) == []
 
 
 def test_a_reference_forged_in_the_arguments_reads_nothing_of_another_task(

@@ -19,7 +19,7 @@ from agentq import Runtime, TaskStatus
 from agentq.adapters.pydantic_ai import AgentQToolset
 from agentq.demo_server import DemoAPI
 from agentq.errors import ApprovalError
-from tests.surfaces.conftest import worker_thread
+from tests.surfaces.conftest import ROOT, worker_thread
 
 
 def scripted(*calls: tuple[str, dict[str, Any], str]) -> FunctionModel:
@@ -140,3 +140,24 @@ def test_decide_refuses_an_approval_id_that_is_not_this_calls(rt: Runtime, api: 
     with pytest.raises(ApprovalError, match="not the one of call"):
         asyncio.run(toolset.decide(first.output, {asked.tool_call_id: True}, by="carol"))
     assert rt.approval(str(other.approval_id)).status.value == "pending"
+
+
+def test_a_finished_call_with_out_of_band_arguments_is_still_recognised(
+    db_url: str, api: DemoAPI
+) -> None:
+    # args_inline_bytes=0: every call's arguments are stored out of band. Once its
+    # task has finished, results() must still see the same call (issue 14, item 3).
+    settings = {"payments_url": api.url, "notifications_url": api.url, "shipping_url": api.url}
+    with Runtime(db_url, tools=ROOT / "tools", policies=ROOT / "policies", settings=settings,
+                 args_inline_bytes=0) as rt:  # fmt: skip
+        toolset = AgentQToolset(rt, wait_seconds=0)
+        refund = ("execute_refund", {"order_id": "o7", "amount": 20}, "call_7")
+        first = run(agent(toolset, scripted(refund)), "refund o7", conversation_id="conv-7")
+        assert isinstance(first.output, DeferredToolRequests)
+        (call,) = first.output.calls
+        task_id = first.output.metadata[call.tool_call_id]["task_id"]
+        assert rt.task(task_id).args_ref is not None
+        rt.worker().drain()
+        assert rt.task(task_id).status is TaskStatus.SUCCEEDED
+        deferred = asyncio.run(toolset.results(first.output))
+        assert "refund_id" in deferred.calls[call.tool_call_id]

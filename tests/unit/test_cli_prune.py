@@ -127,3 +127,25 @@ def test_vacuum_converts_a_database_made_without_auto_vacuum(
     assert "(auto_vacuum: none -> incremental)" in out
     status, out, _ = run(capsys, "--db", url, "--vacuum", "--json")
     assert json.loads(out)["vacuum"]["auto_vacuum"] == "incremental"
+
+
+def test_the_counts_of_every_kind_are_printed_and_in_the_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    clock = FakeClock(datetime.now(UTC) - timedelta(days=10))
+    with Runtime(url, tools=[job], clock=clock, args_inline_bytes=0) as rt:
+        rt.submit("job", {"n": 1}, dedupe_key="d1")
+        rt.worker().drain()
+    status, out, _ = run(capsys, "--db", url, "--dry-run", "--json")
+    pruned = json.loads(out)["pruned"]
+    assert status == 0 and pruned["dry_run"] is True
+    kinds = ("tasks", "payloads", "dedupe_keys", "key_slots", "worker_records")
+    assert [pruned[k] for k in kinds] == [1, 1, 1, 0, 0]
+    status, out, _ = run(capsys, "--db", url)
+    assert status == 0 and out.startswith("deleted 1 task(s)")
+    assert "1 out-of-band argument(s), 1 dedupe key(s), 0 key slot record(s)" in out
+    assert "0 worker record(s)" in out
+    with Runtime(url) as rt:
+        assert rt.tasks() == [] and rt.backend.list_records("dedupe") == []
