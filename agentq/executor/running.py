@@ -199,7 +199,6 @@ class Running(WorkerState):
         if (
             outcome.on_commit or rec.get("kind") in TIMER_KINDS or rec.get("ordering_key")
             or rec.get("callback_url")  # its webhook task is created in the commit
-            or rec.get("args_ref")  # its out-of-band arguments are deleted in the commit
             or rec.get("key_slot")  # its slot is freed in the commit
             or rec.get("schedule")  # its schedule's next run is sent in the commit
         ):  # fmt: skip
