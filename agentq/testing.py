@@ -33,13 +33,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from agentq.demo_server import DemoAPI
 from agentq.errors import AgentQError, ConfigError
 
-__all__ = ["LoopbackAPI", "WorkerNotReady", "WorkerProcess", "stop_all"]
+__all__ = ["LoopbackAPI", "WorkerNotReady", "WorkerProcess", "stop_all", "worker_processes"]
 
 #: The line ``agentq worker`` prints once its runtime is open, before it leases.
 _READY = "agentq worker on "
@@ -200,3 +201,16 @@ def stop_all(workers: Iterable[WorkerProcess], grace: float = 30.0) -> list[int 
     for worker in started:
         worker.terminate()
     return [worker.stop(grace) for worker in started]
+
+
+@contextlib.contextmanager
+def worker_processes(count: int, db: str, **options: Any) -> Iterator[list[WorkerProcess]]:
+    """``count`` :class:`WorkerProcess` es over ``db`` (``options`` as for it),
+    each serving before the block runs; on leaving it, stopped together
+    (:func:`stop_all`) and their logs dropped."""
+    with contextlib.ExitStack() as stack:
+        workers = [stack.enter_context(WorkerProcess(db, **options)) for _ in range(count)]
+        try:
+            yield workers
+        finally:
+            stop_all(workers)

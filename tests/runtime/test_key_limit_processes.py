@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 from agentq import Runtime
-from agentq.testing import WorkerProcess, stop_all
+from agentq.testing import stop_all, worker_processes
 
 pytestmark = pytest.mark.slow
 LIMIT = 2
@@ -72,19 +71,13 @@ def test_two_worker_processes_share_one_per_key_limit(tmp_path: Path) -> None:
         for m, count in PER_MERCHANT.items()
         for n in range(count)
     ]
-    with ExitStack() as stack:
-        workers = [
-            stack.enter_context(
-                WorkerProcess(
-                    url,
-                    tools=tmp_path,
-                    policies=tmp_path,
-                    settings={"log": str(log)},
-                    concurrency=4,
-                )
-            )
-            for _ in range(2)
-        ]
+    options = {
+        "tools": tmp_path,
+        "policies": tmp_path,
+        "settings": {"log": str(log)},
+        "concurrency": 4,
+    }
+    with worker_processes(2, url, **options) as workers:
         deadline = time.monotonic() + 120
         while most_in_flight(log)[2] < len(ids) and time.monotonic() < deadline:
             assert all(w.alive for w in workers), [w.log()[-2000:] for w in workers]

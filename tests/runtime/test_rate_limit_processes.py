@@ -5,13 +5,12 @@ database, each process had its own budget: two workers made twice the calls."""
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 from agentq import Runtime
-from agentq.testing import WorkerProcess, stop_all
+from agentq.testing import stop_all, worker_processes
 
 pytestmark = pytest.mark.slow
 RATE = 4.0
@@ -53,19 +52,13 @@ def test_two_worker_processes_share_one_rate_limit(tmp_path: Path) -> None:
     for i in range(60):
         rt.enqueue_action("limited_api", {"n": i})
     rt.close()
-    with ExitStack() as stack:
-        workers = [
-            stack.enter_context(
-                WorkerProcess(
-                    url,
-                    tools=tmp_path,
-                    policies=tmp_path,
-                    settings={"log": str(log)},
-                    concurrency=4,
-                )
-            )
-            for _ in range(2)
-        ]
+    options = {
+        "tools": tmp_path,
+        "policies": tmp_path,
+        "settings": {"log": str(log)},
+        "concurrency": 4,
+    }
+    with worker_processes(2, url, **options) as workers:
         deadline = time.monotonic() + 90
         while len(calls(log)) < TARGET and time.monotonic() < deadline:
             assert all(w.alive for w in workers), [w.log()[-2000:] for w in workers]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter
-from contextlib import ExitStack
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 
 from agentq import Runtime
 from agentq.ledger import Tables
-from agentq.testing import WorkerProcess, stop_all
+from agentq.testing import stop_all, worker_processes
 
 pytestmark = pytest.mark.slow
 TARGET = 8  # runs to observe before stopping the workers
@@ -49,19 +48,13 @@ def test_two_worker_processes_run_each_slot_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     log = tmp_path / "runs.log"
     (tmp_path / "policies").mkdir()  # none: the schedule is the tool's own
-    with ExitStack() as stack:
-        workers = [
-            stack.enter_context(
-                WorkerProcess(
-                    url,
-                    tools=tools,
-                    policies=tmp_path / "policies",
-                    settings={"log": str(log)},
-                    concurrency=2,
-                )
-            )
-            for _ in range(2)
-        ]
+    options = {
+        "tools": tools,
+        "policies": tmp_path / "policies",
+        "settings": {"log": str(log)},
+        "concurrency": 2,
+    }
+    with worker_processes(2, url, **options) as workers:
         deadline = time.monotonic() + 90
         while len(runs(log)) < TARGET and time.monotonic() < deadline:
             assert all(w.alive for w in workers), [w.log()[-2000:] for w in workers]
