@@ -24,7 +24,7 @@ class ToolRegistry:
             self.add(t)
 
     def add(self, definition: ToolDef | Callable[..., Any]) -> ToolDef:
-        """Register a :class:`ToolDef` or a function decorated with :func:`tool`."""
+        """Register a :class:`ToolDef` or a function decorated with :func:`agentq.tool`."""
         if not isinstance(definition, ToolDef):
             found = attached(definition)
             if found is None:
