@@ -40,10 +40,10 @@ def validate_args(tool: str, model: type[BaseModel], args: object) -> BaseModel:
         raise InvalidArguments(f"invalid arguments for tool {tool!r}: {problems}") from exc
 
 
-def encode_args(tool: str, model: type[BaseModel], args: object) -> tuple[dict[str, Any], str]:
-    """The validated arguments as JSON-compatible data and their JSON text (encoded
+def encode_args(tool: str, validated: BaseModel) -> tuple[dict[str, Any], str]:
+    """Validated arguments as JSON-compatible data and their JSON text (encoded
     once, here); a NaN or infinity is refused, naming its field."""
-    data = validate_args(tool, model, args).model_dump(mode="json")
+    data = validated.model_dump(mode="json")
     try:
         return data, json.dumps(data, separators=(",", ":"), allow_nan=False)
     except ValueError:

@@ -70,7 +70,8 @@ class ToolDef:
 
     def encoded_args(self, args: object) -> tuple[dict[str, Any], str]:
         """:meth:`enqueueable_args`, and their stored JSON text (encoded once, here)."""
-        return encode_args(self.name, self.args_model, args)
+        # Through validate_args: a recorded tool (agentq.catalog) validates its own way.
+        return encode_args(self.name, self.validate_args(args))
 
     def dump_result(self, result: object) -> Any:
         """The handler's result as JSON-compatible data, checked against the result model."""
