@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from agentq import idempotency, joins, webhooks
 from agentq.approvals import ApprovalInfo
@@ -26,7 +26,7 @@ from agentq.tools import ToolDef
 if TYPE_CHECKING:
     from agentq.runtime import Runtime
 
-__all__ = ["Decision", "Submission", "as_timedelta"]
+__all__ = ["Decision", "EnqueueOptions", "Submission", "as_timedelta"]
 
 _MAX_KEY_LENGTH = 1024
 #: The longest debounce window: a debounce is a burst's settling time, not a timer.
@@ -47,6 +47,37 @@ def _checked_key(kind: str, key: str | None) -> str | None:
             f"got {key!r:.80}"
         )
     return key
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """The keyword options of an enqueue (:meth:`Decision.enqueue`,
+    :meth:`Decision.submit`, ``Runtime.enqueue_action`` and ``Runtime.submit``),
+    each optional; :meth:`Decision.enqueue` says what they do. A wrapper that
+    passes them on types its ``**options: Unpack[EnqueueOptions]``."""
+
+    ordering_key: str | None
+    idempotency_key: str | None
+    at: datetime | None
+    delay: float | timedelta | None
+    reason: str
+    callback_url: str | None
+    dedupe_key: str | None
+    debounce: str | float | timedelta | None
+    after: Sequence[str | TaskInfo] | None
+
+
+_OPTIONS = frozenset(EnqueueOptions.__annotations__)
+
+
+def _checked_options(options: Mapping[str, Any]) -> None:
+    """A misspelt option is refused, as a named keyword parameter would be: a
+    caller without a type checker would otherwise lose it silently."""
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise TypeError(
+            f"unexpected keyword argument(s) {', '.join(map(repr, unknown))} "
+            f"(enqueue options: {', '.join(sorted(_OPTIONS))})"
+        )
 
 
 @dataclass(frozen=True)
@@ -80,21 +111,15 @@ class Decision:
     # -- tasks ---------------------------------------------------------------
 
     def enqueue(
-        self,
-        tool: str,
-        args: Mapping[str, Any] | Any,
-        *,
-        ordering_key: str | None = None,
-        idempotency_key: str | None = None,
-        at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        reason: str = "",
-        callback_url: str | None = None,
-        dedupe_key: str | None = None,
-        debounce: str | float | timedelta | None = None,
-        after: Sequence[str | TaskInfo] | None = None,
+        self, tool: str, args: Mapping[str, Any] | Any, **options: Unpack[EnqueueOptions]
     ) -> TaskInfo:
         """Enqueue a tool call; validated now, committed with the transaction.
+
+        The options are keywords (:class:`EnqueueOptions`): ``ordering_key``
+        (tasks with one key run one at a time, in order), ``idempotency_key``,
+        ``at`` or ``delay`` (seconds or a timedelta: run it later), ``reason``
+        (kept on its approval request, if it needs one), ``callback_url``,
+        ``dedupe_key`` and ``debounce``, and ``after``; each is described below.
 
         If a policy says the call needs a human, it is recorded as awaiting
         approval instead, keeping its scheduled time (approved before ``at``, it
@@ -116,38 +141,26 @@ class Decision:
         of them dies or is cancelled it is cancelled too, the reason naming that
         task (:mod:`agentq.joins`). Already succeeded ones count as done.
         """
-        return self.submit(
-            tool, args, ordering_key=ordering_key, idempotency_key=idempotency_key, at=at,
-            delay=delay, reason=reason, callback_url=callback_url, dedupe_key=dedupe_key,
-            debounce=debounce, after=after,
-        ).task  # fmt: skip
+        return self.submit(tool, args, **options).task
 
     def submit(
-        self,
-        tool: str,
-        args: Mapping[str, Any] | Any,
-        *,
-        ordering_key: str | None = None,
-        idempotency_key: str | None = None,
-        at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        reason: str = "",
-        callback_url: str | None = None,
-        dedupe_key: str | None = None,
-        debounce: str | float | timedelta | None = None,
-        after: Sequence[str | TaskInfo] | None = None,
+        self, tool: str, args: Mapping[str, Any] | Any, **options: Unpack[EnqueueOptions]
     ) -> Submission:
         """:meth:`enqueue`, telling whether this call created the task (False: its
         ``idempotency_key`` had created it before, or it collapsed into the pending
         task of its ``dedupe_key``) and whether it collapsed."""
+        _checked_options(options)
         rt = self.runtime
         definition = self._enqueueable(tool)
         validated, args_text = definition.encoded_args(args)
+        callback_url = options.get("callback_url")
         if callback_url is not None:
             callback_url = webhooks.check_callback_url(callback_url, rt.policy)
-        ordering_key = _checked_key("ordering_key", ordering_key)
-        idempotency_key = _checked_key("idempotency_key", idempotency_key)
-        dedupe_key = _checked_key("dedupe_key", dedupe_key)
+        ordering_key = _checked_key("ordering_key", options.get("ordering_key"))
+        idempotency_key = _checked_key("idempotency_key", options.get("idempotency_key"))
+        dedupe_key = _checked_key("dedupe_key", options.get("dedupe_key"))
+        at, delay, after = options.get("at"), options.get("delay"), options.get("after")
+        debounce, reason = options.get("debounce"), options.get("reason", "")
         if at is not None and delay is not None:
             raise InvalidArguments("give either at= or delay=, not both")
         if after is not None and dedupe_key is not None:

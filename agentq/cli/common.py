@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from agentq.errors import ConfigError
@@ -38,6 +38,7 @@ __all__ = [
     "config_retention",
     "find_project",
     "non_negative",
+    "on_ledger",
     "open_ledger",
     "open_runtime",
     "positive",
@@ -48,6 +49,7 @@ __all__ = [
 
 DEFAULT_DB = "sqlite:///agentq.db"
 CONFIG_FILE = "agentq.toml"
+T = TypeVar("T")
 
 
 def positive(text: str) -> int:
@@ -187,6 +189,15 @@ def open_ledger(args: argparse.Namespace) -> Runtime:
     require_database(db)
     args.db = db
     return Runtime(db)
+
+
+def on_ledger(args: argparse.Namespace, use: Callable[[Runtime], T]) -> T:
+    """What ``use`` makes of the ledger :func:`open_ledger` opens, closed after."""
+    rt = open_ledger(args)
+    try:
+        return use(rt)
+    finally:
+        rt.close()
 
 
 def add_db_args(p: argparse.ArgumentParser) -> None:

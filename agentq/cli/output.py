@@ -7,11 +7,14 @@ import argparse
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq.redact import redact_data, redact_text
 
-__all__ = ["add_format_args", "age", "emit", "print_json", "print_record"]
+if TYPE_CHECKING:
+    from agentq.ledger import TaskInfo
+
+__all__ = ["add_format_args", "age", "emit", "print_json", "print_record", "print_task"]
 
 _CELL = 40  # widest table cell; longer values are cut with an ellipsis
 
@@ -66,6 +69,15 @@ def print_record(args: argparse.Namespace, record: Mapping[str, Any], block: str
         print(f"{key.ljust(width)}  {_text(value)}")
     if record.get(block):
         print(f"{block}:\n{redact_text(str(record[block])).rstrip()}")
+
+
+def print_task(args: argparse.Namespace, task: TaskInfo) -> None:
+    """A task a command made or changed: its record with ``--json``, else
+    ``TASK_ID STATUS``."""
+    if getattr(args, "json", False):
+        print_json(task.model_dump(mode="json"))
+    else:
+        print(f"{task.task_id} {task.status}")
 
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:

@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from agentq.cli.common import actor, add_actor_arg, add_db_args, open_ledger
+from agentq.cli.common import actor, add_actor_arg, add_db_args, on_ledger
 from agentq.cli.exits import EXIT_OK
-from agentq.cli.output import print_json
+from agentq.cli.output import print_task
 from agentq.errors import ConfigError
 
 __all__ = ["register"]
@@ -22,15 +22,11 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"--succeeded takes the call's result as JSON: {exc}") from None
     how = "succeeded" if args.succeeded is not None else "retry" if args.retry else "failed"
-    rt = open_ledger(args)
-    try:
-        task = rt.resolve(args.task_id, how, result=result, by=actor(args), note=args.note)
-    finally:
-        rt.close()
-    if args.json:
-        print_json(task.model_dump(mode="json"))
-    else:
-        print(f"{task.task_id} {task.status}")
+    task = on_ledger(
+        args, lambda rt: rt.resolve(args.task_id, how, result=result, by=actor(args),
+                                    note=args.note)
+    )  # fmt: skip
+    print_task(args, task)
     return EXIT_OK
 
 

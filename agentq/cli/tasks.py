@@ -14,13 +14,14 @@ from agentq.cli.common import (
     add_actor_arg,
     add_db_args,
     add_runtime_args,
+    on_ledger,
     open_ledger,
     open_runtime,
     positive,
     positive_float,
 )
 from agentq.cli.exits import EXIT_NEGATIVE, EXIT_OK, EXIT_TIMEOUT
-from agentq.cli.output import add_format_args, emit, print_json, print_record
+from agentq.cli.output import add_format_args, emit, print_record, print_task
 from agentq.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -101,10 +102,7 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
             task = wait_for(rt, task.task_id, args.wait)
     finally:
         rt.close()
-    if args.json:
-        print_json(task.model_dump(mode="json"))
-    else:
-        print(f"{task.task_id} {task.status}")
+    print_task(args, task)
     return EXIT_OK if args.wait is None else _finished_status(task)
 
 
@@ -136,15 +134,8 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    rt = open_ledger(args)
-    try:
-        task = rt.cancel(args.task_id, args.reason, by=actor(args))
-    finally:
-        rt.close()
-    if args.json:
-        print_json(task.model_dump(mode="json"))
-    else:
-        print(f"{task.task_id} {task.status}")
+    task = on_ledger(args, lambda rt: rt.cancel(args.task_id, args.reason, by=actor(args)))
+    print_task(args, task)
     return EXIT_OK
 
 

@@ -6,11 +6,10 @@ operator actions among them (approve, reject, cancel) are audited in the same on
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Unpack
 
-from agentq.decision import Decision, Submission
+from agentq.decision import Decision, EnqueueOptions, Submission
 from agentq.errors import InvalidArguments
 from agentq.ledger import Tables, TaskInfo
 from agentq.lifecycle import audit, guarded
@@ -25,19 +24,7 @@ class DecisionsMixin(RuntimeCore):
     """The decisions of :class:`~agentq.runtime.Runtime` (one transaction each)."""
 
     def enqueue_action(
-        self,
-        tool: str,
-        args: Mapping[str, Any] | Any,
-        *,
-        idempotency_key: str | None = None,
-        ordering_key: str | None = None,
-        reason: str = "",
-        callback_url: str | None = None,
-        at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        dedupe_key: str | None = None,
-        debounce: str | float | timedelta | None = None,
-        after: Sequence[str | TaskInfo] | None = None,
+        self, tool: str, args: Mapping[str, Any] | Any, **options: Unpack[EnqueueOptions]
     ) -> TaskInfo:
         """One-call enqueue for agent frameworks; the same ``idempotency_key``
         returns the same task, never a second one. ``callback_url``: a signed
@@ -45,39 +32,16 @@ class DecisionsMixin(RuntimeCore):
         later; ``dedupe_key`` / ``debounce``: collapse a burst of the same call
         into its pending task; ``after``: only once those tasks have succeeded (see
         :meth:`Decision.enqueue`)."""
-        return self.submit(
-            tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
-            reason=reason, callback_url=callback_url, at=at, delay=delay,
-            after=after, dedupe_key=dedupe_key, debounce=debounce,
-        ).task  # fmt: skip
+        return self.submit(tool, args, **options).task
 
     def submit(
-        self,
-        tool: str,
-        args: Mapping[str, Any] | Any,
-        *,
-        idempotency_key: str | None = None,
-        ordering_key: str | None = None,
-        reason: str = "",
-        callback_url: str | None = None,
-        at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        dedupe_key: str | None = None,
-        debounce: str | float | timedelta | None = None,
-        after: Sequence[str | TaskInfo] | None = None,
+        self, tool: str, args: Mapping[str, Any] | Any, **options: Unpack[EnqueueOptions]
     ) -> Submission:
         """:meth:`enqueue_action`, also telling whether this call created the task
         (False: its ``idempotency_key`` had created it before, or it collapsed
         into the pending task of its ``dedupe_key``: then ``collapsed`` is True)."""
 
-        def fn(tx: Decision) -> Submission:
-            return tx.submit(
-                tool, args, idempotency_key=idempotency_key, ordering_key=ordering_key,
-                reason=reason, callback_url=callback_url, at=at, delay=delay,
-                after=after, dedupe_key=dedupe_key, debounce=debounce,
-            )  # fmt: skip
-
-        return self.transact(fn)
+        return self.transact(lambda tx: tx.submit(tool, args, **options))
 
     def approve(
         self,

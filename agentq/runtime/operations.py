@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from agentq import overview
 from agentq.clock import FakeClock
@@ -19,6 +19,7 @@ from agentq.overview import ToolCounts, WorkerInfo
 from agentq.runtime.core import RuntimeCore
 
 if TYPE_CHECKING:
+    from agentq.decision import EnqueueOptions
     from agentq.notebook.idle import IdleReport
 
 
@@ -84,10 +85,10 @@ class OperationsMixin(RuntimeCore):
     # -- async forms (one implementation, thin wrappers) -------------------------------
 
     async def aenqueue_action(
-        self, tool: str, args: Mapping[str, Any] | Any, **kw: Any
+        self, tool: str, args: Mapping[str, Any] | Any, **options: Unpack[EnqueueOptions]
     ) -> TaskInfo:
         """Async form of :meth:`enqueue_action` for async agent frameworks."""
-        return await asyncio.to_thread(self._facade.enqueue_action, tool, args, **kw)
+        return await asyncio.to_thread(self._facade.enqueue_action, tool, args, **options)
 
     async def atask(self, task_id: str) -> TaskInfo:
         """Async form of :meth:`task`."""

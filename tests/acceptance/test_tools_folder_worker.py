@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -12,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentq import Runtime, TaskStatus
+from agentq.testing import WorkerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -42,25 +40,16 @@ def test_worker_process_serves_tools_that_import_a_helper(tmp_path: Path) -> Non
     db = f"sqlite:///{tmp_path / 'w.db'}"
     rt = Runtime(db, tools=tools, policies=policies)
     task = rt.enqueue_action("louder", {"text": "hello"})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentq.cli", "worker", "--db", db, "--tools", str(tools),
-         "--policies", str(policies)],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            if rt.task(task.task_id).done:
-                break
-            time.sleep(0.05)
-        done = rt.task(task.task_id)
+        with WorkerProcess(db, tools=tools, policies=policies) as worker:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and worker.alive:
+                if rt.task(task.task_id).done:
+                    break
+                time.sleep(0.05)
+            done = rt.task(task.task_id)
+            output = worker.log()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
         rt.close()
-    assert done.status == TaskStatus.SUCCEEDED, (done.error, err)
+    assert done.status == TaskStatus.SUCCEEDED, (done.error, output)
     assert done.result == {"text": "HELLO"}

@@ -5,9 +5,6 @@ limit kept per process would let each run its own two (or all eight)."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -15,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from agentq import Runtime
+from agentq.testing import stop_all, worker_processes
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 2
 PER_MERCHANT = {"m-1": 10, "m-2": 4}
 
@@ -38,17 +35,6 @@ def limited_refund(ctx: ToolContext, args: Refund) -> None:
     time.sleep(0.3)  # real work: long enough for other workers to try to overlap it
     with open(log, "a") as f:
         f.write(f"end {time.time()} {os.getpid()} {args.merchant_id} {ctx.task_id}\\n")
-"""
-
-_WORKER = """
-import signal, sys, threading
-from agentq import Runtime
-rt = Runtime(sys.argv[1], tools=sys.argv[2], policies=sys.argv[2], settings={"log": sys.argv[3]})
-stop = threading.Event()
-signal.signal(signal.SIGTERM, lambda *a: stop.set())
-print("ready", flush=True)
-rt.worker(concurrency=4).run(stop)
-rt.close()
 """
 
 
@@ -85,35 +71,20 @@ def test_two_worker_processes_share_one_per_key_limit(tmp_path: Path) -> None:
         for m, count in PER_MERCHANT.items()
         for n in range(count)
     ]
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WORKER, url, str(tmp_path), str(log)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        for _ in range(2)
-    ]
-    try:
-        for w in workers:
-            assert w.stdout is not None and w.stdout.readline().strip() == "ready"
+    options = {
+        "tools": tmp_path,
+        "policies": tmp_path,
+        "settings": {"log": str(log)},
+        "concurrency": 4,
+    }
+    with worker_processes(2, url, **options) as workers:
         deadline = time.monotonic() + 120
         while most_in_flight(log)[2] < len(ids) and time.monotonic() < deadline:
-            assert all(w.poll() is None for w in workers), "a worker exited early"
+            assert all(w.alive for w in workers), [w.log()[-2000:] for w in workers]
             time.sleep(0.2)
-    finally:
-        for w in workers:
-            w.send_signal(signal.SIGTERM)
-        errors = []
-        for w in workers:
-            try:
-                _, err = w.communicate(timeout=30)  # also closes the pipes
-            except subprocess.TimeoutExpired:
-                w.kill()
-                _, err = w.communicate(timeout=10)
-            errors.append(err[-2000:])
-    assert all(w.returncode == 0 for w in workers), errors
+        codes = stop_all(workers)
+        errors = [w.log()[-2000:] for w in workers]
+    assert codes == [0, 0], errors
     most, pids, ended = most_in_flight(log)
     assert ended == len(ids), f"{ended} of {len(ids)} refunds finished in 120 s: {errors}"
     assert all(n <= LIMIT for n in most.values()), (

@@ -4,18 +4,15 @@ database, each process had its own budget: two workers made twice the calls."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from agentq import Runtime
+from agentq.testing import stop_all, worker_processes
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 RATE = 4.0
 BURST = 4  # the default: one second's calls
 TARGET = 24  # calls to observe before stopping the workers
@@ -38,17 +35,6 @@ def limited_api(ctx: ToolContext, args: Call) -> None:
         f.write(f"{time.time()} {os.getpid()}\\n")
 """
 
-_WORKER = """
-import signal, sys, threading
-from agentq import Runtime
-rt = Runtime(sys.argv[1], tools=sys.argv[2], policies=sys.argv[2], settings={"log": sys.argv[3]})
-stop = threading.Event()
-signal.signal(signal.SIGTERM, lambda *a: stop.set())
-print("ready", flush=True)
-rt.worker(concurrency=4).run(stop)
-rt.close()
-"""
-
 
 def calls(log: Path) -> list[tuple[float, int]]:
     if not log.exists():
@@ -66,35 +52,20 @@ def test_two_worker_processes_share_one_rate_limit(tmp_path: Path) -> None:
     for i in range(60):
         rt.enqueue_action("limited_api", {"n": i})
     rt.close()
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WORKER, url, str(tmp_path), str(log)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        for _ in range(2)
-    ]
-    try:
-        for w in workers:
-            assert w.stdout is not None and w.stdout.readline().strip() == "ready"
+    options = {
+        "tools": tmp_path,
+        "policies": tmp_path,
+        "settings": {"log": str(log)},
+        "concurrency": 4,
+    }
+    with worker_processes(2, url, **options) as workers:
         deadline = time.monotonic() + 90
         while len(calls(log)) < TARGET and time.monotonic() < deadline:
-            assert all(w.poll() is None for w in workers), "a worker exited early"
+            assert all(w.alive for w in workers), [w.log()[-2000:] for w in workers]
             time.sleep(0.2)
-    finally:
-        for w in workers:
-            w.send_signal(signal.SIGTERM)
-        errors = []
-        for w in workers:
-            try:
-                _, err = w.communicate(timeout=30)  # also closes the pipes
-            except subprocess.TimeoutExpired:
-                w.kill()
-                _, err = w.communicate(timeout=10)
-            errors.append(err[-2000:])
-    assert all(w.returncode == 0 for w in workers), errors
+        codes = stop_all(workers)
+        errors = [w.log()[-2000:] for w in workers]
+    assert codes == [0, 0], errors
     seen = calls(log)
     assert len(seen) >= TARGET, f"only {len(seen)} calls in 90 s: {errors}"
     # In every window [t_i, t_j] of recorded calls, at most the burst plus the rate

@@ -5,9 +5,6 @@ every slot still runs once, in one chain of runs."""
 from __future__ import annotations
 
 import itertools
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from datetime import datetime, timedelta
@@ -17,9 +14,9 @@ import pytest
 
 from agentq import Runtime
 from agentq.ledger import Tables
+from agentq.testing import stop_all, worker_processes
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 TARGET = 8  # runs to observe before stopping the workers
 
 _TOOL = """
@@ -36,17 +33,6 @@ def tick(ctx: ToolContext, args: Tick) -> None:
         f.write(f"{ctx.scheduled_for.isoformat()} {os.getpid()}\\n")
 """
 
-_WORKER = """
-import signal, sys, threading
-from agentq import Runtime
-rt = Runtime(sys.argv[1], tools=sys.argv[2], settings={"log": sys.argv[3]})
-stop = threading.Event()
-signal.signal(signal.SIGTERM, lambda *a: stop.set())
-print("ready", flush=True)
-rt.worker(concurrency=2).run(stop)
-rt.close()
-"""
-
 
 def runs(log: Path) -> list[tuple[datetime, int]]:
     if not log.exists():
@@ -61,35 +47,21 @@ def test_two_worker_processes_run_each_slot_once(tmp_path: Path) -> None:
     (tools / "ticks.py").write_text(_TOOL)
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     log = tmp_path / "runs.log"
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WORKER, url, str(tools), str(log)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        for _ in range(2)
-    ]
-    try:
-        for w in workers:
-            assert w.stdout is not None and w.stdout.readline().strip() == "ready"
+    (tmp_path / "policies").mkdir()  # none: the schedule is the tool's own
+    options = {
+        "tools": tools,
+        "policies": tmp_path / "policies",
+        "settings": {"log": str(log)},
+        "concurrency": 2,
+    }
+    with worker_processes(2, url, **options) as workers:
         deadline = time.monotonic() + 90
         while len(runs(log)) < TARGET and time.monotonic() < deadline:
-            assert all(w.poll() is None for w in workers), "a worker exited early"
+            assert all(w.alive for w in workers), [w.log()[-2000:] for w in workers]
             time.sleep(0.2)
-    finally:
-        for w in workers:
-            w.send_signal(signal.SIGTERM)
-        errors = []
-        for w in workers:
-            try:
-                _, err = w.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                w.kill()
-                _, err = w.communicate(timeout=10)
-            errors.append(err[-2000:])
-    assert all(w.returncode == 0 for w in workers), errors
+        codes = stop_all(workers)
+        errors = [w.log()[-2000:] for w in workers]
+    assert codes == [0, 0], errors
     seen = runs(log)
     assert len(seen) >= TARGET, f"only {len(seen)} runs in 90 s: {errors}"
     slots = [slot for slot, _ in seen]

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from agentq import ConfigError
-from agentq.testing import LoopbackAPI, WorkerProcess
+from agentq.testing import LoopbackAPI, WorkerNotReady, WorkerProcess
 
 
 def test_loopback_api_applies_a_key_once() -> None:
@@ -32,3 +32,15 @@ def test_worker_process_needs_existing_folders(tmp_path: Path) -> None:
     )  # fmt: skip
     assert w.command[-4:] == ["--setting", "payments_url=http://127.0.0.1:1", "--queue", "payments"]
     assert not w.alive and w.pid is None and w.log() == "" and w.stop() is None
+
+
+def test_a_worker_process_that_cannot_serve_is_reported_with_its_output(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "broken.py").write_text("raise RuntimeError('no such tool here')\n")
+    worker = WorkerProcess(f"sqlite:///{tmp_path / 'w.db'}", tools=tools, policies=tools,
+                           ready_timeout=60)  # fmt: skip
+    with pytest.raises(WorkerNotReady, match=r"exited with [1-9]") as caught, worker:
+        pass
+    assert "no such tool here" in str(caught.value)
+    assert not worker.alive and worker.log() == ""  # stopped, its log dropped

@@ -1,0 +1,78 @@
+"""The tools a runtime knows, by name (:class:`ToolRegistry`): registered from
+decorated functions or imported from a tools folder (:mod:`agentq.toolfiles`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from agentq.errors import ConfigError, UnknownTool
+from agentq.toolfiles import load_tool_modules
+from agentq.tools.definition import ToolDef, attached
+
+__all__ = ["ToolRegistry"]
+
+
+class ToolRegistry:
+    """The tools a runtime knows, by name."""
+
+    def __init__(self, tools: Iterable[ToolDef] = ()) -> None:
+        self._tools: dict[str, ToolDef] = {}
+        for t in tools:
+            self.add(t)
+
+    def add(self, definition: ToolDef | Callable[..., Any]) -> ToolDef:
+        """Register a :class:`ToolDef` or a function decorated with :func:`agentq.tool`."""
+        if not isinstance(definition, ToolDef):
+            found = attached(definition)
+            if found is None:
+                raise ConfigError(f"{definition!r} is not decorated with @agentq.tool")
+            definition = found
+        existing = self._tools.get(definition.name)
+        if existing is not None and existing.handler is not definition.handler:
+            raise ConfigError(f"tool {definition.name!r} is defined twice")
+        self._tools[definition.name] = definition
+        return definition
+
+    def load_dir(self, path: str | Path, *, reload: bool = False) -> list[ToolDef]:
+        """Import the tools folder ``path`` and register its tools: every ``*.py``
+        directly in it whose name does not start with ``_`` (those are helpers).
+
+        The folder's code is imported again when a file in it changed since it
+        was last loaded in this process, or when ``reload`` is true (see
+        :mod:`agentq.toolfiles`)."""
+        found: list[ToolDef] = []
+        for module in load_tool_modules(path, reload=reload):
+            for value in vars(module).values():
+                definition = attached(value)
+                if definition is not None and value is definition.handler:
+                    found.append(self.add(definition))
+        return found
+
+    def get(self, name: str) -> ToolDef:
+        """The tool called ``name`` (UnknownTool lists the known ones)."""
+        try:
+            return self._tools[name]
+        except KeyError:
+            known = ", ".join(sorted(self._tools)) or "none"
+            raise UnknownTool(f"unknown tool {name!r} (known: {known})") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Any:
+        return iter(self._tools.values())
+
+    def names(self) -> list[str]:
+        """Sorted tool names."""
+        return sorted(self._tools)
+
+    def queues(self) -> set[str]:
+        """Every queue a registered tool uses."""
+        return {t.queue for t in self._tools.values()}
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """OpenAI-style function schemas of every tool."""
+        return [self._tools[n].schema() for n in self.names()]
