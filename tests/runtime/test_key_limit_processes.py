@@ -71,13 +71,8 @@ def test_two_worker_processes_share_one_per_key_limit(tmp_path: Path) -> None:
         for m, count in PER_MERCHANT.items()
         for n in range(count)
     ]
-    options = {
-        "tools": tmp_path,
-        "policies": tmp_path,
-        "settings": {"log": str(log)},
-        "concurrency": 4,
-    }
-    with worker_processes(2, url, **options) as workers:
+    options = {"tools": tmp_path, "policies": tmp_path, "settings": {"log": str(log)}}
+    with worker_processes(2, url, concurrency=4, **options) as workers:
         deadline = time.monotonic() + 120
         while most_in_flight(log)[2] < len(ids) and time.monotonic() < deadline:
             assert all(w.alive for w in workers), [w.log()[-2000:] for w in workers]

@@ -52,13 +52,8 @@ def test_two_worker_processes_share_one_rate_limit(tmp_path: Path) -> None:
     for i in range(60):
         rt.enqueue_action("limited_api", {"n": i})
     rt.close()
-    options = {
-        "tools": tmp_path,
-        "policies": tmp_path,
-        "settings": {"log": str(log)},
-        "concurrency": 4,
-    }
-    with worker_processes(2, url, **options) as workers:
+    options = {"tools": tmp_path, "policies": tmp_path, "settings": {"log": str(log)}}
+    with worker_processes(2, url, concurrency=4, **options) as workers:
         deadline = time.monotonic() + 90
         while len(calls(log)) < TARGET and time.monotonic() < deadline:
             assert all(w.alive for w in workers), [w.log()[-2000:] for w in workers]

@@ -48,13 +48,8 @@ def test_two_worker_processes_run_each_slot_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     log = tmp_path / "runs.log"
     (tmp_path / "policies").mkdir()  # none: the schedule is the tool's own
-    options = {
-        "tools": tools,
-        "policies": tmp_path / "policies",
-        "settings": {"log": str(log)},
-        "concurrency": 2,
-    }
-    with worker_processes(2, url, **options) as workers:
+    options = {"tools": tools, "policies": tmp_path / "policies", "settings": {"log": str(log)}}
+    with worker_processes(2, url, concurrency=2, **options) as workers:
         deadline = time.monotonic() + 90
         while len(runs(log)) < TARGET and time.monotonic() < deadline:
             assert all(w.alive for w in workers), [w.log()[-2000:] for w in workers]
