@@ -21,7 +21,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # Building a wheel and installing it with its dependencies into a fresh venv
 # takes a minute or more on a loaded machine: the first test pays for it.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+# One xdist group: both tests use the module's wheel and venv, which pytest-xdist
+# would otherwise build once in each worker process that runs one of them.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("packaging")]
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:

@@ -55,7 +55,13 @@ class ChaosConfig:
     min_kill_seconds: float = 15.0  # the kill phase lasts at least this long...
     max_kill_seconds: float = 30.0  # ...and at most this long,
     target_kills: int = 55  # ending early once this many kills happened
-    settle_seconds: float = 35.0  # bound on waiting for every decided task to finish
+    # The phase ends only once a worker died right after its charge: past
+    # max_kill_seconds random kills pause (a loaded machine's workers may be killed
+    # before they charge at all) and the phase waits at most this long for one.
+    charge_kill_wait: float = 60.0
+    # Bound on waiting for every decided task to be final (it ends as soon as they
+    # are): generous, since a loaded machine restarts killed workers slowly.
+    settle_seconds: float = 90.0
     workers: int = 3
     kill_interval: tuple[float, float] = (0.2, 0.6)
     min_life: float = 0.3  # a worker lives this long before a random kill may pick it
@@ -231,13 +237,16 @@ def _kill_phase(
     while True:
         now = time.monotonic()
         elapsed = now - start
-        if elapsed >= cfg.max_kill_seconds or (
+        overtime = elapsed >= cfg.max_kill_seconds
+        enough = overtime or (
             elapsed >= cfg.min_kill_seconds and sup.counts.kills >= cfg.target_kills
-        ):
+        )
+        charge_killed = sup.counts.kills_after_charge >= 1
+        if (enough and charge_killed) or elapsed >= cfg.max_kill_seconds + cfg.charge_kill_wait:
             return now
         if freezes and now >= freezes[0] and sup.freeze_random(LEASE_SECONDS + 1):
             freezes.pop(0)
-        if now >= next_kill:
+        if now >= next_kill and not overtime:
             sup.kill_random(cfg.min_life)
             next_kill = now + rng.uniform(*cfg.kill_interval)
         # The controller is never killed: any error of its decisions is a finding.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -70,13 +69,6 @@ def test_a_worker_killed_after_the_payments_call_charges_once(
 # -- the completion webhook ---------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _serve(
     db_url: str, api: DemoAPI, policies: Path, tokens: Path, port: int, log: Path
 ) -> subprocess.Popen[str]:
@@ -104,14 +96,19 @@ def _serve(
 
 
 def test_a_server_killed_between_the_completion_commit_and_the_webhook_delivers_once(
-    db_url: str, api: DemoAPI, policies_dir: Path, tmp_path: Path, receiver: WebhookReceiver
+    db_url: str,
+    api: DemoAPI,
+    policies_dir: Path,
+    tmp_path: Path,
+    receiver: WebhookReceiver,
+    server_port: int,
 ) -> None:
     """The task's outcome commits with its webhook task; the receiver is down
     (503), so the webhook is still pending when the server (API and worker in
     one process) is SIGKILLed. A restarted server delivers it: once, signed,
     with Idempotency-Key <task_id>:succeeded."""
     tokens = write_tokens(tmp_path / "tokens.toml")
-    port = _free_port()
+    port = server_port  # held for the test: the restart listens on it again
     log = tmp_path / "serve.log"
     first = _serve(db_url, api, policies_dir, tokens, port, log)
     second = None
@@ -151,13 +148,18 @@ def test_a_server_killed_between_the_completion_commit_and_the_webhook_delivers_
 
 
 def test_a_server_killed_while_delivering_the_webhook_delivers_it_once(
-    db_url: str, api: DemoAPI, policies_dir: Path, tmp_path: Path, receiver: WebhookReceiver
+    db_url: str,
+    api: DemoAPI,
+    policies_dir: Path,
+    tmp_path: Path,
+    receiver: WebhookReceiver,
+    server_port: int,
 ) -> None:
     """The receiver applies the webhook and the server is SIGKILLed before the
     answer, so the delivery is not recorded. After a restart it is delivered
     again with the same Idempotency-Key, which the receiver applies only once."""
     tokens = write_tokens(tmp_path / "tokens.toml")
-    port = _free_port()
+    port = server_port  # held for the test: the restart listens on it again
     log = tmp_path / "serve.log"
     first = _serve(db_url, api, policies_dir, tokens, port, log)
     second = None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,9 @@ def _section() -> str:
     return text.split("## HTTP API", 1)[1].split("\n## ", 1)[0]
 
 
-def test_readme_http_section_runs_as_written(tmp_path: Path, api: DemoAPI) -> None:
+def test_readme_http_section_runs_as_written(
+    tmp_path: Path, api: DemoAPI, server_port: int
+) -> None:
     section = _section()
     shell = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
     python = re.search(r"```python\n(.*?)```", section, re.DOTALL)
@@ -38,9 +39,7 @@ def test_readme_http_section_runs_as_written(tmp_path: Path, api: DemoAPI) -> No
     token = re.search(r"^token: (\S+)$", made, re.MULTILINE)
     assert token
     (tmp_path / "tokens.toml").write_text(made.split("\n", 1)[1])  # the printed entry
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = server_port
     log = (tmp_path / "serve.log").open("w")
     server = subprocess.Popen(
         agentq + serve_cmd[1:] + ["--port", str(port), "--db", f"sqlite:///{tmp_path}/a.db",

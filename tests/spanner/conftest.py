@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -30,6 +31,15 @@ def mock_server() -> Iterator[tuple[QueueAwareSpannerServicer, QueueAwareAdminSe
     svc, adm, server, port = start_server()
     yield svc, adm, port
     server.stop(grace=None)
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port that refuses connections: bound, never listening, and held
+    for the test, so no test process running in parallel can start a server there."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
 
 
 @pytest.fixture

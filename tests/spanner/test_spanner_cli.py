@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,12 +24,6 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _agentq(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agentq.cli", *args], cwd=ROOT, capture_output=True, text=True,
@@ -39,8 +32,10 @@ def _agentq(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 @pytest.mark.parametrize("command", [["init"], ["inspect"], ["worker"]])
-def test_unreachable_endpoint_is_a_prompt_clean_error(command: list[str]) -> None:
-    port = _free_port()
+def test_unreachable_endpoint_is_a_prompt_clean_error(
+    command: list[str], closed_port: int
+) -> None:
+    port = closed_port
     url = f"spanner://projects/p/instances/i/databases/d?endpoint=127.0.0.1:{port}"
     start = time.monotonic()
     proc = _agentq(*command, "--db", url)

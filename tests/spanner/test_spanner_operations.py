@@ -56,16 +56,8 @@ def test_database_role_must_be_a_role_name() -> None:
 # -- deadlines and unreachable endpoints (defect 9) -------------------------------------------
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def test_an_unreachable_endpoint_fails_at_open_naming_it() -> None:
-    port = _free_port()  # nothing listens there
+def test_an_unreachable_endpoint_fails_at_open_naming_it(closed_port: int) -> None:
+    port = closed_port  # nothing listens there
     start = time.monotonic()
     with pytest.raises(BackendUnavailable, match=f"127.0.0.1:{port}"):
         open_backend(

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ _CANDIDATES = (
     "/usr/share/google-cloud-sdk/bin/cloud_spanner_emulator/emulator_main",
 )
 _START_SECONDS = 30.0
+_SERVER_ADDRESS = re.compile(r"Server address: 127\.0\.0\.1:(\d+)")
 
 
 def find_emulator() -> Path | None:
@@ -40,28 +43,27 @@ def find_emulator() -> Path | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Emulator:
     """One emulator process on a free loopback port, with one instance."""
 
     def __init__(self, binary: Path) -> None:
         self.binary = binary
-        self.port = free_port()
-        self.endpoint = f"127.0.0.1:{self.port}"
-        self._log = Path(os.environ.get("TMPDIR", "/tmp")) / f"spanner-emulator-{self.port}.log"
+        self.port = 0  # known once started: the emulator binds port 0 and logs its own
+        self.endpoint = ""
+        # One log per emulator (each pytest-xdist worker starts its own).
+        fd, log = tempfile.mkstemp(prefix="spanner-emulator-", suffix=".log")
+        os.close(fd)
+        self._log = Path(log)
         self._process: subprocess.Popen[bytes] | None = None
         self._client: Any = None
         self._ids = itertools.count(1)
 
     def start(self) -> None:
         with self._log.open("wb") as log:
+            # Port 0: the kernel picks a free port at bind time, so emulators of
+            # parallel test processes never race for one picked beforehand.
             self._process = subprocess.Popen(
-                [str(self.binary), f"--host_port={self.endpoint}"],
+                [str(self.binary), "--host_port=127.0.0.1:0"],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -70,6 +72,18 @@ class Emulator:
         while True:
             if self._process.poll() is not None:
                 raise RuntimeError(f"the Spanner emulator exited: {self._log.read_text()[-2000:]}")
+            if not self.port:
+                address = _SERVER_ADDRESS.search(self._log.read_text(errors="replace"))
+                if address is None:
+                    if time.monotonic() > deadline:
+                        self.stop()
+                        raise RuntimeError(
+                            f"the Spanner emulator logged no address: {self._log.read_text()}"
+                        )
+                    time.sleep(0.05)
+                    continue
+                self.port = int(address[1])
+                self.endpoint = f"127.0.0.1:{self.port}"
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 break

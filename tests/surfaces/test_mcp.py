@@ -177,17 +177,15 @@ def test_a_restarted_stdio_server_resolves_the_task_its_predecessor_created(
     assert len(api.applied()) == 1
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serving(app: Any) -> Iterator[str]:
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    # The server gets the bound socket: a port picked beforehand could be taken by
+    # a test running in another process before the server bound it.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
         for _ in range(400):
@@ -199,6 +197,7 @@ def serving(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+        sock.close()
 
 
 AGENT_TOKEN = "agent-token-0123456789abcdef"
