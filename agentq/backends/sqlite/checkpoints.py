@@ -13,16 +13,9 @@ commits of this process, that runs ``PRAGMA wal_checkpoint(PASSIVE)``. A
 passive checkpoint takes no write lock: writers keep appending to the WAL while
 it copies earlier frames, and the next writer after a complete one starts the
 WAL from its beginning again. The writer connection keeps a much larger
-``wal_autocheckpoint`` (:data:`BACKSTOP_PAGES`), and goes back to SQLite's own
-checkpoints (:data:`SQLITE_DEFAULT_PAGES`) if the thread gives up (its
-connection fails), so the WAL stays bounded either way.
-
-The WAL file itself grows to about the backstop and stays that size. SQLite
-starts the WAL from its beginning only when a writer begins while every frame
-is already copied, which a thread checkpointing beside busy writers rarely
-sees; so under load the writers' own checkpoint still runs once per
-:data:`BACKSTOP_PAGES` pages, but by then the thread has copied nearly all of
-them, and the writer's part is small.
+``wal_autocheckpoint`` (:data:`BACKSTOP_PAGES`) in case the thread cannot keep
+up, and goes back to SQLite's own checkpoints (:data:`SQLITE_DEFAULT_PAGES`) if
+the thread gives up (its connection fails), so the WAL stays bounded either way.
 """
 
 from __future__ import annotations
