@@ -45,7 +45,6 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from agentq.backends.sqlite.checkpoints import BACKSTOP_PAGES, SQLITE_DEFAULT_PAGES, Checkpointer
 from agentq.backends.sqlite.driver_errors import translate, translate_os_error
 from agentq.backends.sqlite.files import create_file
 from agentq.backends.sqlite.writer_lock import WriterLock
@@ -122,13 +121,6 @@ class Database:
                 raise translate_os_error(exc, path) from exc
         self._conn = self.connect()
         self._writer = None if self.memory else WriterLock(path, busy_timeout, file_mode)
-        self._checkpointer: Checkpointer | None = None
-        if not self.memory:
-            # Checkpoints run beside the writers, not inside their commits (.checkpoints).
-            self._conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
-            self._checkpointer = Checkpointer(
-                path, synchronous=durability.upper(), busy_timeout=busy_timeout
-            )
 
     def connect(self) -> sqlite3.Connection:
         """A new connection to the database with agentq's settings."""
@@ -194,8 +186,6 @@ class Database:
         self.closed = True
         with self._lock:
             self._settle()
-            if self._checkpointer is not None:
-                self._checkpointer.close()
             self._conn.close()
             if self._writer is not None:
                 self._writer.close()
@@ -354,9 +344,6 @@ class Database:
         self._group = None
         try:
             self._conn.execute("COMMIT")
-            if self._checkpointer is not None and not self._checkpointer.committed():
-                self._checkpointer = None  # it gave up: commits checkpoint again
-                self._conn.execute(f"PRAGMA wal_autocheckpoint={SQLITE_DEFAULT_PAGES}")
         except BaseException as exc:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
