@@ -25,6 +25,7 @@ from agentq import (
     tool,
 )
 from agentq.batching import entity_offset, window_delivery
+from tests.runtime._drive import advance_until_done
 
 CALLS: list[list[str]] = []
 IDS: list[list[str]] = []
@@ -257,16 +258,26 @@ def test_a_wrong_number_of_results_dead_letters_the_batch_saying_why(
     assert "returned 0 results for 1 tasks" in (info.error or "")
 
 
+
+def _start_held_batch(
+    brt: Runtime, clock: FakeClock, **worker_options: Any
+) -> tuple[Any, threading.Thread]:
+    """A worker draining the events queue in a thread, its batch handler entered
+    and held (``MODE["hold"]``) until ``RELEASE`` is set."""
+    MODE["hold"] = True
+    clock.advance(7)
+    worker = brt.worker(queues=["events"], **worker_options)
+    t = threading.Thread(target=worker.drain, daemon=True)
+    t.start()
+    assert ENTERED.wait(30)
+    return worker, t
+
+
 def test_a_stale_batch_records_nothing(brt: Runtime, clock: FakeClock) -> None:
     """A task of the batch cancelled while the batch runs: its ack fails, so the
     whole batch's commit fails and none of its results is recorded."""
     tasks = [brt.enqueue_action("aggregate", {"order_id": f"o{i}", "amount": 5}) for i in range(3)]
-    MODE["hold"] = True
-    clock.advance(7)
-    worker = brt.worker(queues=["events"])
-    t = threading.Thread(target=worker.drain, daemon=True)
-    t.start()
-    assert ENTERED.wait(30)
+    worker, t = _start_held_batch(brt, clock)
     brt.cancel(tasks[1].task_id)
     RELEASE.set()
     t.join(30)
@@ -284,12 +295,7 @@ def test_a_stale_batch_records_nothing(brt: Runtime, clock: FakeClock) -> None:
 
 def test_leases_are_renewed_while_a_batch_runs(brt: Runtime, clock: FakeClock) -> None:
     tasks = [brt.enqueue_action("aggregate", {"order_id": f"o{i}"}) for i in range(3)]
-    MODE["hold"] = True
-    clock.advance(7)
-    worker = brt.worker(queues=["events"], monitor_interval=1.0)
-    t = threading.Thread(target=worker.drain, daemon=True)
-    t.start()
-    assert ENTERED.wait(30)
+    worker, t = _start_held_batch(brt, clock, monitor_interval=1.0)
     for _ in range(25):  # 25 s of fake time: two and a half lease lengths
         clock.wait_for_sleepers(1)
         clock.advance(1)
@@ -305,20 +311,8 @@ def test_a_batch_that_overruns_its_timeout_fails_every_item(
     brt: Runtime, clock: FakeClock
 ) -> None:
     tasks = [brt.enqueue_action("aggregate", {"order_id": f"o{i}"}) for i in range(2)]
-    MODE["hold"] = True
-    clock.advance(7)
-    worker = brt.worker(queues=["events"], monitor_interval=1.0)
-    t = threading.Thread(target=worker.drain, daemon=True)
-    t.start()
-    assert ENTERED.wait(30)
-    for _ in range(40):
-        if not t.is_alive():
-            break
-        try:
-            clock.wait_for_sleepers(1, timeout=1.0)
-        except TimeoutError:
-            pass
-        clock.advance(1)
+    worker, t = _start_held_batch(brt, clock, monitor_interval=1.0)
+    advance_until_done(clock, t, seconds=40)
     t.join(10)
     assert not t.is_alive()
     assert worker.stats["timed_out"] == 2
@@ -385,12 +379,7 @@ def test_a_stale_batch_fails_as_a_whole(brt: Runtime, clock: FakeClock) -> None:
     are redelivered, run again and commit. The first run's commit then finds the
     messages gone: none of its results, acks or writes is recorded."""
     tasks = [brt.enqueue_action("aggregate", {"order_id": f"o{i}", "amount": 1}) for i in range(3)]
-    MODE["hold"] = True
-    clock.advance(7)
-    worker = brt.worker(queues=["events"], monitor_interval=3600)  # its monitor never runs
-    t = threading.Thread(target=worker.drain, daemon=True)
-    t.start()
-    assert ENTERED.wait(30)
+    worker, t = _start_held_batch(brt, clock, monitor_interval=3600)  # its monitor never runs
     clock.advance(13)  # the leases expired (10 s) and the redelivery backoff passed
     for _ in range(3000):  # the drain leases them again and the second run commits
         if all(brt.task(x.task_id).status is TaskStatus.SUCCEEDED for x in tasks):

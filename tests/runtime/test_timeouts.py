@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from agentq import FakeClock, Policy, Runtime, TaskStatus, ToolContext, tool
 from agentq.executor import Worker
+from tests.runtime._drive import advance_until_done
 
 RELEASE = threading.Event()  # set only at the end of each test: the hung calls return
 ENTERED: list[str] = []
@@ -77,20 +78,6 @@ def wait_for_entries(n: int) -> None:
             return
         threading.Event().wait(0.01)
     raise AssertionError(f"only {ENTERED} started")
-
-
-def advance_until_done(clock: FakeClock, t: threading.Thread, seconds: int = 30) -> None:
-    """Move fake time one second at a time (the monitor wakes each time), until
-    the drain returns or ``seconds`` have passed."""
-    for _ in range(seconds):
-        if not t.is_alive():
-            return
-        try:
-            clock.wait_for_sleepers(1, timeout=1.0)
-        except TimeoutError:
-            pass
-        clock.advance(1)
-    t.join(5)
 
 
 def test_a_hung_sync_call_does_not_stop_the_other_tasks(rt: Runtime, clock: FakeClock) -> None:
