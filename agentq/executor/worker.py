@@ -73,7 +73,9 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
     ``group_commit`` caps how many completions share one transaction;
     ``max_deliveries`` dead-letters an attempt whose deliveries never complete
     (a poison task that kills its worker); ``prefetch`` is how many leased tasks
-    may wait for a free handler (their leases are renewed meanwhile);
+    may wait for a free handler (their leases are renewed meanwhile; default:
+    ``concurrency`` or ``batch_size``, whichever is larger, so a worker whose
+    handlers are all busy can still lease one whole batch);
     ``full_wait`` is how long a long-lived receive stream stays open while the
     worker is full (see :mod:`agentq.executor.receiving`); ``max_abandoned``
     bounds the handler threads a worker gives up on when their
@@ -122,6 +124,8 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
             raise ValueError(f"unknown_tool_grace must be zero or more, got {unknown_tool_grace}")
         if max_abandoned is not None and max_abandoned < 0:
             raise ValueError("max_abandoned must be zero or more")
+        if prefetch is not None and prefetch < 0:
+            raise ValueError("prefetch must be zero or more")
         self.runtime = runtime
         self.clock = runtime.clock
         known = runtime.tools.queues() | {ESCALATION_QUEUE}
@@ -165,7 +169,13 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
         self._inflight = {}
         self._lock = threading.Condition()
         self._outstanding = 0
-        self.capacity = concurrency + (concurrency if prefetch is None else prefetch)
+        # Room for one whole batch beyond the busy handlers: with less, a batch_size
+        # above concurrency could never be leased at once, and the worker would
+        # lease (and claim, and commit) in more, smaller transactions than asked.
+        # Measured with 16 handlers and batches of 50, two workers: about 6-14 %
+        # more tasks/s than room for 16.
+        default_prefetch = max(concurrency, self.batch_size)
+        self.capacity = concurrency + (default_prefetch if prefetch is None else prefetch)
         self._pending_commits = 0
         self._commits_finished = 0
         self.max_abandoned = concurrency if max_abandoned is None else max_abandoned
