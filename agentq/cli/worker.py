@@ -22,6 +22,7 @@ from agentq.cli.common import (
     add_runtime_args,
     args_config,
     find_project,
+    non_negative,
     open_runtime,
     positive,
     positive_float,
@@ -60,6 +61,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     metrics = None
     try:
         worker = rt.worker(concurrency=args.concurrency, queues=args.queue or None,
+                           batch_size=args.batch_size, prefetch=args.prefetch,
                            stats_interval=args.stats_interval, worker_id=args.id,
                            heartbeat_interval=args.heartbeat_interval,
                            heartbeat_timeout=args.heartbeat_timeout)  # fmt: skip
@@ -125,6 +127,15 @@ def register(sub: Any) -> None:
     worker = sub.add_parser("worker", help="serve tasks until SIGTERM/SIGINT")
     add_runtime_args(worker)
     worker.add_argument("--concurrency", type=positive, default=8)
+    worker.add_argument(
+        "--batch-size", type=positive, default=None, metavar="N",
+        help="most tasks one lease takes (default: --concurrency)",
+    )  # fmt: skip
+    worker.add_argument(
+        "--prefetch", type=non_negative, default=None, metavar="N",
+        help="leased tasks that may wait for a free handler, their leases renewed "
+        "(default: --concurrency or --batch-size, whichever is larger; 0 for long tasks)",
+    )  # fmt: skip
     worker.add_argument("--queue", action="append", help="serve only this queue (repeatable)")
     worker.add_argument(
         "--log-level", type=str.upper, default="INFO",
