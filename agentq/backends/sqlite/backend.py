@@ -72,6 +72,7 @@ class SQLiteBackend:
         memory = path == ":memory:"
         self._path = path if memory else os.path.abspath(path)
         self._specs: dict[str, QueueSQL] = {}
+        self._earliest_seen: dict[str, int | None] = {}  # see _changed_queues
         notifier_key = f"memory:{id(self)}" if memory else self._path
         self._notifier = notifier_for(notifier_key)
         self._commits = notifier_for(notifier_key, "commits")
@@ -88,8 +89,9 @@ class SQLiteBackend:
         try:
             if not memory:
                 self._watcher = Watcher(
-                    self._db.connect(), self._path, (self._notifier, self._commits), poll_interval
-                )
+                    self._db.connect(), self._path, (self._commits,), poll_interval,
+                    receivers=(self._notifier, self._changed_queues),
+                )  # fmt: skip
             self._db.setup(queues.SCHEMA + records.SCHEMA)
         except BaseException:
             self.close()  # a database that cannot be set up leaves nothing open
@@ -134,7 +136,7 @@ class SQLiteBackend:
     # -- transactions --------------------------------------------------------
 
     def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
-        sent = False
+        sent: set[str] = set()
 
         def body(conn: sqlite3.Connection) -> T:
             nonlocal sent
@@ -147,7 +149,7 @@ class SQLiteBackend:
 
         result = self._db.write(body, durable)
         if sent:
-            self._notifier.notify()
+            self._notifier.notify(sent)  # only the receivers of these queues
         self._commits.notify()
         return result
 
@@ -177,7 +179,7 @@ class SQLiteBackend:
         event = threading.Event()
         # Subscribe before the first lease so no commit between the lease and the
         # wait can be missed (in process: the notifier; across processes: the watcher).
-        self._notifier.subscribe(event)
+        self._notifier.subscribe(event, queue)
         watching = False
         try:
             while not self._db.closed:
@@ -201,6 +203,31 @@ class SQLiteBackend:
             if watching and self._watcher is not None:
                 self._watcher.leave()
             self._notifier.unsubscribe(event)
+
+    def _changed_queues(self, conn: sqlite3.Connection, waited_on: set[str]) -> set[str]:
+        """Of the queues receivers wait on, those another commit may have given a
+        message to lease sooner: one is ready now, or the earliest visibility
+        time changed since the watcher last looked (a send, a nack, an ack).
+        The watcher asks this after every change of the file, so receivers of
+        idle queues are not woken by every commit of a busy one."""
+        now = self._now()
+        changed = set()
+        seen = self._earliest_seen
+        for queue in waited_on:
+            sql = self._specs.get(queue)
+            if sql is None:  # not this backend's receiver (the notifier is per file)
+                changed.add(queue)
+                continue
+            try:
+                earliest = conn.execute(sql.next_visible).fetchone()[0]
+            except Exception:  # a queue this backend cannot read: wake its receivers
+                changed.add(queue)
+                continue
+            ready = earliest is not None and earliest <= now
+            if ready or queue not in seen or seen[queue] != earliest:
+                changed.add(queue)
+            seen[queue] = earliest
+        return changed
 
     def renew(self, queue: str, tokens: Sequence[str]) -> list[Renewal]:
         return self._leases.renew(self._queue_sql(queue), tokens)

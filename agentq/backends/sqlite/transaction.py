@@ -39,7 +39,7 @@ class SQLiteTransaction(Transaction):
         self._now_dt: datetime | None = None
         self._queue_sql = queue_sql
         self.doomed: TransactionError | None = None
-        self.sent = False
+        self.sent: set[str] = set()  # the queues this transaction sent to
 
     @property
     def now(self) -> datetime:
@@ -80,7 +80,7 @@ class SQLiteTransaction(Transaction):
             raise self._doom(
                 DuplicateKey(f"queue {queue!r} already has a message with key {parts!r}")
             ) from exc
-        self.sent = True
+        self.sent.add(queue)
 
     def ack(self, queue: str, key: Sequence[Any] | Any, must_exist: bool = True) -> bool:
         sql = self._queue_sql(queue, self._conn)
