@@ -1,5 +1,5 @@
-"""The SQLite backend's files (the database, its -wal and -shm, and the writer
-lock) hold the whole ledger: they are created readable by their owner only,
+"""The SQLite backend's files (the database, its -wal and -shm, the writer
+lock and the doorbell) hold the whole ledger: they are created readable by their owner only,
 whatever the umask, unless the URL relaxes it."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from agentq.backends import open_backend
 from agentq.errors import ConfigError
 from agentq.spec import QueueSpec
 
-SUFFIXES = ("", "-wal", "-shm", "-agentq.lock")
+SUFFIXES = ("", "-wal", "-shm", "-agentq.lock", "-bell")
 
 
 @pytest.fixture(params=[0o000, 0o022], ids=["umask-000", "umask-022"])
@@ -30,7 +30,7 @@ def _modes_while_open(db: Path, query: str = "") -> dict[str, int]:
     try:
         backend.create_queue(QueueSpec.simple("Jobs"))
         backend.transact(lambda tx: tx.send("Jobs", "1", b"x"))
-        # All four exist while the backend is open (the WAL goes away on close).
+        # All of them exist while the backend is open (the WAL goes away on close).
         return {s: stat.S_IMODE(os.stat(f"{db}{s}").st_mode) for s in SUFFIXES}
     finally:
         backend.close()

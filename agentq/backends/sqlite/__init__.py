@@ -17,7 +17,10 @@ default, every write in ``BEGIN IMMEDIATE``). Where to find what:
 * :mod:`.transaction` -- the ``tx`` of ``transact``: send, ack, records, SQL.
 * :mod:`.records` -- the runtime's records table.
 * :mod:`.watcher` -- how waiting receivers wake: an in-process notification,
-  and across processes an inotify watch (or adaptive check) of the WAL file.
+  and across processes an inotify watch of the doorbell and the WAL file (or
+  an adaptive check of the WAL).
+* :mod:`.doorbell` -- the ``-bell`` file a commit that sent messages rings,
+  slot per queue, so other processes' receivers of those queues wake.
 
 Task ids grow with time on this backend (``ordered_keys``): tasks enqueued
 together share B-tree pages, so claiming or completing a batch rewrites a few

@@ -24,6 +24,7 @@ from agentq.backends.base import (
 from agentq.backends.notify import Wake
 from agentq.backends.sqlite import queues, records, space
 from agentq.backends.sqlite.connection import Database
+from agentq.backends.sqlite.doorbell import Doorbell
 from agentq.backends.sqlite.files import DEFAULT_FILE_MODE, parse_file_mode
 from agentq.backends.sqlite.leases import Leases
 from agentq.backends.sqlite.queues import QueueSQL
@@ -73,6 +74,7 @@ class SQLiteBackend:
         self._path = path if memory else os.path.abspath(path)
         self._specs: dict[str, QueueSQL] = {}
         self._earliest_seen: dict[str, int | None] = {}  # see _changed_queues
+        self._earliest_sql: dict[tuple[str, ...], str] = {}  # see _earliest
         notifier_key = f"memory:{id(self)}" if memory else self._path
         self._notifier = notifier_for(notifier_key)
         self._commits = notifier_for(notifier_key, "commits")
@@ -86,11 +88,13 @@ class SQLiteBackend:
         )
         self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
         self._watcher: Watcher | None = None
+        self._bell: Doorbell | None = None
         try:
             if not memory:
+                self._bell = Doorbell.open(self._path, self.file_mode)
                 self._watcher = Watcher(
                     self._db.connect(), self._path, (self._commits,), poll_interval,
-                    receivers=(self._notifier, self._changed_queues),
+                    receivers=(self._notifier, self._changed_queues), bell=self._bell,
                 )  # fmt: skip
             self._db.setup(queues.SCHEMA + records.SCHEMA)
         except BaseException:
@@ -150,6 +154,8 @@ class SQLiteBackend:
         result = self._db.write(body, durable)
         if sent:
             self._notifier.notify(sent)  # only the receivers of these queues
+            if self._bell is not None:
+                self._bell.ring(sent)  # and other processes' (committed: visible)
         self._commits.notify()
         return result
 
@@ -195,13 +201,13 @@ class SQLiteBackend:
                     until_visible = (next_visible - self._now()) / 1e6
                     remaining = min(remaining, max(until_visible, 0.0))
                 if not watching and self._watcher is not None:
-                    self._watcher.enter()
+                    self._watcher.enter(receiver=True)
                     watching = True
                     continue  # lease once more: a commit may have landed before the watch
                 self.clock.wait(event, remaining)
         finally:
             if watching and self._watcher is not None:
-                self._watcher.leave()
+                self._watcher.leave(receiver=True)
             self._notifier.unsubscribe(event)
 
     def _changed_queues(self, conn: sqlite3.Connection, waited_on: set[str]) -> set[str]:
@@ -211,23 +217,42 @@ class SQLiteBackend:
         The watcher asks this after every change of the file, so receivers of
         idle queues are not woken by every commit of a busy one."""
         now = self._now()
-        changed = set()
+        known = sorted(q for q in waited_on if q in self._specs)
+        # Not this backend's receivers (the notifier is per file): they look themselves.
+        changed = set(waited_on).difference(known)
+        if not known:
+            return changed
+        try:
+            earliest_of = dict(zip(known, self._earliest(conn, known), strict=True))
+        except Exception:  # a queue this backend cannot read: ask each on its own
+            earliest_of = {}
+            for queue in known:
+                try:
+                    earliest_of[queue] = conn.execute(self._specs[queue].next_visible).fetchone()[0]
+                except Exception:  # unreadable: wake its receivers, they report it
+                    changed.add(queue)
         seen = self._earliest_seen
-        for queue in waited_on:
-            sql = self._specs.get(queue)
-            if sql is None:  # not this backend's receiver (the notifier is per file)
-                changed.add(queue)
-                continue
-            try:
-                earliest = conn.execute(sql.next_visible).fetchone()[0]
-            except Exception:  # a queue this backend cannot read: wake its receivers
-                changed.add(queue)
-                continue
+        for queue, earliest in earliest_of.items():
             ready = earliest is not None and earliest <= now
             if ready or queue not in seen or seen[queue] != earliest:
                 changed.add(queue)
             seen[queue] = earliest
         return changed
+
+    def _earliest(self, conn: sqlite3.Connection, known: list[str]) -> tuple[Any, ...]:
+        """The earliest visibility time of each queue, in one statement: one read
+        transaction however many queues wait (the watcher asks after every event
+        of a busy file; a query per queue cost a worker serving five queues
+        about a tenth of its time)."""
+        key = tuple(known)
+        sql = self._earliest_sql.get(key)
+        if sql is None:
+            sql = "SELECT " + ", ".join(f"({self._specs[q].next_visible})" for q in known)
+            if len(self._earliest_sql) > 64:  # the sets of waiting queues vary: stay bounded
+                self._earliest_sql.clear()
+            self._earliest_sql[key] = sql
+        row: tuple[Any, ...] = conn.execute(sql).fetchone()
+        return row
 
     def renew(self, queue: str, tokens: Sequence[str]) -> list[Renewal]:
         return self._leases.renew(self._queue_sql(queue), tokens)
@@ -267,6 +292,8 @@ class SQLiteBackend:
         self._db.close()
         if self._watcher is not None:
             self._watcher.close()
+        if self._bell is not None:
+            self._bell.close()
         self._notifier.notify()
         self._commits.notify()
 
