@@ -30,6 +30,7 @@ from agentq.backends.sqlite import watcher as sqlite_watcher
 from agentq.backends.sqlite.doorbell import Doorbell
 from agentq.clock import SystemClock, to_micros
 from agentq.spec import QueueSpec
+from tests.unit._watching import wait_until_watching
 
 needs_inotify = pytest.mark.skipif(sqlite_watcher._INotify is None, reason="no inotify")
 
@@ -64,12 +65,7 @@ class _Receiver:
         self.got: list[Message] = []
         self._thread = threading.Thread(target=self._run, args=(backend, queue))
         self._thread.start()
-        watcher = backend._watcher
-        assert watcher is not None
-        deadline = time.monotonic() + 30
-        while not (watcher._waiters and watcher._polls):
-            assert time.monotonic() < deadline, "the receiver never started waiting"
-            time.sleep(0.001)
+        wait_until_watching(backend)
 
     def _run(self, backend: SQLiteBackend, queue: str) -> None:
         for batch in backend.stream(queue, 10, max_duration=20):

@@ -24,6 +24,7 @@ from agentq.backends.notify import Notifier
 from agentq.backends.sqlite import SQLiteBackend
 from agentq.clock import SystemClock, to_micros
 from agentq.spec import QueueSpec
+from tests.unit._watching import wait_until_watching
 
 
 def test_a_notification_naming_topics_sets_only_their_subscribers_and_the_untopical() -> None:
@@ -56,12 +57,7 @@ class _Receiver:
         backend._leases.lease = counted  # type: ignore[method-assign]
         self._thread = threading.Thread(target=self._run, args=(backend, queue, duration))
         self._thread.start()
-        watcher = backend._watcher
-        assert watcher is not None
-        deadline = time.monotonic() + 30
-        while not (watcher._waiters and watcher._polls):
-            assert time.monotonic() < deadline, "the receiver never started waiting"
-            time.sleep(0.001)
+        wait_until_watching(backend)
 
     def _run(self, backend: SQLiteBackend, queue: str, duration: float) -> None:
         for batch in backend.stream(queue, 10, max_duration=duration):

@@ -17,19 +17,9 @@ from agentq.backends.sqlite import SQLiteBackend
 from agentq.backends.sqlite import watcher as sqlite_watcher
 from agentq.clock import SystemClock, to_micros
 from agentq.spec import QueueSpec
+from tests.unit._watching import wait_until_watching
 
 pytestmark = pytest.mark.slow
-
-
-def _wait_until_watching(backend: SQLiteBackend) -> None:
-    """Until the receiver waits and the watcher thread has run its first check."""
-    watcher = backend._watcher
-    assert watcher is not None
-    for _ in range(5000):
-        if watcher._waiters and watcher._polls:
-            return
-        time.sleep(0.001)
-    raise AssertionError("the receiver never started waiting")
 
 
 def _commit_foreign_message_and_wait(
@@ -68,7 +58,7 @@ def test_a_foreign_commit_wakes_a_waiting_receiver(
     receiver.start()
     try:
         assert backend._watcher is not None
-        _wait_until_watching(backend)
+        wait_until_watching(backend)
         assert backend._watcher.blocking is (mode == "inotify")
         # A program writing without agentq rings no doorbell: with inotify the
         # periodic check of the WAL finds its message, polling the WAL's change.
@@ -95,7 +85,7 @@ def test_without_a_file_to_watch_it_polls_and_watches_once_the_file_appears(
     )
     receiver.start()
     try:
-        _wait_until_watching(backend)
+        wait_until_watching(backend)
         assert not backend._watcher.blocking  # polling (PRAGMA data_version) instead
         _commit_foreign_message_and_wait(backend, db, got)
         missing.write_bytes(b"")  # the file is back: the next check watches it

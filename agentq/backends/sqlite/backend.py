@@ -214,7 +214,8 @@ class SQLiteBackend:
         """Of the queues receivers wait on, those another commit may have given a
         message to lease sooner: one is ready now, or the earliest visibility
         time changed since the watcher last looked (a send, a nack, an ack).
-        The watcher asks this after every change of the file, so receivers of
+        The watcher asks this for changes of the file that no doorbell ring
+        announced (every change, where there is no doorbell), so receivers of
         idle queues are not woken by every commit of a busy one."""
         now = self._now()
         known = sorted(q for q in waited_on if q in self._specs)
@@ -241,9 +242,8 @@ class SQLiteBackend:
 
     def _earliest(self, conn: sqlite3.Connection, known: list[str]) -> tuple[Any, ...]:
         """The earliest visibility time of each queue, in one statement: one read
-        transaction however many queues wait (the watcher asks after every event
-        of a busy file; a query per queue cost a worker serving five queues
-        about a tenth of its time)."""
+        transaction however many queues wait (without a doorbell the watcher
+        asks after every change of a busy file)."""
         key = tuple(known)
         sql = self._earliest_sql.get(key)
         if sql is None:
