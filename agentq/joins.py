@@ -16,7 +16,7 @@ This module keeps only that bookkeeping; the waiting task's state changes
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from agentq.backends import Transaction
@@ -75,6 +75,11 @@ def add_waiter(tx: Transaction, prerequisite: str, waiter: str) -> None:
     rec = tx.get_record(Tables.JOINS, prerequisite) or {"waiters": []}
     if waiter not in rec["waiters"]:
         tx.put_record(Tables.JOINS, prerequisite, {"waiters": [*rec["waiters"], waiter]})
+
+
+def waited_on(tx: Transaction, task_ids: Sequence[str]) -> set[str]:
+    """Which of ``task_ids`` some task waits on (one read for all of them)."""
+    return set(tx.get_records(Tables.JOINS, task_ids))
 
 
 def take_waiters(tx: Transaction, task_id: str) -> list[str]:

@@ -230,6 +230,13 @@ class Transaction(Protocol):
         """
         ...
 
+    def ack_all(self, queue: str, keys: Sequence[Sequence[Any] | Any]) -> None:
+        """Delete several messages of ``queue`` by key, each as :meth:`ack` with
+        ``must_exist``: if any of them is missing, MessageNotFound rolls the whole
+        transaction back (a committer's group of completions: one statement, not
+        one per task, where the engine allows)."""
+        ...
+
     def execute(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[tuple[Any, ...]]:
@@ -238,6 +245,12 @@ class Transaction(Protocol):
 
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         """Read a JSON record of the runtime's own state."""
+        ...
+
+    def get_records(self, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Read several records in this transaction (what :meth:`get_record` gives
+        for each key), as one read where the engine allows; keys with no record
+        are left out."""
         ...
 
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:

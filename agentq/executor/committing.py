@@ -18,7 +18,7 @@ from agentq.decision import Decision
 from agentq.errors import BackendUnavailable, MessageNotFound, TransactionAborted
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Outcome
-from agentq.executor.outcomes import apply_outcome
+from agentq.executor.outcomes import apply_outcome, apply_plain_successes
 from agentq.executor.state import WorkerState
 from agentq.faults import WorkerCrash
 from agentq.lifecycle import tasks as lifecycle
@@ -63,6 +63,8 @@ class Committing(WorkerState):
             return
 
         def apply_all(tx: Decision) -> list[str]:
+            if all(o.final is not None for o in real):  # the common group: acks as a set too
+                return apply_plain_successes(tx, real)
             # Plain successes' ledger writes go as one set; written before any
             # other outcome's writes, which may read records (an ordering key's
             # next task), so the order of writes is the outcomes' order.

@@ -6,6 +6,7 @@ change itself, and the queue operations it implies, are
 
 * :func:`apply_outcome` — a run's completion: succeed (with the handler's
   ``on_commit`` writes and an approval timer's effect), checkpoint, or a failure;
+  :func:`apply_plain_successes` — a committer's group of plain successes, as sets;
 * :func:`apply_failure` — defer (rate-limited: not run yet), throttle (429/503
   with a Retry-After within the cap), fail for good (permanent, attempts used
   up), or retry with backoff;
@@ -41,6 +42,7 @@ __all__ = [
     "TIMER_KINDS",
     "apply_failure",
     "apply_outcome",
+    "apply_plain_successes",
     "dead_letter_stray",
     "succeeded_fields",
     "succeeded_record",
@@ -103,6 +105,34 @@ def apply_outcome(
         )  # fmt: skip
         return "checkpointed"
     return apply_failure(tx, rec, inf, o.exc, holds)
+
+
+def apply_plain_successes(tx: Decision, outcomes: list[Outcome]) -> list[str]:
+    """:func:`apply_outcome` for outcomes that are all plain successes (each with
+    its ``final`` encoded ahead), written as sets: one strict ack per queue, the
+    ledger fields as one set, one read for the tasks waiting on them. Any message
+    already gone rolls all of it back (the committer then commits each alone)."""
+    rt = tx.runtime
+    by_queue: dict[str, list[tuple[Any, ...]]] = {}
+    for o in outcomes:
+        by_queue.setdefault(o.inflight.queue, []).append(o.inflight.key)
+    for queue, keys in by_queue.items():
+        tx.tx.ack_all(queue, keys)
+        rt.telemetry.acked.add(len(keys), {"queue": queue})
+    fields: list[tuple[str, EncodedFields]] = []
+    for o in outcomes:
+        inf = o.inflight
+        rt.faults.hit("before_completion_commit", task_id=inf.task_id)
+        if isinstance(o.final, EncodedFields):
+            fields.append((inf.task_id, o.final))
+        else:
+            assert o.final is not None, "not a plain success"
+            lifecycle.store_encoded(tx.tx, inf.task_id, o.final)
+    if fields:
+        lifecycle.store_fields(tx.tx, fields)
+    # The strict acks prove each claimed record current (see apply_outcome).
+    lifecycle.settle_waiters_of_successes(rt, tx.tx, [o.inflight.record for o in outcomes])
+    return ["succeeded"] * len(outcomes)
 
 
 def apply_failure(

@@ -10,7 +10,7 @@ event that ends a task goes through :func:`write_final`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentq import joins, keylimits, ordering, webhooks
@@ -19,7 +19,14 @@ from agentq.ledger import Tables, TaskStatus
 from agentq.lifecycle.records import Env, due, finished, iso, moved, send, store
 from agentq.lifecycle.states import Event
 
-__all__ = ["after_final", "release_key_slot", "send_webhook", "settle_waiters", "write_final"]
+__all__ = [
+    "after_final",
+    "release_key_slot",
+    "send_webhook",
+    "settle_waiters",
+    "settle_waiters_of_successes",
+    "write_final",
+]
 
 
 def write_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
@@ -59,6 +66,18 @@ def settle_waiters(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
                 released = moved(waiter, Event.RELEASE, tx.now, waiting_on=[])
                 store(tx, released)
                 send(env, tx, released, due(tx, released))
+
+
+def settle_waiters_of_successes(
+    env: Env, tx: Transaction, succeeded: Sequence[Mapping[str, Any]]
+) -> None:
+    """:func:`settle_waiters` for tasks that succeeded in this transaction (their
+    records as they were before, the status aside), finding with one read which
+    of them any task waits on: a committer's group asks once, not once per task."""
+    waited = joins.waited_on(tx, [str(rec["task_id"]) for rec in succeeded])
+    for rec in succeeded:
+        if str(rec["task_id"]) in waited:
+            settle_waiters(env, tx, {**rec, "status": TaskStatus.SUCCEEDED})
 
 
 def after_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:

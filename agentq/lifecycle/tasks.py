@@ -29,7 +29,12 @@ from agentq.idempotency import remember
 from agentq.ids import new_task_id
 from agentq.ledger import TERMINAL, Tables, TaskStatus
 from agentq.lifecycle import payloads
-from agentq.lifecycle.consequences import release_key_slot, settle_waiters, write_final
+from agentq.lifecycle.consequences import (
+    release_key_slot,
+    settle_waiters,
+    settle_waiters_of_successes,
+    write_final,
+)
 from agentq.lifecycle.records import (
     Env,
     claimed,
@@ -74,6 +79,7 @@ __all__ = [
     "reschedule",
     "send",
     "settle_waiters",
+    "settle_waiters_of_successes",
     "store",
     "store_encoded",
     "store_fields",

@@ -45,6 +45,11 @@ def send(h: Harness, *keys: tuple[Any, ...], payload: bytes = b"p", **kw: Any) -
 
 @pytest.fixture
 def q(harness: Harness) -> Harness:
+    return with_tasks_queue(harness)
+
+
+def with_tasks_queue(harness: Harness) -> Harness:
+    """The harness with the Tasks queue (and, where it can, an orders table)."""
     harness.backend.create_queue(TASKS)
     if "app_sql" in harness.capabilities:
         harness.create_table(

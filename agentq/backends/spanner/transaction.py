@@ -74,6 +74,12 @@ class SpannerTransaction(Transaction):
             self.strict_acks += 1
         return True
 
+    def ack_all(self, queue: str, keys: Sequence[Sequence[Any] | Any]) -> None:
+        # Ack mutations are buffered and sent with the commit anyway: one per key
+        # costs no round trip, and any missing message fails the commit.
+        for key in keys:
+            self.ack(queue, key, must_exist=True)
+
     def execute(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[tuple[Any, ...]]:
@@ -105,6 +111,12 @@ class SpannerTransaction(Transaction):
             )
         )
         return None if not rows else dict(json.loads(rows[0][0]))
+
+    def get_records(self, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        # One point read per key, through get_record's cache of this transaction's
+        # own writes (read-your-writes); completions ask for their few joins this way.
+        found = {key: self.get_record(table, key) for key in dict.fromkeys(keys)}
+        return {key: rec for key, rec in found.items() if rec is not None}
 
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
         validate_identifier(table, "record table")

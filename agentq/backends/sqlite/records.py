@@ -30,6 +30,7 @@ __all__ = [
     "SCHEMA",
     "delete_record",
     "get_record",
+    "get_records",
     "insert_record",
     "list_records",
     "put_record",
@@ -81,6 +82,18 @@ def get_record(conn: sqlite3.Connection, table: str, key: str) -> dict[str, Any]
     except UnicodeEncodeError:
         return None  # no record can have this key
     return None if row is None else dict(json.loads(row[0]))
+
+
+def get_records(
+    conn: sqlite3.Connection, table: str, keys: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """The records of ``keys`` that exist, read inside the transaction of ``conn``."""
+    out: dict[str, dict[str, Any]] = {}
+    wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
+    for first in range(0, len(wanted), _IN_CHUNK):
+        for key, text in _select_keys(conn, table, wanted[first : first + _IN_CHUNK]):
+            out[key] = dict(json.loads(text))
+    return out
 
 
 def put_record(

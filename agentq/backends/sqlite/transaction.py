@@ -94,6 +94,20 @@ class SQLiteTransaction(Transaction):
             )
         return deleted > 0
 
+    def ack_all(self, queue: str, keys: Sequence[Sequence[Any] | Any]) -> None:
+        sql = self._queue_sql(queue, self._conn)
+        rows = [sql.spec.check_key(key) for key in keys]
+        # A key names at most one message, so the rows deleted add up to the
+        # keys given exactly when every message was there.
+        deleted = self._conn.executemany(sql.delete, rows).rowcount if rows else 0
+        if deleted != len(rows):
+            raise self._doom(
+                MessageNotFound(
+                    f"queue {queue!r}: {len(rows) - deleted} of the {len(rows)} messages "
+                    "to acknowledge have no message (already acknowledged)"
+                )
+            )
+
     def execute(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[tuple[Any, ...]]:
@@ -101,6 +115,9 @@ class SQLiteTransaction(Transaction):
 
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         return records.get_record(self._conn, table, key)
+
+    def get_records(self, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return records.get_records(self._conn, table, keys)
 
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
         records.put_record(self._conn, table, key, value)

@@ -1,0 +1,73 @@
+"""``tx.ack_all`` and ``tx.get_records``: a committer's group of completions acks
+its messages and asks for the tasks waiting on them as sets, and each backend
+must mean by them exactly what one ``ack`` / ``get_record`` per key means."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentq.backends import Transaction
+from agentq.errors import InvalidMessage, MessageNotFound
+
+from .conftest import Harness
+from .test_queue_contract import orders, receive, send, with_tasks_queue
+
+
+@pytest.fixture
+def q(harness: Harness) -> Harness:
+    return with_tasks_queue(harness)
+
+
+@pytest.mark.needs("state", "fake_time")
+def test_ack_all_deletes_every_message_named_and_only_those(q: Harness) -> None:
+    send(q, (1, "a"), (1, "b"), (2, "a"), (3, "c"))
+    q.backend.transact(lambda tx: tx.ack_all("Tasks", [(1, "a"), (2, "a"), (3, "c")]))
+    assert [m.key for m in receive(q)] == [(1, "b")]
+    q.backend.transact(lambda tx: tx.ack_all("Tasks", []))  # nothing to ack: nothing happens
+    assert q.backend.stats("Tasks").depth == 1
+
+
+@pytest.mark.needs("state", "app_sql")
+def test_ack_all_with_one_message_gone_rolls_back_everything_even_if_caught(q: Harness) -> None:
+    send(q, (1, "a"), (1, "b"))
+    q.backend.transact(lambda tx: tx.ack("Tasks", (1, "b")))  # another delivery won this one
+
+    def group(tx: Transaction) -> None:
+        tx.execute("INSERT INTO orders (id, state) VALUES (1, 'refunded')")
+        try:
+            tx.ack_all("Tasks", [(1, "a"), (1, "b")])
+        except MessageNotFound:
+            pass  # swallowing it must not let the transaction commit
+
+    with pytest.raises(MessageNotFound, match="already acknowledged"):
+        q.backend.transact(group)
+    assert orders(q) == []
+    assert [m.key for m in receive(q)] == [(1, "a")]  # its ack was rolled back too
+
+
+@pytest.mark.needs()
+def test_ack_all_checks_every_key(q: Harness) -> None:
+    with pytest.raises(InvalidMessage):
+        q.backend.transact(lambda tx: tx.ack_all("Tasks", [(1, "a"), ("not an int", "b")]))
+
+
+@pytest.mark.needs("state")
+def test_get_records_reads_the_transactions_own_writes_and_leaves_out_missing_keys(
+    harness: Harness,
+) -> None:
+    b = harness.backend
+    b.transact(lambda tx: [tx.put_record("things", k, {"k": k, "n": 1}) for k in "abc"])
+
+    def read(tx: Transaction) -> dict[str, dict[str, object]]:
+        tx.put_record("things", "d", {"k": "d", "n": 2})
+        tx.put_record("things", "a", {"k": "a", "n": 3})
+        tx.delete_record("things", "b")
+        return tx.get_records("things", ["a", "b", "d", "missing", "a", "c"])
+
+    assert b.transact(read) == {
+        "a": {"k": "a", "n": 3},
+        "c": {"k": "c", "n": 1},
+        "d": {"k": "d", "n": 2},
+    }
+    assert b.transact(lambda tx: tx.get_records("things", [])) == {}
+    assert b.transact(lambda tx: tx.get_records("other", ["a"])) == {}
