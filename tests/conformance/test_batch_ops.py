@@ -71,3 +71,18 @@ def test_get_records_reads_the_transactions_own_writes_and_leaves_out_missing_ke
     }
     assert b.transact(lambda tx: tx.get_records("things", [])) == {}
     assert b.transact(lambda tx: tx.get_records("other", ["a"])) == {}
+
+
+@pytest.mark.needs("state")
+def test_get_records_of_more_keys_than_one_read_takes(harness: Harness) -> None:
+    # SQLite reads 500 keys per IN (...) list; 1,203 keys (every seventh missing,
+    # three repeated) cross two chunk boundaries and end mid-chunk, and the keys
+    # on either side of each boundary exist.
+    b = harness.backend
+    present = [f"k{i:04d}" for i in range(1200) if i % 7]
+    b.transact(lambda tx: [tx.put_record("things", k, {"k": k}) for k in present])
+    wanted = [f"k{i:04d}" for i in range(1200)] + ["k0000", "k0001", "k1199"]
+    assert {"k0499", "k0500", "k0999", "k1000", "k1199"} <= set(present)
+    found = b.transact(lambda tx: tx.get_records("things", wanted))
+    assert sorted(found) == present
+    assert all(found[k] == {"k": k} for k in present)
