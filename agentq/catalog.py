@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict
 
 from agentq.backends import Backend, Transaction
@@ -101,6 +100,10 @@ class RecordedTool(ToolDef):
                 f"tool {self.name!r} takes an object of arguments, got {type(args).__name__}"
             )
         data = dict(args)
+        # Imported here: it is a tenth of a second of every CLI start, and only
+        # producers validating from a catalog need it.
+        import jsonschema
+
         validator = jsonschema.Draft202012Validator(self.args_schema)
         errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
         if errors:

@@ -20,13 +20,6 @@ from collections.abc import Sequence
 from datetime import UTC
 
 import httpx
-from tenacity import (
-    Retrying,
-    retry_if_exception_type,
-    retry_if_result,
-    stop_after_attempt,
-    wait_exponential,
-)
 
 from agentq.clock import Clock
 from agentq.errors import PolicyViolation
@@ -140,6 +133,16 @@ class PolicyTransport(httpx.BaseTransport):
                 f"(allowed: {', '.join(self._allowed) or 'none'})"
             )
         request.headers[IDEMPOTENCY_HEADER] = self._key
+        # Imported at the first request, not with the module: see the SQLite
+        # backend's write path (the cost of every CLI start).
+        from tenacity import (
+            Retrying,
+            retry_if_exception_type,
+            retry_if_result,
+            stop_after_attempt,
+            wait_exponential,
+        )
+
         retrying = Retrying(
             retry=(
                 retry_if_exception_type(httpx.TransportError)

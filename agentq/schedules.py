@@ -34,8 +34,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterError, croniter
-
 from agentq.clock import from_micros, to_micros
 from agentq.errors import ConfigError
 
@@ -81,6 +79,8 @@ def check_cron(expression: str) -> str:
             f"invalid cron expression {expression!r}: five fields (minute hour day-of-month "
             "month day-of-week), e.g. '0 9 * * MON'"
         )
+    from croniter import CroniterError, croniter  # here, not at every CLI start
+
     if not croniter.is_valid(text):
         raise ValueError(f"invalid cron expression {expression!r}")
     try:
@@ -127,6 +127,8 @@ class Rule:
         if self.every is not None:
             step = self.every // _MICROSECOND
             return from_micros((to_micros(when) // step + 1) * step)
+        from croniter import croniter
+
         local = when.astimezone(ZoneInfo(self.timezone))
         nxt: datetime = croniter(str(self.cron), local).get_next(datetime)
         return nxt.astimezone(UTC)
@@ -149,6 +151,8 @@ class Rule:
         if self.every is not None:
             step = self.every // _MICROSECOND
             return from_micros((to_micros(now) // step - (n - 1)) * step)
+        from croniter import croniter
+
         itr = croniter(str(self.cron), self.next_after(now).astimezone(ZoneInfo(self.timezone)))
         slot: datetime = now
         for _ in range(n):

@@ -10,6 +10,7 @@ The other parts (:mod:`.decisions`, :mod:`.reading`, :mod:`.dead_letter_queue`,
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -122,11 +123,26 @@ class RuntimeCore:
         self.settings: dict[str, Any] = dict(settings or {})
         self.faults = FaultPoints()
         self.telemetry = Telemetry()
-        self.http_transport = http_transport or httpx.HTTPTransport()
+        # The default transport is made when a tool first calls out: making one
+        # loads the CA certificates (a quarter of a second for the first of a
+        # process, 50 ms for each later one), which a runtime that only decides,
+        # reads or serves a CLI command never needs.
+        self._http_transport = http_transport
+        self._http_transport_lock = threading.Lock()
         for queue in sorted(self.tools.queues() | {ESCALATION_QUEUE}):
             self.backend.create_queue(task_queue_spec(queue))
         self.backend.create_queue(heartbeat_queue_spec())  # workers' heartbeat messages
         self._internal = self._internal_tools()
+
+    @property
+    def http_transport(self) -> httpx.BaseTransport:
+        """The transport under every tool's ``ctx.http`` client (one connection
+        pool per runtime): the one given, or an ``httpx.HTTPTransport`` made on
+        first use."""
+        with self._http_transport_lock:
+            if self._http_transport is None:
+                self._http_transport = httpx.HTTPTransport()
+            return self._http_transport
 
     @property
     def _facade(self) -> Runtime:
@@ -218,6 +234,9 @@ class RuntimeCore:
 
     def close(self) -> None:
         """Close the backend (if this runtime opened it) and the HTTP transport."""
-        self.http_transport.close()
+        with self._http_transport_lock:
+            transport = self._http_transport
+        if transport is not None:
+            transport.close()
         if self._owns_backend:
             self.backend.close()

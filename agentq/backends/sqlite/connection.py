@@ -38,13 +38,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from tenacity import (
-    Retrying,
-    retry_if_exception,
-    stop_after_delay,
-    wait_random_exponential,
-)
-
 from agentq.backends.sqlite.driver_errors import translate, translate_os_error
 from agentq.backends.sqlite.files import create_file
 from agentq.backends.sqlite.writer_lock import WriterLock
@@ -211,6 +204,10 @@ class Database:
         except sqlite3.OperationalError as exc:
             if not _is_busy(exc):
                 raise
+        # Imported on the first BUSY only: it is a twentieth of a second of
+        # every process start (every CLI call), and most never need it.
+        from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
+
         retrying = Retrying(
             retry=retry_if_exception(_is_busy),
             wait=wait_random_exponential(multiplier=0.005, max=0.5),
