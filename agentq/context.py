@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from agentq.clock import Clock
 
 if TYPE_CHECKING:
+    import httpx
+
     from agentq.runtime import Decision
 
 __all__ = ["Checkpoint", "ToolContext"]

@@ -31,6 +31,7 @@ __all__ = [
     "IDEMPOTENCY_HEADER",
     "NOT_SENT",
     "PolicyTransport",
+    "SharedTransport",
     "checked",
     "host_allowed",
     "tool_http_client",
@@ -169,6 +170,19 @@ class PolicyTransport(httpx.BaseTransport):
 
     def close(self) -> None:
         self._inner.close()
+
+
+class SharedTransport(httpx.BaseTransport):
+    """Lets per-task clients share the runtime's connection pool without closing it."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self._inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        pass
 
 
 def tool_http_client(

@@ -119,6 +119,12 @@ def install_redaction(logger: logging.Logger) -> None:
         logger.addFilter(RedactingFilter())
 
 
+# httpx logs every request's URL at INFO, secrets in it included: redacted from
+# the moment agentq is imported, before anything (a tool's own client, too)
+# imports httpx, which agentq itself does only at first use.
+install_redaction(logging.getLogger("httpx"))
+
+
 class TextFormatter(logging.Formatter):
     """``time LEVEL logger message``, redacted."""
 

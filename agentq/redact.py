@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "REDACTED",

@@ -44,7 +44,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentq.context import ToolContext
 from agentq.errors import InvalidArguments
-from agentq.http import IDEMPOTENCY_HEADER, checked, host_allowed
 from agentq.redact import redact_text
 from agentq.retry import PermanentError
 from agentq.tools import tool
@@ -102,6 +101,8 @@ def check_callback_url(url: object, policy: Policy) -> str:
             "into the ledger): put what the receiver needs in its path"
         )
     allowed = policy.for_tool(WEBHOOK_TOOL).allowed_hosts
+    from agentq.http import host_allowed  # httpx is imported at first use, not with agentq
+
     if not host_allowed(host, allowed):
         hosts = ", ".join(allowed) or f"none: set [tools.{WEBHOOK_TOOL}] allowed_hosts"
         raise InvalidArguments(
@@ -143,6 +144,8 @@ def deliver_webhook(ctx: ToolContext, args: WebhookArgs) -> dict[str, Any]:
         raise PermanentError(
             f"no webhook secret: set the webhook_secret setting or {SECRET_ENV}"
         )
+    from agentq.http import IDEMPOTENCY_HEADER, checked
+
     body = json.dumps(args.body, separators=(",", ":"), sort_keys=True).encode()
     timestamp = int(ctx.clock.now().timestamp())
     headers = {

@@ -35,16 +35,14 @@ the price is that a crash needs a lookup or a human instead of a retry.
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from agentq.backends import Message
 from agentq.decision import Decision
 from agentq.executor.inflight import Inflight
-from agentq.http import NOT_SENT
 from agentq.lifecycle import guarded as lifecycle_guarded
 from agentq.lifecycle import tasks as lifecycle
 from agentq.retry import OutcomeUnknown
@@ -78,6 +76,12 @@ def may_have_applied(exc: BaseException | None) -> bool:
     have been sent (a connection refused was not)."""
     if isinstance(exc, TimeoutError | OutcomeUnknown):
         return True
+    if "httpx" not in sys.modules:
+        return False  # no httpx error can exist before httpx is imported (at first use)
+    import httpx
+
+    from agentq.http import NOT_SENT
+
     return isinstance(exc, httpx.TransportError) and not isinstance(exc, NOT_SENT)
 
 

@@ -41,19 +41,21 @@ import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from agentq.context import Checkpoint, ToolContext
 from agentq.executor.guarded import call_reconcile
 from agentq.executor.inflight import Inflight, Outcome
 from agentq.executor.outcomes import TIMER_KINDS, succeeded_fields, succeeded_record
 from agentq.executor.state import WorkerState
 from agentq.faults import WorkerCrash
-from agentq.http import tool_http_client
 from agentq.ratelimit import RateLimiter
 from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import httpx
+
+    from agentq.clock import Clock
     from agentq.runtime import Runtime
 
 __all__ = ["Running", "tool_timeout"]
@@ -276,15 +278,8 @@ class Running(WorkerState):
             logger=log.getChild(definition.name),
             checkpoint_state=rec.get("checkpoint"),
             scheduled_for=_slot(rec),
-            _http_factory=lambda: tool_http_client(
-                tool=definition.name,
-                task_id=rec["task_id"],
-                allowed_hosts=policy.allowed_hosts,
-                clock=self.clock,
-                timeout=timeout,
-                transport=_SharedTransport(rt.http_transport),
-                idempotency_key=rec.get("http_idempotency_key"),
-                resend=definition.idempotent,
+            _http_factory=lambda: _tool_client(
+                rt, definition, rec, policy.allowed_hosts, self.clock, timeout
             ),
         )
 
@@ -318,14 +313,22 @@ def _slot(rec: dict[str, Any]) -> datetime | None:
     return datetime.fromisoformat(info["nominal"]) if isinstance(info, dict) else None
 
 
-class _SharedTransport(httpx.BaseTransport):
-    """Lets per-task clients share the runtime's connection pool without closing it."""
+def _tool_client(
+    rt: Runtime, definition: ToolDef, rec: dict[str, Any], allowed: Sequence[str],
+    clock: Clock, timeout: float,
+) -> httpx.Client:  # fmt: skip
+    """A task's ``ctx.http`` client, over the runtime's connection pool."""
+    # Imported at a tool's first call out: httpx is a quarter of a second of
+    # every process start (each CLI command), and most never call out.
+    from agentq.http import SharedTransport, tool_http_client
 
-    def __init__(self, inner: httpx.BaseTransport) -> None:
-        self._inner = inner
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        return self._inner.handle_request(request)
-
-    def close(self) -> None:
-        pass
+    return tool_http_client(
+        tool=definition.name,
+        task_id=rec["task_id"],
+        allowed_hosts=allowed,
+        clock=clock,
+        timeout=timeout,
+        transport=SharedTransport(rt.http_transport),
+        idempotency_key=rec.get("http_idempotency_key"),
+        resend=definition.idempotent,
+    )

@@ -16,8 +16,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import httpx
-
 from agentq import catalog, webhooks
 from agentq.backends import Backend, Transaction, open_backend
 from agentq.clock import Clock
@@ -35,6 +33,8 @@ from agentq.telemetry import Telemetry
 from agentq.tools import ToolDef, ToolRegistry
 
 if TYPE_CHECKING:
+    import httpx
+
     from agentq.runtime import Runtime
 
 T = TypeVar("T")
@@ -141,6 +141,8 @@ class RuntimeCore:
         first use."""
         with self._http_transport_lock:
             if self._http_transport is None:
+                import httpx  # here, not at every process start (see above)
+
                 self._http_transport = httpx.HTTPTransport()
             return self._http_transport
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -82,7 +84,15 @@ def test_redacting_filter_rewrites_records_and_tolerates_bad_formats() -> None:
     assert logger.filters[0].filter(bad)  # left for the handler to report, as logging does
 
 
-def test_httpx_logger_is_redacted_once_agentq_http_is_imported() -> None:
-    import agentq.http  # noqa: F401
-
-    assert any(isinstance(f, RedactingFilter) for f in logging.getLogger("httpx").filters)
+def test_httpx_logger_is_redacted_once_agentq_is_imported() -> None:
+    # In a fresh process: agentq imports httpx only at first use, and a tool's own
+    # httpx client must log redacted URLs all the same.
+    code = (
+        "import logging, sys, agentq\n"
+        "from agentq.logs import RedactingFilter\n"
+        "assert 'httpx' not in sys.modules\n"
+        "print(any(isinstance(f, RedactingFilter) for f in logging.getLogger('httpx').filters))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    assert done.stdout.strip() == "True"

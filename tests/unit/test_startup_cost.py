@@ -20,9 +20,8 @@ import httpx
 import pytest
 
 from agentq import Runtime
-from agentq.runtime import core
 
-DEFERRED = ("tenacity", "jsonschema", "croniter")
+DEFERRED = ("tenacity", "jsonschema", "croniter", "httpx")
 
 
 @pytest.mark.parametrize("module", ["agentq", "agentq.cli"])
@@ -49,7 +48,7 @@ def test_a_runtime_makes_its_http_transport_when_first_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _CountingTransport.made = []
-    monkeypatch.setattr(core.httpx, "HTTPTransport", _CountingTransport)
+    monkeypatch.setattr(httpx, "HTTPTransport", _CountingTransport)
     rt = Runtime(f"sqlite:///{tmp_path / 'a.db'}")
     rt.transact(lambda tx: tx.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)"))
     assert _CountingTransport.made == []  # deciding and reading need none
@@ -65,7 +64,7 @@ def test_a_runtime_closes_a_given_transport_and_makes_none(
 ) -> None:
     _CountingTransport.made = []
     given = _CountingTransport()
-    monkeypatch.setattr(core.httpx, "HTTPTransport", _CountingTransport)
+    monkeypatch.setattr(httpx, "HTTPTransport", _CountingTransport)
     rt = Runtime(f"sqlite:///{tmp_path / 'a.db'}", http_transport=given)
     assert rt.http_transport is given
     rt.close()
@@ -76,6 +75,6 @@ def test_a_runtime_that_never_called_out_closes_cleanly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _CountingTransport.made = []
-    monkeypatch.setattr(core.httpx, "HTTPTransport", _CountingTransport)
+    monkeypatch.setattr(httpx, "HTTPTransport", _CountingTransport)
     Runtime(f"sqlite:///{tmp_path / 'a.db'}").close()
     assert _CountingTransport.made == []  # closing made none just to close it
