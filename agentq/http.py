@@ -24,6 +24,7 @@ import httpx
 from agentq.clock import Clock
 from agentq.errors import PolicyViolation
 from agentq.logs import install_redaction
+from agentq.policies.tools import host_allowed
 from agentq.redact import redact_text
 from agentq.retry import PermanentError, RetryLater
 
@@ -42,18 +43,6 @@ _RETRY_IN_PLACE = {502, 504}
 _THROTTLED = {429, 503}
 
 install_redaction(logging.getLogger("httpx"))
-
-
-def host_allowed(host: str, patterns: Sequence[str]) -> bool:
-    """Exact host match, or ``*.example.com`` for subdomains of example.com."""
-    host = host.lower().rstrip(".")
-    for pattern in patterns:
-        if pattern.startswith("*."):
-            if host.endswith(pattern[1:]) and host != pattern[2:]:
-                return True
-        elif host == pattern:
-            return True
-    return False
 
 
 def _retry_after(response: httpx.Response, clock: Clock, default: float) -> float:

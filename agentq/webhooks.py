@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentq.context import ToolContext
 from agentq.errors import InvalidArguments
+from agentq.policies.tools import host_allowed
 from agentq.redact import redact_text
 from agentq.retry import PermanentError
 from agentq.tools import tool
@@ -101,8 +102,6 @@ def check_callback_url(url: object, policy: Policy) -> str:
             "into the ledger): put what the receiver needs in its path"
         )
     allowed = policy.for_tool(WEBHOOK_TOOL).allowed_hosts
-    from agentq.http import host_allowed  # httpx is imported at first use, not with agentq
-
     if not host_allowed(host, allowed):
         hosts = ", ".join(allowed) or f"none: set [tools.{WEBHOOK_TOOL}] allowed_hosts"
         raise InvalidArguments(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import timedelta
 
 from pydantic import Field, field_validator, model_validator
@@ -136,6 +137,19 @@ class ToolPolicy(_Strict):
             if not re.fullmatch(r"(\*\.)?[A-Za-z0-9.\-\[\]:]+", host):
                 raise ValueError(f"invalid host pattern {host!r}")
         return tuple(h.lower() for h in v)
+
+
+def host_allowed(host: str, patterns: Sequence[str]) -> bool:
+    """Whether ``host`` matches one of ``allowed_hosts``: an exact host, or
+    ``*.example.com`` for the subdomains of example.com (not example.com itself)."""
+    host = host.lower().rstrip(".")
+    for pattern in patterns:
+        if pattern.startswith("*."):
+            if host.endswith(pattern[1:]) and host != pattern[2:]:
+                return True
+        elif host == pattern:
+            return True
+    return False
 
 
 #: The settings of a tool no policy file names.

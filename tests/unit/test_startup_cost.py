@@ -32,6 +32,37 @@ def test_importing_agentq_leaves_the_rarely_needed_libraries_unimported(module: 
     assert done.stdout.split() == []
 
 
+def test_enqueueing_with_a_callback_url_imports_no_http_client(tmp_path: Path) -> None:
+    # The host check runs inside the decision's transaction: importing httpx there
+    # would hold the write lock a quarter of a second.
+    (tmp_path / "policies.toml").write_text(
+        '[tools.agentq_webhook]\nallowed_hosts = ["hooks.example.com"]\n'
+    )
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "t.py").write_text(
+        "from pydantic import BaseModel\n"
+        "from agentq import ToolContext, tool\n"
+        "class Args(BaseModel):\n"
+        "    n: int = 0\n"
+        "@tool(queue='q')\n"
+        "def ping(ctx: ToolContext, args: Args) -> None:\n"
+        "    return None\n"
+    )
+    code = (
+        "import sys\n"
+        "from agentq import Runtime\n"
+        f"rt = Runtime('sqlite:///{tmp_path / 'a.db'}', tools={str(tmp_path / 'tools')!r},\n"
+        f"             policies={str(tmp_path / 'policies.toml')!r})\n"
+        "t = rt.enqueue_action('ping', {}, callback_url='https://hooks.example.com/done')\n"
+        "rt.close()\n"
+        "print(t.status, 'httpx' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["queued", "False"]
+
+
 class _CountingTransport(httpx.MockTransport):
     made: list[_CountingTransport] = []
 
