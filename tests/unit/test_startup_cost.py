@@ -1,12 +1,13 @@
-"""What starting agentq costs: every CLI command, demo and notebook cell that
-opens a runtime pays it.
+"""What starting agentq costs: every CLI command, worker, demo and notebook
+that opens a runtime pays it.
 
-Before, ``import agentq`` also imported tenacity, jsonschema and croniter
-(about 0.2 s together; each is needed only on a rarer path: a BUSY retry or a
-tool's HTTP call, a catalog's validation, a cron schedule), and every
+Before, ``import agentq`` also imported httpx, tenacity, jsonschema and croniter
+(about 0.4 s together; each is needed only on a rarer path: a tool's HTTP call
+or a BUSY retry, a catalog's validation, a cron schedule), and every
 ``Runtime`` made an ``httpx.HTTPTransport`` (loading the CA certificates: 0.25 s
 for the first of a process, 50 ms for each later one) that only a tool calling
-out uses. ``agentq tasks`` went from 1.27 s to 0.83 s (median of 9).
+out uses. ``agentq tasks`` went from 1.51 s to 0.72 s (medians of 9 runs,
+interleaved with the earlier code).
 """
 
 from __future__ import annotations
