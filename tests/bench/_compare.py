@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Round", "agentq_round", "compare", "options", "run_other", "throwaway_env"]
+__all__ = ["Round", "agentq_round", "compare", "main", "options", "run_other", "throwaway_env"]
 
 
 @dataclass
@@ -91,6 +91,20 @@ def agentq_round(args: argparse.Namespace) -> Round:
     with tempfile.TemporaryDirectory() as tmp:
         gaps = latency(BenchEnv(Path(tmp), "full", "lat"), args.latency_samples, False)
     return Round(tasks_per_s, enqueue_per_s, gaps)
+
+
+def main(
+    name: str, requirement: str, doc: str | None, tasks: int,
+    other: Callable[[Path, argparse.Namespace], Round],
+) -> None:  # fmt: skip
+    """A comparison script's whole run: its options (``--tasks`` defaulting to
+    ``tasks``), ``requirement`` installed into a throwaway environment, then
+    :func:`compare` with ``other(python, args)`` as the other system's round."""
+    args = options(doc, tasks)
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"installing {name} into a throwaway virtual environment ...", flush=True)
+        python = throwaway_env(Path(tmp), requirement)
+        compare(name, lambda: other(python, args), args)
 
 
 def compare(name: str, other: Callable[[], Round], args: argparse.Namespace) -> None:

@@ -24,10 +24,9 @@ an enqueue to its handler's start with one idle worker process
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 
-from _compare import Round, compare, options, run_other, throwaway_env
+from _compare import Round, main, run_other
 
 DBOS_RUN = r"""
 import json, subprocess, sys, time
@@ -108,13 +107,5 @@ def run_dbos(python: Path, args: argparse.Namespace) -> Round:
     return Round.of(got)
 
 
-def main() -> None:
-    args = options(__doc__, tasks=2000)
-    with tempfile.TemporaryDirectory() as tmp:
-        print("installing dbos into a throwaway virtual environment ...", flush=True)
-        python = throwaway_env(Path(tmp), "dbos>=3.4,<4")
-        compare("dbos", lambda: run_dbos(python, args), args)
-
-
 if __name__ == "__main__":
-    main()
+    main("dbos", "dbos>=3.4,<4", __doc__, 2000, run_dbos)

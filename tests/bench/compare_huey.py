@@ -22,10 +22,9 @@ figures are summarised).
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 
-from _compare import Round, compare, options, run_other, throwaway_env
+from _compare import Round, main, run_other
 
 HUEY_RUN = r"""
 import json, os, subprocess, sys, time
@@ -80,13 +79,5 @@ def run_huey(python: Path, args: argparse.Namespace) -> Round:
     return Round.of(run_other(python, HUEY_RUN, args.tasks, args.workers, args.latency_samples))
 
 
-def main() -> None:
-    args = options(__doc__, tasks=5000)
-    with tempfile.TemporaryDirectory() as tmp:
-        print("installing huey into a throwaway virtual environment ...", flush=True)
-        python = throwaway_env(Path(tmp), "huey>=3.5,<4")
-        compare("huey", lambda: run_huey(python, args), args)
-
-
 if __name__ == "__main__":
-    main()
+    main("huey", "huey>=3.5,<4", __doc__, 5000, run_huey)
