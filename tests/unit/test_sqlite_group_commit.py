@@ -1,10 +1,12 @@
-"""SQLite group commit: transactions queued behind a running one share its COMMIT,
-each in its own savepoint, and stay atomic and isolated."""
+"""SQLite group commit: transactions queued behind a running one are run by its
+thread and share its COMMIT, and stay atomic and isolated
+(:mod:`agentq.backends.sqlite.combining`)."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ def backend(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SQLiteBa
 
 def _wait_for_arrivals(backend: SQLiteBackend, n: int) -> None:
     for _ in range(10_000):
-        if sum(backend._db._arrivals) >= n:
+        if backend._db._queue.waiting() >= n:
             return
         threading.Event().wait(0.001)
     raise AssertionError(f"{n} writers never queued")
@@ -39,7 +41,10 @@ def test_queued_transactions_share_one_commit_and_a_failure_undoes_only_itself(
     release = threading.Event()
     errors: list[BaseException] = []
 
+    runs: Counter[str] = Counter()
+
     def first(tx: Transaction) -> None:
+        runs["first"] += 1
         tx.put_record("t", "first", {"ok": True})
         release.wait(10)  # hold the connection until the others queue behind us
 
@@ -72,7 +77,9 @@ def test_queued_transactions_share_one_commit_and_a_failure_undoes_only_itself(
     assert backend.get_record("t", "good") == {"ok": True}
     assert backend.get_record("t", "bad") is None
     assert statements.count("COMMIT") == 1  # three transactions, one commit
-    assert statements.count("ROLLBACK TO agentq_member") == 1
+    # No savepoints: the failure rolled all back, and the first ran again.
+    assert statements.count("ROLLBACK") == 1
+    assert runs["first"] == 2
 
 
 def test_concurrent_transactions_stay_atomic_and_readers_never_see_a_half(
@@ -171,12 +178,13 @@ def test_when_the_shared_commit_fails_the_waiting_members_run_again_alone(
     backend: SQLiteBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(backend._db, "_conn", _FailingCommit(backend._db._conn))
-    queued = threading.Event()
+    queued, running = threading.Event(), threading.Event()
     errors: list[BaseException] = []
 
     def first(tx: Transaction) -> None:
         tx.put_record("t", "first", {"ok": True})
-        queued.wait(10)  # until the second one queues behind us: it will commit for both
+        running.set()
+        queued.wait(10)  # until the second one queues behind us: we commit for both
 
     def second(tx: Transaction) -> None:
         tx.put_record("t", "second", {"ok": True})
@@ -189,18 +197,17 @@ def test_when_the_shared_commit_fails_the_waiting_members_run_again_alone(
 
     a = threading.Thread(target=run, args=(first,))
     a.start()
-    while backend._db._group is None:  # the first one runs, holding the connection
-        threading.Event().wait(0.001)
+    assert running.wait(10)  # the first one leads, holding the connection
     b = threading.Thread(target=run, args=(second,))
     b.start()
     _wait_for_arrivals(backend, 1)
     queued.set()
     a.join(10)
     b.join(10)
-    # The second committed the group; its COMMIT failed, so it reports the error.
-    # The first had only waited: nothing of it was written, so it ran again, alone.
+    # The first led the group; its COMMIT failed, so it reports the error. The
+    # second had only waited: nothing of it was written, so it ran again, alone.
     # It is mapped to an agentq error, the driver's kept as the cause.
     assert len(errors) == 1 and "disk I/O error" in str(errors[0])
     assert isinstance(errors[0].__cause__, sqlite3.OperationalError)
-    assert backend.get_record("t", "first") == {"ok": True}
-    assert backend.get_record("t", "second") is None
+    assert backend.get_record("t", "first") is None
+    assert backend.get_record("t", "second") == {"ok": True}

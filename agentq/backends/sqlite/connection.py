@@ -21,12 +21,11 @@ Settings, and why:
   (tenacity).
 * One connection per backend object, guarded by a lock: the engine serialises
   writers anyway, and a single connection avoids in-process lock contention.
-* Group commit: threads that queue for that connection while a transaction runs
-  join it, each in a savepoint (a failing transaction rolls back only itself),
-  and the last one commits them all with one fsync. Many agents deciding at
-  once therefore commit faster than the disk's single-commit rate; a lone caller
-  is unaffected. Reads outside a transaction first commit an open group, so they
-  never see uncommitted work.
+* Group commit: transactions that queue for that connection while one runs are
+  run by its thread after it, in the same transaction, each in a savepoint (a
+  failing one rolls back only itself), and committed with one fsync
+  (:mod:`.combining`). Many agents deciding at once therefore commit faster
+  than the disk's single-commit rate; a lone caller is unaffected.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from agentq.backends.sqlite import combining
 from agentq.backends.sqlite.driver_errors import translate, translate_os_error
 from agentq.backends.sqlite.files import create_file
 from agentq.backends.sqlite.writer_lock import WriterLock
@@ -54,25 +54,6 @@ log = logging.getLogger("agentq.sqlite")
 PAGE_SIZE = 8192
 
 _MAX_GROUP = 64  # transactions per group commit: bounds how long the first one waits
-
-
-class _CommitGroup:
-    """Transactions that share one BEGIN ... COMMIT (and one fsync)."""
-
-    __slots__ = ("done", "durable", "error", "members", "relaxed")
-
-    def __init__(self, *, durable: bool, relaxed: bool) -> None:
-        self.durable = durable
-        self.relaxed = relaxed
-        self.members = 0
-        # Created by the first member that waits (under the connection lock, as is
-        # every set): a lone transaction never needs one.
-        self.done: threading.Event | None = None
-        self.error: BaseException | None = None
-
-    def wake(self) -> None:
-        if self.done is not None:
-            self.done.set()
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -100,11 +81,8 @@ class Database:
         self._clock = clock
         self._lock = threading.RLock()
         self._local = threading.local()
-        # Group commit: how many threads are queued for the connection (by
-        # durability: only like joins like), and the transaction they may join.
-        self._arrivals = [0, 0]  # [bookkeeping, durable]
-        self._arrivals_lock = threading.Lock()
-        self._group: _CommitGroup | None = None
+        # Group commit: the transactions queued for the connection (.combining).
+        self._queue = combining.Queue()
         if not self.memory:
             # Created here, not by SQLite (always 0644 less the umask); its -wal and
             # -shm files take this file's mode.
@@ -153,11 +131,10 @@ class Database:
             self._conn.executescript(script)
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(conn)`` under the connection lock, after committing any open
-        group: a read must never see uncommitted members."""
+        """Run ``fn(conn)`` under the connection lock. A commit group holds that
+        lock from BEGIN to COMMIT, so a read never sees uncommitted work."""
         with self._lock, self._mapped_errors():
             self._check_open()
-            self._settle()
             return fn(self._conn)
 
     def _check_open(self) -> None:
@@ -178,7 +155,6 @@ class Database:
     def close(self) -> None:
         self.closed = True
         with self._lock:
-            self._settle()
             self._conn.close()
             if self._writer is not None:
                 self._writer.close()
@@ -228,154 +204,70 @@ class Database:
     def _write_once(
         self, body: Callable[[sqlite3.Connection], T], durable: bool, retry: bool = True
     ) -> T:
-        """Run ``body`` in the open commit group, or open one, and return once the
-        group has committed.
+        """Run ``body`` in a commit group and return once the group has committed.
 
-        Group commit: threads that queue for the connection while a transaction
-        runs join it, each in its own savepoint (a failing body rolls back only
-        itself), and the last of them commits all with one fsync. A lone caller
-        pays one uncontended counter update; its transaction is opened and
-        committed as before.
+        The caller either leads (nobody held the connection: it runs its own
+        ``body`` and those of whoever queues meanwhile) or sleeps until the
+        leader has run and committed its ``body`` (:mod:`.combining`). A lone
+        caller pays two uncontended lock round trips.
         """
-        kind = int(durable)
-        with self._arrivals_lock:
-            self._arrivals[kind] += 1
-        self._lock.acquire()
-        with self._arrivals_lock:
-            self._arrivals[kind] -= 1
-        waiting: _CommitGroup | None = None
-        try:
-            self._local.in_tx = True
-            group = self._group
-            if group is not None and group.durable != durable:
-                # A group committed at NORMAL cannot carry a durable transaction, and
-                # bookkeeping should not wait for an fsync it does not need.
-                self._commit_group_quietly()
-                group = None
-            if group is None:
-                group = self._open_group(durable)
-                result = self._run_first(group, body)
-            else:
-                result = self._run_joined(group, body)
-            if self._arrivals[kind] and group.members < _MAX_GROUP:
-                waiting = group  # whoever joins next commits, or hands on again
-                if group.done is None:
-                    group.done = threading.Event()
-            else:
-                self._commit_group()
-        finally:
-            self._local.in_tx = False
-            self._lock.release()
-        if waiting is not None:
-            assert waiting.done is not None
-            waiting.done.wait()
-            if waiting.error is not None:
-                if not retry:
-                    raise TransactionAborted(str(waiting.error)) from waiting.error
+        me = combining.Member(body, durable)
+        if not self._queue.arrive(me):
+            me.wait()
+        if not me.finished:  # we lead: we head the queue
+            try:
+                self._lead(me)
+            finally:
+                self._queue.hand_on()
+        if me.error is not None:
+            if me.retryable and retry:
                 # Our body succeeded; the shared COMMIT failed (or another member's
                 # error rolled everything back). Nothing of ours was written: run it
                 # again on its own, as transact may re-run a function on an abort.
                 return self._write_once(body, durable, retry=False)
+            raise me.error
+        result: T = me.result
         return result
 
-    def _open_group(self, durable: bool) -> _CommitGroup:
+    def _lead(self, me: combining.Member) -> None:
+        """Run the group ``me`` heads in one transaction, then wake its members."""
+        group = combining.Group(self._queue, me, _MAX_GROUP)
+        try:
+            with self._lock:
+                self._local.in_tx = True
+                try:
+                    if self.closed:
+                        closed = f"the SQLite backend of {self.path!r} is closed"
+                        group.fail_all(BackendUnavailable(closed))
+                    else:
+                        group.run(self._conn, self._begin, self._end)
+                finally:
+                    self._local.in_tx = False
+        finally:
+            group.finish()
+        if group.interrupted is not None:
+            raise group.interrupted  # Ctrl-C met the leader inside another's function
+
+    def _begin(self, durable: bool) -> bool:
+        """BEGIN IMMEDIATE (after the cross-process writer lock); True if the
+        transaction is relaxed to NORMAL (lease bookkeeping of a FULL database)."""
         relax = not durable and self.durability == "full"
         if relax:
             # Lease bookkeeping need not reach the disk before we go on: if a
             # power loss drops it, the message is simply redelivered sooner.
             # The next durable commit syncs these WAL frames too.
             self._conn.execute("PRAGMA synchronous=NORMAL")
-        writer = self._writer
-        if writer is not None:
-            writer.acquire()
         try:
+            if self._writer is not None:
+                self._writer.acquire()
             self._conn.execute("BEGIN IMMEDIATE")
         except BaseException:
-            self._close_group_state(relax)
+            self._end(relax)
             raise
-        group = _CommitGroup(durable=durable, relaxed=relax)
-        self._group = group
-        return group
+        return relax
 
-    def _run_first(self, group: _CommitGroup, body: Callable[[sqlite3.Connection], T]) -> T:
-        # Nobody else is in the transaction yet: a failure rolls back all of it.
-        try:
-            result = body(self._conn)
-        except BaseException:
-            self._group = None
-            try:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-            finally:
-                self._close_group_state(group.relaxed)
-                group.wake()
-            raise
-        group.members += 1
-        return result
-
-    def _run_joined(self, group: _CommitGroup, body: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self._conn
-        conn.execute("SAVEPOINT agentq_member")
-        try:
-            result = body(conn)
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK TO agentq_member")
-                conn.execute("RELEASE agentq_member")
-                if group.members and not self._arrivals[int(group.durable)]:
-                    self._commit_group_quietly()  # the others' work must not wait on us
-            else:
-                # SQLite rolled the whole transaction back (disk full, I/O error):
-                # the members before us lost their work too and must be told.
-                self._fail_group(exc)
-            raise
-        conn.execute("RELEASE agentq_member")
-        group.members += 1
-        return result
-
-    def _commit_group(self) -> None:
-        """COMMIT the open group (the caller holds the lock) and wake its members."""
-        group = self._group
-        if group is None:
-            return
-        self._group = None
-        try:
-            self._conn.execute("COMMIT")
-        except BaseException as exc:
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-            group.error = TransactionAborted(
-                f"the commit shared with other transactions failed, nothing was written: {exc}"
-            )
-            raise
-        finally:
-            self._close_group_state(group.relaxed)
-            group.wake()
-
-    def _commit_group_quietly(self) -> None:
-        try:
-            self._commit_group()
-        except Exception:
-            log.warning("a group commit failed; its members were told", exc_info=True)
-
-    def _fail_group(self, exc: BaseException) -> None:
-        group, self._group = self._group, None
-        if group is None:
-            return
-        group.error = TransactionAborted(
-            f"rolled back with another transaction of its commit group ({exc}); retry it"
-        )
-        self._close_group_state(group.relaxed)
-        group.wake()
-
-    def _close_group_state(self, relaxed: bool) -> None:
+    def _end(self, relaxed: bool) -> None:
         if self._writer is not None:
             self._writer.release()
         if relaxed:
             self._conn.execute("PRAGMA synchronous=FULL")
-
-    def _settle(self) -> None:
-        """Commit an open group before this thread reads outside a transaction (the
-        caller holds the lock): a read must never see uncommitted members."""
-        if self._group is not None and not getattr(self._local, "in_tx", False):
-            self._commit_group_quietly()
