@@ -54,6 +54,44 @@ def test_a_ring_changes_exactly_its_queues_slots_whoever_rings(tmp_path: Path) -
     first.ring({"Jobs"})  # closed: a no-op, never an error
 
 
+def test_rings_while_one_is_written_are_combined_and_written_after_their_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The members of a commit group ring at once: one thread writes, the others
+    only add their slots, which it writes after them (not before: a slot must
+    change after the commit that asked for it)."""
+    bell = Doorbell.open(str(tmp_path / "x.db"), 0o600)
+    assert bell is not None
+    writing, go_on = threading.Event(), threading.Event()
+    written: list[set[int]] = []
+    write = bell._write
+
+    def slow_write(slots: set[int]) -> None:
+        written.append(set(slots))
+        if len(written) == 1:
+            writing.set()
+            assert go_on.wait(10)  # the first write is under way while B rings
+        write(slots)
+
+    monkeypatch.setattr(bell, "_write", slow_write)
+    try:
+        a = threading.Thread(target=bell.ring, args=({"Jobs"},))
+        a.start()
+        assert writing.wait(10)
+        before = bell.read()
+        bell.ring({"Mail"})  # returns at once: A is writing and takes this one too
+        assert written == [{Doorbell.slot("Jobs")}]
+        assert Doorbell.changed(before, bell.read(), {"Mail"}) == set()
+        go_on.set()
+        a.join(10)
+        assert written == [{Doorbell.slot("Jobs")}, {Doorbell.slot("Mail")}]
+        assert Doorbell.changed(before, bell.read(), {"Mail"}) == {"Mail"}
+        bell.ring({"Mail"})  # nobody writing: this call writes itself
+        assert len(written) == 3
+    finally:
+        bell.close()
+
+
 def test_without_a_doorbell_the_backend_still_works(tmp_path: Path) -> None:
     assert Doorbell.open(str(tmp_path / "missing-dir" / "x.db"), 0o600) is None
 
