@@ -190,3 +190,44 @@ def test_a_leader_stopped_before_it_took_its_group_does_not_wedge_the_queue(
     t.join(10)
     assert done.is_set(), "the next transaction waited on a leader that was gone"
     assert {k for k, _ in backend.list_records("t")} == {"next"}
+
+
+def test_many_callers_each_get_exactly_their_own_outcome(backend: SQLiteBackend) -> None:
+    """Eight threads, durable and bookkeeping transactions mixed, one in four
+    raising: every call that returned is written, with the result it returned
+    and its own context; every call that raised left nothing."""
+    outcomes: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def caller(c: int) -> None:
+        for i in range(80):
+            name = f"{c}-{i}"
+            request_id.set(name)
+
+            def fn(tx: Transaction, name: str = name, fails: bool = i % 4 == 3) -> str:
+                tx.put_record("many", name, {"seen": request_id.get()})
+                if fails:
+                    raise LookupError(name)
+                return f"done {request_id.get()}"
+
+            try:
+                result = backend.transact(fn, durable=i % 3 != 0)
+            except LookupError as exc:
+                result = f"raised {exc}"
+            with lock:
+                outcomes[name] = result
+
+    threads = [threading.Thread(target=caller, args=(c,)) for c in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive()
+    stored = dict(backend.list_records("many"))
+    for name, result in outcomes.items():
+        if result == f"raised {name}":
+            assert name not in stored
+        else:
+            assert result == f"done {name}"
+            assert stored[name] == {"seen": name}
+    assert len(outcomes) == 8 * 80 and len(stored) == 8 * 60
