@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from agentq.clock import to_micros
 from agentq.ids import new_task_id
@@ -52,3 +55,27 @@ def test_an_earlier_time_gets_its_own_prefix_not_the_previous_ids() -> None:
     earlier = datetime(2026, 1, 1, tzinfo=UTC)
     new_task_id(later)
     assert int(new_task_id(earlier)[4:18], 16) == to_micros(earlier)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_never_makes_its_parents_next_ids() -> None:
+    """A child forked after the parent made an id must not count up from the
+    parent's last tail (the same microsecond) nor reuse its pool of random bytes
+    (a new one): both would give the two processes the same ids."""
+    same = datetime(2026, 12, 2, 15, 0, 0, 1, tzinfo=UTC)
+    later = same + timedelta(microseconds=1)
+    new_task_id(same)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its two ids and leave at once
+        try:
+            os.write(write_end, f"{new_task_id(same)} {new_task_id(later)}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        child = pipe.read().split()
+    os.waitpid(pid, 0)
+    parent = [new_task_id(same), new_task_id(later)]
+    assert len(child) == 2
+    assert child[0] != parent[0] and child[1] != parent[1]
