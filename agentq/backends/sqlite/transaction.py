@@ -4,6 +4,7 @@ the application's own SQL, all on the one connection of the running transaction.
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
@@ -21,8 +22,11 @@ __all__ = ["SQLiteTransaction"]
 # Seeded from os.urandom; only needs to be unpredictable enough. The lease
 # sequence of a new message starts at a random 62-bit value, so a lease token can
 # never match a later message that reuses a row id (the cheaper alternative to
-# AUTOINCREMENT, which writes one more page per send).
+# AUTOINCREMENT, which writes one more page per send). A forked child reseeds:
+# it would otherwise draw its parent's next values.
 _random = random.Random()
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork
+    os.register_at_fork(after_in_child=_random.seed)
 
 
 class SQLiteTransaction(Transaction):
