@@ -5,6 +5,8 @@ with the semantics of Google Cloud Spanner queues. The public API is exactly
 ``__all__``; everything else is private.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from agentq.approvals import ApprovalInfo, ApprovalNotice, ApprovalStatus
 from agentq.backends import (
     LEASE_SECONDS,
@@ -45,7 +47,6 @@ from agentq.errors import (
     TransactionError,
     UnknownTool,
 )
-from agentq.executor import Worker, WorkerStats
 from agentq.faults import FaultPoints, WorkerCrash
 from agentq.ledger import TaskInfo, TaskStatus
 from agentq.lifecycle.heartbeats import WorkerDown
@@ -55,7 +56,26 @@ from agentq.runtime import Decision, Runtime
 from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec
 from agentq.tools import ToolDef, ToolRegistry, tool
 
+if TYPE_CHECKING:
+    from agentq.executor import Worker, WorkerStats
+
 __version__ = "0.1.0"
+
+#: Imported on first use: the executor (and asyncio under it) is a sixth of
+#: ``import agentq``, and a process that only decides never runs a worker.
+_LAZY = {"Worker": "agentq.executor", "WorkerStats": "agentq.executor"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentq' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
 
 __all__ = [
     "LEASE_SECONDS",

@@ -23,16 +23,20 @@ every few real milliseconds).
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq.backends import Backend
 from agentq.clock import SystemClock
 from agentq.errors import InvalidArguments, TaskNotFound
 from agentq.ledger import Tables, TaskInfo
+
+if TYPE_CHECKING:
+    # Imported where it is used: only code already on an event loop reaches it,
+    # and a process that never waits asynchronously is spared the import.
+    import asyncio
 
 __all__ = ["MAX_WAIT_SECONDS", "ToInfo", "task_changes", "wait_for_task", "wait_for_task_async"]
 
@@ -106,6 +110,8 @@ class _LoopWake:
     """Sets an asyncio.Event from whichever thread committed."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        import asyncio
+
         self._loop = loop
         self.event = asyncio.Event()
 
@@ -122,6 +128,8 @@ async def task_changes(
     """The task as it is now, then each time it changes, until it is finished or
     ``timeout`` seconds pass (server-sent events are built on it). No thread is
     held while waiting; each read is a short strong read in the default executor."""
+    import asyncio
+
     wait = _TaskWait(backend, task_id, timeout, to_info)
     wake = _LoopWake(asyncio.get_running_loop())
     real_time = isinstance(backend.clock, SystemClock)

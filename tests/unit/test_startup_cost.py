@@ -7,7 +7,8 @@ or a BUSY retry, a catalog's validation, a cron schedule), and every
 ``Runtime`` made an ``httpx.HTTPTransport`` (loading the CA certificates: 0.25 s
 for the first of a process, 50 ms for each later one) that only a tool calling
 out uses. ``agentq tasks`` went from 1.51 s to 0.72 s (medians of 9 runs,
-interleaved with the earlier code).
+interleaved with the earlier code). Then the executor (``agentq.Worker`` is
+imported on first use) and asyncio (imported by the async forms that use it).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 
 from agentq import Runtime
 
-DEFERRED = ("tenacity", "jsonschema", "croniter", "httpx")
+DEFERRED = ("tenacity", "jsonschema", "croniter", "httpx", "asyncio", "agentq.executor")
 
 
 @pytest.mark.parametrize("module", ["agentq", "agentq.cli"])
@@ -31,6 +32,16 @@ def test_importing_agentq_leaves_the_rarely_needed_libraries_unimported(module: 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)  # fmt: skip
     assert done.stdout.split() == []
+
+
+def test_the_lazily_imported_names_are_there_when_asked() -> None:
+    import agentq
+    from agentq.executor import Worker, WorkerStats
+
+    assert agentq.Worker is Worker and agentq.WorkerStats is WorkerStats
+    assert {"Worker", "WorkerStats"} <= set(agentq.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'Workers'"):
+        agentq.Workers  # noqa: B018
 
 
 def test_enqueueing_with_a_callback_url_imports_no_http_client(tmp_path: Path) -> None:
