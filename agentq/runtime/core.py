@@ -231,7 +231,9 @@ class RuntimeCore:
     def transact(self, fn: Callable[[Decision], T], *, durable: bool = True) -> T:
         """Run ``fn(tx)`` in one transaction: application SQL and task operations
         commit together or not at all. ``fn`` may be re-run on a transient abort,
-        so it must not have outside effects."""
+        so it must not have outside effects. On SQLite it may run on the thread
+        of a concurrent transaction it shares a commit with, in its caller's
+        :mod:`contextvars` context."""
         return self.backend.transact(lambda tx: fn(Decision(self._facade, tx)), durable=durable)
 
     def close(self) -> None:
