@@ -5,7 +5,7 @@ with the semantics of Google Cloud Spanner queues. The public API is exactly
 ``__all__``; everything else is private.
 """
 
-from typing import TYPE_CHECKING, Any
+import typing
 
 from agentq.approvals import ApprovalInfo, ApprovalNotice, ApprovalStatus
 from agentq.backends import (
@@ -56,7 +56,7 @@ from agentq.runtime import Decision, Runtime
 from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec
 from agentq.tools import ToolDef, ToolRegistry, tool
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from agentq.executor import Worker, WorkerStats
 
 __version__ = "0.1.0"
@@ -66,7 +66,7 @@ __version__ = "0.1.0"
 _LAZY = {"Worker": "agentq.executor", "WorkerStats": "agentq.executor"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'agentq' has no attribute {name!r}")
@@ -75,6 +75,11 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this function
     return value
+
+
+def __dir__() -> list[str]:
+    # Tab completion (a notebook's ``agentq.<Tab>``) lists the lazy names too.
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [
