@@ -41,9 +41,10 @@ class Member:
     def __init__(self, body: Callable[[Any], Any], durable: bool) -> None:
         self.body = body
         self.durable = durable
-        # The caller's context: its function sees the caller's context variables
-        # on whichever thread runs it.
-        self.context = contextvars.copy_context()
+        # The caller's context, copied when it has to wait (a leader runs its own
+        # function itself): its function sees the caller's context variables on
+        # whichever thread runs it.
+        self.context: contextvars.Context | None = None
         self.result: Any = None
         self.error: BaseException | None = None
         #: The error is the group's, not this function's (a shared COMMIT that
@@ -55,6 +56,8 @@ class Member:
         self._wake: threading.Lock | None = None  # made only for a member that waits
 
     def run(self, conn: Any) -> Any:
+        if self.context is None:
+            return self.body(conn)
         return self.context.run(self.body, conn)
 
     def succeed(self, result: Any) -> None:
@@ -91,6 +94,7 @@ class Queue:
             if not self._leading:
                 self._leading = True
                 return True
+            member.context = contextvars.copy_context()  # in the caller's thread
             wake = threading.Lock()
             wake.acquire()
             member._wake = wake
@@ -101,6 +105,10 @@ class Queue:
         (a commit at NORMAL cannot carry a durable transaction, and bookkeeping
         should not wait for an fsync it does not need)."""
         taken: list[Member] = []
+        if not self._pending:
+            # Nobody queued (a lone caller's every transaction): no lock. One that
+            # queues just after is handed the lead by hand_on, which looks locked.
+            return taken
         with self._lock:
             pending = self._pending
             while pending and len(taken) < limit and pending[0].durable == durable:

@@ -98,17 +98,22 @@ class Doorbell:
         """
         slots = {self.slot(q) for q in queues}
         with self._pending_lock:
-            self._pending |= slots
             if self._ringing:
+                self._pending |= slots
                 return  # the ringing thread writes them after its current write
             self._ringing = True
-        while True:
+        try:
+            while True:
+                self._write(slots)
+                with self._pending_lock:
+                    slots, self._pending = self._pending, set()
+                    if not slots:
+                        self._ringing = False
+                        return
+        except BaseException:  # Ctrl-C mid-write: the next ring writes again
             with self._pending_lock:
-                slots, self._pending = self._pending, set()
-                if not slots:
-                    self._ringing = False
-                    return
-            self._write(slots)
+                self._ringing = False
+            raise
 
     def _write(self, slots: set[int]) -> None:
         with self._lock:
