@@ -8,8 +8,10 @@ at ``synchronous=NORMAL``): every hand-off woke a thread, and every SQLite call
 of the running transaction released the GIL to the threads just woken, whose
 own Python then ran inside the critical section. Here the waiting threads sleep
 until their transaction is committed; the leader runs the functions back to
-back (each in its own savepoint), commits once, wakes them, and hands the lead
-to the first thread still queued.
+back, commits once, wakes them, and hands the lead to the first thread still
+queued. If a function raises, the transaction rolls back and the functions
+before it run again; from then on the group gives each function a savepoint
+(:meth:`Group.run`).
 
 A function therefore may run on the leader's thread, not its caller's: it runs
 in its caller's :mod:`contextvars` context (tracing spans, request ids), and

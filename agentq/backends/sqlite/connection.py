@@ -22,9 +22,9 @@ Settings, and why:
 * One connection per backend object, guarded by a lock: the engine serialises
   writers anyway, and a single connection avoids in-process lock contention.
 * Group commit: transactions that queue for that connection while one runs are
-  run by its thread after it, in the same transaction, each in a savepoint (a
-  failing one rolls back only itself), and committed with one fsync
-  (:mod:`.combining`). Many agents deciding at once therefore commit faster
+  run by its thread after it, in the same transaction, and committed with one
+  fsync; a failing one is undone alone (the others run again, then savepoints:
+  :mod:`.combining`). Many agents deciding at once therefore commit faster
   than the disk's single-commit rate; a lone caller is unaffected.
 """
 
