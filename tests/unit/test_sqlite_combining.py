@@ -6,6 +6,7 @@ member is undone (all roll back, the others run again)."""
 from __future__ import annotations
 
 import contextvars
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -231,3 +232,20 @@ def test_many_callers_each_get_exactly_their_own_outcome(backend: SQLiteBackend)
             assert result == f"done {name}"
             assert stored[name] == {"seen": name}
     assert len(outcomes) == 8 * 80 and len(stored) == 8 * 60
+
+
+def test_an_error_copied_for_another_member_keeps_the_drivers_error_code() -> None:
+    """When BEGIN fails for a group, each member raises its own copy of the
+    error: the copy must keep the driver's error code, which decides the agentq
+    error it becomes (:mod:`agentq.backends.sqlite.driver_errors`)."""
+    from agentq.backends.sqlite import combining
+
+    failure: sqlite3.OperationalError | None = None
+    try:
+        sqlite3.connect(":memory:").execute("SELECT * FROM nowhere")
+    except sqlite3.OperationalError as exc:
+        failure = exc
+    assert failure is not None and failure.sqlite_errorcode == sqlite3.SQLITE_ERROR
+    copied = combining._copy(failure)
+    assert copied is not failure and str(copied) == str(failure)
+    assert copied.sqlite_errorcode == failure.sqlite_errorcode  # type: ignore[attr-defined]

@@ -22,6 +22,7 @@ not visible to it; agentq keeps none there.
 from __future__ import annotations
 
 import contextvars
+import copy
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -139,9 +140,10 @@ class Queue:
 
 def _copy(exc: BaseException) -> BaseException:
     """A copy of ``exc`` for another thread to raise (each raise adds to its
-    traceback); ``exc`` itself if it cannot be rebuilt from its arguments."""
+    traceback), its attributes kept (the driver's ``sqlite_errorcode``, which
+    :mod:`.driver_errors` maps); ``exc`` itself if it cannot be copied."""
     try:
-        return type(exc)(*exc.args)
+        return copy.copy(exc)
     except Exception:
         return exc
 
