@@ -13,12 +13,12 @@ whitespace), stored with the key, so a lookup never reads the task's record.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from agentq.backends import Transaction
 from agentq.errors import IdempotencyConflict
+from agentq.jsontext import canonical
 from agentq.ledger import Tables
 
 __all__ = ["args_digest", "lookup", "remember"]
@@ -26,7 +26,7 @@ __all__ = ["args_digest", "lookup", "remember"]
 
 def args_digest(tool: str, args: Mapping[str, Any]) -> str:
     """SHA-256 of the canonical JSON of a call (tool and validated arguments)."""
-    text = json.dumps({"tool": tool, "args": args}, sort_keys=True, separators=(",", ":"))
+    text = canonical({"tool": tool, "args": args})
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from agentq.errors import ConfigError, InvalidIdentifier, InvalidMessage, PayloadTooLarge
+from agentq.jsontext import compact
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -163,7 +164,7 @@ class QueueSpec:
             data = bytes(payload)
         else:
             try:
-                data = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
+                data = compact(payload).encode()
             except (TypeError, ValueError) as exc:
                 raise InvalidMessage(f"queue {self.name!r} takes JSON payloads: {exc}") from exc
         if len(data) > self.max_payload_bytes:

@@ -8,7 +8,6 @@ compare them.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
@@ -17,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from agentq.errors import InvalidArguments
+from agentq.jsontext import compact
 
 __all__ = ["encode_args", "validate_args"]
 
@@ -45,7 +45,7 @@ def encode_args(tool: str, validated: BaseModel) -> tuple[dict[str, Any], str]:
     once, here); a NaN or infinity is refused, naming its field."""
     data = validated.model_dump(mode="json")
     try:
-        return data, json.dumps(data, separators=(",", ":"), allow_nan=False)
+        return data, compact(data)
     except ValueError:
         pass  # a NaN or infinity: name it below
     bad = _non_finite(data, ())
