@@ -98,8 +98,8 @@ class TaskInfo(BaseModel):
     next_attempt_at: datetime | None = None
     #: The tasks this one waits on (``enqueue(..., after=[...])``), and those of
     #: them that have not succeeded yet.
-    after: list[str] = []
-    waiting_on: list[str] = []
+    after: list[str] = Field(default_factory=list)
+    waiting_on: list[str] = Field(default_factory=list)
 
     @property
     def done(self) -> bool:
