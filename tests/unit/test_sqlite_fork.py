@@ -1,14 +1,18 @@
 """A process forked from one that uses agentq draws its own random values: the
 lease sequence a new SQLite message starts at must not repeat the parent's
-(a stale lease token could then match a message that reuses a row id)."""
+(a stale lease token could then match a message that reuses a row id), nor may
+its doorbell rings (a ring writing the value already in a slot wakes nobody)."""
 
 from __future__ import annotations
 
 import os
+import struct
+from pathlib import Path
 
 import pytest
 
 from agentq.backends.sqlite import transaction
+from agentq.backends.sqlite.doorbell import Doorbell
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 
@@ -29,3 +33,24 @@ def test_a_forked_child_starts_other_lease_sequences_than_its_parent() -> None:
     os.waitpid(pid, 0)
     parent = [transaction._random.getrandbits(62) for _ in range(3)]
     assert len(child) == 3 and child != parent
+
+
+def _slot_value(bell: Doorbell, queue: str) -> int:
+    offset = Doorbell.slot(queue) * 8
+    return int(struct.unpack_from("<Q", bell.read(), offset)[0])
+
+
+def test_a_forked_child_rings_other_values_than_its_parent(tmp_path: Path) -> None:
+    bell = Doorbell.open(str(tmp_path / "x.db"), 0o600)
+    assert bell is not None
+    bell.ring(["work"])  # the parent has rung before the fork
+    pid = os.fork()
+    if pid == 0:  # the child: one ring, then leave at once
+        try:
+            bell.ring(["work"])
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    childs = _slot_value(bell, "work")
+    bell.ring(["work"])  # the parent's next ring must change the slot again
+    assert _slot_value(bell, "work") != childs

@@ -46,6 +46,26 @@ _SLOT = struct.Struct("<Q")
 _SIZE = SLOTS * _SLOT.size
 
 
+def _fresh_values() -> itertools.count[int]:
+    return itertools.count(int.from_bytes(os.urandom(8), "big") >> 1)
+
+
+# Values no other ring writes: a random start per process, counting up. A forked
+# child gets a start of its own: counting on from its parent's, the two would
+# write the same values into a slot, and a watcher would miss the second ring
+# until its periodic check.
+_values = _fresh_values()
+
+
+def _after_fork() -> None:
+    global _values
+    _values = _fresh_values()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 class Doorbell:
     """The ``-bell`` file of one database, open for ringing and reading."""
 
@@ -57,8 +77,6 @@ class Doorbell:
         self._pending: set[int] = set()
         self._ringing = False
         self._pending_lock = threading.Lock()
-        # Values no other ring writes: a random start per process, counting up.
-        self._values = itertools.count(int.from_bytes(os.urandom(8), "big") >> 1)
         self.closed = False
 
     @classmethod
@@ -123,7 +141,7 @@ class Doorbell:
                 return
             try:
                 for slot in slots:
-                    value = next(self._values) & 0xFFFF_FFFF_FFFF_FFFF
+                    value = next(_values) & 0xFFFF_FFFF_FFFF_FFFF
                     os.pwrite(self._fd, _SLOT.pack(value), slot * _SLOT.size)
             except OSError as exc:
                 log.debug("doorbell %s: ring failed (%s)", self.path, exc)
