@@ -1,9 +1,10 @@
 """The JSON encoders agentq stores text with, built once.
 
 ``json.dumps`` with any option (``separators=``, ``sort_keys=``, ...) builds a
-new ``JSONEncoder`` on every call; on the enqueue path that construction cost
-more than encoding a small argument dict. These module-level encoders produce
-exactly what the equivalent ``json.dumps`` call would.
+new ``JSONEncoder`` on every call: for a small argument dict about a third of
+the call (4-5 µs with it, 3 µs without), two or three times per enqueue. These
+module-level encoders produce exactly what the equivalent ``json.dumps`` call
+would, and hold no state between calls (safe from any thread).
 """
 
 from __future__ import annotations
