@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -158,7 +158,7 @@ def test_scheduled_task_is_a_timer_cancelled_in_a_transaction(
     rt: Runtime, clock: FakeClock
 ) -> None:
     timer = rt.transact(
-        lambda tx: tx.schedule("record", {"name": "reminder"}, at=tx.now.replace(year=2026, day=4))
+        lambda tx: tx.schedule("record", {"name": "reminder"}, at=tx.now + timedelta(days=3))
     )
     rt.worker().drain()
     assert RUNS == []

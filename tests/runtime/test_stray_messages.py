@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -78,7 +79,7 @@ def test_bad_rows_are_dead_lettered_as_strays_and_never_starve_the_good_task(
     rt.worker().drain()
     RAN.clear()
     queued = rt.transact(
-        lambda tx: tx.schedule("job", {"name": "later"}, at=tx.now.replace(year=2027))
+        lambda tx: tx.schedule("job", {"name": "later"}, at=tx.now + timedelta(days=365))
     )
     good = rt.enqueue_action("job", {"name": "good"})
     insert_row(rt, "tsk_junk_text", 1, "this is not JSON {")  # text, not JSON
@@ -138,13 +139,13 @@ def test_a_well_formed_stale_message_is_acked_and_changes_nothing(rt: Runtime, s
         key_attempt = task.attempt
     elif status == "cancelled":
         task = rt.transact(
-            lambda tx: tx.schedule("job", {"name": "t"}, at=tx.now.replace(year=2027))
+            lambda tx: tx.schedule("job", {"name": "t"}, at=tx.now + timedelta(days=365))
         )
         rt.cancel(task.task_id)
         key_attempt = 1
     else:
         task = rt.transact(
-            lambda tx: tx.schedule("job", {"name": "t"}, at=tx.now.replace(year=2027))
+            lambda tx: tx.schedule("job", {"name": "t"}, at=tx.now + timedelta(days=365))
         )
         key_attempt = 3
     task = rt.task(task.task_id)
