@@ -82,6 +82,7 @@ class FakeClock:
         self._mono = 0.0
         self._lock = threading.Lock()
         self._sleepers: list[tuple[float, int, threading.Event]] = []
+        self._sleeper_names: dict[int, str] = {}  # entry seq -> the waiting thread's name
         self._seq = itertools.count()
         self.auto_advance = auto_advance
         self.slept = 0.0
@@ -104,7 +105,9 @@ class FakeClock:
             self._mono += delta
             due: list[threading.Event] = []
             while self._sleepers and self._sleepers[0][0] <= self._mono:
-                due.append(heapq.heappop(self._sleepers)[2])
+                _, seq, event = heapq.heappop(self._sleepers)
+                self._sleeper_names.pop(seq, None)
+                due.append(event)
             now = self._now
         for event in due:
             event.set()
@@ -123,6 +126,7 @@ class FakeClock:
                 event.set()
             else:
                 heapq.heappush(self._sleepers, entry)
+                self._sleeper_names[entry[1]] = threading.current_thread().name
             return entry
 
     def _unregister(self, entry: tuple[float, int, threading.Event]) -> None:
@@ -130,6 +134,7 @@ class FakeClock:
             if entry in self._sleepers:
                 self._sleepers.remove(entry)
                 heapq.heapify(self._sleepers)
+                self._sleeper_names.pop(entry[1], None)
 
     def sleep(self, seconds: float) -> None:
         if self.auto_advance:
@@ -159,6 +164,13 @@ class FakeClock:
         """Number of threads currently waiting on this clock (test signal)."""
         with self._lock:
             return len(self._sleepers)
+
+    def sleeping(self, thread_name: str) -> int:
+        """How many threads whose name starts with ``thread_name`` wait on this
+        clock now (a test signal: a worker's lease monitor is ``agentq-monitor``,
+        its handlers ``agentq-handler-N``)."""
+        with self._lock:
+            return sum(name.startswith(thread_name) for name in self._sleeper_names.values())
 
     def wait_for_sleepers(self, count: int, timeout: float = 10.0) -> None:
         """Block (real time, bounded) until at least ``count`` threads wait on this clock.

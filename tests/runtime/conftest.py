@@ -48,29 +48,6 @@ NOT_ON_SPANNER = {
         "counts leased messages (the no-redelivery half runs in the conformance suite)"
     ),
 }
-#: Open findings (/work/wt/spanner-findings.md). Not strict: they fail or pass with
-#: the timing of a race.
-RACY_ON_SPANNER = {
-    # F4 (drain race) fixed in spanner-backend 1f20d9c.
-    name: "F5: bounded fake-time loops of the timeout tests end before the Spanner worker "
-    "received the next task"
-    for name in (
-        "test_a_hung_sync_call_does_not_stop_the_other_tasks",
-        "test_abandoned_threads_are_bounded",
-        "test_a_hung_async_call_is_cancelled",
-    )
-} | {
-    "test_rate_limit_is_enforced_by_the_executor": (
-        "the test moves fake time as fast as it can while renewals travel by RPC: the "
-        "stand-in's lease can expire under a task waiting for a token, and it runs twice"
-    ),
-    "test_a_plain_success_commits_the_record_encoded_by_its_handler_thread": (
-        "it counts calls inside a transaction function, which Spanner re-runs on an abort "
-        "(the emulator aborts one of two concurrent read-write transactions)"
-    ),
-}
-
-
 @pytest.fixture(params=RUNTIME_BACKENDS)
 def backend_url(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> str:
     """Where the runtime under test keeps its state: a SQLite file, or a fresh
@@ -80,8 +57,6 @@ def backend_url(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
     name = request.node.originalname
     if name in NOT_ON_SPANNER:
         pytest.skip(f"{request.param}: {NOT_ON_SPANNER[name]}")
-    if name in RACY_ON_SPANNER:
-        request.applymarker(pytest.mark.xfail(strict=False, reason=RACY_ON_SPANNER[name]))
     factory = request.getfixturevalue("emulator_database_factory")
     database = factory(request.param.endswith("postgresql"))
     # The emulator's CURRENT_TIMESTAMP (statistics SQL) and the test's clock start together.

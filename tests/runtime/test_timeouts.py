@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from agentq import FakeClock, Policy, Runtime, TaskStatus, ToolContext, tool
 from agentq.executor import Worker
-from tests.runtime._drive import advance_until_done
+from tests.runtime._drive import REAL_TIMEOUT, advance_until
 
 RELEASE = threading.Event()  # set only at the end of each test: the hung calls return
 ENTERED: list[str] = []
@@ -86,7 +86,9 @@ def test_a_hung_sync_call_does_not_stop_the_other_tasks(rt: Runtime, clock: Fake
     worker = rt.worker(concurrency=1, queues=["jobs", "other"])
     t = drain_in_background(worker)
     wait_for_entries(1)
-    advance_until_done(clock, t)
+    # Time passes only until the call is given up: the quick tasks need none.
+    advance_until(clock, lambda: worker.stats["timed_out"] == 1, what="the timeout")
+    t.join(REAL_TIMEOUT)
     assert not t.is_alive(), "the worker stopped: its only handler thread is hung"
     for task in others:
         assert rt.task(task.task_id).status == TaskStatus.SUCCEEDED
@@ -111,14 +113,11 @@ def test_abandoned_threads_are_bounded(rt: Runtime, clock: FakeClock) -> None:
     worker = rt.worker(concurrency=2, max_abandoned=1, queues=["jobs"])
     t = drain_in_background(worker)
     wait_for_entries(2)
-    for _ in range(20):
-        if len(ENTERED) == 3 and worker.stats["timed_out"] == 3:
-            break
-        try:
-            clock.wait_for_sleepers(1, timeout=1.0)
-        except TimeoutError:
-            pass
-        clock.advance(1)
+    advance_until(
+        clock,
+        lambda: len(ENTERED) == 3 and worker.stats["timed_out"] == 3,
+        what="three timeouts",
+    )
     # h0 and h1 timed out: one thread was replaced (the bound), one kept its slot;
     # the replacement took h2, which timed out too and kept its slot.
     assert worker.stats["timed_out"] == 3
@@ -126,7 +125,7 @@ def test_abandoned_threads_are_bounded(rt: Runtime, clock: FakeClock) -> None:
     assert worker.stats["abandoned_limit"] == 2
     assert worker.abandoned == 1
     RELEASE.set()
-    t.join(10)
+    t.join(REAL_TIMEOUT)
     assert not t.is_alive()
     for task in hung:
         assert rt.task(task.task_id).status == TaskStatus.RETRY_SCHEDULED
@@ -138,7 +137,8 @@ def test_a_hung_async_call_is_cancelled(rt: Runtime, clock: FakeClock) -> None:
     worker = rt.worker(concurrency=1, queues=["jobs", "other"])
     t = drain_in_background(worker)
     wait_for_entries(1)
-    advance_until_done(clock, t)
+    advance_until(clock, lambda: worker.stats["timed_out"] == 1, what="the timeout")
+    t.join(REAL_TIMEOUT)
     assert not t.is_alive()
     assert CANCELLED.wait(10), "the coroutine was never cancelled"
     for task in others:
