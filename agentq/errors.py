@@ -34,6 +34,7 @@ specific class here, with the original kept as ``__cause__``.
 from __future__ import annotations
 
 __all__ = [
+    "DISTRIBUTION",
     "AgentQError",
     "ApprovalChanged",
     "ApprovalError",
@@ -60,6 +61,7 @@ __all__ = [
     "TransactionAborted",
     "TransactionError",
     "UnknownTool",
+    "install_hint",
 ]
 
 
@@ -172,6 +174,24 @@ class NotIdle(AgentQError):
     task that retries or reschedules itself forever, or a bound set too low."""
 
 
+#: agentq's name on the package index. The index's ``agentq`` is an unrelated
+#: project: every install hint names this one (the import package and the
+#: command stay ``agentq``).
+DISTRIBUTION = "agentq-runtime"
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs agentq with an optional ``extra``."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
 class MissingExtra(AgentQError, ImportError):
     """An optional dependency is not installed; the message names the extra
-    (``pip install 'agentq[notebook]'``)."""
+    (``pip install 'agentq-runtime[notebook]'``)."""
+
+    @classmethod
+    def needed_by(cls, what: str, extra: str, missing: str | None = None) -> MissingExtra:
+        """``what`` (``"agentq serve"``) needs ``extra``; ``missing`` is the module
+        that could not be imported."""
+        detail = f" (no module named {missing!r})" if missing else ""
+        return cls(f"{what} needs the {extra!r} extra: {install_hint(extra)}{detail}")

@@ -29,7 +29,9 @@ def register(
 ) -> None:
     """Add ``serve`` and ``token`` to the ``agentq`` parser. The CLI passes how
     it builds a runtime (this module sits below it and cannot import it)."""
-    serve = subparsers.add_parser("serve", help="serve the HTTP API (pip install 'agentq[http]')")
+    from agentq.errors import install_hint
+
+    serve = subparsers.add_parser("serve", help=f"serve the HTTP API ({install_hint('http')})")
     add_runtime_args(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address (default %(default)s)")
     serve.add_argument("--port", type=int, default=8080, help="port (default %(default)s)")
@@ -42,13 +44,13 @@ def register(
                        help="also run a worker with N handlers in this process")  # fmt: skip
     serve.add_argument("--max-wait", type=float, default=60.0,
                        help="longest Prefer: wait=N honoured, in seconds (default 60)")  # fmt: skip
-    serve.set_defaults(func=lambda args: _cmd_serve(args, make_runtime))
+    serve.set_defaults(func=lambda args: _cmd_serve(args, make_runtime), extra="http")
 
     token = subparsers.add_parser("token", help="make a bearer token for the HTTP API")
     token.add_argument("name", help="the principal (recorded on its approvals)")
     token.add_argument("--scope", action="append", required=True,
                        choices=["read", "enqueue", "approve", "admin"])  # fmt: skip
-    token.set_defaults(func=_cmd_token)
+    token.set_defaults(func=_cmd_token, extra="http")  # hashing lives with the auth
 
 
 def _cmd_token(args: argparse.Namespace) -> int:
@@ -87,12 +89,11 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
     if not 0 < args.max_wait <= 3600:
         raise ConfigError(f"--max-wait must be in (0, 3600] seconds, got {args.max_wait}")
     auth = _auth(args)
-    try:
-        import uvicorn
+    # Before the runtime opens; a missing module is reported by the CLI (extra="http").
+    import uvicorn
 
-        from agentq.server.app import create_app
-    except ModuleNotFoundError as exc:
-        raise ConfigError("agentq serve needs the http extra: pip install 'agentq[http]'") from exc
+    from agentq.server.app import create_app
+
     rt = make_runtime(args)
     stop = threading.Event()
     worker_thread = None
