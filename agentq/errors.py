@@ -33,6 +33,8 @@ specific class here, with the original kept as ``__cause__``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "DISTRIBUTION",
     "AgentQError",
@@ -129,7 +131,15 @@ class UnknownTool(ToolError, LookupError):
 
 
 class InvalidArguments(ToolError, ValueError):
-    """An agent's arguments for a tool failed validation."""
+    """An agent's arguments for a tool failed validation. ``problems`` are the
+    bad fields, each as its path in the arguments and what is wrong (empty when
+    the arguments as a whole are refused)."""
+
+    def __init__(
+        self, message: str, *, problems: Sequence[tuple[Sequence[int | str], str]] = ()
+    ) -> None:
+        super().__init__(message)
+        self.problems = [(tuple(path), detail) for path, detail in problems]
 
 
 class PolicyViolation(AgentQError):

@@ -30,7 +30,7 @@ from starlette.routing import Route
 from agentq.errors import IdempotencyConflict, InvalidArguments
 from agentq.server.auth import Scope, require
 from agentq.server.openapi import action_model_for
-from agentq.server.problems import Problem, field_errors
+from agentq.server.problems import Problem, argument_errors, field_errors
 from agentq.server.state import read_json, server_state
 from agentq.webhooks import check_callback_url
 
@@ -105,8 +105,7 @@ async def enqueue(request: Request) -> Response:
         raise Problem(422, "Idempotency-Key reused with another request", detail,
                       errors=errors) from exc  # fmt: skip
     except InvalidArguments as exc:
-        raise Problem(422, "Invalid request", str(exc),
-                      errors=[{"pointer": "/args", "detail": str(exc)}]) from exc  # fmt: skip
+        raise Problem(422, "Invalid request", str(exc), errors=argument_errors(exc)) from exc
     finally:
         if stored_key is not None:
             state.in_flight.discard(stored_key)

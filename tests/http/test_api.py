@@ -392,3 +392,15 @@ def test_a_mounted_app_sees_the_principal_the_scopes_and_the_runtime(runtime: Ru
             _problem(anon.get("/console/"), 401)
     finally:
         live.stop()
+
+
+def test_a_misspelled_argument_is_422_pointing_at_it(server: LiveServer, runtime: Runtime) -> None:
+    """Issue 28: ``curency`` was dropped and the refund queued in USD."""
+    typo = {"args": {"order_id": "X-1", "amount": 50, "curency": "EUR"}}
+    with server.client() as http:
+        r = http.post("/v1/tools/execute_refund/actions", json=typo)
+    body = _problem(r, 422)
+    (error,) = body["errors"]
+    assert error["pointer"] == "/args/curency"
+    assert "did you mean 'currency'" in error["detail"] and "order_id, amount" in error["detail"]
+    assert runtime.tasks() == []

@@ -110,6 +110,22 @@ def test_bad_arguments_and_unknown_tasks_are_tool_errors_naming_the_problem(rt: 
     assert rt.tasks() == []
 
 
+def test_a_misspelled_argument_is_a_tool_error_naming_it(rt: Runtime) -> None:
+    """Issue 28: ``curency`` (and ``bogus``) were dropped and the call queued."""
+    server = build_server(rt, lambda _ctx: AGENT, wait_seconds=0)
+
+    async def scenario() -> list[Any]:
+        async with Client(server) as client:
+            typo = {"order_id": "X-1", "amount": 50, "curency": "EUR"}
+            return [await client.call_tool("execute_refund", typo),
+                    await client.call_tool("execute_refund", {**typo, "bogus": 1})]  # fmt: skip
+
+    typo, bogus = run(scenario())
+    assert typo.is_error and "did you mean 'currency'" in typo.content[0].text
+    assert bogus.is_error and "'bogus'" in bogus.content[0].text
+    assert rt.tasks() == []
+
+
 def test_an_explicit_idempotency_key_gives_one_task_across_connections(
     rt: Runtime, api: DemoAPI
 ) -> None:
