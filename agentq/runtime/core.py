@@ -32,6 +32,7 @@ from agentq.policies import Policy, load_policies
 from agentq.retention import DEFAULT_RETENTION
 from agentq.telemetry import Telemetry
 from agentq.tools import ToolDef, ToolRegistry
+from agentq.tools.registry import unknown_tool
 
 if TYPE_CHECKING:
     import httpx
@@ -235,13 +236,16 @@ class RuntimeCore:
         found = self.find_tool(tx, name)
         if found is not None:
             return found
+        # Named among the tools a caller may enqueue: internal ones never are.
+        known = catalog.read_tools(self.backend) if self.from_catalog else self.tools
+        names = [t.name for t in known if not t.internal and not self.is_internal(t.name)]
+        text = unknown_tool(name, names, "tools you may enqueue")
         if self.from_catalog:
-            raise UnknownTool(
-                f"unknown tool {name!r}: this runtime has no tools and the database's tool "
-                "catalog does not list it (`agentq init` with the tools records them, as "
-                "every worker does at start)"
+            text += (
+                " (this runtime has no tools and the database's tool catalog does not list "
+                "it: `agentq init` with the tools records them, as every worker does at start)"
             )
-        return self.tools.get(name)  # raises UnknownTool, naming the known tools
+        raise UnknownTool(text)
 
     def is_internal(self, tool: str) -> bool:
         """Whether ``tool`` is sent only by the runtime (never by an agent)."""

@@ -404,3 +404,11 @@ def test_a_misspelled_argument_is_422_pointing_at_it(server: LiveServer, runtime
     assert error["pointer"] == "/args/curency"
     assert "did you mean 'currency'" in error["detail"] and "order_id, amount" in error["detail"]
     assert runtime.tasks() == []
+
+
+def test_an_unknown_tool_is_404_with_a_did_you_mean(server: LiveServer) -> None:
+    with server.client() as http:
+        r = http.post("/v1/tools/execute_refnd/actions", json=REFUND)
+    body = _problem(r, 404)
+    assert "did you mean 'execute_refund'" in body["detail"]
+    assert "escalate" not in body["detail"]  # internal: not exposed
