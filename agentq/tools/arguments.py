@@ -26,7 +26,13 @@ from pydantic import BaseModel, ValidationError
 from agentq.errors import InvalidArguments
 from agentq.jsontext import compact
 
-__all__ = ["encode_args", "refuses_unknown", "unknown_argument", "validate_args"]
+__all__ = [
+    "close_schema",
+    "encode_args",
+    "refuses_unknown",
+    "unknown_argument",
+    "validate_args",
+]
 
 
 def refuses_unknown(model: type[BaseModel]) -> bool:
@@ -34,6 +40,34 @@ def refuses_unknown(model: type[BaseModel]) -> bool:
     the model sets ``extra`` itself (``"allow"``, ``"ignore"``; ``"forbid"``
     refuses them through pydantic)."""
     return model.model_config.get("extra") is None
+
+
+def close_schema(schema: dict[str, Any], defs: Mapping[str, Any] | None = None) -> None:
+    """Mark every object of a refusing tool's argument schema (in place) as taking
+    no other properties, nested models' too (found through ``$ref`` in ``defs``,
+    the schema's own ``$defs`` by default): the check refuses them all alike."""
+    defs = schema.get("$defs", {}) if defs is None else defs
+    seen: set[str] = set()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+            return
+        if not isinstance(node, dict):
+            return
+        if isinstance(node.get("properties"), dict):
+            node["additionalProperties"] = False
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.rsplit("/", 1)[-1] not in seen:
+            name = ref.rsplit("/", 1)[-1]
+            seen.add(name)
+            visit(defs.get(name))
+        for key, value in node.items():
+            if key != "$defs":
+                visit(value)
+
+    visit(schema)
 
 
 def unknown_argument(name: str, known: Sequence[str]) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agentq.schedules import Periodic
-from agentq.tools.arguments import encode_args, refuses_unknown, validate_args
+from agentq.tools.arguments import close_schema, encode_args, refuses_unknown, validate_args
 
 __all__ = ["DEFAULT_MAX_BATCH", "MAX_BATCH_LIMIT", "ToolDef", "attach", "attached"]
 
@@ -108,7 +108,7 @@ class ToolDef:
         ``additionalProperties: false`` unless the tool takes extra keys."""
         schema = self.args_model.model_json_schema()
         if refuses_unknown(self.args_model):
-            schema["additionalProperties"] = False
+            close_schema(schema)
         return schema
 
 
