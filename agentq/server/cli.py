@@ -15,6 +15,7 @@ import json
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __all__ = ["register"]
@@ -50,6 +51,9 @@ def register(
     token.add_argument("name", help="the principal (recorded on its approvals)")
     token.add_argument("--scope", action="append", required=True,
                        choices=["read", "enqueue", "approve", "admin"])  # fmt: skip
+    token.add_argument("--append", metavar="FILE",
+                       help="append the entry to this tokens file (created owner-only if "
+                            "missing) and print only the token")  # fmt: skip
     token.set_defaults(func=_cmd_token, extra="http")  # hashing lives with the auth
 
 
@@ -57,13 +61,48 @@ def _cmd_token(args: argparse.Namespace) -> int:
     from agentq.server.auth import hash_token, new_token
 
     value = new_token()
+    entry = (
+        f"[[tokens]]\nname = {json.dumps(args.name)}\n"
+        f"scopes = {json.dumps(sorted(set(args.scope)))}\n"
+        f'sha256 = "{hash_token(value)}"\n'
+    )
+    if args.append:
+        _append_entry(Path(args.append), entry)
+        print(f"token: {value}")
+        print(f"appended {args.name!r} to {args.append}", file=sys.stderr)
+        return 0
     print(f"token: {value}")
-    print("# add to the tokens file (only the digest is stored):")
-    print("[[tokens]]")
-    print(f"name = {json.dumps(args.name)}")
-    print(f"scopes = {json.dumps(sorted(set(args.scope)))}")
-    print(f'sha256 = "{hash_token(value)}"')
+    print("# add to the tokens file (only the digest is stored), or use --append FILE:")
+    print(entry, end="")
     return 0
+
+
+def _append_entry(file: Path, entry: str) -> None:
+    """Append a ``[[tokens]]`` entry, only if the file with it is a tokens file
+    the server loads (checked on a copy, which then replaces the file)."""
+    import os
+    import shutil
+    import tempfile
+
+    from agentq.errors import ConfigError
+    from agentq.server.auth import TokenAuth
+
+    old = file.read_text(encoding="utf-8") if file.exists() else ""
+    text = old + ("\n" if old and not old.endswith("\n") else "") + ("\n" if old else "") + entry
+    fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=".toml")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:  # mkstemp: owner-only
+            out.write(text)
+        if old:
+            shutil.copymode(file, tmp)
+        try:
+            TokenAuth.from_file(tmp)
+        except ConfigError as exc:  # said of the user's file, not of the copy
+            raise ConfigError(f"cannot append: {str(exc).replace(tmp, str(file))}") from None
+        os.replace(tmp, file)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def _auth(args: argparse.Namespace) -> Any:
