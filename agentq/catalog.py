@@ -30,6 +30,7 @@ from agentq.backends import Backend, Transaction
 from agentq.errors import ConfigError, InvalidArguments
 from agentq.policies import Policy
 from agentq.tools import ToolDef, ToolRegistry
+from agentq.tools.arguments import unknown_argument
 
 __all__ = [
     "POLICY_TABLE",
@@ -90,6 +91,8 @@ class RecordedTool(ToolDef):
         """Validated arguments, as a model (see :meth:`enqueueable_args`)."""
         return _RecordedArgs.model_validate(self.enqueueable_args(args))
 
+    validate_new_args = validate_args
+
     def enqueueable_args(self, args: object) -> dict[str, Any]:
         """Validate untrusted arguments against the recorded JSON Schema and fill
         in the defaults of missing top-level fields; the error names each bad field."""
@@ -107,11 +110,12 @@ class RecordedTool(ToolDef):
         validator = jsonschema.Draft202012Validator(self.args_schema)
         errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
         if errors:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e.absolute_path) or '(args)'}: {e.message}"
-                for e in errors
+            problems = [p for e in errors for p in _problems(e)]
+            text = "; ".join(f"{'.'.join(str(p) for p in loc) or '(args)'}: {d}"
+                             for loc, d in problems)  # fmt: skip
+            raise InvalidArguments(
+                f"invalid arguments for tool {self.name!r}: {text}", problems=problems
             )
-            raise InvalidArguments(f"invalid arguments for tool {self.name!r}: {problems}")
         # As the tool's own model would give them, so that both kinds of producer
         # send the same arguments (idempotency keys compare them).
         for name, prop in self.args_schema.get("properties", {}).items():
@@ -124,11 +128,26 @@ class RecordedTool(ToolDef):
                 data[name] = float(value)
         return data
 
+    def args_json_schema(self) -> dict[str, Any]:
+        """The recorded arguments' JSON Schema."""
+        return dict(self.args_schema)
+
     def schema(self) -> dict[str, Any]:
         """OpenAI-style function-calling schema, from the recorded JSON Schema."""
         described = super().schema()
         described["function"]["parameters"] = dict(self.args_schema)
         return described
+
+
+def _problems(error: Any) -> list[tuple[tuple[int | str, ...], str]]:
+    """A JSON Schema error as (path, detail) pairs: one per unknown argument name,
+    said as the tool's own model says it (:func:`unknown_argument`)."""
+    path = tuple(error.absolute_path)
+    if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+        return [(path, str(error.message))]
+    known = list(error.schema.get("properties", {}))
+    return [((*path, name), unknown_argument(str(name), known))
+            for name in error.instance if name not in known]  # fmt: skip
 
 
 def _entry(definition: ToolDef) -> dict[str, Any]:
@@ -141,7 +160,7 @@ def _entry(definition: ToolDef) -> dict[str, Any]:
         "requires_approval": definition.requires_approval,
         "internal": definition.internal,
         "visible": definition.visible,
-        "args_schema": definition.args_model.model_json_schema(),
+        "args_schema": definition.args_json_schema(),
         # Producers round delivery times to the tool's window (agentq.batching).
         "batch_window": None if w is None else w.total_seconds(),
         "batch_offset_field": definition.batch_offset_field,

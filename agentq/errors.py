@@ -33,7 +33,10 @@ specific class here, with the original kept as ``__cause__``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
+    "DISTRIBUTION",
     "AgentQError",
     "ApprovalChanged",
     "ApprovalError",
@@ -60,6 +63,7 @@ __all__ = [
     "TransactionAborted",
     "TransactionError",
     "UnknownTool",
+    "install_hint",
 ]
 
 
@@ -127,7 +131,15 @@ class UnknownTool(ToolError, LookupError):
 
 
 class InvalidArguments(ToolError, ValueError):
-    """An agent's arguments for a tool failed validation."""
+    """An agent's arguments for a tool failed validation. ``problems`` are the
+    bad fields, each as its path in the arguments and what is wrong (empty when
+    the arguments as a whole are refused)."""
+
+    def __init__(
+        self, message: str, *, problems: Sequence[tuple[Sequence[int | str], str]] = ()
+    ) -> None:
+        super().__init__(message)
+        self.problems = [(tuple(path), detail) for path, detail in problems]
 
 
 class PolicyViolation(AgentQError):
@@ -172,6 +184,24 @@ class NotIdle(AgentQError):
     task that retries or reschedules itself forever, or a bound set too low."""
 
 
+#: agentq's name on the package index. The index's ``agentq`` is an unrelated
+#: project: every install hint names this one (the import package and the
+#: command stay ``agentq``).
+DISTRIBUTION = "agentq-runtime"
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs agentq with an optional ``extra``."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
 class MissingExtra(AgentQError, ImportError):
     """An optional dependency is not installed; the message names the extra
-    (``pip install 'agentq[notebook]'``)."""
+    (``pip install 'agentq-runtime[notebook]'``)."""
+
+    @classmethod
+    def needed_by(cls, what: str, extra: str, missing: str | None = None) -> MissingExtra:
+        """``what`` (``"agentq serve"``) needs ``extra``; ``missing`` is the module
+        that could not be imported."""
+        detail = f" (no module named {missing!r})" if missing else ""
+        return cls(f"{what} needs the {extra!r} extra: {install_hint(extra)}{detail}")

@@ -1,8 +1,8 @@
 """Agent framework adapters: each framework's tools, backed by agentq tasks.
 
-:mod:`agentq.adapters.openai_agents` (``agentq[openai-agents]``),
-:mod:`agentq.adapters.pydantic_ai` (``agentq[pydantic-ai]``) and
-:mod:`agentq.adapters.langchain` (``agentq[langchain]``) each import their
+:mod:`agentq.adapters.openai_agents` (``agentq-runtime[openai-agents]``),
+:mod:`agentq.adapters.pydantic_ai` (``agentq-runtime[pydantic-ai]``) and
+:mod:`agentq.adapters.langchain` (``agentq-runtime[langchain]``) each import their
 framework only when imported themselves; :mod:`agentq.adapters.calls` holds
 what they share (idempotency keys of a call, waiting for its task).
 """

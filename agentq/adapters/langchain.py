@@ -40,6 +40,7 @@ from agentq.approvals import ApprovalStatus
 from agentq.errors import AgentQError, ConfigError
 from agentq.ledger import TaskInfo, TaskStatus
 from agentq.runtime import Runtime
+from agentq.tools.arguments import refuses_unknown
 
 __all__ = ["AgentQTool", "agentq_tools", "approval_refusal"]
 
@@ -155,9 +156,16 @@ def agentq_tools(
         if _CALL_ID in definition.args_model.model_fields:
             raise ConfigError(f"tool {name!r}: an argument named {_CALL_ID!r} is reserved")
         # The model's arguments plus the tool-call id LangChain injects (hidden from the model).
+        # LangChain validates a call against it and passes on only its fields: unless the
+        # tool takes extra keys, an unknown one must be refused here, not dropped.
+        base = definition.args_model
+        if refuses_unknown(base):
+            base = type(base.__name__, (base,), {
+                "model_config": ConfigDict(extra="forbid"), "__module__": base.__module__,
+            })  # fmt: skip
         schema: type[BaseModel] = create_model(
             f"{definition.args_model.__name__}Call",
-            __base__=definition.args_model,
+            __base__=base,
             **{_CALL_ID: (Annotated[str, InjectedToolCallId], ...)},  # type: ignore[call-overload]
         )
         out.append(AgentQTool(

@@ -25,7 +25,7 @@ from agentq.backends.base import (
     encode_record,
 )
 from agentq.clock import Clock
-from agentq.errors import ConfigError
+from agentq.errors import ConfigError, MissingExtra
 
 __all__ = [
     "LEASE_SECONDS",
@@ -66,8 +66,8 @@ def open_backend(url: str, *, clock: Clock | None = None, **options: Any) -> Bac
         except ModuleNotFoundError as exc:
             if exc.name and exc.name.startswith("agentq"):
                 raise ConfigError("this agentq build has no Spanner backend") from exc
-            raise ConfigError(
-                "the Spanner backend needs google-cloud-spanner: pip install 'agentq[spanner]'"
+            raise MissingExtra.needed_by(
+                "the Spanner backend (google-cloud-spanner)", "spanner", exc.name
             ) from exc
         backend: Backend = module.open_spanner(url, clock, options)
         return backend

@@ -18,7 +18,7 @@ from agentq.approvals import ApprovalStatus
 from agentq.cli.common import add_db_args, open_ledger
 from agentq.cli.exits import EXIT_OK
 from agentq.cli.output import add_format_args, age, emit, print_json
-from agentq.errors import ConfigError
+from agentq.errors import ApprovalNotFound, ConfigError, TaskNotFound
 
 __all__ = ["register"]
 
@@ -71,11 +71,32 @@ def _edited_args(args: argparse.Namespace, asked: dict[str, Any]) -> dict[str, A
     return edited
 
 
+def _not_a_task_id(rt: Any, given: str) -> None:
+    """Refuse a task id where an approval id belongs, naming the task's approval
+    (the two are easy to swap: ``agentq enqueue`` and ``tasks`` print task ids)."""
+    try:
+        rt.approval(given)
+        return
+    except ApprovalNotFound:
+        pass
+    try:
+        task = rt.task(given)
+    except TaskNotFound:
+        return  # neither: the decision below says there is no such approval
+    if task.approval_id:
+        raise ApprovalNotFound(
+            f"{given} is a task id, not an approval id: its approval is {task.approval_id} "
+            f"(agentq approvals lists them)"
+        )
+    raise ApprovalNotFound(f"{given} is a task id, not an approval id, and it has no approval")
+
+
 def _decide(args: argparse.Namespace, verdict: str) -> int:
     if not args.by.strip():
         raise ConfigError(f"{verdict}: --by must name who decides")
     rt = open_ledger(args)
     try:
+        _not_a_task_id(rt, args.approval_id)
         if verdict == "approve":
             seen = rt.approval(args.approval_id)
             edited = _edited_args(args, seen.args)

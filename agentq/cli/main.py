@@ -3,7 +3,10 @@
 Each subcommand group lives in its own module with ``register(subparsers)``;
 :func:`build_parser` calls them in turn. To add a surface's subcommands, add
 one import and one ``register`` call below (keep heavy imports inside the
-handler, so ``agentq --help`` stays fast and optional extras stay optional).
+handler, so ``agentq --help`` stays fast and optional extras stay optional). A
+command that needs an optional extra says which, ``set_defaults(extra="http")``:
+if its handler cannot import a third-party module, :func:`main` prints the
+install hint (``agentq: error: ...``, exit 2) instead of the traceback.
 Exit statuses: :mod:`agentq.cli.exits`.
 """
 
@@ -28,7 +31,14 @@ from agentq.cli import (
     worker,
 )
 from agentq.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_REFUSED
-from agentq.errors import AgentQError, ApprovalNotFound, IllegalTransition, TaskNotFound
+from agentq.errors import (
+    DISTRIBUTION,
+    AgentQError,
+    ApprovalNotFound,
+    IllegalTransition,
+    MissingExtra,
+    TaskNotFound,
+)
 from agentq.mcp.command import register as register_mcp
 from agentq.redact import redact_text
 from agentq.server.cli import register as register_http
@@ -48,8 +58,8 @@ decide approvals with `approvals`, `approve`, `reject`; watch with `inspect` and
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        return version("agentq")
+    try:  # the distribution's name, not the import package's
+        return version(DISTRIBUTION)
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown"
 
@@ -86,13 +96,27 @@ def _status_of(exc: BaseException) -> int:
     return EXIT_ERROR
 
 
+def _missing_extra(args: argparse.Namespace, exc: ModuleNotFoundError) -> BaseException:
+    """A command backed by an optional extra (``set_defaults(extra=...)``) that
+    could not import a module other than agentq's own: the extra is missing (or
+    incomplete). Anything else stays what it is, a bug to show with its traceback."""
+    extra: str | None = getattr(args, "extra", None)
+    module = exc.name or ""
+    if extra is None or module == "agentq" or module.startswith("agentq."):
+        return exc
+    return MissingExtra.needed_by(f"agentq {args.command}", extra, module or None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agentq`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
-        return func(args)
+        try:
+            return func(args)
+        except ModuleNotFoundError as exc:
+            raise _missing_extra(args, exc) from exc
     except (AgentQError, ValueError, OSError) as exc:
         # A user's mistake or the environment's, not a bug: the message, no traceback
         # (unless asked for).

@@ -7,7 +7,7 @@ the worker serves. It listens on loopback unless ``--metrics-host`` says
 otherwise. Both paths require ``Authorization: Bearer <token>`` with the token
 from ``$AGENTQ_METRICS_TOKEN``; ``--metrics-insecure-local`` drops that, on a
 loopback address only. Needs the ``metrics`` extra (``pip install
-'agentq[metrics]'``).
+'agentq-runtime[metrics]'``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agentq.errors import ConfigError
+from agentq.errors import ConfigError, MissingExtra
 
 __all__ = ["TOKEN_ENV", "MetricsServer"]
 
@@ -68,9 +68,8 @@ class MetricsServer:
             from opentelemetry.sdk.metrics import MeterProvider
             from prometheus_client import CollectorRegistry, generate_latest
         except ImportError as exc:
-            raise ConfigError(
-                "--metrics-port needs the OpenTelemetry Prometheus exporter: "
-                "pip install 'agentq[metrics]'"
+            raise MissingExtra.needed_by(
+                "--metrics-port (the OpenTelemetry Prometheus exporter)", "metrics", exc.name
             ) from exc
         registry = CollectorRegistry()
         self.provider = MeterProvider(metric_readers=[PrometheusMetricReader(registry=registry)])

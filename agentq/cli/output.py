@@ -73,9 +73,14 @@ def print_record(args: argparse.Namespace, record: Mapping[str, Any], block: str
 
 def print_task(args: argparse.Namespace, task: TaskInfo) -> None:
     """A task a command made or changed: its record with ``--json``, else
-    ``TASK_ID STATUS``."""
+    ``TASK_ID STATUS``, and for a task held for approval the approval to decide."""
+    from agentq.ledger import TaskStatus
+
     if getattr(args, "json", False):
         print_json(task.model_dump(mode="json"))
+    elif task.status is TaskStatus.AWAITING_APPROVAL and task.approval_id:
+        print(f"{task.task_id} {task.status} approval {task.approval_id} "
+              f"(agentq approve {task.approval_id} --by NAME)")  # fmt: skip
     else:
         print(f"{task.task_id} {task.status}")
 

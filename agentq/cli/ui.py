@@ -60,12 +60,10 @@ def _auth(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
-    try:
-        from agentq.console import Console, create_app
-        from agentq.console.serve import serve
-    except ImportError as exc:
-        extra = "pip install 'agentq[ui]'"
-        raise ConfigError(f"agentq ui needs the 'ui' extra: {extra} ({exc})") from None
+    # A missing module is reported by the CLI (extra="ui").
+    from agentq.console import Console, create_app
+    from agentq.console.serve import serve
+
     auth, told = _auth(args)
     rt: Any = open_runtime(args)
     console = Console(rt, auth=auth, read_only=args.read_only, refresh_seconds=args.refresh)
@@ -109,4 +107,4 @@ def register(sub: Any) -> None:
     ui.add_argument(
         "--refresh", type=positive, default=2, help="seconds between live figures (default 2)"
     )
-    ui.set_defaults(func=_cmd_ui)
+    ui.set_defaults(func=_cmd_ui, extra="ui")

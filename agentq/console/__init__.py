@@ -1,6 +1,6 @@
 """The web console: tasks, an approvals inbox, dead letters and live queue figures.
 
-Needs the ``ui`` extra (``pip install 'agentq[ui]'``: the HTTP API's Starlette
+Needs the ``ui`` extra (``pip install 'agentq-runtime[ui]'``: the HTTP API's Starlette
 and uvicorn, Jinja2). ``agentq ui`` serves it on loopback. It authenticates
 with the HTTP API's tokens (:mod:`agentq.server.auth`), and mounts into its app::
 

@@ -1,4 +1,4 @@
-"""agentq as an MCP server (``agentq mcp``; the optional extra ``agentq[mcp]``).
+"""agentq as an MCP server (``agentq mcp``; the optional extra ``agentq-runtime[mcp]``).
 
 :mod:`agentq.mcp.server` builds the server (tools enqueue, tasks are polled),
 :mod:`agentq.mcp.transports` serves it over stdio or authenticated streamable

@@ -1,7 +1,7 @@
 """``agentq mcp``: serve the tools directory to MCP clients (stdio or streamable HTTP).
 
 The argparse wiring only; the MCP SDK is imported by the handler, so
-``agentq --help`` works without the ``agentq[mcp]`` extra.
+``agentq --help`` works without the ``agentq-runtime[mcp]`` extra.
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ def register(
                 rt.close()
             return 0
         auth = transports.load_authenticator(args.tokens, args.insecure_local, args.host)
+        import uvicorn  # noqa: F401  (before the runtime opens: a missing extra is told first)
+
         rt = open_runtime(args)
         try:
             transports.serve_http(
@@ -66,4 +68,4 @@ def register(
             rt.close()
         return 0
 
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, extra="mcp")  # the CLI reports its missing modules

@@ -47,6 +47,7 @@ from agentq.mcp.task_methods import add_task_methods
 from agentq.mcp.tasks import RELATED_TASK_META, task_text, task_view
 from agentq.runtime import Runtime
 from agentq.server.auth import Principal, Scope
+from agentq.tools.registry import unknown_tool
 
 __all__ = [
     "DEDUPE_META",
@@ -285,7 +286,7 @@ def build_server(
             if params.name in _BUILTINS:
                 return await builtin(ctx, params.name, args)
             if params.name not in agent_tools:
-                return _error(f"unknown tool {params.name!r}")
+                return _error(unknown_tool(params.name, agent_tools, "tools you may call"))
             return await enqueue(ctx, params.name, args)
         except Refused as exc:
             return _error(f"refused: {exc}")

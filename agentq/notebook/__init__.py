@@ -10,5 +10,5 @@ The :class:`~agentq.runtime.Runtime` methods are the way in (``rt.tasks()`` and
 * :mod:`agentq.notebook.frame` — the ledger as a pandas DataFrame;
 * :mod:`agentq.notebook.timeline` — the matplotlib timeline.
 
-pandas and matplotlib are optional: ``pip install 'agentq[notebook]'``.
+pandas and matplotlib are optional: ``pip install 'agentq-runtime[notebook]'``.
 """

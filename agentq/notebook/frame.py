@@ -1,4 +1,5 @@
-"""``rt.tasks_frame()``: the ledger as a pandas DataFrame (``pip install 'agentq[notebook]'``).
+"""``rt.tasks_frame()``: the ledger as a pandas DataFrame
+(``pip install 'agentq-runtime[notebook]'``).
 
 One row per task, indexed by task id, with its times as timezone-aware
 timestamps and ``seconds`` from enqueue to finish. Arguments, results and errors
@@ -12,7 +13,7 @@ import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentq.errors import MissingExtra
+from agentq.errors import MissingExtra, install_hint
 from agentq.notebook.html import safe_value
 from agentq.redact import redact_text
 
@@ -33,9 +34,7 @@ def optional_import(module: str, extra: str = "notebook") -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingExtra(
-            f"{module} is not installed: pip install 'agentq[{extra}]'"
-        ) from exc
+        raise MissingExtra(f"{module} is not installed: {install_hint(extra)}") from exc
 
 
 def tasks_frame(tasks: Sequence[TaskInfo]) -> Any:

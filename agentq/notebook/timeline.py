@@ -5,7 +5,7 @@ in the ledger), and the time a task waited for a human's approval shows as its
 own segment; an escalation is marked on the row of the task whose approval
 escalated, and an approval's decision too. Time runs from the first enqueue, in
 seconds, minutes or hours, whichever reads best. Needs matplotlib
-(``pip install 'agentq[notebook]'``); the figure is returned: a notebook shows it
+(``pip install 'agentq-runtime[notebook]'``); the figure is returned: a notebook shows it
 when it is a cell's value, a script can ``savefig`` it.
 """
 

@@ -42,7 +42,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError, field_validator
+from pydantic import PrivateAttr, ValidationError, field_validator
 
 from agentq import tomlfiles
 from agentq.errors import ConfigError
@@ -77,6 +77,16 @@ class Policy(_Strict):
     """Which calls need a human: the first rule that applies decides."""
     schedules: dict[str, ScheduleRule] = {}
     """Periodic runs, one table per schedule, named after it (letters, digits, ``_``)."""
+    # The file each approval rule came from (load_policies), for errors found once
+    # the tools are known; empty for a policy built in code or read from the catalog.
+    _rule_files: tuple[str, ...] = PrivateAttr(default=())
+
+    def rule_origin(self, index: int) -> str:
+        """Where approval rule ``index`` was written: ``policy file PATH``, or
+        ``policy`` when that is not known."""
+        if index < len(self._rule_files):
+            return f"policy file {self._rule_files[index]}"
+        return "policy"
 
     @field_validator("schedules")
     @classmethod
@@ -180,7 +190,7 @@ def load_policies(path: str | Path | None) -> Policy:
     for file in files:
         _merge(file, tomlfiles.read_toml(file, "policy file"), merged, origin)
     try:
-        return Policy.model_validate(merged)
+        policy = Policy.model_validate(merged)
     except ValidationError as exc:
 
         def locate(loc: tuple[int | str, ...]) -> tuple[str, tuple[int | str, ...]]:
@@ -191,6 +201,10 @@ def load_policies(path: str | Path | None) -> Policy:
             return f"policy in {', '.join(map(str, files))}", loc
 
         raise ConfigError(tomlfiles.validation_problems(exc, locate)) from exc
+    policy._rule_files = tuple(
+        str(origin[("approvals", i)][0]) for i in range(len(merged["approvals"]))
+    )
+    return policy
 
 
 def _merge(

@@ -54,7 +54,8 @@ class ApprovalRule(_Strict):
     """The tool whose calls this rule covers."""
     field: str | None = None
     """The argument compared with ``above``; unset: every call needs approval. A
-    call without this argument needs approval (the rule fails closed)."""
+    call without this argument needs approval (the rule fails closed). It must be
+    one of the tool's arguments: a rule on another name is refused at load."""
     above: float | None = None
     """Calls whose ``field`` is above this number (compared exactly, as decimals)
     need approval; anything that is not a finite number does too."""

@@ -10,6 +10,7 @@ The other parts (:mod:`.decisions`, :mod:`.reading`, :mod:`.dead_letter_queue`,
 
 from __future__ import annotations
 
+import difflib
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
@@ -31,6 +32,7 @@ from agentq.policies import Policy, load_policies
 from agentq.retention import DEFAULT_RETENTION
 from agentq.telemetry import Telemetry
 from agentq.tools import ToolDef, ToolRegistry
+from agentq.tools.registry import unknown_tool
 
 if TYPE_CHECKING:
     import httpx
@@ -183,6 +185,33 @@ class RuntimeCore:
         for rule in self.policy.approvals:
             if rule.tool not in known:
                 raise ConfigError(f"approval rule for unknown tool {rule.tool!r}{hint}")
+        self._check_rule_fields()
+
+    def _check_rule_fields(self) -> None:
+        """A rule on a field its tool does not take would never find it and fail
+        closed: every call would wait for a human. Refused, with the closest field."""
+        recorded: ToolRegistry | None = None
+        for index, rule in enumerate(self.policy.approvals):
+            if rule.field is None:
+                continue
+            if rule.tool in self.tools:
+                definition: ToolDef = self.tools.get(rule.tool)
+            else:
+                recorded = recorded or catalog.read_tools(self.backend)
+                if rule.tool not in recorded:
+                    continue
+                definition = recorded.get(rule.tool)
+            schema = definition.args_json_schema()
+            fields = list(schema.get("properties", {}))
+            if rule.field in fields or schema.get("additionalProperties") is True:
+                continue
+            close = difflib.get_close_matches(rule.field, fields, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"{self.policy.rule_origin(index)}: approval rule for tool {rule.tool!r}: "
+                f"field {rule.field!r} is not one of its arguments{hint}; it takes: "
+                f"{', '.join(fields) or 'none'}"
+            )
 
     def _internal_tools(self) -> frozenset[str]:
         """Tools only the runtime may send: declared internal, or named by a policy
@@ -207,13 +236,16 @@ class RuntimeCore:
         found = self.find_tool(tx, name)
         if found is not None:
             return found
+        # Named among the tools a caller may enqueue: internal ones never are.
+        known = catalog.read_tools(self.backend) if self.from_catalog else self.tools
+        names = [t.name for t in known if not t.internal and not self.is_internal(t.name)]
+        text = unknown_tool(name, names, "tools you may enqueue")
         if self.from_catalog:
-            raise UnknownTool(
-                f"unknown tool {name!r}: this runtime has no tools and the database's tool "
-                "catalog does not list it (`agentq init` with the tools records them, as "
-                "every worker does at start)"
+            text += (
+                " (this runtime has no tools and the database's tool catalog does not list "
+                "it: `agentq init` with the tools records them, as every worker does at start)"
             )
-        return self.tools.get(name)  # raises UnknownTool, naming the known tools
+        raise UnknownTool(text)
 
     def is_internal(self, tool: str) -> bool:
         """Whether ``tool`` is sent only by the runtime (never by an agent)."""

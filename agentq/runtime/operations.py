@@ -68,14 +68,14 @@ class OperationsMixin(RuntimeCore):
         )
 
     def tasks_frame(self, status: TaskStatus | str | None = None) -> Any:
-        """The ledger as a pandas DataFrame, one row per task (``agentq[notebook]``)."""
+        """The ledger as a pandas DataFrame, one row per task (``agentq-runtime[notebook]``)."""
         from agentq.notebook.frame import tasks_frame
 
         return tasks_frame(self._facade.tasks(status))
 
     def plot_timeline(self, **options: Any) -> Any:
         """A matplotlib figure of the run: a bar per task from enqueue to finish,
-        coloured by outcome, escalations marked (``agentq[notebook]``); see
+        coloured by outcome, escalations marked (``agentq-runtime[notebook]``); see
         :func:`agentq.notebook.timeline.plot_timeline`."""
         from agentq.notebook.timeline import plot_timeline
 

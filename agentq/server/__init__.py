@@ -1,4 +1,4 @@
-"""agentq's HTTP API (``pip install 'agentq[http]'``; ``agentq serve``).
+"""agentq's HTTP API (``pip install 'agentq-runtime[http]'``; ``agentq serve``).
 
 Routes (all JSON; errors ``application/problem+json`` naming the field):
 

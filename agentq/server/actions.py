@@ -30,8 +30,9 @@ from starlette.routing import Route
 from agentq.errors import IdempotencyConflict, InvalidArguments
 from agentq.server.auth import Scope, require
 from agentq.server.openapi import action_model_for
-from agentq.server.problems import Problem, field_errors
+from agentq.server.problems import Problem, argument_errors, field_errors
 from agentq.server.state import read_json, server_state
+from agentq.tools.registry import unknown_tool
 from agentq.webhooks import check_callback_url
 
 __all__ = ["parse_idempotency_key", "routes"]
@@ -65,7 +66,8 @@ async def enqueue(request: Request) -> Response:
     rt = state.runtime
     name = request.path_params["tool"]
     if name not in rt.tools or rt.is_internal(name) or not rt.tools.get(name).visible:
-        raise Problem(404, "Unknown tool", f"no tool {name!r} is exposed")
+        exposed = [s["function"]["name"] for s in rt.tool_schemas()]
+        raise Problem(404, "Unknown tool", unknown_tool(name, exposed, "tools exposed here"))
     definition = rt.tools.get(name)
     key = parse_idempotency_key(request.headers.get("idempotency-key"))
     if key is None and rt.policy.for_tool(name).require_idempotency_key:
@@ -105,8 +107,7 @@ async def enqueue(request: Request) -> Response:
         raise Problem(422, "Idempotency-Key reused with another request", detail,
                       errors=errors) from exc  # fmt: skip
     except InvalidArguments as exc:
-        raise Problem(422, "Invalid request", str(exc),
-                      errors=[{"pointer": "/args", "detail": str(exc)}]) from exc  # fmt: skip
+        raise Problem(422, "Invalid request", str(exc), errors=argument_errors(exc)) from exc
     finally:
         if stored_key is not None:
             state.in_flight.discard(stored_key)

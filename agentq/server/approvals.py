@@ -3,7 +3,9 @@
 ``POST /v1/approvals/{id}:approve`` (or ``:reject``) needs ``If-Match`` with
 the approval's ``ETag`` as read: if the approval changed since (escalated,
 decided, voided) the answer is 412 and nothing is decided, so a stale screen
-cannot approve what it no longer shows. Without ``If-Match`` the answer is 428.
+cannot approve what it no longer shows; so it is for a well-formed entity tag
+that is not the approval's (RFC 9110). Without ``If-Match`` the answer is 428,
+with a header that is no list of entity tags (or ``*``) 400.
 An approve may carry ``args``, the approver's edit of the call (422 if it does
 not fit the tool's schema; 403 if the edited call falls under an approval rule
 whose approvers do not include the principal).
@@ -31,7 +33,12 @@ from agentq.server.state import read_json, server_state
 __all__ = ["etag", "routes"]
 
 _MAX_ID = 200
-_ETAG = re.compile(r'"([0-9a-f]{32})"')
+# RFC 9110 section 8.8.3: entity-tag = [ W/ ] DQUOTE *etagc DQUOTE, in a list.
+_TAG = r'(?:W/)?"[\x21\x23-\x7e\x80-\xff]*"'
+# Empty list elements are ignored (section 5.6.1.2); at least one tag is needed.
+_TAG_LIST = re.compile(rf"[\s,]*{_TAG}(?:\s*,[\s,]*{_TAG})*[\s,]*")
+_STRONG = re.compile(r'(W/)?"([^"]*)"')
+_VERSION = re.compile(r"[0-9a-f]{32}")
 
 
 def etag(approval: ApprovalInfo) -> str:
@@ -39,17 +46,39 @@ def etag(approval: ApprovalInfo) -> str:
     return f'"{approval.version}"'
 
 
-def _if_match(header: str | None) -> str:
+def _if_match(header: str | None) -> list[str]:
+    """The approval versions ``If-Match`` names: its strong entity tags of an
+    approval's form. A well-formed tag that cannot match (weak: If-Match compares
+    strongly; not a version) is simply none of them, so the answer is 412, as
+    RFC 9110 has it; 400 is for a header that is no list of entity tags, and for
+    ``*``, which says nothing of the version the decider saw."""
     if header is None:
         raise Problem(428, "If-Match required",
                       "send If-Match with the approval's ETag (GET /v1/approvals/{id})",
                       errors=[{"header": "If-Match", "detail": "missing"}])  # fmt: skip
-    match = _ETAG.fullmatch(header.strip())
-    if match is None:
+    if header.strip() == "*":
         raise Problem(400, "If-Match is not an approval's ETag",
-                      "send the ETag itself: not '*', a list or a weak tag",
-                      errors=[{"header": "If-Match", "detail": "not one strong ETag"}])  # fmt: skip
-    return match.group(1)
+                      "send the approval's ETag: '*' does not say which version you saw",
+                      errors=[{"header": "If-Match", "detail": "'*'"}])  # fmt: skip
+    if _TAG_LIST.fullmatch(header) is None:
+        raise Problem(400, "If-Match is malformed",
+                      "If-Match takes entity tags (RFC 9110): the approval's ETag, quoted",
+                      errors=[{"header": "If-Match",
+                               "detail": "not a list of entity tags"}])  # fmt: skip
+    return [tag for weak, tag in _STRONG.findall(header) if not weak and _VERSION.fullmatch(tag)]
+
+
+def _version_to_decide(rt: Any, approval_id: str, versions: list[str]) -> str:
+    """The version a decision is conditional on: the named one that is current
+    (the runtime then refuses it if it changed meanwhile); 412 if none is."""
+    if len(versions) == 1:
+        return versions[0]
+    current = rt.approval(approval_id).version  # 404 first if there is no such approval
+    if current in versions:
+        return str(current)
+    raise Problem(412, "Approval changed",
+                  "If-Match names no current version of this approval: read it again",
+                  errors=[{"header": "If-Match", "detail": "does not match"}])  # fmt: skip
 
 
 def _approval_id(request: Request) -> str:
@@ -86,7 +115,7 @@ async def _decide(request: Request, verb: str) -> Response:
     state = server_state(request)
     principal = require(request, Scope.APPROVE)
     approval_id = _approval_id(request)
-    version = _if_match(request.headers.get("if-match"))
+    versions = _if_match(request.headers.get("if-match"))
     body = await read_json(request, optional=True)
     try:
         decision = ApprovalDecision.model_validate(body)
@@ -94,6 +123,7 @@ async def _decide(request: Request, verb: str) -> Response:
         raise Problem(422, "Invalid request", "the body does not fit",
                       errors=field_errors(exc)) from exc  # fmt: skip
     rt = state.runtime
+    version = await run_in_threadpool(_version_to_decide, rt, approval_id, versions)
     if verb == "approve":
         task = await run_in_threadpool(
             lambda: rt.approve(

@@ -15,6 +15,7 @@ import json
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __all__ = ["register"]
@@ -29,7 +30,9 @@ def register(
 ) -> None:
     """Add ``serve`` and ``token`` to the ``agentq`` parser. The CLI passes how
     it builds a runtime (this module sits below it and cannot import it)."""
-    serve = subparsers.add_parser("serve", help="serve the HTTP API (pip install 'agentq[http]')")
+    from agentq.errors import install_hint
+
+    serve = subparsers.add_parser("serve", help=f"serve the HTTP API ({install_hint('http')})")
     add_runtime_args(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address (default %(default)s)")
     serve.add_argument("--port", type=int, default=8080, help="port (default %(default)s)")
@@ -42,26 +45,64 @@ def register(
                        help="also run a worker with N handlers in this process")  # fmt: skip
     serve.add_argument("--max-wait", type=float, default=60.0,
                        help="longest Prefer: wait=N honoured, in seconds (default 60)")  # fmt: skip
-    serve.set_defaults(func=lambda args: _cmd_serve(args, make_runtime))
+    serve.set_defaults(func=lambda args: _cmd_serve(args, make_runtime), extra="http")
 
     token = subparsers.add_parser("token", help="make a bearer token for the HTTP API")
     token.add_argument("name", help="the principal (recorded on its approvals)")
     token.add_argument("--scope", action="append", required=True,
                        choices=["read", "enqueue", "approve", "admin"])  # fmt: skip
-    token.set_defaults(func=_cmd_token)
+    token.add_argument("--append", metavar="FILE",
+                       help="append the entry to this tokens file (created owner-only if "
+                            "missing) and print only the token")  # fmt: skip
+    token.set_defaults(func=_cmd_token, extra="http")  # hashing lives with the auth
 
 
 def _cmd_token(args: argparse.Namespace) -> int:
     from agentq.server.auth import hash_token, new_token
 
     value = new_token()
+    entry = (
+        f"[[tokens]]\nname = {json.dumps(args.name)}\n"
+        f"scopes = {json.dumps(sorted(set(args.scope)))}\n"
+        f'sha256 = "{hash_token(value)}"\n'
+    )
+    if args.append:
+        _append_entry(Path(args.append), entry)
+        print(f"token: {value}")
+        print(f"appended {args.name!r} to {args.append}", file=sys.stderr)
+        return 0
     print(f"token: {value}")
-    print("# add to the tokens file (only the digest is stored):")
-    print("[[tokens]]")
-    print(f"name = {json.dumps(args.name)}")
-    print(f"scopes = {json.dumps(sorted(set(args.scope)))}")
-    print(f'sha256 = "{hash_token(value)}"')
+    print("# add to the tokens file (only the digest is stored), or use --append FILE:")
+    print(entry, end="")
     return 0
+
+
+def _append_entry(file: Path, entry: str) -> None:
+    """Append a ``[[tokens]]`` entry, only if the file with it is a tokens file
+    the server loads (checked on a copy, which then replaces the file)."""
+    import os
+    import shutil
+    import tempfile
+
+    from agentq.errors import ConfigError
+    from agentq.server.auth import TokenAuth
+
+    old = file.read_text(encoding="utf-8") if file.exists() else ""
+    text = old + ("\n" if old and not old.endswith("\n") else "") + ("\n" if old else "") + entry
+    fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=".toml")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:  # mkstemp: owner-only
+            out.write(text)
+        if old:
+            shutil.copymode(file, tmp)
+        try:
+            TokenAuth.from_file(tmp)
+        except ConfigError as exc:  # said of the user's file, not of the copy
+            raise ConfigError(f"cannot append: {str(exc).replace(tmp, str(file))}") from None
+        os.replace(tmp, file)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def _auth(args: argparse.Namespace) -> Any:
@@ -87,12 +128,11 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
     if not 0 < args.max_wait <= 3600:
         raise ConfigError(f"--max-wait must be in (0, 3600] seconds, got {args.max_wait}")
     auth = _auth(args)
-    try:
-        import uvicorn
+    # Before the runtime opens; a missing module is reported by the CLI (extra="http").
+    import uvicorn
 
-        from agentq.server.app import create_app
-    except ModuleNotFoundError as exc:
-        raise ConfigError("agentq serve needs the http extra: pip install 'agentq[http]'") from exc
+    from agentq.server.app import create_app
+
     rt = make_runtime(args)
     stop = threading.Event()
     worker_thread = None

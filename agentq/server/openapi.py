@@ -20,6 +20,7 @@ from agentq.approvals import ApprovalInfo
 from agentq.ledger import TaskInfo, TaskStatus
 from agentq.runtime import Runtime
 from agentq.tools import ToolDef
+from agentq.tools.arguments import close_schema, refuses_unknown
 from agentq.webhooks import WEBHOOK_TOOL
 
 __all__ = [
@@ -163,6 +164,9 @@ def _approval_id_param() -> dict[str, Any]:
             "schema": {"type": "string", "minLength": 1, "maxLength": 200}}  # fmt: skip
 
 
+# A list of entity tags (RFC 9110), visible ASCII; the server also ignores empty elements.
+_ENTITY_TAG = r'(W/)?"[!#-~]*"'
+_IF_MATCH = rf"^[ \t]*{_ENTITY_TAG}([ \t]*,[ \t]*{_ENTITY_TAG})*[ \t]*$"
 _LOCATION = {"Location": {"schema": {"type": "string"}, "description": "the task"}}
 _ETAG = {"ETag": {"schema": {"type": "string"}, "description": "the approval's version"}}
 
@@ -181,6 +185,11 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
     refs, top = models_json_schema(models, ref_template="#/components/schemas/{model}")
     schemas: dict[str, Any] = dict(top.get("$defs", {}))
     schemas["Problem"] = schemas.pop("ProblemDetail")
+    for t in tools:
+        # The server refuses argument names a tool does not take: the spec says so.
+        if refuses_unknown(t.args_model):
+            body_ref = refs[(action_model_for(rt, t), "validation")]["$ref"]
+            close_schema(schemas[body_ref.rsplit("/", 1)[-1]]["properties"]["args"], schemas)
     paths: dict[str, Any] = {}
     for t in tools:
         body_ref = refs[(action_model_for(rt, t), "validation")]["$ref"]
@@ -262,9 +271,10 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
             "operationId": f"{verb}_approval",
             "parameters": [_approval_id_param(), {
                 "name": "If-Match", "in": "header", "required": True,
-                "description": "the approval's ETag: refused (412) if it changed since "
-                               "(428 without it, 400 if it is not an approval's ETag)",
-                "schema": {"type": "string", "pattern": '^"[0-9a-f]{32}"$'},
+                "description": "the approval's ETag: refused (412) if it changed since, "
+                               "or if no entity tag given matches it (428 without it, "
+                               "400 if it is not a list of entity tags, or '*')",
+                "schema": {"type": "string", "pattern": _IF_MATCH},
             }],
             "requestBody": {"required": False, "content": {"application/json": {
                 "schema": {"$ref": "#/components/schemas/" + (

@@ -37,6 +37,7 @@ __all__ = [
     "PROBLEM_HANDLERS",
     "PROBLEM_JSON",
     "Problem",
+    "argument_errors",
     "field_errors",
     "problem_for",
     "problem_response",
@@ -98,6 +99,19 @@ def field_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, str]]
     return out
 
 
+def argument_errors(exc: InvalidArguments, prefix: str = "/args") -> list[dict[str, str]]:
+    """A tool's refusal of its arguments as JSON Pointers, one per bad field
+    (``/args/curency``), or one at ``prefix`` when the arguments as a whole are."""
+    if not exc.problems:
+        return [{"pointer": prefix, "detail": str(exc)}]
+    return [
+        {"pointer": prefix + "".join(
+            "/" + str(p).replace("~", "~0").replace("/", "~1") for p in path
+        ), "detail": detail}
+        for path, detail in exc.problems
+    ]  # fmt: skip
+
+
 def problem_for(exc: AgentQError) -> Problem:
     """The HTTP answer to one of agentq's errors."""
     text = str(exc)
@@ -117,7 +131,10 @@ def problem_for(exc: AgentQError) -> Problem:
     if isinstance(exc, UnknownTool):
         return Problem(404, "Unknown tool", text)
     if isinstance(exc, InvalidArguments):
-        return Problem(422, "Invalid request", text)
+        # A tool's refusal of its arguments points at each field (an approval's
+        # edited args too); other invalid values say so in the detail.
+        return Problem(422, "Invalid request", text,
+                       errors=argument_errors(exc) if exc.problems else ())  # fmt: skip
     if isinstance(exc, ToolError | PolicyViolation):
         return Problem(403, "Refused by policy", text)
     if isinstance(exc, BackendUnavailable):

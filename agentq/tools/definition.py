@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agentq.schedules import Periodic
-from agentq.tools.arguments import encode_args, validate_args
+from agentq.tools.arguments import close_schema, encode_args, refuses_unknown, validate_args
 
 __all__ = ["DEFAULT_MAX_BATCH", "MAX_BATCH_LIMIT", "ToolDef", "attach", "attached"]
 
@@ -59,8 +59,14 @@ class ToolDef:
         return self.at_most_once or not self.idempotent or self.reconcile is not None
 
     def validate_args(self, args: object) -> BaseModel:
-        """Validate untrusted arguments; the error names each bad field."""
+        """Validate arguments (a queued task's); the error names each bad field."""
         return validate_args(self.name, self.args_model, args)
+
+    def validate_new_args(self, args: object) -> BaseModel:
+        """Validate untrusted arguments for a new task: as :meth:`validate_args`,
+        and an argument name the tool does not take is refused unless its model
+        opts in (:func:`~agentq.tools.arguments.refuses_unknown`)."""
+        return validate_args(self.name, self.args_model, args, refuse_unknown=True)
 
     def enqueueable_args(self, args: object) -> dict[str, Any]:
         """Validate untrusted arguments for a new task: the JSON-compatible dict its
@@ -70,8 +76,8 @@ class ToolDef:
 
     def encoded_args(self, args: object) -> tuple[dict[str, Any], str]:
         """:meth:`enqueueable_args`, and their stored JSON text (encoded once, here)."""
-        # Through validate_args: a recorded tool (agentq.catalog) validates its own way.
-        return encode_args(self.name, self.validate_args(args))
+        # Through validate_new_args: a recorded tool (agentq.catalog) validates its own way.
+        return encode_args(self.name, self.validate_new_args(args))
 
     def dump_result(self, result: object) -> Any:
         """The handler's result as JSON-compatible data, checked against the result model."""
@@ -93,9 +99,17 @@ class ToolDef:
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": self.args_model.model_json_schema(),
+                "parameters": self.args_json_schema(),
             },
         }
+
+    def args_json_schema(self) -> dict[str, Any]:
+        """The arguments' JSON Schema, as advertised and recorded in the catalog:
+        ``additionalProperties: false`` unless the tool takes extra keys."""
+        schema = self.args_model.model_json_schema()
+        if refuses_unknown(self.args_model):
+            close_schema(schema)
+        return schema
 
 
 def attach(fn: Callable[..., Any], definition: ToolDef) -> None:

@@ -4,6 +4,7 @@ decorated functions or imported from a tools folder (:mod:`agentq.toolfiles`).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,15 @@ from agentq.errors import ConfigError, UnknownTool
 from agentq.toolfiles import load_tool_modules
 from agentq.tools.definition import ToolDef, attached
 
-__all__ = ["ToolRegistry"]
+__all__ = ["ToolRegistry", "unknown_tool"]
+
+
+def unknown_tool(name: str, known: Iterable[str], what: str = "known") -> str:
+    """The message for a tool ``name`` that is none of ``known``, with the closest."""
+    names = sorted(known)
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown tool {name!r}{hint}; {what}: {', '.join(names) or 'none'}"
 
 
 class ToolRegistry:
@@ -56,8 +65,7 @@ class ToolRegistry:
         try:
             return self._tools[name]
         except KeyError:
-            known = ", ".join(sorted(self._tools)) or "none"
-            raise UnknownTool(f"unknown tool {name!r} (known: {known})") from None
+            raise UnknownTool(unknown_tool(name, self._tools)) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

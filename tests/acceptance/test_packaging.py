@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 import venv
 import zipfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 # Building a wheel and installing it with its dependencies into a fresh venv
 # takes a minute or more on a loaded machine: the first test pays for it.
 # One xdist group: both tests use the module's wheel and venv, which pytest-xdist
@@ -41,8 +43,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels)]
     built = _run([*pip_wheel, str(ROOT)], base, 300)
     assert built.returncode == 0, built.stderr[-3000:]
-    (wheel,) = wheels.glob("agentq-*.whl")
+    # The package index's "agentq" is someone else's: the distribution is agentq-runtime.
+    (wheel,) = wheels.glob("agentq_runtime-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    assert "\nName: agentq-runtime\n" in zipfile.ZipFile(wheel).read(metadata).decode()
     assert "agentq/demo/project/tools/refunds.py" in names
     assert "agentq/demo/project/policies/refunds.toml" in names
     # Generic top-level names are never installed as packages.
@@ -70,6 +75,20 @@ def test_demo_runs_from_an_empty_folder_after_a_plain_install(
     assert summary["ok"] is True, summary["checks"]
     assert summary["crashed_task_completed_once"] is True
     assert list(tmp_path.iterdir()) == []  # the demo's database lives in its own temp folder
+
+
+def test_the_installed_command_knows_its_version_and_the_import_package_is_agentq(
+    installed: Path, tmp_path: Path
+) -> None:
+    version = _run([str(installed / "agentq"), "--version"], tmp_path, 60)
+    assert version.returncode == 0, version.stderr
+    # Read from agentq-runtime's metadata: under the old lookup by "agentq" it was "unknown".
+    assert version.stdout.strip() == f"agentq {PROJECT['version']}"
+    helped = _run([str(installed / "agentq"), "--help"], tmp_path, 60)
+    assert helped.returncode == 0 and "agentq-runtime[http]" in helped.stdout, helped.stderr
+    probe = "import agentq, importlib.metadata as m; print(m.version('agentq-runtime'))"
+    imported = _run([str(installed / "python"), "-c", probe], tmp_path, 60)
+    assert imported.stdout.strip() == PROJECT["version"], imported.stderr
 
 
 def test_demo_ignores_the_folders_own_project(installed: Path, tmp_path: Path) -> None:

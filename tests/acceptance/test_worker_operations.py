@@ -187,8 +187,8 @@ def test_workers_inspect_and_metrics_of_a_live_worker(
         import opentelemetry.exporter.prometheus  # noqa: F401
     except ImportError:
         if os.environ.get("CI"):
-            raise  # .ci/run installs agentq[metrics]: its absence there is a failure
-        pytest.skip("opentelemetry-exporter-prometheus is not installed (agentq[metrics])")
+            raise  # .ci/run installs agentq-runtime[metrics]: its absence there is a failure
+        pytest.skip("opentelemetry-exporter-prometheus is not installed (agentq-runtime[metrics])")
     held = _enqueue(project, "slow", "held")
     dead = _enqueue(project, "broken", "d1")
     agentq("enqueue", "payout", "--args", '{"amount": 500}', cwd=project)

@@ -327,6 +327,29 @@ def test_stale_if_match_is_refused_after_an_escalation(
     assert runtime.approval(approval_id).decided_by == "alice"
 
 
+def test_if_match_with_a_well_formed_tag_that_does_not_match_is_412(
+    server: LiveServer, runtime: Runtime
+) -> None:
+    """RFC 9110: a condition that is false is 412, whatever tag was sent; only a
+    header that is no list of entity tags is a bad request (issue 28, item 11)."""
+    with server.client() as agent, server.client("alice-token") as alice:
+        task = agent.post("/v1/tools/execute_refund/actions", json=BIG).json()
+        approval_id = runtime.task(task["task_id"]).approval_id
+        url = f"/v1/approvals/{approval_id}:approve"
+        fresh = alice.get(f"/v1/approvals/{approval_id}").headers["etag"]
+        false = ['"' + "0" * 32 + '"', '"not-a-version"', '""', f"W/{fresh}", '"a", "b"']
+        answers = {tag: alice.post(url, headers={"If-Match": tag}) for tag in false}
+        malformed = {tag: alice.post(url, headers={"If-Match": tag})
+                     for tag in ["abc", fresh[:-1], f"{fresh} junk", ",", ""]}  # fmt: skip
+        assert runtime.approval(approval_id).status == "pending"  # nothing decided
+        listed = alice.post(url, headers={"If-Match": f'"other",, {fresh},'})  # empties ignored
+    for tag, r in answers.items():
+        assert r.status_code == 412, (tag, r.text)
+    for tag, r in malformed.items():
+        assert r.status_code == 400, (tag, r.text)
+    assert listed.status_code == 200, listed.text  # one of the listed tags matches
+
+
 def _escalate(runtime: Runtime, tx: Any, escalation_task_id: str) -> None:
     """Fire the approval's escalation as its timer's completion would."""
     from agentq.lifecycle import approval_timers
@@ -360,6 +383,7 @@ def test_openapi_is_generated_from_the_tool_models(server: LiveServer) -> None:
     args_ref = doc["components"]["schemas"][ref]["properties"]["args"]["$ref"].rsplit("/", 1)[1]
     args = doc["components"]["schemas"][args_ref]
     assert args["properties"]["amount"]["exclusiveMinimum"] == 0
+    assert args["additionalProperties"] is False  # unknown argument names are refused (422)
     shipping = paths["/v1/tools/request_shipping/actions"]["post"]["parameters"][0]
     assert shipping["name"] == "Idempotency-Key" and shipping["required"] is True
 
@@ -392,3 +416,23 @@ def test_a_mounted_app_sees_the_principal_the_scopes_and_the_runtime(runtime: Ru
             _problem(anon.get("/console/"), 401)
     finally:
         live.stop()
+
+
+def test_a_misspelled_argument_is_422_pointing_at_it(server: LiveServer, runtime: Runtime) -> None:
+    """Issue 28: ``curency`` was dropped and the refund queued in USD."""
+    typo = {"args": {"order_id": "X-1", "amount": 50, "curency": "EUR"}}
+    with server.client() as http:
+        r = http.post("/v1/tools/execute_refund/actions", json=typo)
+    body = _problem(r, 422)
+    (error,) = body["errors"]
+    assert error["pointer"] == "/args/curency"
+    assert "did you mean 'currency'" in error["detail"] and "order_id, amount" in error["detail"]
+    assert runtime.tasks() == []
+
+
+def test_an_unknown_tool_is_404_with_a_did_you_mean(server: LiveServer) -> None:
+    with server.client() as http:
+        r = http.post("/v1/tools/execute_refnd/actions", json=REFUND)
+    body = _problem(r, 404)
+    assert "did you mean 'execute_refund'" in body["detail"]
+    assert "escalate" not in body["detail"]  # internal: not exposed

@@ -48,6 +48,34 @@ def test_token_prints_a_token_and_the_entry_that_admits_only_its_digest(tmp_path
     TokenAuth.from_file(tmp_path / "tokens.toml")  # loads
 
 
+def test_token_append_writes_entries_the_server_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28, item 15: ``agentq token NAME > tokens.toml`` gave an invalid file
+    (the token line is not TOML); ``--append FILE`` writes only the entry."""
+    file = tmp_path / "tokens.toml"
+    assert main(["token", "bot", "--scope", "enqueue", "--append", str(file)]) == 0
+    bot = capsys.readouterr().out.strip().removeprefix("token: ")
+    assert main(["token", "alice", "--scope", "approve", "--append", str(file)]) == 0
+    alice = capsys.readouterr().out.strip().removeprefix("token: ")
+    text = file.read_text()
+    assert bot not in text and alice not in text  # only digests
+    auth = TokenAuth.from_file(file)
+    assert {p.name for p in auth._digests.values()} == {"bot", "alice"}
+    assert auth._digests[hash_token(bot)].name == "bot"
+    assert file.stat().st_mode & 0o077 == 0  # readable by its owner only
+
+
+def test_token_append_refuses_a_file_that_is_not_a_tokens_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = tmp_path / "tokens.toml"
+    file.write_text("token: abc\n")  # what `agentq token NAME > tokens.toml` used to make
+    assert main(["token", "bot", "--scope", "read", "--append", str(file)]) == 2
+    assert "agentq: error: " in capsys.readouterr().err
+    assert file.read_text() == "token: abc\n"  # left as it was
+
+
 def test_tokens_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from agentq.errors import ConfigError
 

@@ -14,4 +14,5 @@ def require(module: str, extra: str) -> ModuleType:
     set: CI installs every extra, so an absent one is a broken install line."""
     if os.environ.get("CI"):
         return importlib.import_module(module)
-    return pytest.importorskip(module, reason=f"{module} (pip install 'agentq[{extra}]') missing")
+    why = f"{module} (pip install 'agentq-runtime[{extra}]') missing"
+    return pytest.importorskip(module, reason=why)

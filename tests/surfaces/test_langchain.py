@@ -120,3 +120,17 @@ def test_without_interrupts_the_model_is_told_the_call_awaits_approval(rt: Runti
     state = app.invoke({"messages": [("user", "refund o5")]}, {"configurable": {"thread_id": "t5"}})
     (told,) = tool_outputs(state)
     assert told["status"] == "awaiting_approval" and told["approval_id"]
+
+
+def test_a_misspelled_argument_queues_nothing_and_the_model_is_told(rt: Runtime) -> None:
+    """Issue 28: ``curency`` was dropped and the refund queued in USD."""
+    typo = AIMessage(content="", tool_calls=[{
+        "name": "execute_refund", "args": {"order_id": "X-1", "amount": 50, "curency": "EUR"},
+        "id": "call_t",
+    }])  # fmt: skip
+    app = graph(agentq_tools(rt, wait_seconds=0), typo, AIMessage(content="done"))
+    state = app.invoke({"messages": [("user", "refund X-1")]},
+                       {"configurable": {"thread_id": "t-typo"}})  # fmt: skip
+    told = [m.content for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert len(told) == 1 and "curency" in str(told[0]), told
+    assert refunds(rt) == []

@@ -106,8 +106,36 @@ def test_bad_arguments_and_unknown_tasks_are_tool_errors_naming_the_problem(rt: 
     assert bad_args.is_error and "amount" in bad_args.content[0].text
     assert unknown.is_error and "tsk_nope" in unknown.content[0].text
     assert internal.is_error and "unknown tool" in internal.content[0].text
+    assert "request_approval" not in internal.content[0].text  # internal tools are not listed
     assert not_allowed.is_error and "approve" in not_allowed.content[0].text
     assert rt.tasks() == []
+
+
+def test_a_misspelled_argument_is_a_tool_error_naming_it(rt: Runtime) -> None:
+    """Issue 28: ``curency`` (and ``bogus``) were dropped and the call queued."""
+    server = build_server(rt, lambda _ctx: AGENT, wait_seconds=0)
+
+    async def scenario() -> list[Any]:
+        async with Client(server) as client:
+            typo = {"order_id": "X-1", "amount": 50, "curency": "EUR"}
+            return [await client.call_tool("execute_refund", typo),
+                    await client.call_tool("execute_refund", {**typo, "bogus": 1})]  # fmt: skip
+
+    typo, bogus = run(scenario())
+    assert typo.is_error and "did you mean 'currency'" in typo.content[0].text
+    assert bogus.is_error and "'bogus'" in bogus.content[0].text
+    assert rt.tasks() == []
+
+
+def test_an_unknown_tool_gets_a_did_you_mean(rt: Runtime) -> None:
+    server = build_server(rt, lambda _ctx: AGENT, wait_seconds=0)
+
+    async def scenario() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool("execute_refnd", {"order_id": "o1", "amount": 5})
+
+    result = run(scenario())
+    assert result.is_error and "did you mean 'execute_refund'" in result.content[0].text
 
 
 def test_an_explicit_idempotency_key_gives_one_task_across_connections(

@@ -124,3 +124,16 @@ def test_only_a_call_held_for_approval_is_enqueued_before_the_sdk_invokes_it(
     assert run(check(ctx, {"order_id": "o5", "amount": 800}, "call_large"))
     (held,) = refunds(rt)
     assert held.status is TaskStatus.AWAITING_APPROVAL
+
+
+def test_a_misspelled_argument_queues_nothing_and_the_model_is_told(rt: Runtime) -> None:
+    """Issue 28: ``curency`` was dropped and the refund queued in USD."""
+    tools = AgentQTools(rt, conversation="conv-t", wait_seconds=0)
+    typo = [function_call("execute_refund", {"order_id": "X-1", "amount": 50, "curency": "EUR"},
+                          call_id="call_t")]  # fmt: skip
+    agent = Agent(name="refunds", tools=tools.function_tools(),
+                  model=model(typo, [assistant_message("done")]))  # fmt: skip
+    result = run(Runner.run(agent, "refund X-1"))
+    outputs = [str(i.output) for i in result.new_items if i.type == "tool_call_output_item"]
+    assert len(outputs) == 1 and "curency" in outputs[0], outputs
+    assert refunds(rt) == []

@@ -161,3 +161,14 @@ def test_a_finished_call_with_out_of_band_arguments_is_still_recognised(
         assert rt.task(task_id).status is TaskStatus.SUCCEEDED
         deferred = asyncio.run(toolset.results(first.output))
         assert "refund_id" in deferred.calls[call.tool_call_id]
+
+
+def test_a_misspelled_argument_queues_nothing_and_the_model_is_told(rt: Runtime) -> None:
+    """Issue 28: ``curency`` was dropped and the refund queued in USD."""
+    toolset = AgentQToolset(rt, wait_seconds=0)
+    typo = ("execute_refund", {"order_id": "X-1", "amount": 50, "curency": "EUR"}, "call_t")
+    result = run(agent(toolset, scripted(typo)), "refund X-1", conversation_id="conv-t")
+    told = [p for m in result.all_messages() for p in getattr(m, "parts", [])
+            if "curency" in str(getattr(p, "content", ""))]  # fmt: skip
+    assert told, result.all_messages()
+    assert refunds(rt) == []

@@ -221,7 +221,7 @@ def test_tasks_frame_without_pandas_names_the_extra(
     monkeypatch.delitem(__import__("sys").modules, "pandas", raising=False)
     monkeypatch.setattr(builtins, "__import__", no_pandas)
     monkeypatch.setattr("importlib.import_module", lambda name: no_pandas(name))
-    with pytest.raises(MissingExtra, match=r"agentq\[notebook\]"):
+    with pytest.raises(MissingExtra, match=r"agentq-runtime\[notebook\]"):
         rt.tasks_frame()
 
 

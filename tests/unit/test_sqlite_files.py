@@ -60,3 +60,22 @@ def test_an_invalid_file_mode_is_a_clear_error(tmp_path: Path, value: str) -> No
     with pytest.raises(ConfigError, match="file_mode"):
         open_backend(f"sqlite:///{db}?file_mode={value}")
     assert not db.exists()  # refused before anything was created
+
+
+def test_gitignore_covers_every_file_agentq_makes_beside_the_database(tmp_path: Path) -> None:
+    """Issue 28, item 4: ``x.db-bell`` and ``x.db-agentq.lock`` showed up in
+    ``git status`` of a project that ran the README's snippets."""
+    import fnmatch
+
+    from agentq import Runtime
+
+    root = Path(__file__).resolve().parents[2]
+    lines = [line.strip() for line in (root / ".gitignore").read_text().splitlines()]
+    patterns = [p for p in lines if p and not p.startswith("#") and "/" not in p]
+    db = tmp_path / "agentq.db"
+    with Runtime(f"sqlite:///{db}", tools=root / "tools", policies=root / "policies") as rt:
+        rt.enqueue_action("execute_refund", {"order_id": "o-1", "amount": 5})
+        made = sorted(p.name for p in tmp_path.iterdir())
+    assert "agentq.db-bell" in made and "agentq.db-agentq.lock" in made, made
+    uncovered = [n for n in made if not any(fnmatch.fnmatch(n, p) for p in patterns)]
+    assert uncovered == []

@@ -60,3 +60,53 @@ def test_relative_links_in_the_readme_and_docs_lead_somewhere() -> None:
             if not (doc.parent / target).exists():
                 broken.append(f"{doc.relative_to(ROOT)} -> {target}")
     assert broken == []
+
+
+# The package index's ``agentq`` is someone else's project: every hint that installs
+# agentq names its distribution, ``agentq-runtime``. Built from pieces so that this
+# file does not match itself.
+_OURS = "agentq"
+_FOREIGN_INSTALL = re.compile(
+    r"install\s+(?:--?\S+\s+)*['\"]?" + _OURS + r"\[|(?<![\w./-])" + _OURS + r"\[[a-z][a-z,-]*\]"
+)
+_SCANNED = {".py", ".md", ".toml", ".ipynb", ".txt", ".cfg", ".html", ".yml", ".yaml", ".in"}
+_SKIPPED_DIRS = {".git", ".venv", "venv", "build", "dist", "__pycache__", "node_modules", "output"}
+
+
+def _tree() -> list[Path]:
+    found = []
+    for path in ROOT.rglob("*"):
+        parts = path.relative_to(ROOT).parts
+        if any(p in _SKIPPED_DIRS or p.endswith(".egg-info") for p in parts[:-1]):
+            continue
+        if path.is_file() and (path.suffix in _SCANNED or parts[0] == ".ci"):
+            found.append(path)
+    return found
+
+
+def test_the_pattern_catches_each_form_of_the_foreign_install() -> None:
+    bad = ["pip install " + _OURS + "[ui]", "pip install '" + _OURS + "[http]'",
+           'pip install "' + _OURS + '[mcp]"', "pip install -U '" + _OURS + "[metrics]'",
+           "(``" + _OURS + "[notebook]``)", '"' + _OURS + '[spanner,http]"']  # fmt: skip
+    good = ["pip install 'agentq-runtime[ui]'", "agentq-runtime[http]", "pip install -e '.[ui]'",
+            "modules['agentq']", "pip install agentq-runtime"]  # fmt: skip
+    assert [t for t in bad if not _FOREIGN_INSTALL.search(t)] == []
+    assert [t for t in good if _FOREIGN_INSTALL.search(t)] == []
+
+
+def test_every_install_hint_names_the_agentq_runtime_distribution() -> None:
+    files = _tree()
+    assert ROOT / "pyproject.toml" in files and ROOT / "README.md" in files
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in files
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if _FOREIGN_INSTALL.search(line)
+    ]
+    assert found == []
+
+
+def test_the_cli_help_names_the_agentq_runtime_distribution() -> None:
+    texts = _help_texts(build_parser())
+    assert [t for t in texts if _FOREIGN_INSTALL.search(t)] == []
+    assert any("agentq-runtime[http]" in t for t in texts)
