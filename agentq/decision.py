@@ -64,6 +64,7 @@ class EnqueueOptions(TypedDict, total=False):
     dedupe_key: str | None
     debounce: str | float | timedelta | None
     after: Sequence[str | TaskInfo] | None
+    by: str
 
 
 _OPTIONS = frozenset(EnqueueOptions.__annotations__)
@@ -119,7 +120,9 @@ class Decision:
         (tasks with one key run one at a time, in order), ``idempotency_key``,
         ``at`` or ``delay`` (seconds or a timedelta: run it later), ``reason``
         (kept on its approval request, if it needs one), ``callback_url``,
-        ``dedupe_key`` and ``debounce``, and ``after``; each is described below.
+        ``dedupe_key`` and ``debounce``, and ``after``; each is described below;
+        ``by`` names the principal that asks (recorded as the task's
+        ``created_by``, default ``"local"``: the surfaces pass their token's name).
 
         If a policy says the call needs a human, it is recorded as awaiting
         approval instead, keeping its scheduled time (approved before ``at``, it
@@ -158,6 +161,7 @@ class Decision:
             callback_url = webhooks.check_callback_url(callback_url, rt.policy)
         ordering_key = _checked_key("ordering_key", options.get("ordering_key"))
         idempotency_key = _checked_key("idempotency_key", options.get("idempotency_key"))
+        by = _checked_key("by", options.get("by")) or tasks.LOCAL
         dedupe_key = _checked_key("dedupe_key", options.get("dedupe_key"))
         at, delay, after = options.get("at"), options.get("delay"), options.get("after")
         debounce, reason = options.get("debounce"), options.get("reason", "")
@@ -171,7 +175,7 @@ class Decision:
             deliver = self._debounced(dedupe_key, deliver, debounce)
         deliver = windowed_delivery(rt.policy, definition, validated, deliver, self.now)
         if idempotency_key is not None:
-            existing = idempotency.lookup(self.tx, idempotency_key, tool, validated)
+            existing = idempotency.lookup(self.tx, idempotency_key, tool, validated, by=by)
             if existing is not None:
                 return Submission(rt._task_in(self.tx, existing), created=False)
         if dedupe_key is not None:
@@ -180,7 +184,7 @@ class Decision:
             if target is not None:
                 if idempotency_key is not None:  # a retry of this call finds the same task
                     idempotency.remember(self.tx, idempotency_key, tool, validated,
-                                         str(target["task_id"]))  # fmt: skip
+                                         str(target["task_id"]), created_by=by)  # fmt: skip
                 return Submission(TaskInfo.model_validate(target), created=False, collapsed=True)
         needs_approval = bool(rt.policy.approval_rule(tool, validated))
         needs_approval = needs_approval or definition.requires_approval
@@ -188,7 +192,7 @@ class Decision:
         if needs_approval:
             approval = self._request(
                 definition, validated, reason, None, ordering_key, idempotency_key, deliver,
-                callback_url,
+                callback_url, by,
             )
             if dedupe_key is not None:
                 dedupe.remember(self.tx, tool, dedupe_key, validated, approval.task_id)
@@ -197,7 +201,7 @@ class Decision:
             rt, self.tx, tool=tool, queue=definition.queue, args=validated, kind="action",
             event=Event.ENQUEUE if deliver is None else Event.SCHEDULE,
             ordering_key=ordering_key, idempotency_key=idempotency_key, deliver=deliver,
-            callback_url=callback_url, args_text=args_text, after=waits_on,
+            callback_url=callback_url, args_text=args_text, after=waits_on, created_by=by,
         )  # fmt: skip
         if dedupe_key is not None:
             dedupe.remember(self.tx, tool, dedupe_key, validated, str(rec["task_id"]))
@@ -261,13 +265,18 @@ class Decision:
         escalate_after: float | timedelta | None = None,
         ordering_key: str | None = None,
         at: datetime | None = None,
+        by: str | None = None,
     ) -> ApprovalInfo:
-        """Ask a human to approve a tool call; schedules its escalation."""
+        """Ask a human to approve a tool call; schedules its escalation. ``by``:
+        who asks (as for :meth:`enqueue`)."""
         definition = self._enqueueable(tool)
         validated = definition.enqueueable_args(args)
         ordering_key = _checked_key("ordering_key", ordering_key)
         delay = None if escalate_after is None else as_timedelta(escalate_after)
-        return self._request(definition, validated, reason, delay, ordering_key, None, at)
+        by = _checked_key("by", by) or tasks.LOCAL
+        return self._request(
+            definition, validated, reason, delay, ordering_key, None, at, created_by=by
+        )
 
     def approve(
         self,
@@ -344,6 +353,7 @@ class Decision:
         idempotency_key: str | None,
         run_at: datetime | None,
         callback_url: str | None = None,
+        created_by: str = tasks.LOCAL,
     ) -> ApprovalInfo:
         rt = self.runtime
         rule = rt.policy.approval_rule(definition.name, args)
@@ -358,7 +368,7 @@ class Decision:
             rt, self.tx, tool=definition.name, queue=definition.queue, args=args,
             reason=reason, plan=plan, expire_after=rule.expire_after if rule else None,
             ordering_key=ordering_key, idempotency_key=idempotency_key, run_at=run_at,
-            callback_url=callback_url,
+            callback_url=callback_url, created_by=created_by,
         )  # fmt: skip
 
     def _timer_tool(self, name: str | None) -> tuple[str, str] | None:

@@ -30,12 +30,21 @@ def args_digest(tool: str, args: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def lookup(tx: Transaction, key: str, tool: str, args: Mapping[str, Any]) -> str | None:
-    """The task id this key already created for this very call, or None if unused."""
+def lookup(
+    tx: Transaction, key: str, tool: str, args: Mapping[str, Any], *, by: str | None = None
+) -> str | None:
+    """The task id this key already created for this very call, or None if unused.
+    A key recorded by another principal than ``by`` is a conflict: one principal
+    cannot claim another's task by reusing its key."""
     rec = tx.get_record(Tables.IDEMPOTENCY, key)
     if rec is None:
         return None
     task_id = str(rec["task_id"])
+    owner = rec.get("created_by")
+    if by is not None and owner is not None and owner != by:
+        raise IdempotencyConflict(
+            f"idempotency key {key!r} was used by another principal; use a new key"
+        )
     if rec["tool"] != tool:
         raise IdempotencyConflict(
             f"idempotency key {key!r} belongs to task {task_id!r} of tool {rec['tool']!r}, "
@@ -55,10 +64,17 @@ def lookup(tx: Transaction, key: str, tool: str, args: Mapping[str, Any]) -> str
     return task_id
 
 
-def remember(tx: Transaction, key: str, tool: str, args: Mapping[str, Any], task_id: str) -> None:
-    """Record that ``key`` created ``task_id`` for this call."""
-    tx.put_record(
-        Tables.IDEMPOTENCY,
-        key,
-        {"task_id": task_id, "tool": tool, "digest": args_digest(tool, args)},
-    )
+def remember(
+    tx: Transaction,
+    key: str,
+    tool: str,
+    args: Mapping[str, Any],
+    task_id: str,
+    *,
+    created_by: str | None = None,
+) -> None:
+    """Record that ``key`` created ``task_id`` for this call (by ``created_by``)."""
+    rec: dict[str, Any] = {"task_id": task_id, "tool": tool, "digest": args_digest(tool, args)}
+    if created_by is not None:
+        rec["created_by"] = created_by
+    tx.put_record(Tables.IDEMPOTENCY, key, rec)

@@ -55,22 +55,24 @@ def request(
     idempotency_key: str | None = None,
     run_at: datetime | None = None,
     callback_url: str | None = None,
+    created_by: str = tasks.LOCAL,
 ) -> ApprovalInfo:
     """Record a call that waits for a human, with its notification and timers
-    (``plan``: :func:`~agentq.lifecycle.approval_timers.plan`)."""
+    (``plan``: :func:`~agentq.lifecycle.approval_timers.plan`); ``created_by``
+    asked for it (the four-eyes rule of :func:`decide`)."""
     approval_id = f"apr_{os.urandom(16).hex()}"
     next_approval_state(approval_id, None, Event.REQUEST_APPROVAL)
     task = tasks.create(
         env, tx, tool=tool, queue=queue, args=args, kind="action",
         event=Event.REQUEST_APPROVAL, ordering_key=ordering_key,
         idempotency_key=idempotency_key, approval_id=approval_id, deliver=run_at,
-        callback_url=callback_url,
+        callback_url=callback_url, created_by=created_by,
     )  # fmt: skip
     rec: dict[str, Any] = {
         "approval_id": approval_id, "task_id": task["task_id"], "tool": tool, "args": args,
         "status": str(ApprovalStatus.PENDING), "reason": reason,
         "requested_at": tasks.iso(tx.now), "run_at": tasks.iso(run_at) if run_at else None,
-        "rule": plan.get("rule"), "plan": plan,
+        "rule": plan.get("rule"), "plan": plan, "created_by": created_by,
     }  # fmt: skip
     rec.update(approval_timers.schedule_level(env, tx, rec, 0))
     notice = ApprovalNotice(

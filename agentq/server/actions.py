@@ -95,7 +95,7 @@ async def enqueue(request: Request) -> Response:
         submitted = await run_in_threadpool(
             rt.submit, name, body["args"], idempotency_key=stored_key,
             ordering_key=fields["ordering_key"], reason=fields["reason"],
-            callback_url=fields["callback_url"],
+            callback_url=fields["callback_url"], by=principal.name,
             dedupe_key=None if fields["dedupe_key"] is None
             else f"http:{principal.name}:{fields['dedupe_key']}",
         )  # fmt: skip

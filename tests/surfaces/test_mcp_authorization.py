@@ -1,0 +1,102 @@
+"""Authorization over MCP as an attacker would probe it (issue 27): the streamable
+HTTP transport on 127.0.0.1 with real bearer tokens; agents reaching for their
+approval's timers and for each other's tasks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.surfaces._extras import require
+
+require("mcp", "mcp")
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
+from agentq import Runtime
+from agentq.server.auth import Principal, Scope, TokenAuth
+from tests.surfaces.test_mcp import _client, run, serving
+
+AGENT_TOKEN = "agent-token-0123456789abcdef"
+RIVAL_TOKEN = "rival-token-0123456789abcdef"
+TOKENS = {
+    AGENT_TOKEN: Principal("refund-agent", frozenset({Scope.ENQUEUE, Scope.READ})),
+    RIVAL_TOKEN: Principal("rival-agent", frozenset({Scope.ENQUEUE, Scope.READ})),
+}
+
+
+async def _refused_everywhere(client: Any, task_id: str) -> list[str]:
+    """Every way an MCP client can name a task; what each answered if not refused."""
+    leaks = []
+    for tool in ("agentq_get_task", "agentq_wait_task", "agentq_cancel_task"):
+        args: dict[str, Any] = {"task_id": task_id}
+        if tool == "agentq_wait_task":
+            args["timeout_seconds"] = 0
+        answer = await client.call_tool(tool, args)
+        if not answer.is_error:
+            leaks.append(f"{tool}: {answer.structured_content}")
+    requests: list[tuple[Any, Any]] = [
+        (types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)),
+         types.GetTaskResult),
+        (types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id)),
+         types.CancelTaskResult),
+    ]  # fmt: skip
+    for request, result in requests:
+        try:
+            answer = await client.session.send_request(request, result)
+        except MCPError:
+            continue
+        leaks.append(f"{request.method}: {answer}")
+    try:
+        await client.read_resource(f"agentq://tasks/{task_id}")
+    except MCPError:
+        pass
+    else:
+        leaks.append("resources/read")
+    return leaks
+
+
+def test_over_mcp_no_agent_reaches_timers_or_another_agents_tasks(rt: Runtime) -> None:
+    from agentq.mcp.transports import http_app
+
+    app = http_app(rt, TokenAuth.from_tokens(TOKENS), wait_seconds=0)
+
+    async def scenario(url: str) -> tuple[str, str, list[str], dict[str, list[str]], bool]:
+        async with _client(url, AGENT_TOKEN) as agent:
+            asked = await agent.call_tool("execute_refund", {"order_id": "o7", "amount": 500})
+            task_id = asked.structured_content["task_id"]
+            approval = rt.approval(asked.structured_content["approval_id"])
+            timers = [t for t in (approval.escalation_task_id, approval.notify_task_id,
+                                  approval.deadline_task_id) if t]  # fmt: skip
+            leaks = {t: await _refused_everywhere(agent, t) for t in timers}
+            own = await agent.call_tool("agentq_get_task", {"task_id": task_id})
+        async with _client(url, RIVAL_TOKEN) as rival:
+            leaks[task_id] = await _refused_everywhere(rival, task_id)
+        return task_id, approval.approval_id, timers, leaks, own.is_error
+
+    with serving(app) as url:
+        task_id, approval_id, timers, leaks, own_refused = run(scenario(url))
+    assert len(timers) >= 2
+    assert leaks == {t: [] for t in [*timers, task_id]}
+    assert not own_refused  # its own task it may read
+    assert all(not rt.task(t).done for t in timers)
+    assert rt.task(task_id).status == "awaiting_approval"
+    assert rt.task(task_id).created_by == "refund-agent"
+    assert rt.approval(approval_id).status == "pending"
+
+
+def test_over_mcp_an_agent_still_cancels_its_own_task(rt: Runtime) -> None:
+    from agentq.mcp.transports import http_app
+
+    app = http_app(rt, TokenAuth.from_tokens(TOKENS), wait_seconds=0)
+
+    async def scenario(url: str) -> Any:
+        async with _client(url, AGENT_TOKEN) as agent:
+            asked = await agent.call_tool("execute_refund", {"order_id": "o8", "amount": 500})
+            return await agent.call_tool("agentq_cancel_task", {"task_id": asked.structured_content["task_id"]})
+
+    with serving(app) as url:
+        cancelled = run(scenario(url))
+    assert cancelled.structured_content["status"] == "cancelled"
+    task_id = cancelled.structured_content["task_id"]
+    assert [e.actor for e in rt.audit_log(target=task_id)] == ["refund-agent"]
