@@ -22,7 +22,13 @@ from typing import Any
 from agentq import ordering
 from agentq.approvals import ApprovalInfo, ApprovalNotice, ApprovalStatus
 from agentq.backends import Transaction
-from agentq.errors import ApprovalChanged, ApprovalError, ApprovalNotFound, ApproverNotAllowed
+from agentq.errors import (
+    ApprovalChanged,
+    ApprovalError,
+    ApprovalNotFound,
+    ApproverNotAllowed,
+    SelfApprovalRefused,
+)
 from agentq.ledger import Tables
 from agentq.lifecycle import approval_timers, tasks
 from agentq.lifecycle.states import Event, next_approval_state
@@ -170,6 +176,7 @@ def decide(
             f"{rec.get('level') or 0} of rule {rec.get('rule')!r} "
             f"(approvers: {', '.join(_deciders(rec))})"
         )
+    _check_four_eyes(approval_id, rec, by)
     task = tasks.read(tx, rec["task_id"])
     decided = {**rec, "status": status, "decided_at": tasks.iso(tx.now), "decided_by": by,
                "decision_note": note}  # fmt: skip
@@ -192,6 +199,24 @@ def decide(
     tx.put_record(Tables.APPROVALS, approval_id, decided)
     approval_timers.cancel_all(env, tx, rec, f"approval {status}")
     return new
+
+
+def _check_four_eyes(approval_id: str, rec: Mapping[str, Any], by: str) -> None:
+    """Nobody decides a call it enqueued itself, unless the rule says
+    ``self_approval = true``. An enqueuer of ``local`` (a Python caller that named
+    nobody, or ``--insecure-local``, where everyone is ``local``) is unknown: there
+    is no second pair of eyes to tell apart, so the rule does not apply."""
+    owner = rec.get("created_by")
+    if owner in (None, tasks.LOCAL) or owner != by:
+        return
+    if (rec.get("plan") or {}).get("self_approval"):
+        return
+    rule = rec.get("rule")
+    raise SelfApprovalRefused(
+        f"approval {approval_id!r}: {by!r} enqueued this call and may not decide it "
+        f"(four eyes; rule {rule!r} does not say self_approval = true)",
+        rule=None if rule is None else str(rule),
+    )
 
 
 def _deciders(rec: Mapping[str, Any]) -> list[str]:

@@ -249,6 +249,10 @@ def auth_failed(conn: HTTPConnection, exc: AuthenticationError) -> Response:
     ))  # fmt: skip
 
 
+#: Owners no token may be (:mod:`agentq.server.access`).
+_RESERVED_NAMES = frozenset({"local", "agentq"})
+
+
 class _TokenEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -259,9 +263,9 @@ class _TokenEntry(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> _TokenEntry:
-        if self.name == InsecureLocal.principal.name:
-            # Python callers without by= and --insecure-local are "local": a token of
-            # that name would own all their tasks.
+        if self.name in _RESERVED_NAMES:
+            # Python callers without by= and --insecure-local are "local", the
+            # runtime's own tasks "agentq": a token of either name would own them.
             raise ValueError(f"the name {self.name!r} is reserved")
         if (self.sha256 is None) == (self.env is None):
             raise ValueError("give exactly one of sha256 = ... or env = ...")

@@ -132,7 +132,8 @@ def test_an_agent_sees_and_cancels_only_its_own_tasks(
         theirs = rival.post("/v1/tools/execute_refund/actions", json=SMALL).json()
         for task_id in (mine["task_id"], asked["task_id"]):
             assert rival.get(f"/v1/tasks/{task_id}").status_code == 404
-            assert rival.get(f"/v1/tasks/{task_id}", headers={"Prefer": "wait=1"}).status_code == 404
+            waited = rival.get(f"/v1/tasks/{task_id}", headers={"Prefer": "wait=1"})
+            assert waited.status_code == 404
             assert rival.get(f"/v1/tasks/{task_id}/events").status_code == 404
             assert rival.post(f"/v1/tasks/{task_id}:cancel").status_code == 404
         assert rival.get(f"/v1/approvals/{asked['approval_id']}").status_code == 404
@@ -157,3 +158,42 @@ def test_an_agent_sees_and_cancels_only_its_own_tasks(
     key = runtime.backend.get_record(Tables.IDEMPOTENCY, "http:refund-agent:k1")
     assert key is not None and key["created_by"] == "refund-agent"
     assert runtime.approval(asked["approval_id"]).created_by == "refund-agent"
+
+
+@pytest.mark.parametrize("name", ["local", "agentq"])
+def test_a_token_cannot_take_a_reserved_owners_name(tmp_path: Path, name: str) -> None:
+    from agentq.errors import ConfigError
+    from agentq.server.auth import TokenAuth, hash_token
+
+    path = tmp_path / "tokens.toml"
+    path.write_text(f'[[tokens]]\nname = "{name}"\nscopes = ["read"]\n'
+                    f'sha256 = "{hash_token("x" * 32)}"\n')  # fmt: skip
+    with pytest.raises(ConfigError, match="reserved"):
+        TokenAuth.from_file(path)
+
+
+# -- item 3: four eyes ----------------------------------------------------------------------
+
+
+def test_nobody_approves_or_rejects_a_call_it_enqueued_itself(
+    server: LiveServer, runtime: Runtime
+) -> None:
+    from agentq.server.problems import SELF_APPROVAL_TYPE
+
+    with server.client(ADMIN) as admin:  # every scope, and still not its own approval
+        task = admin.post("/v1/tools/execute_refund/actions", json=BIG).json()
+        approval_id = task["approval_id"]
+        etag = admin.get(f"/v1/approvals/{approval_id}").headers["etag"]
+        for verb in ("approve", "reject"):
+            r = admin.post(f"/v1/approvals/{approval_id}:{verb}", headers={"If-Match": etag})
+            assert r.status_code == 403, r.text
+            assert r.headers["content-type"].startswith("application/problem+json")
+            body = r.json()
+            assert body["type"] == SELF_APPROVAL_TYPE and body["rule"] == "approvals[0]"
+            assert "four eyes" in body["detail"]
+    assert runtime.approval(approval_id).status == "pending"
+    assert runtime.audit_log() == []
+    with server.client(ALICE) as alice:  # another principal may
+        ok = alice.post(f"/v1/approvals/{approval_id}:approve", headers={"If-Match": etag})
+    assert ok.status_code == 200, ok.text
+    assert runtime.approval(approval_id).decided_by == "alice"

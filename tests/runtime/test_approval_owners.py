@@ -3,10 +3,14 @@ on every backend: recorded in the records' JSON, so no schema change."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from agentq import IdempotencyConflict, Runtime
+from agentq import FakeClock, IdempotencyConflict, Runtime, SelfApprovalRefused
+from agentq.demo_server import DemoAPI
 from agentq.ledger import Tables
+from tests.runtime.conftest import ROOT, settings_for
 
 BIG = {"order_id": "o1", "amount": 500}  # above 100: needs a human
 
@@ -31,3 +35,37 @@ def test_another_principal_cannot_claim_a_key(rt: Runtime) -> None:
     assert again.task_id == first.task_id
     with pytest.raises(IdempotencyConflict, match="another principal"):
         rt.enqueue_action("execute_refund", BIG, idempotency_key="k2", by="mallory")
+
+
+def _runtime(tmp_path: Path, clock: FakeClock, api: DemoAPI, self_approval: bool) -> Runtime:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    text = (ROOT / "policies" / "refunds.toml").read_text()
+    if self_approval:
+        text += "self_approval = true\n"  # the last table is the approval rule
+        assert text.rstrip().endswith("self_approval = true")
+    (policies / "refunds.toml").write_text(text)
+    return Runtime(f"sqlite:///{tmp_path / 'agentq.db'}", tools=ROOT / "tools",
+                   policies=policies, clock=clock, settings=settings_for(api))  # fmt: skip
+
+
+def test_four_eyes_in_the_python_api(tmp_path: Path, clock: FakeClock, api: DemoAPI) -> None:
+    with _runtime(tmp_path, clock, api, self_approval=False) as rt:
+        asked = rt.enqueue_action("execute_refund", BIG, by="bob")
+        with pytest.raises(SelfApprovalRefused, match="four eyes") as refused:
+            rt.approve(str(asked.approval_id), by="bob")
+        assert refused.value.rule == "approvals[0]"
+        with pytest.raises(SelfApprovalRefused):
+            rt.reject(str(asked.approval_id), by="bob")
+        assert rt.approval(str(asked.approval_id)).status == "pending"
+        # "local" is nobody in particular: a local call may be decided by anyone,
+        # "local" included, and "local" may decide a named principal's call.
+        local = rt.enqueue_action("execute_refund", {"order_id": "o3", "amount": 600})
+        assert rt.approve(str(local.approval_id), by="local").status == "queued"
+        assert rt.approve(str(asked.approval_id), by="local").status == "queued"
+
+
+def test_a_rule_may_allow_self_approval(tmp_path: Path, clock: FakeClock, api: DemoAPI) -> None:
+    with _runtime(tmp_path, clock, api, self_approval=True) as rt:
+        asked = rt.enqueue_action("execute_refund", BIG, by="bob")
+        assert rt.approve(str(asked.approval_id), by="bob").status == "queued"

@@ -93,10 +93,33 @@ def test_over_mcp_an_agent_still_cancels_its_own_task(rt: Runtime) -> None:
     async def scenario(url: str) -> Any:
         async with _client(url, AGENT_TOKEN) as agent:
             asked = await agent.call_tool("execute_refund", {"order_id": "o8", "amount": 500})
-            return await agent.call_tool("agentq_cancel_task", {"task_id": asked.structured_content["task_id"]})
+            task_id = asked.structured_content["task_id"]
+            return await agent.call_tool("agentq_cancel_task", {"task_id": task_id})
 
     with serving(app) as url:
         cancelled = run(scenario(url))
     assert cancelled.structured_content["status"] == "cancelled"
     task_id = cancelled.structured_content["task_id"]
     assert [e.actor for e in rt.audit_log(target=task_id)] == ["refund-agent"]
+
+
+def test_over_mcp_an_admin_cannot_approve_its_own_call(rt: Runtime) -> None:
+    from agentq.mcp.transports import http_app
+
+    root_token = "root-token-0123456789abcdef"
+    tokens = {**TOKENS, root_token: Principal("root", frozenset({Scope.ADMIN}))}
+    app = http_app(rt, TokenAuth.from_tokens(tokens), wait_seconds=0)
+
+    async def scenario(url: str) -> tuple[str, Any, Any]:
+        async with _client(url, root_token) as root:
+            asked = await root.call_tool("execute_refund", {"order_id": "o9", "amount": 500})
+            approval_id = asked.structured_content["approval_id"]
+            approved = await root.call_tool("agentq_approve", {"approval_id": approval_id})
+            rejected = await root.call_tool("agentq_reject", {"approval_id": approval_id})
+            return approval_id, approved, rejected
+
+    with serving(app) as url:
+        approval_id, approved, rejected = run(scenario(url))
+    for answer in (approved, rejected):
+        assert answer.is_error and "four eyes" in answer.content[0].text
+    assert rt.approval(approval_id).status == "pending"
