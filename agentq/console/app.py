@@ -29,6 +29,7 @@ from agentq.approvals import ApprovalStatus
 from agentq.console import views
 from agentq.console.sessions import Session, SessionStore
 from agentq.runtime import Runtime
+from agentq.server import access
 from agentq.server.auth import Authenticator, Principal, Scope
 
 __all__ = ["COOKIE", "Console", "Who", "console_mount", "create_app", "mount_console"]
@@ -154,7 +155,8 @@ class Console:
         if who is not None:
             open_approvals = sum(
                 a.status in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED)
-                for a in self.runtime.approvals()
+                for a in access.visible_approvals(self.runtime, who.principal,
+                                                  self.runtime.approvals())  # fmt: skip
             )
         html = self.templates.get_template(template).render(
             request=request,

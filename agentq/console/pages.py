@@ -32,12 +32,15 @@ BUSY_RETRY_MS = 10_000
 def routes(console: Console) -> list[Route]:
     """The page routes of ``console``."""
 
-    def page(build: Page) -> Callable[[Request], Any]:
+    def page(build: Page, *scopes: str) -> Callable[[Request], Any]:
+        """A page for principals with one of ``scopes`` (default: ``read``)."""
+        needed = scopes or ("read",)
+
         async def endpoint(request: Request) -> Response:
             who = await console.who(request)
             if who is None:
                 return console.to_login(request)
-            if not who.can("read"):
+            if not any(who.can(s) for s in needed):
                 return console.message(request, who, 403, "your token may not read the console")
             return await run_in_threadpool(build, request, who)
 
@@ -125,7 +128,8 @@ def routes(console: Console) -> list[Route]:
         Route("/events", events, name="events"),
         Route("/tasks", page(tasks), name="tasks"),
         Route("/tasks/{task_id}", page(task), name="task"),
-        Route("/approvals", page(approvals), name="approvals"),
+        # An approve-only token reads the approvals it may decide (issue 27 item 4).
+        Route("/approvals", page(approvals, "read", "approve"), name="approvals"),
         Route("/dead-letters", page(dead_letters), name="dead_letters"),
         Route("/audit", page(audit), name="audit"),
     ]

@@ -44,6 +44,7 @@ TOKENS = {
     "root": "root-token-0123456789abcdef",
     "viewer": "viewer-token-0123456789abcdef",
     "agent": "agent-token-0123456789abcdef",
+    "carol": "carol-token-0123456789abcdef",
 }
 # The viewer watches the whole queue: since tasks have owners, that is the
 # ``operate`` scope (``read`` alone shows a principal its own tasks, as the
@@ -53,6 +54,7 @@ SCOPES = {
     "root": {"admin"},
     "viewer": {"operate"},
     "agent": {"read", "enqueue"},
+    "carol": {"approve"},
 }
 
 

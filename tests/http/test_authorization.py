@@ -197,3 +197,26 @@ def test_nobody_approves_or_rejects_a_call_it_enqueued_itself(
         ok = alice.post(f"/v1/approvals/{approval_id}:approve", headers={"If-Match": etag})
     assert ok.status_code == 200, ok.text
     assert runtime.approval(approval_id).decided_by == "alice"
+
+
+# -- item 4: an approve-only token can do its job --------------------------------------------
+
+
+def test_an_approve_only_token_reads_and_decides_the_approvals_it_may(
+    server: LiveServer, runtime: Runtime
+) -> None:
+    with server.client(AGENT) as agent:
+        task = agent.post("/v1/tools/execute_refund/actions", json=BIG).json()
+        agent.post("/v1/tools/execute_refund/actions", json=SMALL)
+    with server.client(CAROL) as carol:  # scopes: approve, nothing else
+        listed = carol.get("/v1/approvals", params={"status": "pending"})
+        assert listed.status_code == 200, listed.text
+        assert [a["approval_id"] for a in listed.json()["approvals"]] == [task["approval_id"]]
+        one = carol.get(f"/v1/approvals/{task['approval_id']}")
+        assert one.status_code == 200 and one.headers["etag"]
+        ok = carol.post(f"/v1/approvals/{task['approval_id']}:approve",
+                        headers={"If-Match": one.headers["etag"]})  # fmt: skip
+        assert ok.status_code == 200, ok.text
+        # Approving reads no tasks: those stay the agent's.
+        assert carol.get(f"/v1/tasks/{task['task_id']}").status_code == 403
+    assert runtime.approval(task["approval_id"]).decided_by == "carol"

@@ -37,13 +37,16 @@ def test_another_principal_cannot_claim_a_key(rt: Runtime) -> None:
         rt.enqueue_action("execute_refund", BIG, idempotency_key="k2", by="mallory")
 
 
-def _runtime(tmp_path: Path, clock: FakeClock, api: DemoAPI, self_approval: bool) -> Runtime:
+def _runtime(
+    tmp_path: Path, clock: FakeClock, api: DemoAPI, self_approval: bool, extra: str = ""
+) -> Runtime:
     policies = tmp_path / "policies"
     policies.mkdir()
     text = (ROOT / "policies" / "refunds.toml").read_text()
     if self_approval:
         text += "self_approval = true\n"  # the last table is the approval rule
         assert text.rstrip().endswith("self_approval = true")
+    text += extra
     (policies / "refunds.toml").write_text(text)
     return Runtime(f"sqlite:///{tmp_path / 'agentq.db'}", tools=ROOT / "tools",
                    policies=policies, clock=clock, settings=settings_for(api))  # fmt: skip
@@ -69,3 +72,14 @@ def test_a_rule_may_allow_self_approval(tmp_path: Path, clock: FakeClock, api: D
     with _runtime(tmp_path, clock, api, self_approval=True) as rt:
         asked = rt.enqueue_action("execute_refund", BIG, by="bob")
         assert rt.approve(str(asked.approval_id), by="bob").status == "queued"
+
+
+def test_an_approver_may_read_only_what_its_rule_lets_it_decide(
+    tmp_path: Path, clock: FakeClock, api: DemoAPI
+) -> None:
+    rule = 'approvers = ["alice"]\n'
+    with _runtime(tmp_path, clock, api, self_approval=False, extra=rule) as rt:
+        asked = rt.enqueue_action("execute_refund", BIG, by="bot")
+        approvals = rt.approvals()
+        assert rt.decidable_by("alice", approvals) == {asked.approval_id}
+        assert rt.decidable_by("carol", approvals) == set()
