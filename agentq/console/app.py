@@ -153,10 +153,9 @@ class Console:
         flashes = self.sessions.take_flashes(who.session.session_id) if who and who.session else []
         open_approvals = 0
         if who is not None:
+            shown = access.visible_approvals(self.runtime, who.principal, self.runtime.approvals())
             open_approvals = sum(
-                a.status in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED)
-                for a in access.visible_approvals(self.runtime, who.principal,
-                                                  self.runtime.approvals())  # fmt: skip
+                a.status in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED) for a in shown
             )
         html = self.templates.get_template(template).render(
             request=request,
