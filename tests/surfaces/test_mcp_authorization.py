@@ -123,3 +123,42 @@ def test_over_mcp_an_admin_cannot_approve_its_own_call(rt: Runtime) -> None:
     for answer in (approved, rejected):
         assert answer.is_error and "four eyes" in answer.content[0].text
     assert rt.approval(approval_id).status == "pending"
+
+
+# -- item 7: a session belongs to the token that opened it ------------------------------------
+
+_ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+_INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "probe", "version": "0"}}}  # fmt: skip
+
+
+def test_another_token_cannot_use_or_delete_a_session(rt: Runtime) -> None:
+    import httpx
+
+    from agentq.mcp.transports import http_app
+
+    app = http_app(rt, TokenAuth.from_tokens(TOKENS), wait_seconds=0)
+
+    def as_(token: str, session: str | None = None) -> dict[str, str]:
+        headers = {**_ACCEPT, "Authorization": f"Bearer {token}"}
+        if session is not None:
+            headers["Mcp-Session-Id"] = session
+        return headers
+
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    with serving(app) as url, httpx.Client(timeout=20) as http:
+        opened = http.post(url, json=_INIT, headers=as_(AGENT_TOKEN))
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert http.post(url, json=done, headers=as_(AGENT_TOKEN, session)).status_code == 202
+        stolen = http.post(url, json=listing, headers=as_(RIVAL_TOKEN, session))
+        killed = http.delete(url, headers=as_(RIVAL_TOKEN, session))
+        mine = http.post(url, json=listing, headers=as_(AGENT_TOKEN, session))
+        closed = http.delete(url, headers=as_(AGENT_TOKEN, session))
+        after = http.post(url, json=listing, headers=as_(AGENT_TOKEN, session))
+    assert (stolen.status_code, killed.status_code) == (404, 404)
+    assert "execute_refund" not in stolen.text
+    assert mine.status_code == 200 and "execute_refund" in mine.text
+    assert closed.status_code < 300 and after.status_code == 404
