@@ -216,5 +216,7 @@ def create_app(console: Console, *, path: str = "/console", api: bool = False) -
     if api:
         from agentq.server.app import create_app as create_api
 
-        return create_api(console.runtime, auth=console.auth, mounts=routes)
+        # A read-only console serves a read-only API: no approve or cancel by /v1.
+        return create_api(console.runtime, auth=console.auth, mounts=routes,
+                          read_only=console.read_only)  # fmt: skip
     return Starlette(routes=routes)

@@ -63,3 +63,30 @@ def test_an_approve_only_token_works_the_inbox(serve: Callable[..., Served]) -> 
         assert carol.get("/tasks").status_code == 403  # approving reads no tasks
     assert rt.approval(approval_id).status == ApprovalStatus.APPROVED
     assert rt.task(rt.approval(approval_id).task_id).status == TaskStatus.QUEUED
+
+
+def test_a_read_only_console_serves_a_read_only_api(serve: Callable[..., Served]) -> None:
+    import httpx
+
+    from tests.console.conftest import TOKENS
+
+    served = serve(api=True, read_only=True)
+    rt = served.rt
+    approval_id = _pending(rt)
+    queued = rt.enqueue_action("pay", {"ref": "q", "amount": 5})
+    root = served.url.removesuffix("/console")
+    bearer = {"Authorization": f"Bearer {TOKENS['root']}"}
+    with httpx.Client(base_url=root, timeout=20, headers=bearer) as api:
+        etag = api.get(f"/v1/approvals/{approval_id}").headers["etag"]
+        changes = [
+            api.post(f"/v1/approvals/{approval_id}:approve", headers={"If-Match": etag}),
+            api.post(f"/v1/approvals/{approval_id}:reject", headers={"If-Match": etag}),
+            api.post(f"/v1/tasks/{queued.task_id}:cancel"),
+            api.post("/v1/tools/pay/actions", json={"args": {"ref": "n", "amount": 1}}),
+        ]
+        assert api.get(f"/v1/tasks/{queued.task_id}").status_code == 200  # reads still work
+    assert [r.status_code for r in changes] == [403] * 4
+    assert all("read-only" in r.text for r in changes)
+    assert rt.approval(approval_id).status == ApprovalStatus.PENDING
+    assert rt.task(queued.task_id).status == TaskStatus.QUEUED
+    assert len(rt.tasks(tool="pay")) == 2 and rt.audit_log() == []
