@@ -81,6 +81,28 @@ def _checked_options(options: Mapping[str, Any]) -> None:
         )
 
 
+def _asked(options: Mapping[str, Any]) -> dict[str, Any]:
+    """What an enqueue asks for besides its arguments, as plain JSON: the rest of
+    its idempotency fingerprint. The schedule as asked (``delay`` in seconds,
+    not the time it comes to), so a retry later asks the same."""
+    out: dict[str, Any] = {}
+    for name in ("ordering_key", "reason", "callback_url", "dedupe_key"):
+        if options.get(name):
+            out[name] = options[name]
+    at, delay, debounce = options.get("at"), options.get("delay"), options.get("debounce")
+    if at is not None:
+        out["at"] = at.isoformat() if isinstance(at, datetime) else str(at)
+    if delay is not None:
+        out["delay"] = as_timedelta(delay).total_seconds()
+    if debounce is not None:
+        out["debounce"] = debounce if isinstance(debounce, str) else (
+            as_timedelta(debounce).total_seconds()
+        )
+    if options.get("after"):
+        out["after"] = [a if isinstance(a, str) else a.task_id for a in options["after"]]
+    return out
+
+
 @dataclass(frozen=True)
 class Submission:
     """What an enqueue did: the task, whether this call created it, and whether it
@@ -174,8 +196,11 @@ class Decision:
         if debounce is not None:
             deliver = self._debounced(dedupe_key, deliver, debounce)
         deliver = windowed_delivery(rt.policy, definition, validated, deliver, self.now)
+        fingerprint = None
         if idempotency_key is not None:
-            existing = idempotency.lookup(self.tx, idempotency_key, tool, validated, by=by)
+            fingerprint = idempotency.request_digest(tool, validated, _asked(options))
+            existing = idempotency.lookup(self.tx, idempotency_key, tool, validated, by=by,
+                                          fingerprint=fingerprint)  # fmt: skip
             if existing is not None:
                 return Submission(rt._task_in(self.tx, existing), created=False)
         if dedupe_key is not None:
@@ -184,7 +209,8 @@ class Decision:
             if target is not None:
                 if idempotency_key is not None:  # a retry of this call finds the same task
                     idempotency.remember(self.tx, idempotency_key, tool, validated,
-                                         str(target["task_id"]), created_by=by)  # fmt: skip
+                                         str(target["task_id"]), created_by=by,
+                                         fingerprint=fingerprint)  # fmt: skip
                 return Submission(TaskInfo.model_validate(target), created=False, collapsed=True)
         needs_approval = bool(rt.policy.approval_rule(tool, validated))
         needs_approval = needs_approval or definition.requires_approval
@@ -192,7 +218,7 @@ class Decision:
         if needs_approval:
             approval = self._request(
                 definition, validated, reason, None, ordering_key, idempotency_key, deliver,
-                callback_url, by,
+                callback_url, by, fingerprint,
             )
             if dedupe_key is not None:
                 dedupe.remember(self.tx, tool, dedupe_key, validated, approval.task_id)
@@ -202,6 +228,7 @@ class Decision:
             event=Event.ENQUEUE if deliver is None else Event.SCHEDULE,
             ordering_key=ordering_key, idempotency_key=idempotency_key, deliver=deliver,
             callback_url=callback_url, args_text=args_text, after=waits_on, created_by=by,
+            fingerprint=fingerprint,
         )  # fmt: skip
         if dedupe_key is not None:
             dedupe.remember(self.tx, tool, dedupe_key, validated, str(rec["task_id"]))
@@ -354,6 +381,7 @@ class Decision:
         run_at: datetime | None,
         callback_url: str | None = None,
         created_by: str = tasks.LOCAL,
+        fingerprint: str | None = None,
     ) -> ApprovalInfo:
         rt = self.runtime
         rule = rt.policy.approval_rule(definition.name, args)
@@ -368,7 +396,7 @@ class Decision:
             rt, self.tx, tool=definition.name, queue=definition.queue, args=args,
             reason=reason, plan=plan, expire_after=rule.expire_after if rule else None,
             ordering_key=ordering_key, idempotency_key=idempotency_key, run_at=run_at,
-            callback_url=callback_url, created_by=created_by,
+            callback_url=callback_url, created_by=created_by, fingerprint=fingerprint,
         )  # fmt: skip
 
     def _timer_tool(self, name: str | None) -> tuple[str, str] | None:

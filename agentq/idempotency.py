@@ -8,6 +8,11 @@ IETF Idempotency-Key draft answers such a request with 422).
 
 Arguments are compared by a digest of their canonical JSON (sorted keys, no
 whitespace), stored with the key, so a lookup never reads the task's record.
+The digest covers everything the call asks for (the IETF draft's fingerprint of
+the request): its arguments, and its options — ordering key, reason, callback
+URL, schedule, dedupe key and debounce, prerequisites — so a retry that changes
+any of them under the same key is a conflict, not silently the first call's
+task. Keys recorded before options were covered are compared by their arguments.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from agentq.errors import IdempotencyConflict
 from agentq.jsontext import canonical
 from agentq.ledger import Tables
 
-__all__ = ["args_digest", "lookup", "remember"]
+__all__ = ["args_digest", "lookup", "remember", "request_digest"]
 
 
 def args_digest(tool: str, args: Mapping[str, Any]) -> str:
@@ -30,8 +35,20 @@ def args_digest(tool: str, args: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def request_digest(tool: str, args: Mapping[str, Any], options: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of a call and its options (plain JSON values)."""
+    text = canonical({"tool": tool, "args": args, "options": options})
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def lookup(
-    tx: Transaction, key: str, tool: str, args: Mapping[str, Any], *, by: str | None = None
+    tx: Transaction,
+    key: str,
+    tool: str,
+    args: Mapping[str, Any],
+    *,
+    by: str | None = None,
+    fingerprint: str | None = None,
 ) -> str | None:
     """The task id this key already created for this very call, or None if unused.
     A key recorded by another principal than ``by`` is a conflict: one principal
@@ -51,6 +68,14 @@ def lookup(
             f"not {tool!r}"
         )
     digest = rec.get("digest")
+    recorded = rec.get("request_digest")
+    if recorded is not None and fingerprint is not None:
+        if recorded != fingerprint:
+            raise IdempotencyConflict(
+                f"idempotency key {key!r} belongs to task {task_id!r}, created with other "
+                "arguments or options; use a new key for a different call"
+            )
+        return task_id
     if digest is None:  # written before digests existed: compare with the task itself
         task = tx.get_record(Tables.TASKS, task_id) or {}
         same = args_digest(tool, task.get("args") or {}) == args_digest(tool, args)
@@ -72,9 +97,13 @@ def remember(
     task_id: str,
     *,
     created_by: str | None = None,
+    fingerprint: str | None = None,
 ) -> None:
-    """Record that ``key`` created ``task_id`` for this call (by ``created_by``)."""
+    """Record that ``key`` created ``task_id`` for this call (by ``created_by``;
+    ``fingerprint``: its :func:`request_digest`)."""
     rec: dict[str, Any] = {"task_id": task_id, "tool": tool, "digest": args_digest(tool, args)}
     if created_by is not None:
         rec["created_by"] = created_by
+    if fingerprint is not None:
+        rec["request_digest"] = fingerprint
     tx.put_record(Tables.IDEMPOTENCY, key, rec)

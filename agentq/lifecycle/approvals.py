@@ -62,6 +62,7 @@ def request(
     run_at: datetime | None = None,
     callback_url: str | None = None,
     created_by: str = tasks.LOCAL,
+    fingerprint: str | None = None,
 ) -> ApprovalInfo:
     """Record a call that waits for a human, with its notification and timers
     (``plan``: :func:`~agentq.lifecycle.approval_timers.plan`); ``created_by``
@@ -72,7 +73,7 @@ def request(
         env, tx, tool=tool, queue=queue, args=args, kind="action",
         event=Event.REQUEST_APPROVAL, ordering_key=ordering_key,
         idempotency_key=idempotency_key, approval_id=approval_id, deliver=run_at,
-        callback_url=callback_url, created_by=created_by,
+        callback_url=callback_url, created_by=created_by, fingerprint=fingerprint,
     )  # fmt: skip
     rec: dict[str, Any] = {
         "approval_id": approval_id, "task_id": task["task_id"], "tool": tool, "args": args,

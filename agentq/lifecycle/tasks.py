@@ -127,6 +127,7 @@ def create(
     extra: Mapping[str, Any] | None = None,
     args_text: str | None = None,
     created_by: str | None = None,
+    fingerprint: str | None = None,
 ) -> dict[str, Any]:
     """A new task (enqueue, schedule or request approval); sent if it may run.
 
@@ -145,7 +146,8 @@ def create(
     it is ``waiting`` until the last of them succeeds. ``created_by``: the
     principal that asked for it (None for the runtime's own tasks: timers,
     notifications, webhooks), recorded in the record's JSON (no column, so no
-    schema change on either backend).
+    schema change on either backend). ``fingerprint``: the idempotency key's
+    digest of the whole request (:func:`agentq.idempotency.request_digest`).
     """
     if args_text is None:
         try:
@@ -201,7 +203,8 @@ def create(
         checked_payload(rec)
     store_encoded(tx, task_id, encoded)
     if idempotency_key is not None:
-        remember(tx, idempotency_key, tool, args, task_id, created_by=created_by)
+        remember(tx, idempotency_key, tool, args, task_id, created_by=created_by,
+                 fingerprint=fingerprint)  # fmt: skip
     env.faults.hit("in_decision", task_id=task_id)
     rec["args"] = args  # for the caller; store() never writes it beside args_ref
     return rec

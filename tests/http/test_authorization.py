@@ -220,3 +220,54 @@ def test_an_approve_only_token_reads_and_decides_the_approvals_it_may(
         # Approving reads no tasks: those stay the agent's.
         assert carol.get(f"/v1/tasks/{task['task_id']}").status_code == 403
     assert runtime.approval(task["approval_id"]).decided_by == "carol"
+
+
+# -- item 8: idempotency keys name the whole request, and only their principal's --------------
+
+
+def test_a_key_reused_with_any_other_option_is_422(server: LiveServer, runtime: Runtime) -> None:
+    key = {"Idempotency-Key": "k-opts"}
+    with server.client(AGENT) as agent:
+        first = agent.post("/v1/tools/execute_refund/actions", json=SMALL, headers=key)
+        assert first.status_code == 202, first.text
+        same = agent.post("/v1/tools/execute_refund/actions", json=SMALL, headers=key)
+        assert same.status_code == 200 and same.json()["task_id"] == first.json()["task_id"]
+        changed = {
+            "ordering_key": {**SMALL, "ordering_key": "order-o2"},
+            "reason": {**SMALL, "reason": "a different story"},
+            "dedupe_key": {**SMALL, "dedupe_key": "d1"},
+        }
+        for what, body in changed.items():
+            r = agent.post("/v1/tools/execute_refund/actions", json=body, headers=key)
+            assert r.status_code == 422, (what, r.text)
+            assert first.json()["task_id"] in r.json()["detail"]
+        empty = agent.post("/v1/tools/execute_refund/actions", json=SMALL,
+                           headers={"Idempotency-Key": '""'})  # fmt: skip
+        assert empty.status_code == 400, empty.text
+    assert len(runtime.tasks()) == 1
+
+
+def test_principal_names_cannot_collide_through_the_key_separator(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    from agentq.server import Principal, Scope, TokenAuth, create_app
+
+    scopes = frozenset({Scope.ENQUEUE, Scope.READ})
+    auth = TokenAuth.from_tokens({
+        "bot-token-0123456789ab": Principal("bot", scopes),
+        "boteu-token-0123456789": Principal("bot:eu", scopes),
+    })  # fmt: skip
+    live = LiveServer(create_app(runtime, auth=auth)).start()
+    try:
+        with live.client("bot-token-0123456789ab") as bot:
+            theirs = bot.post("/v1/tools/execute_refund/actions", json=SMALL,
+                              headers={"Idempotency-Key": "eu:42"})  # fmt: skip
+        with live.client("boteu-token-0123456789") as bot_eu:
+            mine = bot_eu.post("/v1/tools/execute_refund/actions", json=SMALL,
+                               headers={"Idempotency-Key": "42"})  # fmt: skip
+            assert bot_eu.get(f"/v1/tasks/{theirs.json()['task_id']}").status_code == 404
+    finally:
+        live.stop()
+    assert (theirs.status_code, mine.status_code) == (202, 202), mine.text
+    assert mine.json()["task_id"] != theirs.json()["task_id"]
+    assert runtime.task(mine.json()["task_id"]).created_by == "bot:eu"

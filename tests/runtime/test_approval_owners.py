@@ -83,3 +83,20 @@ def test_an_approver_may_read_only_what_its_rule_lets_it_decide(
         approvals = rt.approvals()
         assert rt.decidable_by("alice", approvals) == {asked.approval_id}
         assert rt.decidable_by("carol", approvals) == set()
+
+
+def test_a_key_covers_the_calls_options_not_only_its_arguments(rt: Runtime) -> None:
+    from datetime import timedelta
+
+    small = {"order_id": "o5", "amount": 5}
+    first = rt.enqueue_action("execute_refund", small, idempotency_key="k3", delay=60)
+    assert rt.enqueue_action("execute_refund", small, idempotency_key="k3", delay=60).task_id == (
+        first.task_id
+    )
+    others: list[dict[str, object]] = [
+        {"delay": 61}, {"delay": timedelta(seconds=60), "ordering_key": "o"},
+        {"delay": 60, "reason": "why not"}, {},
+    ]  # fmt: skip
+    for options in others:
+        with pytest.raises(IdempotencyConflict, match="arguments or options"):
+            rt.enqueue_action("execute_refund", small, idempotency_key="k3", **options)  # type: ignore[arg-type]
