@@ -130,6 +130,7 @@ def routes(console: Console) -> list[Route]:
         Route("/tasks/{task_id}", page(task), name="task"),
         # An approve-only token reads the approvals it may decide (issue 27 item 4).
         Route("/approvals", page(approvals, "read", "approve"), name="approvals"),
-        Route("/dead-letters", page(dead_letters), name="dead_letters"),
-        Route("/audit", page(audit), name="audit"),
+        # Everyone's dead letters (their arguments) and the whole audit: operators'.
+        Route("/dead-letters", page(dead_letters, "operate"), name="dead_letters"),
+        Route("/audit", page(audit, "operate"), name="audit"),
     ]

@@ -90,3 +90,16 @@ def test_a_read_only_console_serves_a_read_only_api(serve: Callable[..., Served]
     assert rt.approval(approval_id).status == ApprovalStatus.PENDING
     assert rt.task(queued.task_id).status == TaskStatus.QUEUED
     assert len(rt.tasks(tool="pay")) == 2 and rt.audit_log() == []
+
+
+def test_dead_letters_and_the_audit_are_for_operators(serve: Callable[..., Served]) -> None:
+    from tests.console.conftest import dead as _dead
+
+    served = serve()
+    dead_id = _dead(served.rt)
+    with served.client("agent") as agent:  # read + enqueue: its own tasks only
+        for path in ("/dead-letters", "/audit"):
+            r = agent.get(path)
+            assert r.status_code == 403 and dead_id not in r.text, path
+    with served.client("viewer") as viewer:
+        assert dead_id in viewer.get("/dead-letters").text
