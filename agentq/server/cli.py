@@ -47,7 +47,7 @@ def register(
     token = subparsers.add_parser("token", help="make a bearer token for the HTTP API")
     token.add_argument("name", help="the principal (recorded on its approvals)")
     token.add_argument("--scope", action="append", required=True,
-                       choices=["read", "enqueue", "approve", "admin"])  # fmt: skip
+                       choices=["read", "enqueue", "approve", "operate", "admin"])  # fmt: skip
     token.set_defaults(func=_cmd_token)
 
 
