@@ -71,6 +71,8 @@ class ApprovalInfo(BaseModel):
     #: The arguments the approver approved, when they edited the call's (``args``
     #: stays what was asked); the task runs with these.
     approved_args: dict[str, Any] | None = None
+    #: The principal that enqueued the call (as its task's ``created_by``).
+    created_by: str = "local"
     #: A digest of the stored record (never stored itself): it changes with every
     #: change of the approval; pass it back as ``if_version`` to decide only that.
     version: str = ""

@@ -64,6 +64,7 @@ class EnqueueOptions(TypedDict, total=False):
     dedupe_key: str | None
     debounce: str | float | timedelta | None
     after: Sequence[str | TaskInfo] | None
+    by: str
 
 
 _OPTIONS = frozenset(EnqueueOptions.__annotations__)
@@ -78,6 +79,28 @@ def _checked_options(options: Mapping[str, Any]) -> None:
             f"unexpected keyword argument(s) {', '.join(map(repr, unknown))} "
             f"(enqueue options: {', '.join(sorted(_OPTIONS))})"
         )
+
+
+def _asked(options: Mapping[str, Any]) -> dict[str, Any]:
+    """What an enqueue asks for besides its arguments, as plain JSON: the rest of
+    its idempotency fingerprint. The schedule as asked (``delay`` in seconds,
+    not the time it comes to), so a retry later asks the same."""
+    out: dict[str, Any] = {}
+    for name in ("ordering_key", "reason", "callback_url", "dedupe_key"):
+        if options.get(name):
+            out[name] = options[name]
+    at, delay, debounce = options.get("at"), options.get("delay"), options.get("debounce")
+    if at is not None:
+        out["at"] = at.isoformat() if isinstance(at, datetime) else str(at)
+    if delay is not None:
+        out["delay"] = as_timedelta(delay).total_seconds()
+    if debounce is not None:
+        out["debounce"] = debounce if isinstance(debounce, str) else (
+            as_timedelta(debounce).total_seconds()
+        )
+    if options.get("after"):
+        out["after"] = [a if isinstance(a, str) else a.task_id for a in options["after"]]
+    return out
 
 
 @dataclass(frozen=True)
@@ -119,7 +142,9 @@ class Decision:
         (tasks with one key run one at a time, in order), ``idempotency_key``,
         ``at`` or ``delay`` (seconds or a timedelta: run it later), ``reason``
         (kept on its approval request, if it needs one), ``callback_url``,
-        ``dedupe_key`` and ``debounce``, and ``after``; each is described below.
+        ``dedupe_key`` and ``debounce``, and ``after``; each is described below;
+        ``by`` names the principal that asks (recorded as the task's
+        ``created_by``, default ``"local"``: the surfaces pass their token's name).
 
         If a policy says the call needs a human, it is recorded as awaiting
         approval instead, keeping its scheduled time (approved before ``at``, it
@@ -158,6 +183,7 @@ class Decision:
             callback_url = webhooks.check_callback_url(callback_url, rt.policy)
         ordering_key = _checked_key("ordering_key", options.get("ordering_key"))
         idempotency_key = _checked_key("idempotency_key", options.get("idempotency_key"))
+        by = _checked_key("by", options.get("by")) or tasks.LOCAL
         dedupe_key = _checked_key("dedupe_key", options.get("dedupe_key"))
         at, delay, after = options.get("at"), options.get("delay"), options.get("after")
         debounce, reason = options.get("debounce"), options.get("reason", "")
@@ -170,8 +196,11 @@ class Decision:
         if debounce is not None:
             deliver = self._debounced(dedupe_key, deliver, debounce)
         deliver = windowed_delivery(rt.policy, definition, validated, deliver, self.now)
+        fingerprint = None
         if idempotency_key is not None:
-            existing = idempotency.lookup(self.tx, idempotency_key, tool, validated)
+            fingerprint = idempotency.request_digest(tool, validated, _asked(options))
+            existing = idempotency.lookup(self.tx, idempotency_key, tool, validated, by=by,
+                                          fingerprint=fingerprint)  # fmt: skip
             if existing is not None:
                 return Submission(rt._task_in(self.tx, existing), created=False)
         if dedupe_key is not None:
@@ -180,7 +209,8 @@ class Decision:
             if target is not None:
                 if idempotency_key is not None:  # a retry of this call finds the same task
                     idempotency.remember(self.tx, idempotency_key, tool, validated,
-                                         str(target["task_id"]))  # fmt: skip
+                                         str(target["task_id"]), created_by=by,
+                                         fingerprint=fingerprint)  # fmt: skip
                 return Submission(TaskInfo.model_validate(target), created=False, collapsed=True)
         needs_approval = bool(rt.policy.approval_rule(tool, validated))
         needs_approval = needs_approval or definition.requires_approval
@@ -188,7 +218,7 @@ class Decision:
         if needs_approval:
             approval = self._request(
                 definition, validated, reason, None, ordering_key, idempotency_key, deliver,
-                callback_url,
+                callback_url, by, fingerprint,
             )
             if dedupe_key is not None:
                 dedupe.remember(self.tx, tool, dedupe_key, validated, approval.task_id)
@@ -197,7 +227,8 @@ class Decision:
             rt, self.tx, tool=tool, queue=definition.queue, args=validated, kind="action",
             event=Event.ENQUEUE if deliver is None else Event.SCHEDULE,
             ordering_key=ordering_key, idempotency_key=idempotency_key, deliver=deliver,
-            callback_url=callback_url, args_text=args_text, after=waits_on,
+            callback_url=callback_url, args_text=args_text, after=waits_on, created_by=by,
+            fingerprint=fingerprint,
         )  # fmt: skip
         if dedupe_key is not None:
             dedupe.remember(self.tx, tool, dedupe_key, validated, str(rec["task_id"]))
@@ -261,13 +292,18 @@ class Decision:
         escalate_after: float | timedelta | None = None,
         ordering_key: str | None = None,
         at: datetime | None = None,
+        by: str | None = None,
     ) -> ApprovalInfo:
-        """Ask a human to approve a tool call; schedules its escalation."""
+        """Ask a human to approve a tool call; schedules its escalation. ``by``:
+        who asks (as for :meth:`enqueue`)."""
         definition = self._enqueueable(tool)
         validated = definition.enqueueable_args(args)
         ordering_key = _checked_key("ordering_key", ordering_key)
         delay = None if escalate_after is None else as_timedelta(escalate_after)
-        return self._request(definition, validated, reason, delay, ordering_key, None, at)
+        by = _checked_key("by", by) or tasks.LOCAL
+        return self._request(
+            definition, validated, reason, delay, ordering_key, None, at, created_by=by
+        )
 
     def approve(
         self,
@@ -344,6 +380,8 @@ class Decision:
         idempotency_key: str | None,
         run_at: datetime | None,
         callback_url: str | None = None,
+        created_by: str = tasks.LOCAL,
+        fingerprint: str | None = None,
     ) -> ApprovalInfo:
         rt = self.runtime
         rule = rt.policy.approval_rule(definition.name, args)
@@ -358,7 +396,7 @@ class Decision:
             rt, self.tx, tool=definition.name, queue=definition.queue, args=args,
             reason=reason, plan=plan, expire_after=rule.expire_after if rule else None,
             ordering_key=ordering_key, idempotency_key=idempotency_key, run_at=run_at,
-            callback_url=callback_url,
+            callback_url=callback_url, created_by=created_by, fingerprint=fingerprint,
         )  # fmt: skip
 
     def _timer_tool(self, name: str | None) -> tuple[str, str] | None:

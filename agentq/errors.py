@@ -28,6 +28,8 @@ specific class here, with the original kept as ``__cause__``.
     │   └── ApprovalError            unknown approval, or already decided / void
     │       └── ApprovalNotFound     no approval with this id
     │       └── ApprovalChanged      the approval changed since the version the decider saw
+    │       └── ApproverNotAllowed   the decider is not among the rule's approvers
+    │           └── SelfApprovalRefused  four eyes: the decider enqueued the call
     └── IdempotencyConflict          an idempotency key reused with other args or another tool
 """
 
@@ -58,6 +60,7 @@ __all__ = [
     "PayloadTooLarge",
     "PolicyViolation",
     "QueueNotFound",
+    "SelfApprovalRefused",
     "TaskNotFound",
     "ToolError",
     "TransactionAborted",
@@ -172,6 +175,16 @@ class ApprovalChanged(ApprovalError):
 class ApproverNotAllowed(ApprovalError):
     """The decider is not among the approvers the approval's rule (or, for edited
     arguments, the rule those fall under) names; nothing was decided."""
+
+
+class SelfApprovalRefused(ApproverNotAllowed):
+    """Four eyes: the decider enqueued the call it would approve or reject, and
+    its rule (``rule``, its name) does not say ``self_approval = true``; nothing
+    was decided."""
+
+    def __init__(self, message: str, rule: str | None = None) -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 class IdempotencyConflict(AgentQError):

@@ -9,13 +9,16 @@ Spanner splits tables by key range: ids that grow with time would send every
 insert to the last split, a hotspot, so there they stay fully random.
 
 Ids that grow with time are also monotonic within a process: every task of a
-transaction shares the transaction's time, and random tails would scatter the
-tasks of one decision (a thousand enqueued together, leased and completed in
-batches of consecutive messages) across the table again. So an id made for the
-same microsecond as the previous one continues from it (the previous tail plus
-one), as monotonic ULIDs do. Any other time gets a fresh random tail, so an
-id's first digits are always its creation time (retention relies on it), even
-when runtimes with different clocks share a process.
+transaction shares the transaction's time, and unordered tails would interleave
+the tasks of one decision (a thousand enqueued together, leased and completed in
+batches of consecutive messages) with each other's pages again. So an id made for
+the same microsecond as the previous one continues above it, as monotonic ULIDs
+do, but by a random step of up to 2**48, not by one: the ids of one decision
+(an approval's action, expiry, deadline and notification) must not be derivable
+from each other, or a caller who holds one could name the others (issue 27).
+Any other time gets a fresh random tail, so an id's first digits are always its
+creation time (retention relies on it), even when runtimes with different clocks
+share a process.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ __all__ = ["new_task_id"]
 _PREFIX = "tsk_"
 _TAIL_BITS = 72
 _TAIL_LIMIT = 1 << _TAIL_BITS
+#: The largest step between two ids of one microsecond: 48 random bits to guess
+#: per id, and room for 2**23 ids in a microsecond from the tail's lower half.
+_STEP_BITS = 48
 
 _last_lock = threading.Lock()
 _last = (-1, 0)  # (micros, tail) of this process's latest time-ordered id
@@ -55,20 +61,31 @@ if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork
 
 def _random_tail() -> int:
     """A fresh random tail (71 bits; the caller holds ``_last_lock``)."""
+    return _random_bits(9) >> 1
+
+
+def _random_step() -> int:
+    """A random step from 1 to 2**48 (the caller holds ``_last_lock``)."""
+    return _random_bits(6) + 1
+
+
+def _random_bits(size: int) -> int:
+    """``size`` random bytes as a number, from the pool (the caller holds ``_last_lock``)."""
     global _pool
-    if len(_pool) < 9:
+    if len(_pool) < size:
         _pool = memoryview(os.urandom(9 * _POOL_TAILS))
-    chunk, _pool = _pool[:9], _pool[9:]
-    return int.from_bytes(chunk, "big") >> 1
+    chunk, _pool = _pool[:size], _pool[size:]
+    return int.from_bytes(chunk, "big")
 
 
 def new_task_id(now: datetime | None = None) -> str:
     """A new task id: ``tsk_`` and 32 hex digits.
 
     With ``now``, the first 14 digits are the microseconds since the epoch and
-    the other 18 a random tail (71 bits), counting up from the previous id's when
-    the previous id was made for the same microsecond: ids sort by creation time,
-    and those of one transaction in the order they were made. Without ``now``,
+    the other 18 a random tail (71 bits), or, when the previous id was made for
+    the same microsecond, the previous tail plus a random step (1 to 2**48): ids
+    sort by creation time, those of one transaction in the order they were made,
+    and none can be worked out from another. Without ``now``,
     all 32 are random (128 bits).
     """
     if now is None:
@@ -77,8 +94,9 @@ def new_task_id(now: datetime | None = None) -> str:
     micros = to_micros(now)
     with _last_lock:
         last_micros, last_tail = _last
-        if micros == last_micros and last_tail + 1 < _TAIL_LIMIT:
-            tail = last_tail + 1
+        step = _random_step()
+        if micros == last_micros and last_tail + step < _TAIL_LIMIT:
+            tail = last_tail + step
         else:
             # Half the tail space: room to count up from it before the next microsecond.
             tail = _random_tail()

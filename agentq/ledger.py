@@ -91,6 +91,11 @@ class TaskInfo(BaseModel):
     #: says why), ``void`` (the task was cancelled first); None while undecided.
     approval_status: str | None = None
     idempotency_key: str | None = None
+    #: The principal that enqueued it (an HTTP or MCP token's name, a Python
+    #: caller's ``by=``; ``local`` when none was given, and for tasks recorded
+    #: before owners existed); the runtime's own tasks (timers, notices,
+    #: webhooks) are ``agentq``.
+    created_by: str = "local"
     created_at: datetime
     updated_at: datetime
     started_at: datetime | None = None

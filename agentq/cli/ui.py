@@ -24,7 +24,8 @@ __all__ = ["register"]
 TOKEN_ENV = "AGENTQ_UI_TOKEN"
 #: Shortest token accepted from $AGENTQ_UI_TOKEN.
 MIN_TOKEN_CHARS = 16
-_SCOPES = {"read": ("read",), "approve": ("read", "approve"), "admin": ("admin",)}
+_SCOPES = {"read": ("read",), "approve": ("read", "approve"), "operate": ("operate",),
+           "admin": ("admin",)}  # fmt: skip
 
 
 def _port(text: str) -> int:

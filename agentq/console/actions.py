@@ -34,6 +34,7 @@ from agentq.errors import (
     IllegalTransition,
     TaskNotFound,
 )
+from agentq.server import access
 
 __all__ = ["routes"]
 
@@ -161,6 +162,9 @@ def routes(console: Console) -> list[Route]:
         tid = request.path_params["task_id"]
 
         def call(by: str, form: FormData) -> None:
+            if access.is_internal(rt.task(tid)):
+                # An approval's timer or notice changes only with its approval.
+                raise TaskNotFound(f"no task {tid!r} to cancel")
             rt.cancel(tid, _note(form) or f"cancelled by {by}", by=by)
 
         return call, console.url(request, "task", task_id=tid), f"cancelled {tid}"
@@ -250,7 +254,8 @@ def routes(console: Console) -> list[Route]:
               methods=["POST"], name="approve"),
         Route("/approvals/{approval_id}/reject", action("approve", reject),
               methods=["POST"], name="reject"),
-        Route("/tasks/{task_id}/cancel", action("admin", cancel), methods=["POST"], name="cancel"),
+        Route("/tasks/{task_id}/cancel", action("operate", cancel),
+              methods=["POST"], name="cancel"),
         Route("/tasks/{task_id}/resolve", action("admin", resolve),
               methods=["POST"], name="resolve"),
         Route("/dead-letters/{entry_id}/replay", action("admin", replay),

@@ -29,6 +29,7 @@ from agentq.approvals import ApprovalStatus
 from agentq.console import views
 from agentq.console.sessions import Session, SessionStore
 from agentq.runtime import Runtime
+from agentq.server import access
 from agentq.server.auth import Authenticator, Principal, Scope
 
 __all__ = ["COOKIE", "Console", "Who", "console_mount", "create_app", "mount_console"]
@@ -152,9 +153,9 @@ class Console:
         flashes = self.sessions.take_flashes(who.session.session_id) if who and who.session else []
         open_approvals = 0
         if who is not None:
+            shown = access.visible_approvals(self.runtime, who.principal, self.runtime.approvals())
             open_approvals = sum(
-                a.status in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED)
-                for a in self.runtime.approvals()
+                a.status in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED) for a in shown
             )
         html = self.templates.get_template(template).render(
             request=request,
@@ -215,5 +216,7 @@ def create_app(console: Console, *, path: str = "/console", api: bool = False) -
     if api:
         from agentq.server.app import create_app as create_api
 
-        return create_api(console.runtime, auth=console.auth, mounts=routes)
+        # A read-only console serves a read-only API: no approve or cancel by /v1.
+        return create_api(console.runtime, auth=console.auth, mounts=routes,
+                          read_only=console.read_only)  # fmt: skip
     return Starlette(routes=routes)

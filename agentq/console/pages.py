@@ -20,6 +20,7 @@ from agentq.console import views
 from agentq.console.app import HEADERS, Console, Who
 from agentq.errors import ApprovalError, TaskNotFound
 from agentq.ledger import TaskStatus
+from agentq.server import access
 
 __all__ = ["routes"]
 
@@ -31,12 +32,15 @@ BUSY_RETRY_MS = 10_000
 def routes(console: Console) -> list[Route]:
     """The page routes of ``console``."""
 
-    def page(build: Page) -> Callable[[Request], Any]:
+    def page(build: Page, *scopes: str) -> Callable[[Request], Any]:
+        """A page for principals with one of ``scopes`` (default: ``read``)."""
+        needed = scopes or ("read",)
+
         async def endpoint(request: Request) -> Response:
             who = await console.who(request)
             if who is None:
                 return console.to_login(request)
-            if not who.can("read"):
+            if not any(who.can(s) for s in needed):
                 return console.message(request, who, 403, "your token may not read the console")
             return await run_in_threadpool(build, request, who)
 
@@ -44,9 +48,10 @@ def routes(console: Console) -> list[Route]:
 
     def overview(request: Request, who: Who) -> Response:
         rt = console.runtime
+        shown = access.visible_tasks(who.principal, rt.tasks(), internal=True)
         return console.render(
             request, "overview.html", who,
-            queues=views.queue_figures(rt), counts=views.status_counts(rt.tasks()),
+            queues=views.queue_figures(rt), counts=views.status_counts(shown),
             dead=len(rt.dead_letters()), seq=0, now=rt.clock.now(),
         )  # fmt: skip
 
@@ -55,8 +60,10 @@ def routes(console: Console) -> list[Route]:
         status, tool, search = q.get("status", ""), q.get("tool", ""), q.get("q", "")
         if status and status not in {s.value for s in TaskStatus}:
             return console.message(request, who, 400, f"unknown status {status!r}")
-        rows, matched = views.task_rows(console.runtime, status=status, tool=tool, search=search)
-        tools = sorted({t.tool for t in console.runtime.tasks()})
+        rows, matched = views.task_rows(console.runtime, status=status, tool=tool, search=search,
+                                        principal=who.principal)  # fmt: skip
+        tools = sorted({t.tool for t in access.visible_tasks(
+            who.principal, console.runtime.tasks(), internal=True)})  # fmt: skip
         return console.render(
             request, "tasks.html", who, rows=rows, matched=matched, status=status, tool=tool,
             search=search, statuses=[s.value for s in TaskStatus], tools=tools,
@@ -65,13 +72,13 @@ def routes(console: Console) -> list[Route]:
     def task(request: Request, who: Who) -> Response:
         task_id = request.path_params["task_id"]
         try:
-            detail = views.task_detail(console.runtime, task_id)
+            detail = views.task_detail(console.runtime, task_id, who.principal)
         except (TaskNotFound, ApprovalError) as exc:
             return console.message(request, who, 404, str(exc))
         return console.render(request, "task.html", who, **detail)
 
     def approvals(request: Request, who: Who) -> Response:
-        open_, decided = views.approval_inbox(console.runtime)
+        open_, decided = views.approval_inbox(console.runtime, who.principal)
         return console.render(
             request, "approvals.html", who, open=open_, decided=decided,
             now=console.runtime.clock.now(),
@@ -121,7 +128,9 @@ def routes(console: Console) -> list[Route]:
         Route("/events", events, name="events"),
         Route("/tasks", page(tasks), name="tasks"),
         Route("/tasks/{task_id}", page(task), name="task"),
-        Route("/approvals", page(approvals), name="approvals"),
-        Route("/dead-letters", page(dead_letters), name="dead_letters"),
-        Route("/audit", page(audit), name="audit"),
+        # An approve-only token reads the approvals it may decide (issue 27 item 4).
+        Route("/approvals", page(approvals, "read", "approve"), name="approvals"),
+        # Everyone's dead letters (their arguments) and the whole audit: operators'.
+        Route("/dead-letters", page(dead_letters, "operate"), name="dead_letters"),
+        Route("/audit", page(audit, "operate"), name="audit"),
     ]

@@ -18,6 +18,8 @@ from agentq.approvals import ApprovalStatus
 from agentq.ledger import Tables, TaskInfo, TaskStatus
 from agentq.redact import REDACTED, is_secret_name, redact_data, redact_text
 from agentq.runtime import Runtime
+from agentq.server import access
+from agentq.server.auth import Principal
 
 __all__ = [
     "approval_inbox",
@@ -107,14 +109,23 @@ def _matches(task: TaskInfo, needle: str) -> bool:
 
 
 def task_rows(
-    rt: Runtime, *, status: str = "", tool: str = "", search: str = "", limit: int = TASK_PAGE
+    rt: Runtime,
+    *,
+    status: str = "",
+    tool: str = "",
+    search: str = "",
+    limit: int = TASK_PAGE,
+    principal: Principal | None = None,
 ) -> tuple[list[TaskInfo], int]:
     """Tasks matching the filters, newest first, at most ``limit``; and how many matched.
 
     ``search`` matches (case-insensitively) the id, tool, error, approval id,
     keys and the arguments' JSON text. An unknown ``status`` raises ValueError.
+    With ``principal``, only the tasks it may see (:mod:`agentq.server.access`).
     """
     tasks = rt.tasks(TaskStatus(status) if status else None, tool=tool or None)
+    if principal is not None:
+        tasks = access.visible_tasks(principal, tasks, internal=True)
     needle = search.strip().lower()[:SEARCH_CHARS]
     if needle:
         tasks = [t for t in tasks if _matches(t, needle)]
@@ -122,9 +133,12 @@ def task_rows(
     return tasks[:limit], len(tasks)
 
 
-def task_detail(rt: Runtime, task_id: str) -> dict[str, Any]:
-    """One task with what its page shows (TaskNotFound if there is none)."""
-    task = rt.task(task_id)
+def task_detail(rt: Runtime, task_id: str, principal: Principal | None = None) -> dict[str, Any]:
+    """One task with what its page shows (TaskNotFound if there is none, or if
+    ``principal`` may not see it)."""
+    task = rt.task(task_id) if principal is None else access.task_for(
+        rt, principal, task_id, internal=True
+    )
     raw = rt.backend.get_record(Tables.TASKS, task_id) or {}
     approval = rt.approval(task.approval_id) if task.approval_id else None
     dead = rt.backend.get_record(Tables.DEAD_LETTERS, task_id)
@@ -140,14 +154,19 @@ def task_detail(rt: Runtime, task_id: str) -> dict[str, Any]:
         "queue": raw.get("queue"),
         "approval": approval,
         "dead_letter": dead is not None,
+        "cancellable": principal is None or access.may_cancel_task(principal, task),
         "audit": rt.audit_log(target=task_id),
     }
 
 
-def approval_inbox(rt: Runtime) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def approval_inbox(
+    rt: Runtime, principal: Principal | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Open approvals (pending or escalated), longest waiting first; and the
-    most recently decided ones, newest first."""
+    most recently decided ones, newest first (with ``principal``, those it may see)."""
     approvals = rt.approvals()
+    if principal is not None:
+        approvals = access.visible_approvals(rt, principal, approvals)
     waiting = (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED)
     far_past = datetime.min.replace(tzinfo=UTC)
     decided = sorted(

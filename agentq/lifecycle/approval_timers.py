@@ -74,6 +74,7 @@ def plan(
         "remind": [r.total_seconds() for r in (rule.remind if rule else ())],
         "escalation": list(escalation or (tasks.BUILTIN_ESCALATION, tasks.ESCALATION_QUEUE)),
         "notify": list(notify) if notify else None,
+        "self_approval": bool(rule.self_approval) if rule else False,
     }
 
 

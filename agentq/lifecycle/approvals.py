@@ -22,7 +22,13 @@ from typing import Any
 from agentq import ordering
 from agentq.approvals import ApprovalInfo, ApprovalNotice, ApprovalStatus
 from agentq.backends import Transaction
-from agentq.errors import ApprovalChanged, ApprovalError, ApprovalNotFound, ApproverNotAllowed
+from agentq.errors import (
+    ApprovalChanged,
+    ApprovalError,
+    ApprovalNotFound,
+    ApproverNotAllowed,
+    SelfApprovalRefused,
+)
 from agentq.ledger import Tables
 from agentq.lifecycle import approval_timers, tasks
 from agentq.lifecycle.states import Event, next_approval_state
@@ -55,22 +61,25 @@ def request(
     idempotency_key: str | None = None,
     run_at: datetime | None = None,
     callback_url: str | None = None,
+    created_by: str = tasks.LOCAL,
+    fingerprint: str | None = None,
 ) -> ApprovalInfo:
     """Record a call that waits for a human, with its notification and timers
-    (``plan``: :func:`~agentq.lifecycle.approval_timers.plan`)."""
+    (``plan``: :func:`~agentq.lifecycle.approval_timers.plan`); ``created_by``
+    asked for it (the four-eyes rule of :func:`decide`)."""
     approval_id = f"apr_{os.urandom(16).hex()}"
     next_approval_state(approval_id, None, Event.REQUEST_APPROVAL)
     task = tasks.create(
         env, tx, tool=tool, queue=queue, args=args, kind="action",
         event=Event.REQUEST_APPROVAL, ordering_key=ordering_key,
         idempotency_key=idempotency_key, approval_id=approval_id, deliver=run_at,
-        callback_url=callback_url,
+        callback_url=callback_url, created_by=created_by, fingerprint=fingerprint,
     )  # fmt: skip
     rec: dict[str, Any] = {
         "approval_id": approval_id, "task_id": task["task_id"], "tool": tool, "args": args,
         "status": str(ApprovalStatus.PENDING), "reason": reason,
         "requested_at": tasks.iso(tx.now), "run_at": tasks.iso(run_at) if run_at else None,
-        "rule": plan.get("rule"), "plan": plan,
+        "rule": plan.get("rule"), "plan": plan, "created_by": created_by,
     }  # fmt: skip
     rec.update(approval_timers.schedule_level(env, tx, rec, 0))
     notice = ApprovalNotice(
@@ -168,6 +177,7 @@ def decide(
             f"{rec.get('level') or 0} of rule {rec.get('rule')!r} "
             f"(approvers: {', '.join(_deciders(rec))})"
         )
+    _check_four_eyes(approval_id, rec, by)
     task = tasks.read(tx, rec["task_id"])
     decided = {**rec, "status": status, "decided_at": tasks.iso(tx.now), "decided_by": by,
                "decision_note": note}  # fmt: skip
@@ -190,6 +200,24 @@ def decide(
     tx.put_record(Tables.APPROVALS, approval_id, decided)
     approval_timers.cancel_all(env, tx, rec, f"approval {status}")
     return new
+
+
+def _check_four_eyes(approval_id: str, rec: Mapping[str, Any], by: str) -> None:
+    """Nobody decides a call it enqueued itself, unless the rule says
+    ``self_approval = true``. An enqueuer of ``local`` (a Python caller that named
+    nobody, or ``--insecure-local``, where everyone is ``local``) is unknown: there
+    is no second pair of eyes to tell apart, so the rule does not apply."""
+    owner = rec.get("created_by")
+    if owner in (None, tasks.LOCAL) or owner != by:
+        return
+    if (rec.get("plan") or {}).get("self_approval"):
+        return
+    rule = rec.get("rule")
+    raise SelfApprovalRefused(
+        f"approval {approval_id!r}: {by!r} enqueued this call and may not decide it "
+        f"(four eyes; rule {rule!r} does not say self_approval = true)",
+        rule=None if rule is None else str(rule),
+    )
 
 
 def _deciders(rec: Mapping[str, Any]) -> list[str]:

@@ -60,6 +60,8 @@ __all__ = [
     "BUILTIN_REMINDER",
     "BUILTIN_TIMERS",
     "ESCALATION_QUEUE",
+    "LOCAL",
+    "RUNTIME",
     "Env",
     "approval_timer_ids",
     "cancel",
@@ -86,6 +88,10 @@ __all__ = [
     "swap_claimed",
 ]
 
+#: Who created a task when no one was named (a Python caller without ``by=``).
+LOCAL = "local"
+#: Who created the runtime's own tasks (timers, notifications, webhooks).
+RUNTIME = "agentq"
 #: Queue of the runtime's own timers (escalations and expiries without a tool).
 ESCALATION_QUEUE = "escalations"
 #: Tool name of an escalation timer when no escalation tool is installed.
@@ -120,6 +126,8 @@ def create(
     task_id: str | None = None,
     extra: Mapping[str, Any] | None = None,
     args_text: str | None = None,
+    created_by: str | None = None,
+    fingerprint: str | None = None,
 ) -> dict[str, Any]:
     """A new task (enqueue, schedule or request approval); sent if it may run.
 
@@ -135,7 +143,11 @@ def create(
     (:mod:`agentq.lifecycle.payloads`). The returned record carries ``args``
     either way; the stored one only when they are inline. ``after``: the
     unfinished tasks it waits on (checked by :func:`agentq.joins.pending_prerequisites`);
-    it is ``waiting`` until the last of them succeeds.
+    it is ``waiting`` until the last of them succeeds. ``created_by``: the
+    principal that asked for it (None for the runtime's own tasks: timers,
+    notifications, webhooks), recorded in the record's JSON (no column, so no
+    schema change on either backend). ``fingerprint``: the idempotency key's
+    digest of the whole request (:func:`agentq.idempotency.request_digest`).
     """
     if args_text is None:
         try:
@@ -166,6 +178,7 @@ def create(
         "updated_at": now,
         "next_attempt_at": iso(deliver) if deliver else None,
     }
+    rec["created_by"] = created_by or (LOCAL if kind == "action" else RUNTIME)
     if callback_url is not None:
         rec["callback_url"] = callback_url
     if http_idempotency_key is not None:
@@ -190,7 +203,8 @@ def create(
         checked_payload(rec)
     store_encoded(tx, task_id, encoded)
     if idempotency_key is not None:
-        remember(tx, idempotency_key, tool, args, task_id)
+        remember(tx, idempotency_key, tool, args, task_id, created_by=created_by,
+                 fingerprint=fingerprint)  # fmt: skip
     env.faults.hit("in_decision", task_id=task_id)
     rec["args"] = args  # for the caller; store() never writes it beside args_ref
     return rec

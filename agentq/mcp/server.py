@@ -46,6 +46,7 @@ from agentq.ledger import TaskInfo
 from agentq.mcp.task_methods import add_task_methods
 from agentq.mcp.tasks import RELATED_TASK_META, task_text, task_view
 from agentq.runtime import Runtime
+from agentq.server import access
 from agentq.server.auth import Principal, Scope
 from agentq.tools.registry import unknown_tool
 
@@ -235,7 +236,8 @@ def build_server(
         reason = f"mcp:{principal.name}"
         info = await anyio.to_thread.run_sync(
             lambda: rt.enqueue_action(
-                tool, args, idempotency_key=key, reason=reason, dedupe_key=dedupe_key
+                tool, args, idempotency_key=key, reason=reason, dedupe_key=dedupe_key,
+                by=principal.name,
             )
         )
         if not info.done and wait_seconds > 0 and info.status.value != "awaiting_approval":
@@ -248,22 +250,27 @@ def build_server(
         scope = _BUILTINS[tool][0]
         principal = caller(ctx, scope)
         if tool == "agentq_get_task":
-            return _result(await rt.atask(str(args["task_id"])))
+            return _result(await anyio.to_thread.run_sync(
+                access.task_for, rt, principal, str(args["task_id"])
+            ))  # fmt: skip
         if tool == "agentq_wait_task":
             timeout = float(args.get("timeout_seconds", wait_seconds))
             if not math.isfinite(timeout) or timeout < 0:
                 raise ValueError(f"timeout_seconds must be from 0 to {MAX_WAIT_SECONDS:g}")
             timeout = min(timeout, MAX_WAIT_SECONDS)
-            return _result(await rt.wait_async(str(args["task_id"]), timeout))
+            task_id = str(args["task_id"])
+            await anyio.to_thread.run_sync(access.task_for, rt, principal, task_id)
+            return _result(await rt.wait_async(task_id, timeout))
         if tool == "agentq_cancel_task":
             task_id = str(args["task_id"])
             return _result(await anyio.to_thread.run_sync(
-                lambda: rt.cancel(
-                    task_id, reason=f"cancelled over MCP by {principal.name}", by=principal.name
-                )
+                access.cancel_task, rt, principal, task_id,
+                f"cancelled over MCP by {principal.name}",
             ))  # fmt: skip
         if tool == "agentq_list_approvals":
-            pending = await anyio.to_thread.run_sync(rt.approvals)
+            pending = await anyio.to_thread.run_sync(
+                lambda: access.visible_approvals(rt, principal, rt.approvals())
+            )
             return _text({"approvals": [
                 a.model_dump(mode="json") for a in pending
                 if a.status.value in ("pending", "escalated")
@@ -313,10 +320,12 @@ def build_server(
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         try:
-            caller(ctx, Scope.READ)
+            principal = caller(ctx, Scope.READ)
             if not uri.startswith(_TASK_URI):
                 raise AgentQError(f"unknown resource {uri!r}")
-            info = await rt.atask(uri.removeprefix(_TASK_URI))
+            info = await anyio.to_thread.run_sync(
+                access.task_for, rt, principal, uri.removeprefix(_TASK_URI)
+            )
         except AgentQError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         return types.ReadResourceResult(contents=[types.TextResourceContents(

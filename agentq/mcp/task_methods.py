@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from agentq.errors import AgentQError
 from agentq.mcp.tasks import mcp_task
 from agentq.runtime import Runtime
+from agentq.server import access
 from agentq.server.auth import Principal, Scope
 
 __all__ = ["add_task_methods"]
@@ -47,14 +48,14 @@ def add_task_methods(
     async def get(
         ctx: ServerRequestContext[Any, Any], params: types.GetTaskRequestParams
     ) -> dict[str, Any]:
-        checked(ctx, Scope.READ)
-        return mcp_task(await _task(rt, params.task_id))
+        who = checked(ctx, Scope.READ)
+        return mcp_task(await _task(rt, who, params.task_id))
 
     async def result(
         ctx: ServerRequestContext[Any, Any], params: types.GetTaskPayloadRequestParams
     ) -> types.CallToolResult:
-        checked(ctx, Scope.READ)
-        await _task(rt, params.task_id)
+        who = checked(ctx, Scope.READ)
+        await _task(rt, who, params.task_id)
         return result_of(await rt.wait_async(params.task_id, max_wait))
 
     async def cancel(
@@ -64,7 +65,7 @@ def add_task_methods(
         task_id = params.task_id
         try:
             info = await anyio.to_thread.run_sync(
-                lambda: rt.cancel(task_id, reason=f"cancelled over MCP by {who.name}", by=who.name)
+                access.cancel_task, rt, who, task_id, f"cancelled over MCP by {who.name}"
             )
         except AgentQError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
@@ -75,8 +76,8 @@ def add_task_methods(
     server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, cancel)
 
 
-async def _task(rt: Runtime, task_id: str) -> Any:
+async def _task(rt: Runtime, who: Principal, task_id: str) -> Any:
     try:
-        return await rt.atask(task_id)
+        return await anyio.to_thread.run_sync(access.task_for, rt, who, task_id)
     except AgentQError as exc:
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None

@@ -6,7 +6,9 @@ HTTP API's authentication (:mod:`agentq.server.auth`) runs in front of the MCP
 session: every request needs ``Authorization: Bearer <token>`` from the tokens
 file, which names the principal and its scopes; anything else is a 401 before
 the MCP SDK sees it. ``InsecureLocal`` (``--insecure-local``) serves loopback
-clients only, without tokens, for development.
+clients only, without tokens, for development. A session is bound to the
+principal that opened it (:mod:`agentq.mcp.sessions`): another token on its id
+is a 404.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentq.errors import ConfigError
 from agentq.mcp.server import PrincipalLookup, build_server
+from agentq.mcp.sessions import SessionOwners
 from agentq.runtime import Runtime
 from agentq.server.auth import (
     Authenticator,
@@ -74,7 +77,7 @@ def http_app(
     server = build_server(rt, _from_request, wait_seconds=wait_seconds)
     app = server.streamable_http_app(streamable_http_path=path, host=host)
     return AuthenticationMiddleware(
-        _RequirePrincipal(app), backend=auth, on_error=auth_failed
+        _RequirePrincipal(SessionOwners(app)), backend=auth, on_error=auth_failed
     )
 
 

@@ -85,6 +85,11 @@ class ApprovalRule(_Strict):
     remind: tuple[timedelta, ...] = ()
     """Reminders before each level's deadline (``["24h", "1h"]``), sent through
     the notification tool; one whose time has already passed is skipped."""
+    self_approval: bool = False
+    """Whether the principal that enqueued a call may approve or reject it itself;
+    unset: never (four eyes), whatever its scopes. A call enqueued as ``local``
+    (a Python caller without ``by=``) has no known enqueuer, so the rule does not
+    apply to it."""
 
     @field_validator("escalate_after", "expire_after", mode="before")
     @classmethod

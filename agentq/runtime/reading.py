@@ -3,7 +3,7 @@ the audit log. Nothing here writes."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,8 +13,8 @@ from agentq.approvals import ApprovalInfo, ApprovalStatus
 from agentq.backends import Backend, Transaction
 from agentq.errors import ApprovalNotFound, TaskNotFound
 from agentq.ledger import Tables, TaskInfo, TaskStatus
+from agentq.lifecycle import approval_timers, audit, payloads
 from agentq.lifecycle import approvals as approval_events
-from agentq.lifecycle import audit, payloads
 from agentq.lifecycle.audit import AuditEntry
 from agentq.notebook.html import ApprovalList, TaskList
 from agentq.runtime.core import RuntimeCore
@@ -166,3 +166,11 @@ class ReadingMixin(RuntimeCore):
         if status is not None:
             out = [a for a in out if a.status == ApprovalStatus(status)]
         return ApprovalList(sorted(out, key=lambda a: a.requested_at))
+
+    def decidable_by(self, by: str, approvals: Iterable[ApprovalInfo]) -> set[str]:
+        """The ids of ``approvals`` whose rule lets ``by`` decide them (at their
+        level or an earlier one; anyone when the rule names no approvers),
+        whatever their status: what an ``approve``-only token may read."""
+        ids = [a.approval_id for a in approvals]
+        found = self.backend.read_records(Tables.APPROVALS, ids) if ids else {}
+        return {k for k, row in found.items() if approval_timers.may_decide(row.value, by)}

@@ -14,7 +14,10 @@ A body's ``dedupe_key`` collapses the same call into its key's pending task
 (:mod:`agentq.lifecycle.dedupe`): **200** with that task and the header
 ``Agentq-Collapsed: true``.
 
-Keys are scoped to the principal: two callers' equal keys are different calls.
+Keys are scoped to the principal: two callers' equal keys are different calls
+(:func:`stored_name`). The same key with the same arguments but other options
+(ordering key, reason, callback URL, dedupe key) is 422 too: the fingerprint is
+the whole request. ``Idempotency-Key: ""`` (the empty sf-string) is 400.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from agentq.server.state import read_json, server_state
 from agentq.tools.registry import unknown_tool
 from agentq.webhooks import check_callback_url
 
-__all__ = ["parse_idempotency_key", "routes"]
+__all__ = ["parse_idempotency_key", "routes", "stored_name"]
 
 _MAX_KEY = 255
 
@@ -45,12 +48,20 @@ def parse_idempotency_key(value: str | None) -> str | None:
     if value is None:
         return None
     key = value.strip()
-    if len(key) > 2 and key[0] == key[-1] == '"':
-        key = key[1:-1]
+    if len(key) >= 2 and key[0] == key[-1] == '"':
+        key = key[1:-1]  # an sf-string; '""' is the empty key, refused below
     if not key or len(key) > _MAX_KEY or not all(33 <= ord(c) <= 126 for c in key):
         raise Problem(400, "Invalid Idempotency-Key", f"1 to {_MAX_KEY} visible ASCII characters",
                       errors=[{"header": "Idempotency-Key", "detail": "invalid key"}])  # fmt: skip
     return key
+
+
+def stored_name(principal: str) -> str:
+    """The principal's name as the first part of a stored key: ``:`` (which names
+    may hold) escaped as ``%3A`` (which they may not), so ``bot:eu`` with key
+    ``42`` and ``bot`` with key ``eu:42`` are different keys. Names without ``:``
+    are unchanged (their keys stay what they were)."""
+    return principal.replace(":", "%3A")
 
 
 def _task_response(task: Any, status: int, collapsed: bool = False) -> Response:
@@ -86,7 +97,8 @@ async def enqueue(request: Request) -> Response:
         except InvalidArguments as exc:
             errors = [{"pointer": "/callback_url", "detail": str(exc)}]
             raise Problem(422, "Invalid callback_url", str(exc), errors=errors) from exc
-    stored_key = None if key is None else f"http:{principal.name}:{key}"
+    owner = stored_name(principal.name)
+    stored_key = None if key is None else f"http:{owner}:{key}"
     if stored_key is not None and stored_key in state.in_flight:
         raise Problem(409, "Request in progress",
                       "the first request with this Idempotency-Key is still being processed",
@@ -97,9 +109,9 @@ async def enqueue(request: Request) -> Response:
         submitted = await run_in_threadpool(
             rt.submit, name, body["args"], idempotency_key=stored_key,
             ordering_key=fields["ordering_key"], reason=fields["reason"],
-            callback_url=fields["callback_url"],
+            callback_url=fields["callback_url"], by=principal.name,
             dedupe_key=None if fields["dedupe_key"] is None
-            else f"http:{principal.name}:{fields['dedupe_key']}",
+            else f"http:{owner}:{fields['dedupe_key']}",
         )  # fmt: skip
     except IdempotencyConflict as exc:
         detail = str(exc).replace(repr(stored_key), repr(key))  # the caller's key, not ours

@@ -36,6 +36,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentq.errors import AgentQError, ConfigError
 from agentq.runtime import Runtime
@@ -66,6 +67,26 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return problem_response(Problem(500, "Internal error", type(exc).__name__))
 
 
+class _ReadOnly:
+    """Refuses every request to the API that is not a read (403 problem)."""
+
+    _READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        if (scope["type"] == "http" and scope["method"] not in self._READS
+                and (path == "/v1" or path.startswith("/v1/"))):  # fmt: skip
+            response = problem_response(
+                Problem(403, "Read-only", "this server is read-only: it changes nothing")
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def create_app(
     runtime: Runtime,
     *,
@@ -73,13 +94,16 @@ def create_app(
     mounts: Sequence[BaseRoute] = (),
     max_wait: float = 60.0,
     stream_seconds: float = 300.0,
+    read_only: bool = False,
 ) -> Starlette:
     """The HTTP API of ``runtime`` (routes in :mod:`agentq.server`'s docstring).
 
     ``auth`` is required: :class:`~agentq.server.auth.TokenAuth`, or
     :class:`~agentq.server.auth.InsecureLocal` for loopback development only.
     ``max_wait`` caps ``Prefer: wait=N``; ``stream_seconds`` how long one event
-    stream stays open (the client reconnects after).
+    stream stays open (the client reconnects after). ``read_only`` refuses every
+    request to ``/v1`` that could change state (any method but GET, HEAD and
+    OPTIONS) with 403, before routing: ``agentq ui --read-only --api``.
     """
     if not isinstance(auth, auth_module.Authenticator):
         raise ConfigError("create_app needs auth=TokenAuth(...) (or InsecureLocal() on loopback)")
@@ -95,6 +119,7 @@ def create_app(
         routes=routes,
         middleware=[
             Middleware(WithState, state=state),
+            *([Middleware(_ReadOnly)] if read_only else []),
             Middleware(AuthenticationMiddleware, backend=auth, on_error=auth_module.auth_failed),
         ],
         exception_handlers={

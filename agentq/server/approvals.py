@@ -11,6 +11,10 @@ not fit the tool's schema; 403 if the edited call falls under an approval rule
 whose approvers do not include the principal).
 The decision records the authenticated principal's name, never one from the
 request.
+
+Reading needs ``read`` (the approvals of the principal's own tasks), ``approve``
+(those it may decide) or ``operate`` (all); others are 404
+(:mod:`agentq.server.access`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentq.approvals import ApprovalInfo, ApprovalStatus
-from agentq.server.auth import Scope, require
+from agentq.server import access
+from agentq.server.auth import Scope, require, require_any
 from agentq.server.openapi import ApprovalDecision
 from agentq.server.problems import Problem, field_errors
 from agentq.server.state import read_json, server_state
@@ -94,20 +99,24 @@ def _approval_json(approval: ApprovalInfo) -> dict[str, Any]:
 
 async def list_approvals(request: Request) -> Response:
     state = server_state(request)
-    require(request, Scope.READ)
+    principal = require_any(request, Scope.READ, Scope.APPROVE)
     status = request.query_params.get("status")
     if status is not None and status not in {s.value for s in ApprovalStatus}:
         known = [s.value for s in ApprovalStatus]
         raise Problem(400, "Invalid status", f"status must be one of {known}",
                       errors=[{"parameter": "status", "detail": "unknown status"}])  # fmt: skip
-    found = await run_in_threadpool(state.runtime.approvals, status)
+    found = await run_in_threadpool(
+        lambda: access.visible_approvals(state.runtime, principal, state.runtime.approvals(status))
+    )
     return JSONResponse({"approvals": [_approval_json(a) for a in found]})
 
 
 async def get_approval(request: Request) -> Response:
     state = server_state(request)
-    require(request, Scope.READ)
-    approval = await run_in_threadpool(state.runtime.approval, _approval_id(request))
+    principal = require_any(request, Scope.READ, Scope.APPROVE)
+    approval = await run_in_threadpool(
+        access.approval_for, state.runtime, principal, _approval_id(request)
+    )
     return JSONResponse(_approval_json(approval), headers={"ETag": etag(approval)})
 
 

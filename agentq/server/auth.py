@@ -4,11 +4,17 @@ Every request is authenticated by Starlette's ``AuthenticationMiddleware``
 with the app's :class:`Authenticator`; routes then call :func:`require` with
 the scope they need. Scopes:
 
-* ``read`` — tasks, approvals, events, the OpenAPI document;
-* ``enqueue`` — ``POST /v1/tools/{tool}/actions``;
-* ``approve`` — approve or reject; the decision records the principal's name
-  (never a name the caller typed);
-* ``admin`` — everything (it implies the others), e.g. cancelling any task.
+* ``read`` — the principal's own tasks (and their approvals and events), the
+  OpenAPI document;
+* ``enqueue`` — ``POST /v1/tools/{tool}/actions``, and cancelling its own tasks;
+* ``approve`` — read, approve or reject the approvals it may decide; the
+  decision records the principal's name (never a name the caller typed);
+* ``operate`` — for the humans who run the queue: read and cancel everyone's
+  tasks, read every approval (it implies ``read``, not ``enqueue`` or ``approve``);
+* ``admin`` — everything (it implies the others).
+
+Who may see and change *which* task is :mod:`agentq.server.access`; docs/security.md
+has the table.
 
 No token, no access: a request without a valid ``Authorization: Bearer …``
 header gets 401. The only exception is :class:`InsecureLocal` (``agentq serve
@@ -73,6 +79,7 @@ __all__ = [
     "is_loopback",
     "new_token",
     "require",
+    "require_any",
 ]
 
 
@@ -82,6 +89,7 @@ class Scope(StrEnum):
     READ = "read"
     ENQUEUE = "enqueue"
     APPROVE = "approve"
+    OPERATE = "operate"
     ADMIN = "admin"
 
 
@@ -96,7 +104,10 @@ class Principal(BaseUser):
     scopes: frozenset[Scope] = field(default_factory=frozenset)
 
     def may(self, scope: Scope) -> bool:
-        return scope in self.scopes or Scope.ADMIN in self.scopes
+        """Whether it holds ``scope`` (``admin`` implies every scope, ``operate`` ``read``)."""
+        if scope in self.scopes or Scope.ADMIN in self.scopes:
+            return True
+        return scope is Scope.READ and Scope.OPERATE in self.scopes
 
     @property
     def is_authenticated(self) -> bool:
@@ -141,7 +152,7 @@ class Authenticator(AuthenticationBackend):
 
 
 def _credentials(principal: Principal) -> tuple[AuthCredentials, Principal]:
-    scopes = ALL_SCOPES if Scope.ADMIN in principal.scopes else principal.scopes
+    scopes = frozenset(s for s in ALL_SCOPES if principal.may(s))
     return AuthCredentials(sorted(scopes)), principal
 
 
@@ -221,12 +232,25 @@ def require(conn: HTTPConnection, scope: Scope) -> Principal:
     return user
 
 
+def require_any(conn: HTTPConnection, *scopes: Scope) -> Principal:
+    """The request's principal if it has one of ``scopes``; 401 or 403 otherwise
+    (the 403 names the first)."""
+    user = conn.scope.get("user")
+    if isinstance(user, Principal) and any(user.may(s) for s in scopes):
+        return user
+    return require(conn, scopes[0])
+
+
 def auth_failed(conn: HTTPConnection, exc: AuthenticationError) -> Response:
     """``on_error`` of the middleware: a bad token is a 401 problem."""
     return problem_response(Problem(
         401, "Authentication failed", str(exc),
         headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
     ))  # fmt: skip
+
+
+#: Owners no token may be (:mod:`agentq.server.access`).
+_RESERVED_NAMES = frozenset({"local", "agentq"})
 
 
 class _TokenEntry(BaseModel):
@@ -239,6 +263,10 @@ class _TokenEntry(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> _TokenEntry:
+        if self.name in _RESERVED_NAMES:
+            # Python callers without by= and --insecure-local are "local", the
+            # runtime's own tasks "agentq": a token of either name would own them.
+            raise ValueError(f"the name {self.name!r} is reserved")
         if (self.sha256 is None) == (self.env is None):
             raise ValueError("give exactly one of sha256 = ... or env = ...")
         return self

@@ -50,7 +50,7 @@ def register(
     token = subparsers.add_parser("token", help="make a bearer token for the HTTP API")
     token.add_argument("name", help="the principal (recorded on its approvals)")
     token.add_argument("--scope", action="append", required=True,
-                       choices=["read", "enqueue", "approve", "admin"])  # fmt: skip
+                       choices=["read", "enqueue", "approve", "operate", "admin"])  # fmt: skip
     token.add_argument("--append", metavar="FILE",
                        help="append the entry to this tokens file (created owner-only if "
                             "missing) and print only the token")  # fmt: skip

@@ -27,6 +27,7 @@ from agentq.errors import (
     IllegalTransition,
     InvalidArguments,
     PolicyViolation,
+    SelfApprovalRefused,
     TaskNotFound,
     ToolError,
     UnknownTool,
@@ -36,6 +37,7 @@ from agentq.redact import redact_text
 __all__ = [
     "PROBLEM_HANDLERS",
     "PROBLEM_JSON",
+    "SELF_APPROVAL_TYPE",
     "Problem",
     "argument_errors",
     "field_errors",
@@ -44,6 +46,8 @@ __all__ = [
 ]
 
 PROBLEM_JSON = "application/problem+json"
+#: The problem type of a refused self-approval (the four-eyes rule).
+SELF_APPROVAL_TYPE = "urn:agentq:problem:self-approval"
 
 
 class Problem(HTTPException):
@@ -121,6 +125,9 @@ def problem_for(exc: AgentQError) -> Problem:
         return Problem(412, "Approval changed", text)
     if isinstance(exc, ApprovalError) and text.startswith("no approval"):
         return Problem(404, "Approval not found", text)
+    if isinstance(exc, SelfApprovalRefused):
+        return Problem(403, "Self-approval refused (four eyes)", text, type=SELF_APPROVAL_TYPE,
+                       rule=exc.rule)  # fmt: skip
     if isinstance(exc, ApproverNotAllowed):
         return Problem(403, "Not an approver of this approval", text)
     if isinstance(exc, IllegalTransition):

@@ -8,6 +8,11 @@
   the task now and one at each change, ending when it is final.
 * ``GET /v1/tasks?status=&tool=&limit=`` — tasks, oldest first.
 * ``POST /v1/tasks/{id}:cancel`` — cancel an unfinished task (409 if final).
+
+Each answers only about tasks the principal may see (its own; everyone's with
+``operate`` or ``admin``), and never about the runtime's own timers, notices
+and webhooks: any other id is 404, as one that does not exist
+(:mod:`agentq.server.access`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentq.ledger import TaskStatus
-from agentq.server.auth import Scope, require
+from agentq.server import access
+from agentq.server.auth import Scope, require, require_any
 from agentq.server.problems import Problem
 from agentq.server.state import server_state
 
@@ -55,24 +61,24 @@ def _task_id(request: Request) -> str:
 
 async def get_task(request: Request) -> Response:
     state = server_state(request)
-    require(request, Scope.READ)
+    principal = require(request, Scope.READ)
     task_id = _task_id(request)
     wait = parse_prefer_wait(request.headers.get("prefer"))
     headers = {"Vary": "Prefer"}
+    task = await run_in_threadpool(access.task_for, state.runtime, principal, task_id)
     if wait:
         seconds = min(wait, int(state.max_wait))
         task = await state.runtime.wait_async(task_id, seconds)
         headers["Preference-Applied"] = f"wait={seconds}"
-    else:
-        task = await run_in_threadpool(state.runtime.task, task_id)
     return JSONResponse(task.model_dump(mode="json"), headers=headers)
 
 
 async def task_events(request: Request) -> Response:
     state = server_state(request)
-    require(request, Scope.READ)
+    principal = require(request, Scope.READ)
     task_id = _task_id(request)
-    await run_in_threadpool(state.runtime.task, task_id)  # 404 before the stream starts
+    # 404 before the stream starts (also for a task the principal may not see).
+    await run_in_threadpool(access.task_for, state.runtime, principal, task_id)
 
     async def events() -> AsyncIterator[dict[str, str]]:
         async for task in state.runtime.task_changes(task_id, state.stream_seconds):
@@ -84,7 +90,7 @@ async def task_events(request: Request) -> Response:
 
 async def list_tasks(request: Request) -> Response:
     state = server_state(request)
-    require(request, Scope.READ)
+    principal = require(request, Scope.READ)
     params = request.query_params
     status = params.get("status")
     if status is not None and status not in {s.value for s in TaskStatus}:
@@ -102,20 +108,22 @@ async def list_tasks(request: Request) -> Response:
     found = await run_in_threadpool(state.runtime.tasks, status)
     if tool is not None:
         found = [t for t in found if t.tool == tool]
+    found = access.visible_tasks(principal, found)
     page = found[: int(limit_text)]
     return JSONResponse({"tasks": [t.model_dump(mode="json") for t in page]})
 
 
 async def cancel_task(request: Request) -> Response:
     state = server_state(request)
-    principal = require(request, Scope.ENQUEUE)
+    principal = require_any(request, Scope.ENQUEUE, Scope.OPERATE)
     task_id = _task_id(request)
     task = await run_in_threadpool(
         functools.partial(
-            state.runtime.cancel,
+            access.cancel_task,  # the audit names the authenticated caller
+            state.runtime,
+            principal,
             task_id,
             f"cancelled by {principal.name} over HTTP",
-            by=principal.name,  # the audit names the authenticated caller
         )
     )
     return JSONResponse(task.model_dump(mode="json"))

@@ -43,8 +43,19 @@ TOKENS = {
     "alice": "alice-token-0123456789abcdef",
     "root": "root-token-0123456789abcdef",
     "viewer": "viewer-token-0123456789abcdef",
+    "agent": "agent-token-0123456789abcdef",
+    "carol": "carol-token-0123456789abcdef",
 }
-SCOPES = {"alice": {"read", "approve"}, "root": {"admin"}, "viewer": {"read"}}
+# The viewer watches the whole queue: since tasks have owners, that is the
+# ``operate`` scope (``read`` alone shows a principal its own tasks, as the
+# agent's does).
+SCOPES = {
+    "alice": {"read", "approve"},
+    "root": {"admin"},
+    "viewer": {"operate"},
+    "agent": {"read", "enqueue"},
+    "carol": {"approve"},
+}
 
 
 class PayArgs(BaseModel):

@@ -76,8 +76,10 @@ def test_agentq_ui_with_the_api_s_tokens_file_serves_both_and_audits_cli_decisio
     from agentq.server.auth import hash_token
 
     tokens = tmp_path / "tokens.toml"
+    # The audit page is for operators (it shows everyone's actions): dana operates.
     tokens.write_text(
-        f'[[tokens]]\nname = "dana"\nscopes = ["approve", "read"]\nsha256 = "{hash_token(TOKEN)}"\n'
+        f'[[tokens]]\nname = "dana"\nscopes = ["approve", "operate"]\n'
+        f'sha256 = "{hash_token(TOKEN)}"\n'
     )
     db = f"sqlite:///{tmp_path / 'ui.db'}"
     with Runtime(db, tools=ROOT / "tools", policies=ROOT / "policies") as rt:

@@ -39,7 +39,7 @@ task = rt.enqueue_action("t", {"x": 1})
 [span] = [s for s in exporter.get_finished_spans() if s.name == "agentq.enqueue t"]
 trace_id = format(span.context.trace_id, "032x")
 token = "trace-token-0123456789abcdef"
-auth = TokenAuth.from_tokens({token: Principal("ops", frozenset({Scope.READ}))})
+auth = TokenAuth.from_tokens({token: Principal("ops", frozenset({Scope.OPERATE}))})
 with TestClient(create_app(Console(rt, auth=auth))) as client:
     bearer = {"Authorization": f"Bearer {token}"}
     page = client.get(f"/console/tasks/{task.task_id}", headers=bearer)

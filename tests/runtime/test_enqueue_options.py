@@ -38,5 +38,6 @@ def test_the_async_path_passes_the_options_on(rt: Runtime, clock: FakeClock) -> 
     task = asyncio.run(rt.aenqueue_action("execute_refund", ARGS, **options))
     assert task.ordering_key == "order-1"
     assert rt.task(task.task_id).next_attempt_at == clock.now() + timedelta(seconds=60)
-    again = rt.submit("execute_refund", ARGS, idempotency_key="call-1")
+    # The retry asks the same (a key names the whole request, options too: issue 27).
+    again = rt.submit("execute_refund", ARGS, **options)
     assert again.task.task_id == task.task_id and not again.created

@@ -20,6 +20,7 @@ from agentq.server.auth import Principal, Scope
 from tests.surfaces.conftest import worker_thread
 
 CAROL = Principal("carol", frozenset({Scope.APPROVE, Scope.READ, Scope.ENQUEUE}))
+AGENT = Principal("refund-agent", frozenset({Scope.READ, Scope.ENQUEUE}))
 
 
 def run(coro: Any) -> Any:
@@ -27,11 +28,13 @@ def run(coro: Any) -> Any:
 
 
 def test_agentq_approve_with_args_runs_the_edited_call(rt: Runtime, api: DemoAPI) -> None:
-    server = build_server(rt, lambda _ctx: CAROL, wait_seconds=0)
+    caller = [AGENT]  # the agent asks; carol decides (four eyes: not her own call)
+    server = build_server(rt, lambda _ctx: caller[0], wait_seconds=0)
 
     async def scenario() -> tuple[Any, Any, Any]:
         async with Client(server) as client:
             asked = await client.call_tool("execute_refund", {"order_id": "o9", "amount": 800})
+            caller[0] = CAROL
             approval_id = asked.structured_content["approval_id"]
             bad = await client.call_tool(
                 "agentq_approve", {"approval_id": approval_id, "args": {"order_id": "o9"}}
@@ -40,6 +43,7 @@ def test_agentq_approve_with_args_runs_the_edited_call(rt: Runtime, api: DemoAPI
                 "approval_id": approval_id, "note": "half",
                 "args": {"order_id": "o9", "amount": 400},
             })  # fmt: skip
+            caller[0] = AGENT
             done = await client.call_tool(
                 "agentq_wait_task",
                 {"task_id": asked.structured_content["task_id"], "timeout_seconds": 20},

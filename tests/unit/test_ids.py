@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from datetime import UTC, datetime, timedelta
@@ -38,14 +39,25 @@ def test_random_ids_do_not_follow_time() -> None:
 
 
 def test_ids_of_one_microsecond_follow_each_other_in_the_order_made() -> None:
-    # Every task of a transaction shares its time: random tails would scatter a
-    # decision's thousand tasks across the table (and every batch's commit over
-    # as many pages); consecutive tails keep them on neighbouring pages.
+    # Every task of a transaction shares its time: unordered tails would interleave
+    # a decision's thousand tasks with each other's pages; ascending ones keep
+    # them in the order they were made, on neighbouring pages.
     now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     ids = [new_task_id(now) for _ in range(1000)]
-    tails = [int(i[18:], 16) for i in ids]
-    assert tails == list(range(tails[0], tails[0] + 1000))
+    assert ids == sorted(ids)
     assert {i[4:18] for i in ids} == {f"{to_micros(now):014x}"}
+
+
+def test_ids_of_one_microsecond_are_not_derivable_from_each_other() -> None:
+    # An approval's action, expiry, deadline and notification are made in one
+    # transaction: holding one id must not name the others (issue 27 item 1:
+    # they were the action's tail + 1, + 2, + 3).
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    tails = [int(new_task_id(now)[18:], 16) for _ in range(1000)]
+    steps = [b - a for a, b in itertools.pairwise(tails)]
+    assert all(step >= 1 for step in steps)
+    assert len(set(steps)) > 990  # random steps, not a counter
+    assert sum(step < 1 << 32 for step in steps) < 5  # about 48 bits to guess per id
 
 
 def test_an_earlier_time_gets_its_own_prefix_not_the_previous_ids() -> None:
