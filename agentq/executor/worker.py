@@ -62,7 +62,11 @@ class WorkerStats(Counter[str]):
     ``group_commits``, ``commit_failed``, ``crashed`` and ``receive_errors``.
     Long-lived receives (Spanner): ``receive_cancelled_full`` (a stream cancelled
     after the worker stayed full for ``full_wait`` seconds), ``expired_on_receipt``
-    (messages skipped, their lease gone on arrival); ``renew_errors``.
+    (messages skipped, their lease gone on arrival); ``renewed_on_receipt`` (a
+    lease with the renewal margin or less left, renewed before the claim),
+    ``released_short_lease`` (such a lease that could not be renewed: released
+    unstarted), ``stranded_prefetch`` (rows the stream leased ahead of the
+    handlers and the worker did not run: both kinds above); ``renew_errors``.
     """
 
 
