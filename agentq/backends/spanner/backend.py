@@ -118,6 +118,8 @@ class SpannerBackend:
         #: How long one long-lived RECEIVE of a worker lasts (seconds).
         self.receive_duration = receive_duration
         self._url = url
+        #: Queues seen to exist (:func:`~agentq.backends.spanner.not_found.queue_exists`).
+        self.existing_queues: set[str] = set()
         self._specs: dict[str, QueueSpec] = {}
         self._calls: set[Any] = set()
         self._lock = threading.Lock()
