@@ -51,6 +51,7 @@ start: schema changes on Spanner take long-running operations.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -81,6 +82,7 @@ from agentq.spec import QueueSpec, check_new_queue_name, validate_identifier
 __all__ = ["SpannerBackend"]
 
 T = TypeVar("T")
+log = logging.getLogger("agentq.backends.spanner")
 
 
 class SpannerBackend:
@@ -118,6 +120,8 @@ class SpannerBackend:
         #: How long one long-lived RECEIVE of a worker lasts (seconds).
         self.receive_duration = receive_duration
         self._url = url
+        #: Called by :meth:`close` to close the client's channels (set on open).
+        self.channel_closers: list[Callable[[], None]] = []
         #: Queues seen to exist (:func:`~agentq.backends.spanner.not_found.queue_exists`).
         self.existing_queues: set[str] = set()
         self._specs: dict[str, QueueSpec] = {}
@@ -281,6 +285,13 @@ class SpannerBackend:
         )
         closer.start()
         closer.join(2.0)
+        # The client's gRPC channels (data and admin API): left open, a process
+        # that opens and closes runtimes keeps one pair per open.
+        for close_channel in self.channel_closers:
+            try:
+                close_channel()
+            except Exception as exc:  # closing is best effort; nothing depends on it
+                log.debug("closing a Spanner channel failed: %r", exc)
 
     def __repr__(self) -> str:
         return f"SpannerBackend({self._url!r})"

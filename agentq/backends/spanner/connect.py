@@ -77,11 +77,16 @@ def open_spanner(url: str, clock: Clock | None, options: Mapping[str, Any]) -> S
     bound_deadlines(client.database_admin_api, config.timeout)
     _check_reachable(database.spanner_api, endpoint, config)
     backend_options = {"receive_duration": config.receive_duration, **dict(options)}
-    return SpannerBackend(
+    backend = SpannerBackend(
         database, url=config.safe_url, postgres=config.postgres, clock=clock,
         auto_ddl=config.auto_ddl, endpoint=endpoint, call_timeout=config.timeout,
         **backend_options,
     )  # fmt: skip
+    backend.channel_closers += [
+        database.spanner_api.transport.close,
+        client.database_admin_api.transport.close,
+    ]
+    return backend
 
 
 def bound_deadlines(api: Any, timeout: float) -> None:
