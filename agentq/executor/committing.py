@@ -16,6 +16,7 @@ import logging
 import queue as queue_mod
 
 from agentq.backends import EncodedFields
+from agentq.backends.tags import tagged
 from agentq.decision import Decision
 from agentq.errors import BackendUnavailable, MessageNotFound, TransactionAborted
 from agentq.executor.holds import Holds
@@ -81,12 +82,19 @@ class Committing(WorkerState):
                 lifecycle.store_fields(tx.tx, finals)
             return labels
 
-        try:
-            labels = self.runtime.transact(apply_all)
-            self._count("group_commits")
-        except Exception:
-            # One transaction per outcome; each is tried whatever the others did.
-            labels = [self._commit_each(o) for o in real]
+        tools = {str(o.inflight.record.get("tool")) for o in real}
+        queues = {o.inflight.queue for o in real}
+        with tagged(  # Spanner's transaction statistics show what committed
+            "complete",
+            tool=tools.pop() if len(tools) == 1 else None,
+            queue=queues.pop() if len(queues) == 1 else None,
+        ):
+            try:
+                labels = self.runtime.transact(apply_all)
+                self._count("group_commits")
+            except Exception:
+                # One transaction per outcome; each is tried whatever the others did.
+                labels = [self._commit_each(o) for o in real]
         for label in labels:
             if label:
                 self._count(label)

@@ -41,6 +41,7 @@ from dataclasses import replace
 from typing import Any
 
 from agentq.backends import LEASE_SECONDS, Message
+from agentq.backends.tags import tagged
 from agentq.errors import DatabaseNotWritable
 from agentq.executor.lease_clock import StreamLeaseClock
 from agentq.executor.state import WorkerState
@@ -280,7 +281,8 @@ class Receiving(WorkerState):
         with self._lock:
             self._outstanding += len(batch)
         try:
-            runnable = self.admission.claim(batch)
+            with tagged("claim", queue=batch[0].queue if batch else None):
+                runnable = self.admission.claim(batch)
         except DatabaseNotWritable:
             self._done(len(batch))
             raise

@@ -35,6 +35,7 @@ from agentq.backends.base import Transaction
 from agentq.backends.spanner.api_errors import api_error
 from agentq.backends.spanner.not_found import not_a_stale_ack, queue_exists
 from agentq.backends.spanner.transaction import SpannerTransaction
+from agentq.backends.tags import current_tag, make_tag
 from agentq.errors import (
     AgentQError,
     BackendUnavailable,
@@ -85,7 +86,10 @@ def transact(backend: SpannerBackend, fn: Callable[[Transaction], T]) -> T:
 
     try:
         return backend.database.run_in_transaction(  # type: ignore[no-any-return]
-            _committing(work), timeout_secs=backend.transaction_timeout
+            _committing(work),
+            timeout_secs=backend.transaction_timeout,
+            # Found in Spanner's transaction and lock statistics (agentq.backends.tags).
+            transaction_tag=current_tag() or make_tag("transact"),
         )
     except _CommitFailed as wrapped:
         raise _commit_error(wrapped.error, state.get("tx"), backend) from wrapped.error
