@@ -264,6 +264,9 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
         check = getattr(self.runtime.backend, "sizing_warnings", None)
         for warning in check(self.queues) if check else ():
             log.warning("sizing: %s", warning)  # a limit of the database this would exceed
+        shapes = getattr(self.runtime.backend, "check_queue_shapes", None)
+        if shapes is not None:  # Spanner: a queue of another shape fails every send
+            shapes(self.queues)
         heartbeat = Heartbeat(  # checks its settings before anything starts
             self, self.heartbeat_interval, self.stats_interval, worker_id=self.worker_id,
             # Unset: 30 s, or three beats if they are further apart than 10 s.

@@ -73,6 +73,7 @@ from agentq.backends.spanner.dialect import Dialect
 from agentq.backends.spanner.inspection import queue_stats
 from agentq.backends.spanner.leases import renew_leases
 from agentq.backends.spanner.receiving import ReceiveStream
+from agentq.backends.spanner.shape import check_shape
 from agentq.backends.spanner.sizing import sizing_warnings
 from agentq.backends.spanner.transact import transact
 from agentq.clock import Clock, SystemClock
@@ -175,7 +176,20 @@ class SpannerBackend:
             ) from exc
         except API_ERRORS as exc:
             raise api_error(exc, "applying DDL", self.endpoint) from exc
-        record_specs(self, list(specs) if specs is not None else list(self._specs.values()))
+        applied = list(specs) if specs is not None else list(self._specs.values())
+        for spec in applied:  # IF NOT EXISTS left a queue of another shape as it was
+            check_shape(self, spec)
+        record_specs(self, applied)
+
+    def check_queue_shapes(self, queues: Sequence[str]) -> None:
+        """Raise :class:`~agentq.errors.ConfigError` if a queue in the database has
+        another shape than its spec (a worker checks its queues when it starts)."""
+        for name in queues:
+            try:
+                spec = self.queue_spec(name)
+            except QueueNotFound:
+                continue  # not created yet: nothing to compare
+            check_shape(self, spec)
 
     def queue_spec(self, name: str) -> QueueSpec:
         """The spec of a queue declared here or recorded in the database by ``init``."""
