@@ -4,7 +4,9 @@ Several tasks' result + ledger + ack share one transaction (up to
 ``group_commit``). When that transaction fails (typically one ack finds its
 message gone: a stale run, or a task cancelled while it ran) the committer
 falls back to one transaction per outcome, so a stale task never discards
-another task's result. What each outcome writes is
+another task's result; each of those is tried even when an earlier one failed
+for a reason the committer did not expect (that one counts as
+``commit_failed`` and is redelivered). What each outcome writes is
 :func:`~agentq.executor.outcomes.apply_outcome`.
 """
 
@@ -14,6 +16,7 @@ import logging
 import queue as queue_mod
 
 from agentq.backends import EncodedFields
+from agentq.backends.tags import tagged
 from agentq.decision import Decision
 from agentq.errors import BackendUnavailable, MessageNotFound, TransactionAborted
 from agentq.executor.holds import Holds
@@ -79,14 +82,19 @@ class Committing(WorkerState):
                 lifecycle.store_fields(tx.tx, finals)
             return labels
 
-        try:
-            labels = self.runtime.transact(apply_all)
-            self._count("group_commits")
-        except Exception:
-            if len(real) == 1:
-                labels = [self._commit_alone(real[0])]
-            else:
-                labels = [self._commit_alone(o) for o in real]
+        tools = {str(o.inflight.record.get("tool")) for o in real}
+        queues = {o.inflight.queue for o in real}
+        with tagged(  # Spanner's transaction statistics show what committed
+            "complete",
+            tool=tools.pop() if len(tools) == 1 else None,
+            queue=queues.pop() if len(queues) == 1 else None,
+        ):
+            try:
+                labels = self.runtime.transact(apply_all)
+                self._count("group_commits")
+            except Exception:
+                # One transaction per outcome; each is tried whatever the others did.
+                labels = [self._commit_each(o) for o in real]
         for label in labels:
             if label:
                 self._count(label)
@@ -96,6 +104,16 @@ class Committing(WorkerState):
             self.finished += 1
             log_task_finished(inf.task_id, inf.record["tool"], inf.key[1], label,
                               self.clock.monotonic() - inf.started, o.exc)  # fmt: skip
+
+    def _commit_each(self, outcome: Outcome) -> str:
+        """:meth:`_commit_alone`, and ``commit_failed`` for anything it did not
+        expect: an exception leaving the fallback part way would leave the group's
+        later completions uncommitted, to run again once their leases expire."""
+        try:
+            return self._commit_alone(outcome)
+        except Exception:
+            log.exception("could not commit %s; it will be redelivered", outcome.inflight.task_id)
+            return "commit_failed"
 
     def _commit_alone(self, outcome: Outcome) -> str:
         rt = self.runtime

@@ -37,8 +37,9 @@ class Inflight:
     deadline: float | None = None  # set when the handler starts
     timed_out: bool = False
     lost: bool = False
-    # This machine's monotonic time when the current lease was granted (receipt of
-    # the message, or the sending of the renewal that extended it): renewals are
+    # This machine's monotonic time when the current lease was granted (estimated
+    # pessimistically at receipt, see agentq.executor.lease_clock, or the sending
+    # of the renewal that extended it): renewals are
     # scheduled from it, not from the server's expiry read against a skewed clock.
     leased_at: float | None = None
     # A timed-out sync handler's thread was abandoned and a fresh one took its slot.

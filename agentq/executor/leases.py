@@ -6,7 +6,9 @@ into their 10 s, and hands handlers that overran their tool's timeout to
 :meth:`~agentq.executor.running.Running._give_up`.
 
 The schedule is read on this machine's monotonic clock from when the lease was
-granted (receipt, or the sending of the renewal that extended it): the server's
+granted (the receive stage's pessimistic estimate of the grant, see
+:mod:`agentq.executor.lease_clock`, or the sending of the renewal that extended
+it): the server's
 expiry compared with a local wall clock 2 s behind would renew 2 s late. A
 renewal that fails (the database unreachable, a dropped connection) leaves the
 lease as it was and is tried again on the next tick; only an answer saying the

@@ -19,7 +19,11 @@ is cancelled (counted as ``receive_cancelled_full``): rows the server already
 sent on it are then redelivered after their leases expire, instead of waiting
 in the client's buffer while their leases run out unseen. A message whose lease
 had already expired when it arrived is skipped (``expired_on_receipt``), as the
-documents' Go sample does. On stop, open streams are cancelled so the worker
+documents' Go sample does. A lease counts from when it was granted, estimated
+pessimistically (:mod:`agentq.executor.lease_clock`), not from when the row was
+read: one with ``renew_margin`` or less left is renewed before it is claimed,
+or released unstarted if that fails (``released_short_lease``); both kinds are
+counted as ``stranded_prefetch``. On stop, open streams are cancelled so the worker
 does not wait for the end of a 20-minute RECEIVE.
 
 A database that refuses writes (:class:`~agentq.errors.DatabaseNotWritable`:
@@ -33,10 +37,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from typing import Any
 
-from agentq.backends import Message
+from agentq.backends import LEASE_SECONDS, Message
+from agentq.backends.tags import tagged
 from agentq.errors import DatabaseNotWritable
+from agentq.executor.lease_clock import StreamLeaseClock
 from agentq.executor.state import WorkerState
 
 __all__ = ["Receiving"]
@@ -121,9 +128,14 @@ class Receiving(WorkerState):
                     max_duration=duration,
                 )
                 self._track_stream(stream)
-                for batch in stream:
+                batches, lease_clock = iter(stream), StreamLeaseClock(self.clock)
+                while True:
+                    try:
+                        batch, since = lease_clock.read(batches)
+                    except StopIteration:
+                        break
                     failures = 0
-                    self._dispatch_fresh(batch)
+                    self._dispatch_fresh(batch, since)
                     if stop.is_set():
                         break
                     if not self._wait_room(1, stop, self.full_wait):
@@ -148,14 +160,58 @@ class Receiving(WorkerState):
                     if close is not None:
                         close()
 
-    def _dispatch_fresh(self, batch: list[Message]) -> None:
-        """Dispatch a batch minus the messages whose lease expired before arrival."""
-        received = self.clock.monotonic()
-        now = self.clock.now()
-        fresh = [m for m in batch if m.lease_expiry > now]
+    def _dispatch_fresh(self, batch: list[Message], since: float | None = None) -> None:
+        """Dispatch a streamed batch, its leases counted from ``since`` (the stream's
+        estimate of their grant, see :mod:`agentq.executor.lease_clock`) or the
+        server's expiry, whichever is earlier. A message whose lease is gone is
+        skipped (``expired_on_receipt``); one with ``renew_margin`` or less left is
+        renewed before it is claimed, and released unstarted if that fails
+        (``released_short_lease``). Both count as ``stranded_prefetch``: leased by
+        the stream ahead of a free handler, and not run."""
+        mono = self.clock.monotonic()
+        lease_clock = StreamLeaseClock(self.clock)
+        since = mono if since is None else since
+        granted = {m.lease_token: lease_clock.granted_at(m, since) for m in batch}
+        fresh = [m for m in batch if LEASE_SECONDS - (mono - granted[m.lease_token]) > 0]
         self._count("expired_on_receipt", len(batch) - len(fresh))
+        short = [
+            m for m in fresh if LEASE_SECONDS - (mono - granted[m.lease_token]) <= self.renew_margin
+        ]
+        if short:
+            renewed = self._renew_on_receipt(short, granted)
+            dropped = {m.lease_token for m in short} - renewed.keys()
+            fresh = [renewed.get(m.lease_token, m) for m in fresh if m.lease_token not in dropped]
+        self._count("stranded_prefetch", len(batch) - len(fresh))
         if fresh:
-            self._dispatch(fresh, received=received)
+            self._dispatch(fresh, received=granted)
+
+    def _renew_on_receipt(
+        self, short: list[Message], granted: dict[str, float]
+    ) -> dict[str, Message]:
+        """Renew ``short`` leases at once: the renewed messages by their old token
+        (``granted`` gets their new tokens' grant times); the rest are released."""
+        sent_at = self.clock.monotonic()
+        try:
+            rows = self.runtime.backend.renew(short[0].queue, [m.lease_token for m in short])
+        except Exception as exc:
+            # Outcome unknown, and too little lease left to find out on a later
+            # tick: not started, so a redelivery cannot run it twice.
+            self._count("renew_errors")
+            log.warning("renewing %d short lease(s) on receipt failed (%r)", len(short), exc)
+            rows = []
+        by_old = {r.old_token: r for r in rows if r.new_token is not None}
+        out: dict[str, Message] = {}
+        for m in short:
+            row = by_old.get(m.lease_token)
+            if row is None or row.new_token is None:
+                self._count("released_short_lease")
+                continue
+            out[m.lease_token] = replace(
+                m, lease_token=row.new_token, lease_expiry=row.lease_expiry
+            )
+            granted[row.new_token] = sent_at  # the server extended it after this moment
+            self._count("renewed_on_receipt")
+        return out
 
     def _wait_room(self, n: int, stop: threading.Event, timeout: float | None) -> bool:
         """Wait until ``n`` more tasks fit (False on stop or after ``timeout`` s)."""
@@ -217,11 +273,16 @@ class Receiving(WorkerState):
                     self._lock.wait(0.05)
         return handled
 
-    def _dispatch(self, batch: list[Message], received: float | None = None) -> None:
+    def _dispatch(
+        self, batch: list[Message], received: float | dict[str, float] | None = None
+    ) -> None:
+        """Claim ``batch`` and queue what may run; ``received`` is when the leases
+        were granted (by lease token, or one time for all) on the monotonic clock."""
         with self._lock:
             self._outstanding += len(batch)
         try:
-            runnable = self.admission.claim(batch)
+            with tagged("claim", queue=batch[0].queue if batch else None):
+                runnable = self.admission.claim(batch)
         except DatabaseNotWritable:
             self._done(len(batch))
             raise
@@ -232,7 +293,9 @@ class Receiving(WorkerState):
         self._done(len(batch) - len(runnable))
         with self._lock:
             for inflight in runnable:
-                inflight.leased_at = received
+                inflight.leased_at = (
+                    received.get(inflight.token) if isinstance(received, dict) else received
+                )
                 self._inflight[inflight.task_id] = inflight
         for inflight in self._batched(runnable):
             self._work.put(inflight)

@@ -62,7 +62,11 @@ class WorkerStats(Counter[str]):
     ``group_commits``, ``commit_failed``, ``crashed`` and ``receive_errors``.
     Long-lived receives (Spanner): ``receive_cancelled_full`` (a stream cancelled
     after the worker stayed full for ``full_wait`` seconds), ``expired_on_receipt``
-    (messages skipped, their lease gone on arrival); ``renew_errors``.
+    (messages skipped, their lease gone on arrival); ``renewed_on_receipt`` (a
+    lease with the renewal margin or less left, renewed before the claim),
+    ``released_short_lease`` (such a lease that could not be renewed: released
+    unstarted), ``stranded_prefetch`` (rows the stream leased ahead of the
+    handlers and the worker did not run: both kinds above); ``renew_errors``.
     """
 
 
@@ -260,6 +264,9 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
         check = getattr(self.runtime.backend, "sizing_warnings", None)
         for warning in check(self.queues) if check else ():
             log.warning("sizing: %s", warning)  # a limit of the database this would exceed
+        shapes = getattr(self.runtime.backend, "check_queue_shapes", None)
+        if shapes is not None:  # Spanner: a queue of another shape fails every send
+            shapes(self.queues)
         heartbeat = Heartbeat(  # checks its settings before anything starts
             self, self.heartbeat_interval, self.stats_interval, worker_id=self.worker_id,
             # Unset: 30 s, or three beats if they are further apart than 10 s.

@@ -160,9 +160,9 @@ def test_a_worker_that_stays_full_cancels_the_stream_and_reissues_when_it_has_ro
         rt.close()
 
 
-def _filling(worker: Any, dispatch: Callable[[list[Message]], None]) -> Callable[..., None]:
-    def run(batch: list[Message]) -> None:
-        dispatch(batch)
+def _filling(worker: Any, dispatch: Callable[..., None]) -> Callable[..., None]:
+    def run(batch: list[Message], *since: float) -> None:
+        dispatch(batch, *since)
         with worker._lock:
             if not worker.stats["receive_cancelled_full"]:
                 worker._outstanding = worker.capacity  # every slot taken
@@ -261,5 +261,70 @@ def test_a_one_shot_receive_hands_over_every_batch_of_the_call(tmp_path: Path) -
         backend.stream = lambda queue, max_batch_size=1, max_duration=0.0: iter(list(batches))
         assert len(worker._receive("payments", 2, 0.0)) == 3
         assert len(worker._receive("payments", 2, 1.0)) == 2  # a waiting receive: first batch
+    finally:
+        rt.close()
+
+
+# -- a lease counted from its grant, not its receipt (issue 29, defect 1) ---------------------
+
+
+def _leased(clock: Any, token: str, left: float) -> Message:
+    return Message(queue="payments", key=("t-" + token, 1), payload={},
+                   deliver_time=clock.now(), lease_token=token,
+                   lease_expiry=clock.now() + timedelta(seconds=left),
+                   last_in_batch=True)  # fmt: skip
+
+
+def test_a_buffered_lease_counts_from_its_grant_and_a_short_one_is_renewed_or_released(
+    tmp_path: Path,
+) -> None:
+    """Rows read 3 s and 8.5 s after the stream's first answer: the first keeps
+    7 s (not 10) of lease; the second has 1.5 s, under the renewal margin, so it
+    is renewed before it is claimed, or, when the renewal finds it gone, released
+    unstarted and counted as stranded prefetch."""
+    from agentq.executor.lease_clock import StreamLeaseClock
+
+    clock = _Clock()
+    rt, backend = _runtime(tmp_path, lambda: ScriptedStream([]))
+    try:
+        worker = rt.worker(queues=["payments"], concurrency=1)
+        worker.clock = clock  # type: ignore[assignment]
+        dispatched: list[tuple[list[Message], Any]] = []
+        worker._dispatch = lambda b, received=None: dispatched.append((b, received))  # type: ignore[method-assign]
+        renewals: list[list[str]] = []
+
+        def renew(queue: str, tokens: list[str]) -> list[Renewal]:
+            renewals.append(list(tokens))
+            return [Renewal(t, t + "-new", clock.now() + timedelta(seconds=10)) for t in tokens]
+
+        backend.renew = renew
+        stream = iter([[_leased(clock, "a", 10)], [_leased(clock, "b", 10)]])
+        lease_clock = StreamLeaseClock(clock)  # type: ignore[arg-type]
+        first, since = lease_clock.read(stream)
+        worker._dispatch_fresh(first, since)
+        clock.mono += 3  # the second row waited in the buffer (the server's expiry
+        # says 10 s left: its clock runs ahead of ours)
+        second, since_b = lease_clock.read(stream)
+        assert since_b == since  # buffered: granted no earlier than the first answer
+        worker._dispatch_fresh(second, since_b)
+        (_, _), (_, got_b) = dispatched
+        assert LEASE_SECONDS - (clock.mono - got_b["b"]) == pytest.approx(7.0)
+        assert renewals == []
+
+        clock.mono += 5.5  # a third row, 8.5 s after the grant: 1.5 s left
+        dispatched.clear()
+        worker._dispatch_fresh([_leased(clock, "c", 1.5)], since)
+        assert renewals == [["c"]]
+        ((batch, got_c),) = dispatched
+        assert [m.lease_token for m in batch] == ["c-new"] and got_c["c-new"] == clock.mono
+        assert worker.stats["renewed_on_receipt"] == 1
+
+        backend.renew = lambda q, t: [Renewal(x, None, clock.now()) for x in t]  # acked meanwhile
+        dispatched.clear()
+        worker._dispatch_fresh([_leased(clock, "d", 1.0), _leased(clock, "e", 0.0)], since)
+        assert dispatched == []
+        assert worker.stats["released_short_lease"] == 1
+        assert worker.stats["expired_on_receipt"] == 1
+        assert worker.stats["stranded_prefetch"] == 2
     finally:
         rt.close()

@@ -74,8 +74,17 @@ class _GrpcStatus(
     pass
 
 
-def rpc_status(code: grpc.StatusCode, message: str, retry_delay_s: float | None = None) -> Any:
+def rpc_status(
+    code: grpc.StatusCode,
+    message: str,
+    retry_delay_s: float | None = None,
+    details: Iterable[Any] = (),
+) -> Any:
+    """A status to abort with; ``details`` (``google.rpc`` messages, e.g.
+    ``ResourceInfo``) travel packed in ``grpc-status-details-bin``."""
     st = status_pb2.Status(code=code.value[0], message=message)
+    for detail in details:
+        st.details.add().Pack(detail)
     md = [("grpc-status-details-bin", st.SerializeToString())]
     if retry_delay_s is not None:
         secs = int(retry_delay_s)

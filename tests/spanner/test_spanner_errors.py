@@ -31,7 +31,10 @@ def _update(backend: SpannerBackend) -> str:
 def test_not_found_naming_a_table_at_commit_is_not_message_not_found(
     backend: SpannerBackend, svc: Any
 ) -> None:
+    """Told by the queue's absence (checked once), not by the wording (issue 29)."""
     backend.create_queue(Q)
+    gone = rpc_status(grpc.StatusCode.INVALID_ARGUMENT, "Table not found: UserTasks")
+    svc.on_sql(r"^SELECT 1 FROM UserTasks LIMIT 1$", error=gone)
     svc.mock_spanner.add_error(
         "Commit", rpc_status(grpc.StatusCode.NOT_FOUND, "Table not found: UserTasks")
     )

@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentq.clock import Clock
-
 from .emulator import INSTANCE, PROJECT, Emulator, find_emulator
+from .timekeeping import QueueClock
 
 if TYPE_CHECKING:
     from .interposer import Interposer
@@ -93,7 +92,7 @@ class EmulatorDatabase:
         """The same database without the interposer (no queues there)."""
         return self.env.url(self.database_id, self.postgres, through_interposer=False)
 
-    def use_clock(self, clock: Clock) -> None:
+    def use_clock(self, clock: QueueClock) -> None:
         self.env.interposer.use_clock(self.database_id, clock)
 
     def client_database(self) -> object:

@@ -25,10 +25,12 @@ the Spanner docs, ``/work/shared/seeds/001``):
 Only the documented statement shapes are translated: anything else goes to
 the emulator, which rejects a wrong function name, column or argument.
 
-Time (delivery, leases, backoff) runs on one :class:`~agentq.clock.Clock` per
-database, Spanner's own clock unless a test registers a ``FakeClock``. Where
-Spanner's behaviour is unpublished the stand-in chooses: redelivery waits
-agentq's :class:`~agentq.backends.RedeliveryPolicy` after an expiry, the PG
+Time (delivery, leases, backoff) runs on one clock per database, Spanner's own
+(the system clock) unless a test registers a fake one. The lease length and the
+redelivery backoff are the stand-in's own, from the documents
+(:mod:`.timekeeping`), never agentq's: the stand-in imports nothing from agentq
+(``test_standin_independence.py`` checks it). Where Spanner's behaviour is
+unpublished the stand-in chooses: the backoff's first delay and growth, the PG
 RECEIVE's second argument is ignored, tokens live in this process's memory.
 """
 
@@ -47,12 +49,10 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.struct_pb2 import ListValue, Value
 from google.rpc.error_details_pb2 import RetryInfo
 
-from agentq.backends import LEASE_SECONDS
-from agentq.clock import Clock
-
 from .emulator import database_path
 from .leases import Leases
 from .queue_sql import QueueDef, Rejected, parse_ts, queue_statement, translate_ddl, ts
+from .timekeeping import LEASE_SECONDS, QueueClock
 
 _SPANNER = "/google.spanner.v1.Spanner/"
 _STREAMING = {_SPANNER + m for m in ("ExecuteStreamingSql", "StreamingRead", "BatchWrite")}
@@ -95,7 +95,7 @@ class Interposer:
         self._server.stop(grace=None)
         self._channel.close()
 
-    def use_clock(self, database_id: str, clock: Clock) -> None:
+    def use_clock(self, database_id: str, clock: QueueClock) -> None:
         """Run the queues of this database on ``clock`` (as if it were Spanner's)."""
         self.leases.clocks[database_path(database_id)] = clock
 

@@ -5,6 +5,7 @@ emulator, through a google-cloud-spanner client of their own. A lease is four
 columns of the backing row (``emu_lease_token``, ``emu_lease_expiry``,
 ``emu_visible_at``, ``emu_deliveries``); tokens are also kept here, so that an
 acknowledged message's unexpired token can still be answered (NULL new token).
+Lease length and backoff are the stand-in's own (:mod:`.timekeeping`).
 Part of the stand-in to delete with ``interposer.py``.
 """
 
@@ -20,10 +21,8 @@ from google.cloud.spanner_v1 import param_types
 from google.cloud.spanner_v1.keyset import KeySet
 from google.cloud.spanner_v1.types import type as type_pb
 
-from agentq.backends import LEASE_SECONDS, RedeliveryPolicy
-from agentq.clock import Clock, SystemClock
-
 from .queue_sql import QueueDef
+from .timekeeping import LEASE_SECONDS, Backoff, QueueClock, RealClock, is_real
 
 _Code = type_pb.TypeCode
 _LEASE = timedelta(seconds=LEASE_SECONDS)
@@ -43,15 +42,15 @@ class Leases:
 
     def __init__(self, client: Any) -> None:
         self._client = client  # talks to the emulator directly
-        self.clocks: dict[str, Clock] = {}
+        self.clocks: dict[str, QueueClock] = {}
         self._leases: dict[str, _Lease] = {}
         self._waiters: dict[str, set[threading.Event]] = {}
         self._databases: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self.redelivery = RedeliveryPolicy()
+        self.redelivery = Backoff()
 
-    def clock(self, db: str) -> Clock:
-        return self.clocks.get(db) or SystemClock()
+    def clock(self, db: str) -> QueueClock:
+        return self.clocks.get(db) or RealClock()
 
     def wake(self, db: str) -> None:
         """A commit landed: every RECEIVE waiting on this database looks again."""
@@ -169,7 +168,7 @@ class Leases:
             timeout = until_mono - clock.monotonic()
             if change is not None:
                 timeout = min(timeout, (change - clock.now()).total_seconds())
-            if isinstance(clock, SystemClock):
+            if is_real(clock):
                 wake.wait(min(timeout, 1.0))  # 1 s: also notice rows written by DML
                 return
             # A test's FakeClock: poll it in real time instead of sleeping on it, so

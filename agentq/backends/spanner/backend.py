@@ -51,6 +51,7 @@ start: schema changes on Spanner take long-running operations.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -72,6 +73,7 @@ from agentq.backends.spanner.dialect import Dialect
 from agentq.backends.spanner.inspection import queue_stats
 from agentq.backends.spanner.leases import renew_leases
 from agentq.backends.spanner.receiving import ReceiveStream
+from agentq.backends.spanner.shape import check_shape
 from agentq.backends.spanner.sizing import sizing_warnings
 from agentq.backends.spanner.transact import transact
 from agentq.clock import Clock, SystemClock
@@ -81,6 +83,7 @@ from agentq.spec import QueueSpec, check_new_queue_name, validate_identifier
 __all__ = ["SpannerBackend"]
 
 T = TypeVar("T")
+log = logging.getLogger("agentq.backends.spanner")
 
 
 class SpannerBackend:
@@ -118,6 +121,10 @@ class SpannerBackend:
         #: How long one long-lived RECEIVE of a worker lasts (seconds).
         self.receive_duration = receive_duration
         self._url = url
+        #: Called by :meth:`close` to close the client's channels (set on open).
+        self.channel_closers: list[Callable[[], None]] = []
+        #: Queues seen to exist (:func:`~agentq.backends.spanner.not_found.queue_exists`).
+        self.existing_queues: set[str] = set()
         self._specs: dict[str, QueueSpec] = {}
         self._calls: set[Any] = set()
         self._lock = threading.Lock()
@@ -169,7 +176,20 @@ class SpannerBackend:
             ) from exc
         except API_ERRORS as exc:
             raise api_error(exc, "applying DDL", self.endpoint) from exc
-        record_specs(self, list(specs) if specs is not None else list(self._specs.values()))
+        applied = list(specs) if specs is not None else list(self._specs.values())
+        for spec in applied:  # IF NOT EXISTS left a queue of another shape as it was
+            check_shape(self, spec)
+        record_specs(self, applied)
+
+    def check_queue_shapes(self, queues: Sequence[str]) -> None:
+        """Raise :class:`~agentq.errors.ConfigError` if a queue in the database has
+        another shape than its spec (a worker checks its queues when it starts)."""
+        for name in queues:
+            try:
+                spec = self.queue_spec(name)
+            except QueueNotFound:
+                continue  # not created yet: nothing to compare
+            check_shape(self, spec)
 
     def queue_spec(self, name: str) -> QueueSpec:
         """The spec of a queue declared here or recorded in the database by ``init``."""
@@ -279,6 +299,13 @@ class SpannerBackend:
         )
         closer.start()
         closer.join(2.0)
+        # The client's gRPC channels (data and admin API): left open, a process
+        # that opens and closes runtimes keeps one pair per open.
+        for close_channel in self.channel_closers:
+            try:
+                close_channel()
+            except Exception as exc:  # closing is best effort; nothing depends on it
+                log.debug("closing a Spanner channel failed: %r", exc)
 
     def __repr__(self) -> str:
         return f"SpannerBackend({self._url!r})"

@@ -29,6 +29,7 @@ from google.cloud.spanner_admin_database_v1 import DatabaseDialect
 
 from agentq.backends.spanner.backend import SpannerBackend
 from agentq.backends.spanner.config import SpannerConfig, parse_url
+from agentq.backends.spanner.hooks import check_hooks, check_wrapped_methods
 from agentq.clock import Clock
 from agentq.errors import BackendUnavailable
 
@@ -51,6 +52,7 @@ def open_spanner(url: str, clock: Clock | None, options: Mapping[str, Any]) -> S
     points at a plaintext endpoint with anonymous credentials (tests, emulators).
     """
     config = parse_url(url)
+    check_hooks()  # a client whose private layout moved fails here, by name
     endpoint = config.endpoint or os.environ.get("SPANNER_EMULATOR_HOST") or _DEFAULT_HOST
     kwargs: dict[str, Any] = {"project": config.project, "disable_builtin_metrics": True}
     if config.endpoint is not None:
@@ -75,11 +77,16 @@ def open_spanner(url: str, clock: Clock | None, options: Mapping[str, Any]) -> S
     bound_deadlines(client.database_admin_api, config.timeout)
     _check_reachable(database.spanner_api, endpoint, config)
     backend_options = {"receive_duration": config.receive_duration, **dict(options)}
-    return SpannerBackend(
+    backend = SpannerBackend(
         database, url=config.safe_url, postgres=config.postgres, clock=clock,
         auto_ddl=config.auto_ddl, endpoint=endpoint, call_timeout=config.timeout,
         **backend_options,
     )  # fmt: skip
+    backend.channel_closers += [
+        database.spanner_api.transport.close,
+        client.database_admin_api.transport.close,
+    ]
+    return backend
 
 
 def bound_deadlines(api: Any, timeout: float) -> None:
@@ -87,14 +94,10 @@ def bound_deadlines(api: Any, timeout: float) -> None:
 
     The generated transports keep their wrapped methods (default retry and
     timeout) in ``_wrapped_methods``; there is no public setting for all of them.
-    If a future client changes that, calls keep the library's defaults and this
-    logs a warning (the per-call tests then fail, pointing here).
+    A client without it raises :class:`~.hooks.ClientLayoutChanged` (calls would
+    otherwise keep the library's hour-long retries, unnoticed).
     """
-    transport = getattr(api, "transport", None)
-    wrapped = getattr(transport, "_wrapped_methods", None)
-    if not isinstance(wrapped, dict):
-        log.warning("cannot bound Spanner call deadlines: unknown client layout")
-        return
+    wrapped = check_wrapped_methods(getattr(api, "transport", None))
     retry = retries.Retry(
         initial=0.25,
         maximum=4.0,

@@ -89,6 +89,18 @@ class Dialect:
         t, k = self.params(["tbl", "prefix"])
         return f"SELECT k, v FROM {RECORDS} WHERE tbl = {t} AND k >= {k} ORDER BY k"
 
+    def record_page(self, bounded: bool, limit: int | None) -> str:
+        """A page of a table's records in key order: keys at or above ``prefix``
+        and above ``after`` (keyset paging), below ``upper`` when ``bounded`` (the
+        end of the prefix's range), at most ``limit`` rows."""
+        names = ["tbl", "prefix", "after", "upper"] if bounded else ["tbl", "prefix", "after"]
+        t, p, a, *u = self.params(names)
+        sql = f"SELECT k, v FROM {RECORDS} WHERE tbl = {t} AND k >= {p} AND k > {a}"
+        if u:
+            sql += f" AND k < {u[0]}"
+        sql += " ORDER BY k"
+        return sql if limit is None else f"{sql} LIMIT {int(limit)}"
+
     def stats_sql(self, spec: QueueSpec) -> str:
         """Depth, ready, scheduled and the oldest delivery time of a ready message."""
         deliver = "deliver_time" if self.postgres else "DeliverTime"

@@ -16,6 +16,7 @@ from agentq.backends.base import Renewal
 from agentq.backends.spanner.api_errors import mapped_errors
 from agentq.backends.spanner.streaming import string_array_param, strong_query
 from agentq.backends.spanner.wire import utc
+from agentq.backends.tags import make_tag
 
 if TYPE_CHECKING:
     from agentq.backends.spanner.backend import SpannerBackend
@@ -32,7 +33,13 @@ def renew_leases(backend: SpannerBackend, queue: str, tokens: Sequence[str]) -> 
     params = string_array_param("p1" if d.postgres else "tokens", tokens)
     with (
         mapped_errors(f"RENEWLEASE on {queue!r}", backend.endpoint),
-        strong_query(backend, d.renew_sql(queue), timeout=backend.call_timeout, params=params) as (
+        strong_query(
+            backend,
+            d.renew_sql(queue),
+            timeout=backend.call_timeout,
+            params=params,
+            tag=make_tag("renew", queue=queue),
+        ) as (
             _,
             rows,
         ),

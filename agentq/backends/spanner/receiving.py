@@ -41,6 +41,7 @@ from agentq.backends.base import Message
 from agentq.backends.spanner.api_errors import api_error
 from agentq.backends.spanner.streaming import strong_query
 from agentq.backends.spanner.wire import from_wire, payload_bytes, utc
+from agentq.backends.tags import make_tag
 from agentq.errors import BackendUnavailable
 from agentq.spec import QueueSpec
 
@@ -125,7 +126,8 @@ class ReceiveStream:
         batch: list[Message] = []
         # The call's own deadline: its duration plus the per-call allowance.
         timeout = seconds + self._backend.call_timeout
-        with strong_query(self._backend, sql, timeout=timeout) as (call, rows):
+        tag = make_tag("receive", queue=spec.name)
+        with strong_query(self._backend, sql, timeout=timeout, tag=tag) as (call, rows):
             self._track(call)
             try:
                 for row in rows:

@@ -72,18 +72,25 @@ def list_records(
     after: str = "",
 ) -> list[tuple[str, dict[str, Any]]]:
     """Records of a table whose key starts with ``prefix``, in key order; with
-    ``after``, only keys above it (the next page)."""
+    ``after``, only keys above it (the next page).
+
+    One query reads one page: the prefix's key range, keys above ``after`` and
+    ``LIMIT``, as on SQLite (a page used to re-read the rest of the table)."""
     if not storable_key(prefix) or not storable_key(after):
         return []
-    start = max(prefix, after)  # the scan's lower bound; ``after`` itself is left out
+    if limit is not None and limit <= 0:
+        return []
+    upper = _prefix_end(prefix)
     d = backend.dialect
+    names = ["tbl", "prefix", "after"] + ([] if upper is None else ["upper"])
+    values = [table, prefix, after] + ([] if upper is None else [upper])
     with (
         mapped_errors(f"listing records of {table}", backend.endpoint),
         backend.database.snapshot() as snap,
     ):
         rows = list(
             snap.execute_sql(
-                d.record_scan(), params=d.param_dict(["tbl", "prefix"], [table, start])
+                d.record_page(upper is not None, limit), params=d.param_dict(names, values)
             )
         )
     out = [
@@ -92,3 +99,14 @@ def list_records(
         if str(k).startswith(prefix) and str(k) > after
     ]
     return out if limit is None else out[:limit]
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """The smallest key above every key starting with ``prefix`` (None: no bound).
+    Spanner orders STRING by UTF-8 bytes, which is code-point order."""
+    if not prefix or ord(prefix[-1]) >= 0x10FFFF:
+        return None
+    nxt = ord(prefix[-1]) + 1
+    if 0xD800 <= nxt <= 0xDFFF:  # not storable in UTF-8: the next code point that is
+        nxt = 0xE000
+    return prefix[:-1] + chr(nxt)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.cloud.spanner_v1 import (
     ExecuteSqlRequest,
+    RequestOptions,
     TransactionOptions,
     TransactionSelector,
     param_types,
@@ -45,9 +46,11 @@ def strong_query(
     *,
     timeout: float,
     params: tuple[Struct, dict[str, Any]] | None = None,
+    tag: str | None = None,
 ) -> Iterator[tuple[Any, StreamedResultSet]]:
     """The call and the rows of ``sql`` as they arrive; the call is cancelled (it
-    may also be cancelled from another thread) when the block ends."""
+    may also be cancelled from another thread) when the block ends. ``tag`` is
+    the request tag Spanner's query statistics show."""
     database = backend.database
     session = database.sessions_manager.get_session(TransactionType.READ_ONLY)
     request = ExecuteSqlRequest(
@@ -59,6 +62,8 @@ def strong_query(
     )
     if params is not None:
         request.params, request.param_types = params
+    if tag is not None:
+        request.request_options = RequestOptions(request_tag=tag)
     call = database.spanner_api.execute_streaming_sql(
         request=request,
         metadata=[("google-cloud-resource-prefix", database.name)],

@@ -39,6 +39,8 @@ class SpannerTransaction(Transaction):
         self._now = now
         self._records: dict[tuple[str, str], dict[str, Any] | None] = {}
         self.strict_acks = 0
+        #: Queues of those acks (a NOT_FOUND at commit checks that they exist).
+        self.strict_ack_queues: list[str] = []
         #: Queues this transaction sent to (named in a DuplicateKey error).
         self.sent_queues: list[str] = []
         #: A failed ``ASSERT_ROWS_MODIFIED``: the transaction must not commit.
@@ -72,6 +74,8 @@ class SpannerTransaction(Transaction):
         self._txn.ack(queue, wire_key(spec, parts), ignore_not_found=not must_exist)
         if must_exist:
             self.strict_acks += 1
+            if queue not in self.strict_ack_queues:
+                self.strict_ack_queues.append(queue)
         return True
 
     def ack_all(self, queue: str, keys: Sequence[Sequence[Any] | Any]) -> None:
