@@ -86,6 +86,5 @@ def open_backend(url: str, *, clock: Clock | None = None, **options: Any) -> Bac
         pg: Backend = module.open_postgres(url, clock, options)
         return pg
     raise ConfigError(
-        f"unknown database URL scheme {scheme!r} in {url!r} "
-        "(known: sqlite, postgresql, spanner)"
+        f"unknown database URL scheme {scheme!r} in {url!r} (known: sqlite, postgresql, spanner)"
     )

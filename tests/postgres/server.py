@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-__all__ = ["ENV", "postgres_url", "postgres_url_factory"]
+__all__ = ["ENV", "DatabaseFactory", "as_role", "postgres_url", "postgres_url_factory"]
 
 ENV = "AGENTQ_TEST_POSTGRES_URL"
 _counter = itertools.count()
@@ -43,6 +43,13 @@ def _with_database(url: str, name: str) -> str:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
+def as_role(url: str, role: str) -> str:
+    """``url`` connecting as ``role`` (no password: the test server trusts it)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{role}@{host}"))
+
+
 class DatabaseFactory:
     """Creates databases on the test server and drops them all at the end."""
 
@@ -50,6 +57,7 @@ class DatabaseFactory:
         self.url = url
         self._admin = _admin_connect(url)
         self._made: list[str] = []
+        self._roles: list[str] = []
 
     def create(self) -> str:
         """A new empty database; returns its URL."""
@@ -59,10 +67,24 @@ class DatabaseFactory:
         self._made.append(name)
         return _with_database(self.url, name)
 
+    def create_role(self) -> str:
+        """A new login role without superuser or CREATEDB (cluster-wide: dropped
+        after the databases)."""
+        name = f"agentq_role_{os.getpid()}_{next(_counter)}"
+        self._admin.execute(f'CREATE ROLE "{name}" LOGIN')  # type: ignore[attr-defined]
+        self._roles.append(name)
+        return name
+
+    def admin(self, database_url: str) -> object:
+        """An autocommit admin connection to one of the test databases."""
+        return _admin_connect(_with_database(self.url, urlsplit(database_url).path.lstrip("/")))
+
     def close(self) -> None:
         try:
             for name in self._made:
                 self._admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[attr-defined]
+            for role in self._roles:
+                self._admin.execute(f'DROP ROLE IF EXISTS "{role}"')  # type: ignore[attr-defined]
         finally:
             self._admin.close()  # type: ignore[attr-defined]
 

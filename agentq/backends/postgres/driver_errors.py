@@ -2,11 +2,14 @@
 
 Mapped by SQLSTATE class, not by message text, except for the one case libpq
 gives no SQLSTATE for: a connection that could not be made (refused, unknown
-host, timed out), which is told apart by its message. The psycopg exception is
+host, timed out, or refused by the server: a bad password, an unknown role or
+database, no ``pg_hba.conf`` entry), which is told apart by its message. The psycopg exception is
 kept as ``__cause__``; no raw driver traceback reaches the caller.
 """
 
 from __future__ import annotations
+
+import re
 
 import psycopg
 from psycopg import errors as pgerr
@@ -22,6 +25,14 @@ from agentq.errors import (
 )
 
 __all__ = ["RETRYABLE", "mapped"]
+
+# What the server says when it refuses a connection (libpq passes no SQLSTATE).
+_AUTH = re.compile(
+    r"password authentication failed|role \S+ does not exist|no pg_hba\.conf entry"
+    r"|authentication failed|no password supplied",
+    re.I,
+)
+_NO_DATABASE = re.compile(r"database \S+ does not exist", re.I)
 
 #: Transient conflicts: the whole transaction is re-run (with backoff).
 RETRYABLE: tuple[type[Exception], ...] = (pgerr.SerializationFailure, pgerr.DeadlockDetected)
@@ -46,9 +57,10 @@ def mapped(exc: Exception, where: str, doing: str) -> AgentQError:
             f"PostgreSQL at {where}: permission denied while {doing} (the role needs USAGE "
             f"and CREATE on agentq's schema, or a schema it may create): {message}"
         )
-    if state.startswith("28"):  # invalid authorization: bad password, no such role
+    if state.startswith("28") or (not state and _AUTH.search(str(exc))):
+        # Invalid authorization: a bad password, no such role, no pg_hba.conf entry.
         return ConfigError(f"PostgreSQL at {where}: authentication failed: {message}")
-    if state == "3D000":
+    if state == "3D000" or (not state and _NO_DATABASE.search(str(exc))):
         return ConfigError(f"PostgreSQL at {where}: the database does not exist: {message}")
     if isinstance(exc, pgerr.QueryCanceled):
         return TransactionError(
