@@ -6,6 +6,10 @@ application's own rows. Where to find what:
 
 * :mod:`.backend` -- :class:`PostgresBackend`, the contract put together, and
   :func:`open_postgres`.
+The URL parser (:mod:`.config`) and the DDL (:func:`.queues.ddl_statements`)
+import without psycopg: ``agentq init --print-ddl`` needs neither a server nor
+the extra.
+
 * :mod:`.config` -- the URL and agentq's options in it (schema, pool size).
 * :mod:`.connection` -- the pool, the write path, retries on serialization
   failures and deadlocks.
@@ -21,6 +25,18 @@ application's own rows. Where to find what:
 
 from __future__ import annotations
 
-from agentq.backends.postgres.backend import PostgresBackend, open_postgres
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentq.backends.postgres.backend import PostgresBackend, open_postgres
 
 __all__ = ["PostgresBackend", "open_postgres"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: the URL parser and the DDL (``init --print-ddl``) are
+    # plain Python and need no psycopg.
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module("agentq.backends.postgres.backend"), name)

@@ -40,9 +40,12 @@ _BACKOFF_MAX = 0.5
 _CONNECT_TIMEOUT = 10  # seconds, when the URL sets no connect_timeout
 
 
-def connect(config: PostgresConfig, *, autocommit: bool = True) -> Conn:
-    """One connection outside the pool (setup, the listener), errors mapped."""
+def connect(config: PostgresConfig, *, autocommit: bool = True, name: str | None = None) -> Conn:
+    """One connection outside the pool (setup, the listener), errors mapped;
+    ``name`` is its ``application_name`` (what ``pg_stat_activity`` shows)."""
     extra: dict[str, Any] = {}
+    if name is not None:
+        extra["application_name"] = name
     if "connect_timeout" not in config.conninfo:
         extra["connect_timeout"] = _CONNECT_TIMEOUT
     try:

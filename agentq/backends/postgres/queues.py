@@ -15,15 +15,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentq.backends.postgres.connection import Conn
-from agentq.backends.postgres.schema import qualified
+from agentq.backends.postgres.schema import ddl, qualified
 from agentq.errors import ConfigError
 from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec, check_new_queue_name
 
-__all__ = ["QueueSQL", "create_queue", "decode_or_raw", "load_spec", "queue_names"]
+if TYPE_CHECKING:
+    from agentq.backends.postgres.connection import Conn
+
+__all__ = [
+    "QueueSQL",
+    "create_queue",
+    "ddl_statements",
+    "decode_or_raw",
+    "load_spec",
+    "queue_names",
+]
 
 _SQL_TYPES = {KeyType.INT: "bigint", KeyType.STR: "text", KeyType.BYTES: "bytea"}
 _MAX_NAME_BYTES = 63  # PostgreSQL truncates longer identifiers (NAMEDATALEN - 1)
@@ -115,6 +125,21 @@ class QueueSQL:
                 f'CREATE INDEX "{_index_name(spec.name, "deliver")}" ON {self.table} (deliver_time)'
             )
         return stmts
+
+
+def ddl_statements(schema: str, specs: Sequence[QueueSpec]) -> list[str]:
+    """What ``agentq init`` creates in a new database: the schema, and the
+    tables of queues without a parent, with their stored specs (``--print-ddl``)."""
+    out = ddl(schema)
+    for spec in specs:
+        sql = QueueSQL(spec, schema)
+        out += sql.ddl(None)
+        text = _spec_to_json(spec).replace("'", "''")
+        out.append(
+            f"INSERT INTO {qualified(schema, 'queues')} (name, spec) "
+            f"VALUES ('{spec.name}', '{text}') ON CONFLICT DO NOTHING"
+        )
+    return out
 
 
 def create_queue(conn: Conn, schema: str, spec: QueueSpec) -> None:

@@ -12,9 +12,12 @@ schema still works once someone else did (``agentq init``).
 
 from __future__ import annotations
 
-import psycopg
+from typing import TYPE_CHECKING
 
 from agentq.errors import ConfigError
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ddl", "ensure_schema", "qualified"]
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import psycopg
 
@@ -25,10 +24,12 @@ from agentq.backends.notify import Notifier
 from agentq.backends.postgres.config import PostgresConfig
 from agentq.backends.postgres.connection import Conn, connect
 
-__all__ = ["Listener", "channel", "payload"]
+__all__ = ["LISTENER_NAME", "Listener", "channel", "payload"]
 
 log = logging.getLogger("agentq.backends.postgres")
 
+#: The listening connection's ``application_name``.
+LISTENER_NAME = "agentq listener"
 _CHECK_SECONDS = 1.0  # how often the listener looks at its stop flag and its connection
 _RECONNECT_MAX = 5.0
 _MAX_PAYLOAD = 7900  # PostgreSQL's limit is 8000 bytes
@@ -74,7 +75,7 @@ class Listener:
         while not self._stop.is_set():
             conn: Conn | None = None
             try:
-                conn = connect(self._config)
+                conn = connect(self._config, name=LISTENER_NAME)
                 conn.execute(f'LISTEN "{channel(self._config.schema)}"')
                 if not first:
                     # Back after a drop: what was sent meanwhile was not announced.
@@ -119,9 +120,3 @@ class Listener:
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(_CHECK_SECONDS + 1.0)
-
-
-def wait_listening(listener: Listener, timeout: float) -> bool:
-    """Block (real time, bounded) until ``listener`` has its LISTEN in place."""
-    end = time.monotonic() + timeout
-    return listener.listening.wait(max(end - time.monotonic(), 0.0))
