@@ -4,8 +4,10 @@ agentq's schema.
 A record is a JSON object stored as text under ``(tbl, k)``; its version, for
 compare-and-swap, is the stored text itself (no other writer can make an equal
 text mean something else). Setting fields (:class:`EncodedFields`) merges them
-in the server as ``jsonb``, so the rest of the record (a task's arguments) is
-not sent again. Keys are compared byte-wise (``COLLATE "C"``), so key order and
+here, into the stored text read under the row's lock (or, for a swap, into the
+version text itself), and writes the whole record: not in the server as
+``jsonb``, which cannot hold a NUL character (a tool argument may) and would
+reorder the record's fields. Keys are compared byte-wise (``COLLATE "C"``), so key order and
 prefix ranges are the same as on the other backends.
 
 A key PostgreSQL cannot store as text (not valid UTF-8, or holding a NUL
@@ -18,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 from agentq.backends.base import EncodedFields, EncodedRecord, StoredRecord, record_text
@@ -66,13 +67,15 @@ def _text(value: Mapping[str, Any] | EncodedRecord) -> str:
     return text
 
 
-@lru_cache(maxsize=64)
-def _fields_sql(table: str, names: tuple[str, ...]) -> str:
-    for name in names:
+def _merged(text: str, fields: EncodedFields) -> str:
+    """The record ``text`` with ``fields`` set (the other fields as they were)."""
+    for name in fields.names:
         if not _FIELD_NAME.match(name):
             raise ValueError(f"record field name {name!r} is not an identifier")
-    pairs = ", ".join(f"'{name}', %s::jsonb" for name in names)
-    return f"UPDATE {table} SET v = (v::jsonb || jsonb_build_object({pairs}))::text"
+    record = json.loads(text)
+    for name, value in zip(fields.names, fields.values, strict=True):
+        record[name] = json.loads(value)
+    return record_text(record)
 
 
 class Records:
@@ -137,12 +140,15 @@ class Records:
                 changed.append(key)
                 continue
             if isinstance(value, EncodedFields):
-                sql = _fields_sql(self.table, value.names) + " WHERE tbl = %s AND k = %s AND v = %s"
-                params: tuple[Any, ...] = (*value.values, table, key, version)
+                try:
+                    text = _merged(version, value)  # the version is the stored text
+                except json.JSONDecodeError:  # not a version read from this table
+                    changed.append(key)
+                    continue
             else:
-                sql = f"UPDATE {self.table} SET v = %s WHERE tbl = %s AND k = %s AND v = %s"
-                params = (_text(value), table, key, version)
-            if conn.execute(sql, params).rowcount == 0:
+                text = _text(value)
+            sql = f"UPDATE {self.table} SET v = %s WHERE tbl = %s AND k = %s AND v = %s"
+            if conn.execute(sql, (text, table, key, version)).rowcount == 0:
                 changed.append(key)
         return changed
 
@@ -151,14 +157,27 @@ class Records:
     ) -> list[str]:
         """Set top-level fields of existing records; returns the keys with no record."""
         _record_table(table)
+        wanted = [key for key, _ in items if _storable(key)]
+        # Locked as read: no other transaction writes them until this one ends.
+        stored: dict[str, str] = dict(
+            conn.execute(
+                f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%s) FOR UPDATE",
+                (table, wanted),
+            ).fetchall()
+        )
         missing: list[str] = []
+        rows: list[tuple[str, str, str]] = []
         for key, fields in items:
-            if not _storable(key):
+            text = stored.get(key)
+            if text is None:
                 missing.append(key)
                 continue
-            sql = _fields_sql(self.table, fields.names) + " WHERE tbl = %s AND k = %s"
-            if conn.execute(sql, (*fields.values, table, key)).rowcount == 0:
-                missing.append(key)
+            text = _merged(text, fields)
+            stored[key] = text  # a key given twice: the second sees the first
+            rows.append((text, table, key))
+        if rows:
+            with conn.cursor() as cur:
+                cur.executemany(f"UPDATE {self.table} SET v = %s WHERE tbl = %s AND k = %s", rows)
         return missing
 
     def _select(self, conn: Conn, table: str, keys: Sequence[str]) -> list[tuple[str, str]]:
