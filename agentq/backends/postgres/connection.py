@@ -87,7 +87,7 @@ class Database:
     def write(
         self,
         fn: Callable[[Conn], T],
-        doing: str = "a transaction",
+        doing: str = "running a transaction",
         *,
         durable: bool = True,
         serializable: bool = False,
@@ -133,7 +133,7 @@ class Database:
                 raise mapped(exc, self.config.where, doing) from exc
         raise AssertionError("unreachable")  # the loop returns or raises
 
-    def read(self, fn: Callable[[Conn], T], doing: str = "a read") -> T:
+    def read(self, fn: Callable[[Conn], T], doing: str = "reading") -> T:
         """Run ``fn(conn)`` in a read-only moment of one pooled connection."""
         return self.write(fn, doing)
 
