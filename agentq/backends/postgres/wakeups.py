@@ -5,18 +5,19 @@ the queues; PostgreSQL delivers the notification only if that transaction
 commits, and after its rows are visible. Each backend that has a waiting
 receiver keeps one extra connection that ``LISTEN``\\ s on the schema's channel
 (:class:`Listener`, a daemon thread) and sets the in-process subscribers of the
-named queues. A dropped listening connection is noticed within
-:data:`_CHECK_SECONDS`, reopened with backoff, and every receiver is woken once
-it is back (notifications sent while it was away are lost). Receivers also
-re-read every ``poll_interval`` seconds whatever happens, so a lost
-notification (PgBouncer in transaction mode, a listener reconnecting) delays a
-message by at most that long.
+named queues. A dropped listening connection is reopened with backoff, and
+every receiver is woken once it is back (notifications sent while it was away
+are lost). Receivers also re-read every ``poll_interval`` seconds whatever
+happens, so a lost notification (PgBouncer in transaction mode, a listener
+reconnecting) delays a message by at most that long. A dropped connection that the socket does not
+report at once is found by a check every :data:`_CHECK_SECONDS` of quiet.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import psycopg
 
@@ -30,7 +31,8 @@ log = logging.getLogger("agentq.backends.postgres")
 
 #: The listening connection's ``application_name``.
 LISTENER_NAME = "agentq listener"
-_CHECK_SECONDS = 1.0  # how often the listener looks at its stop flag and its connection
+_STOP_SECONDS = 0.25  # how often the listener looks at its stop flag (bounds close)
+_CHECK_SECONDS = 5.0  # how often a quiet listener checks that its connection is there
 _RECONNECT_MAX = 5.0
 _MAX_PAYLOAD = 7900  # PostgreSQL's limit is 8000 bytes
 
@@ -102,21 +104,25 @@ class Listener:
                         pass
 
     def _listen(self, conn: Conn) -> None:
+        checked = time.monotonic()
         while not self._stop.is_set():
-            for note in conn.notifies(timeout=_CHECK_SECONDS):
+            for note in conn.notifies(timeout=_STOP_SECONDS):
                 queues = {q for q in note.payload.split(",") if q}
                 self._receivers.notify(queues or None)
                 self._commits.notify()
                 if self._stop.is_set():
                     return
-            # A quiet interval: make sure the connection is still there (a dropped
-            # socket raises here rather than waiting forever).
-            conn.execute("SELECT 1")
+            if time.monotonic() - checked >= _CHECK_SECONDS:
+                # Quiet for a while: make sure the connection is still there (a
+                # half-open socket raises here rather than waiting forever).
+                conn.execute("SELECT 1")
+                checked = time.monotonic()
 
     def close(self) -> None:
-        """Stop the thread; returns within about :data:`_CHECK_SECONDS`."""
+        """Stop the thread; returns within about :data:`_STOP_SECONDS` (a
+        reconnection in progress may take up to its connect timeout: not waited for)."""
         self._stop.set()
         with self._lock:
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(_CHECK_SECONDS + 1.0)
+            thread.join(_STOP_SECONDS + 1.0)
