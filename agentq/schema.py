@@ -1,29 +1,44 @@
-"""The DDL a Spanner database needs for a project's tools, without opening it.
+"""The DDL a Spanner or PostgreSQL database needs for a project's tools,
+without opening it.
 
-``agentq init --print-ddl`` for a ``spanner://`` URL: printing DDL needs no
-credentials, no network and not even the ``spanner`` extra (DDL generation is
-plain Python in :mod:`agentq.backends.spanner.ddl`).
+``agentq init --print-ddl`` for a ``spanner://`` or ``postgresql://`` URL:
+printing DDL needs no credentials, no network and not even the ``spanner`` or
+``postgres`` extra (DDL generation is plain Python in
+:mod:`agentq.backends.spanner.ddl` and :mod:`agentq.backends.postgres.queues`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from agentq.backends.postgres.config import parse_url as parse_postgres_url
+from agentq.backends.postgres.queues import ddl_statements
 from agentq.backends.spanner.config import parse_url
 from agentq.backends.spanner.ddl import ddl
 from agentq.envelope import task_queue_spec
 from agentq.lifecycle.heartbeats import heartbeat_queue_spec
 from agentq.lifecycle.tasks import ESCALATION_QUEUE
+from agentq.spec import QueueSpec
 from agentq.tools import ToolRegistry
 
-__all__ = ["spanner_ddl"]
+__all__ = ["postgres_ddl", "spanner_ddl"]
+
+
+def _specs(tools: str | Path) -> list[QueueSpec]:
+    registry = ToolRegistry()
+    registry.load_dir(tools)
+    specs = [task_queue_spec(q) for q in sorted(registry.queues() | {ESCALATION_QUEUE})]
+    specs.append(heartbeat_queue_spec())
+    return specs
 
 
 def spanner_ddl(url: str, tools: str | Path) -> list[str]:
     """The statements ``agentq init`` would apply to the database of ``url``."""
     config = parse_url(url)
-    registry = ToolRegistry()
-    registry.load_dir(tools)
-    specs = [task_queue_spec(q) for q in sorted(registry.queues() | {ESCALATION_QUEUE})]
-    specs.append(heartbeat_queue_spec())
-    return ddl(specs, postgres=config.postgres)
+    return ddl(_specs(tools), postgres=config.postgres)
+
+
+def postgres_ddl(url: str, tools: str | Path) -> list[str]:
+    """The statements that create agentq's schema and the tools' queues in the
+    PostgreSQL database of ``url`` (``agentq init`` runs the same when it opens it)."""
+    return ddl_statements(parse_postgres_url(url).schema, _specs(tools))

@@ -1,8 +1,10 @@
 """Queue backends and the factory that picks one from a URL.
 
-``sqlite:///path/to.db`` (the embedded default) and
+``sqlite:///path/to.db`` (the embedded default),
+``postgresql://user@host:5432/db`` and
 ``spanner://projects/P/instances/I/databases/D``. Each backend module is imported
-only when its URL is opened, so the Spanner client is never loaded for SQLite.
+only when its URL is opened, so neither psycopg nor the Spanner client is loaded
+for SQLite.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ def open_backend(url: str, *, clock: Clock | None = None, **options: Any) -> Bac
     """
     if not isinstance(url, str) or "://" not in url:
         raise ConfigError(
-            f"invalid database URL {url!r}: expected sqlite:///path/to.db or "
-            "spanner://projects/P/instances/I/databases/D"
+            f"invalid database URL {url!r}: expected sqlite:///path/to.db, "
+            "postgresql://user@host:5432/db or spanner://projects/P/instances/I/databases/D"
         )
     scheme = url.split("://", 1)[0].lower()
     if scheme == "sqlite":
@@ -71,4 +73,18 @@ def open_backend(url: str, *, clock: Clock | None = None, **options: Any) -> Bac
             ) from exc
         backend: Backend = module.open_spanner(url, clock, options)
         return backend
-    raise ConfigError(f"unknown database URL scheme {scheme!r} in {url!r} (known: sqlite, spanner)")
+    if scheme in ("postgresql", "postgres"):
+        try:
+            module = importlib.import_module("agentq.backends.postgres")
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("agentq"):
+                raise ConfigError("this agentq build has no PostgreSQL backend") from exc
+            raise ConfigError(
+                "the PostgreSQL backend needs psycopg 3 and psycopg-pool: "
+                "pip install 'agentq[postgres]'"
+            ) from exc
+        pg: Backend = module.open_postgres(url, clock, options)
+        return pg
+    raise ConfigError(
+        f"unknown database URL scheme {scheme!r} in {url!r} (known: sqlite, postgresql, spanner)"
+    )

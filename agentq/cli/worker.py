@@ -96,6 +96,12 @@ def _cmd_init(args: argparse.Namespace) -> int:
         project = find_project(args, args_config(args))
         print(";\n".join(spanner_ddl(resolve_db(args), project.tools)) + ";")
         return 0
+    if args.print_ddl and resolve_db(args).lower().startswith(("postgresql:", "postgres:")):
+        from agentq.schema import postgres_ddl  # no server, no postgres extra
+
+        project = find_project(args, args_config(args))
+        print(";\n".join(postgres_ddl(resolve_db(args), project.tools)) + ";")
+        return 0
     rt = open_runtime(args)
     try:
         backend: Any = rt.backend
@@ -202,5 +208,7 @@ def register(sub: Any) -> None:
 
     init = sub.add_parser("init", help="create the runtime's tables and queues (Spanner: DDL)")
     add_runtime_args(init)
-    init.add_argument("--print-ddl", action="store_true", help="print the Spanner DDL instead")
+    init.add_argument(
+        "--print-ddl", action="store_true", help="print the Spanner or PostgreSQL DDL instead"
+    )
     init.set_defaults(func=_cmd_init)

@@ -16,6 +16,10 @@ not verified where:
   emulator has no queues yet). Tables, DML, queries, locks, aborts and error
   codes are the emulator's; leases and delivery are the interposer's model,
   run on the test's FakeClock as if it were Spanner's clock.
+* ``postgres``: the PostgreSQL backend on a real server (``AGENTQ_TEST_POSTGRES_URL``,
+  see ``tests/postgres/server.py``), one fresh database per test; skipped
+  locally without a server, a failure under ``CI``. Time is the client's
+  clock (as on SQLite), so fake-time tests run there too.
 * ``spanner-live``: a real endpoint from ``AGENTQ_SPANNER_TEST_URL`` (an
   Enterprise-edition database, or an emulator once it supports queues); skipped
   when unset. Spanner's clock cannot be faked, so fake-time tests skip there.
@@ -54,12 +58,16 @@ REASONS = {
 _SQLITE = {"state", "fake_time", "sqlite_sql", "app_sql", "queue_metrics", "exact_ack_result",
            "threads", "client_wait"}  # fmt: skip
 _EMULATOR = {"state", "fake_time", "app_sql", "threads"}
+# The one sqlite_sql test's SQL (CREATE TABLE inside a transaction) is PostgreSQL's too.
+_POSTGRES = {"state", "fake_time", "sqlite_sql", "app_sql", "queue_metrics", "exact_ack_result",
+             "threads", "client_wait"}  # fmt: skip
 CAPABILITIES = {
     "sqlite-file": _SQLITE,
     "sqlite-memory": _SQLITE,
     "spanner-mock": set(),
     "spanner-emulator-googlesql": _EMULATOR,
     "spanner-emulator-postgresql": _EMULATOR,
+    "postgres": _POSTGRES,
     "spanner-live": {"state", "app_sql", "threads"},
 }
 
@@ -94,9 +102,13 @@ class Harness:
         return self.kind.endswith("postgresql") or "dialect=postgresql" in self.url
 
     def create_table(self, sqlite: str, googlesql: str, postgresql: str) -> None:
-        """An application table: SQLite creates it in a transaction, Spanner by DDL."""
+        """An application table: SQLite and PostgreSQL create it in a transaction,
+        Spanner by DDL."""
         if self.kind.startswith("sqlite"):
             self.backend.transact(lambda tx: tx.execute(sqlite))
+            return
+        if self.kind == "postgres":  # DDL is transactional there
+            self.backend.transact(lambda tx: tx.execute(postgresql))
             return
         statement = postgresql if self.postgres else googlesql
         self.backend.database.update_ddl([statement]).result(60)  # type: ignore[attr-defined]
@@ -161,6 +173,8 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         url = f"sqlite:///{tmp_path / 'queue.db'}"
     elif kind == "sqlite-memory":
         url = "sqlite:///:memory:"
+    elif kind == "postgres":
+        url = request.getfixturevalue("postgres_url")
     elif kind == "spanner-mock":
         port = request.getfixturevalue("spanner_mock_port")
         url = f"spanner://projects/p/instances/i/databases/d?endpoint=127.0.0.1:{port}"

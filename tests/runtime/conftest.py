@@ -14,8 +14,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: The backends the runtime tests run on. The Spanner ones are the Spanner backend
 #: over real gRPC on the Cloud Spanner emulator, one fresh database per test,
-#: through the queue interposer of tests/spanner_emulator.
-RUNTIME_BACKENDS = ["sqlite", "spanner-emulator-googlesql", "spanner-emulator-postgresql"]
+#: through the queue interposer of tests/spanner_emulator. ``postgresql`` is the
+#: PostgreSQL backend on a real server (AGENTQ_TEST_POSTGRES_URL), a fresh database
+#: per test (tests/postgres/server.py).
+RUNTIME_BACKENDS = [
+    "sqlite",
+    "postgresql",
+    "spanner-emulator-googlesql",
+    "spanner-emulator-postgresql",
+]
 
 
 @pytest.fixture
@@ -48,13 +55,31 @@ NOT_ON_SPANNER = {
         "counts leased messages (the no-redelivery half runs in the conformance suite)"
     ),
 }
+#: Runtime tests that cannot run on PostgreSQL, and why.
+NOT_ON_POSTGRES = {
+    name: reason
+    for name, reason in NOT_ON_SPANNER.items()
+    if reason in (_SQLITE_SQL, _SQLITE_QUEUE_TABLE)
+} | {
+    "test_claims_are_swapped_in_unless_the_record_changed_since_the_read": (
+        "the read-then-swap claim is for single-writer backends; PostgreSQL claims in the "
+        "transaction"
+    ),
+}
+
+
 @pytest.fixture(params=RUNTIME_BACKENDS)
 def backend_url(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> str:
-    """Where the runtime under test keeps its state: a SQLite file, or a fresh
-    emulator database whose queues run on the test's clock."""
+    """Where the runtime under test keeps its state: a SQLite file, a fresh
+    PostgreSQL database, or a fresh emulator database whose queues run on the
+    test's clock."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'agentq.db'}"
     name = request.node.originalname
+    if request.param == "postgresql":
+        if name in NOT_ON_POSTGRES:
+            pytest.skip(f"postgresql: {NOT_ON_POSTGRES[name]}")
+        return str(request.getfixturevalue("postgres_url"))
     if name in NOT_ON_SPANNER:
         pytest.skip(f"{request.param}: {NOT_ON_SPANNER[name]}")
     factory = request.getfixturevalue("emulator_database_factory")

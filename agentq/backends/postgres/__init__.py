@@ -1,0 +1,42 @@
+"""The PostgreSQL backend (``postgresql://``, extra ``agentq[postgres]``).
+
+Spanner-queue semantics in the database most applications already have, so
+the agent's state change and its tool tasks commit in one transaction with the
+application's own rows. Where to find what:
+
+* :mod:`.backend` -- :class:`PostgresBackend`, the contract put together, and
+  :func:`open_postgres`.
+The URL parser (:mod:`.config`) and the DDL (:func:`.queues.ddl_statements`)
+import without psycopg: ``agentq init --print-ddl`` needs neither a server nor
+the extra.
+
+* :mod:`.config` -- the URL and agentq's options in it (schema, pool size).
+* :mod:`.connection` -- the pool, the write path, retries on serialization
+  failures and deadlocks.
+* :mod:`.driver_errors` -- which psycopg error becomes which agentq error.
+* :mod:`.schema` -- agentq's schema, its version table and migrations.
+* :mod:`.queues` -- a queue's table, DDL and prepared SQL; the stored specs.
+* :mod:`.leases` -- leasing (``FOR UPDATE SKIP LOCKED``), tokens, renewal,
+  TTL drops, counters, stats.
+* :mod:`.transaction` -- the ``tx`` of ``transact``: send, ack, records, SQL.
+* :mod:`.records` -- the runtime's records table.
+* :mod:`.wakeups` -- ``LISTEN/NOTIFY`` and the bounded poll behind it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentq.backends.postgres.backend import PostgresBackend, open_postgres
+
+__all__ = ["PostgresBackend", "open_postgres"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: the URL parser and the DDL (``init --print-ddl``) are
+    # plain Python and need no psycopg.
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module("agentq.backends.postgres.backend"), name)

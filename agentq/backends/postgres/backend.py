@@ -1,0 +1,244 @@
+""":class:`PostgresBackend`: the backend contract on PostgreSQL, put together from
+the package's parts (connection pool, queues, leases, records, wake-ups), and
+:func:`open_postgres`, which opens it from a ``postgresql://`` URL.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+
+from agentq.backends.base import (
+    Message,
+    QueueStats,
+    RedeliveryPolicy,
+    Renewal,
+    StoredRecord,
+    Transaction,
+    check_stream_args,
+)
+from agentq.backends.notify import Wake, notifier_for
+from agentq.backends.postgres import queues
+from agentq.backends.postgres.config import PostgresConfig, parse_url
+from agentq.backends.postgres.connection import Conn, Database
+from agentq.backends.postgres.leases import Leases
+from agentq.backends.postgres.queues import QueueSQL
+from agentq.backends.postgres.records import Records
+from agentq.backends.postgres.schema import qualified
+from agentq.backends.postgres.transaction import PostgresTransaction
+from agentq.backends.postgres.wakeups import Listener, channel, payload
+from agentq.clock import Clock, SystemClock, to_micros
+from agentq.errors import ConfigError, QueueNotFound
+from agentq.spec import QueueSpec, validate_identifier
+
+__all__ = ["PostgresBackend", "open_postgres"]
+
+T = TypeVar("T")
+
+
+class PostgresBackend:
+    """Spanner-queue semantics on a PostgreSQL database (psycopg 3, a pool).
+
+    Open it through :func:`agentq.open_backend` with
+    ``postgresql://user@host:5432/db?schema=agentq&pool_size=10``.
+    """
+
+    def __init__(
+        self,
+        config: PostgresConfig,
+        *,
+        clock: Clock | None = None,
+        redelivery: RedeliveryPolicy | None = None,
+        ttl_sweep_interval: float = 1.0,
+    ) -> None:
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self.redelivery = redelivery or RedeliveryPolicy()
+        self.ordered_keys = True  # B-tree indexes: keys growing with time share pages
+        self.single_writer = False  # transactions run side by side
+        # Other processes' record-only commits send no notification: re-read this often.
+        self.commit_poll_interval: float | None = config.poll_interval
+        self.schema = config.schema
+        self._specs: dict[str, QueueSQL] = {}
+        self._records = Records(qualified(config.schema, "records"))
+        self._channel = channel(config.schema)
+        where = f"postgres:{config.where}/{config.schema}"
+        self._notifier = notifier_for(where)
+        self._commits = notifier_for(where, "commits")
+        self._db = Database(config)
+        self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
+        self._listener = Listener(config, self._notifier, self._commits)
+
+    @property
+    def url(self) -> str:
+        return self.config.safe_url
+
+    @property
+    def closed(self) -> bool:
+        return self._db.closed
+
+    def _now(self) -> int:
+        return to_micros(self.clock.now())
+
+    # -- queues --------------------------------------------------------------
+
+    def create_queue(self, spec: QueueSpec) -> None:
+        self._db.write(
+            lambda conn: queues.create_queue(conn, self.schema, spec),
+            f"creating queue {spec.name!r}",
+        )
+        self._specs[spec.name] = QueueSQL(spec, self.schema)
+
+    def _queue_sql(self, name: str, conn: Conn | None = None) -> QueueSQL:
+        sql = self._specs.get(name)
+        if sql is not None:
+            return sql
+        validate_identifier(name, "queue name")
+        if conn is not None:
+            spec = queues.load_spec(conn, self.schema, name)
+        else:
+            spec = self._db.read(lambda own: queues.load_spec(own, self.schema, name))
+        if spec is None:
+            raise QueueNotFound(f"queue {name!r} does not exist; create it first")
+        sql = QueueSQL(spec, self.schema)
+        self._specs[name] = sql
+        return sql
+
+    def queue_spec(self, name: str) -> QueueSpec:
+        return self._queue_sql(name).spec
+
+    def queues(self) -> list[str]:
+        return self._db.read(lambda conn: queues.queue_names(conn, self.schema), "listing queues")
+
+    # -- transactions --------------------------------------------------------
+
+    def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
+        sent: set[str] = set()
+
+        def body(conn: Conn) -> T:
+            nonlocal sent
+            tx = PostgresTransaction(conn, self._now(), self._queue_sql, self._records)
+            try:
+                result = fn(tx)
+            except psycopg.Error:
+                # After a failed send the server refuses every later statement:
+                # the failure that doomed the transaction is the one to report.
+                if tx.doomed is not None:
+                    raise tx.doomed from None
+                raise
+            if tx.doomed is not None:
+                raise tx.doomed
+            if tx.sent:
+                # Delivered to listeners only if this transaction commits.
+                conn.execute("SELECT pg_notify(%s, %s)", (self._channel, payload(tx.sent)))
+            sent = tx.sent
+            return result
+
+        result = self._db.write(body, durable=durable, serializable=True)
+        if sent:
+            self._notifier.notify(sent)
+        self._commits.notify()
+        return result
+
+    def subscribe_commits(self, wake: Wake) -> None:
+        self._commits.subscribe(wake)
+        self._listener.start()
+
+    def unsubscribe_commits(self, wake: Wake) -> None:
+        self._commits.unsubscribe(wake)
+
+    # -- receiving -----------------------------------------------------------
+
+    def stream(
+        self, queue: str, max_batch_size: int = 1, max_duration: float = 0.0
+    ) -> Iterator[list[Message]]:
+        check_stream_args(max_batch_size, max_duration)
+        self._queue_sql(queue)  # fail fast on an unknown queue
+        return self._stream(queue, max_batch_size, max_duration)
+
+    def _stream(
+        self, queue: str, max_batch_size: int, max_duration: float
+    ) -> Iterator[list[Message]]:
+        deadline = self.clock.monotonic() + max_duration
+        event = threading.Event()
+        # Subscribed before the first lease, so no commit between the lease and
+        # the wait is missed.
+        self._notifier.subscribe(event, queue)
+        try:
+            while not self._db.closed:
+                event.clear()
+                batch, next_visible = self._leases.lease(self._queue_sql(queue), max_batch_size)
+                if batch:
+                    yield batch
+                    continue
+                remaining = deadline - self.clock.monotonic()
+                if remaining <= 0:
+                    return
+                if next_visible is not None:
+                    until_visible = (next_visible - self._now()) / 1e6
+                    remaining = min(remaining, max(until_visible, 0.0))
+                self._listener.start()  # other processes' sends: by notification
+                self.clock.wait(event, min(remaining, self.config.poll_interval))
+        finally:
+            self._notifier.unsubscribe(event)
+
+    def renew(self, queue: str, tokens: Sequence[str]) -> list[Renewal]:
+        return self._leases.renew(self._queue_sql(queue), tokens)
+
+    # -- inspection and records ----------------------------------------------
+
+    def stats(self, queue: str) -> QueueStats:
+        return self._leases.stats(self._queue_sql(queue))
+
+    def get_record(self, table: str, key: str) -> dict[str, Any] | None:
+        return self._records.read_one(self._db, table, key)
+
+    def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
+        return self._records.read_versions(self._db, table, keys)
+
+    def list_records(
+        self, table: str, prefix: str = "", limit: int | None = None, after: str = ""
+    ) -> list[tuple[str, dict[str, Any]]]:
+        return self._records.list(self._db, table, prefix, limit, after)
+
+    def reclaim_space(self, max_bytes: int, *, keep_free: float = 0.0) -> int:
+        # Autovacuum makes dead rows' space reusable; giving it back to the file
+        # system needs VACUUM FULL (an exclusive lock): an operator's decision.
+        return 0
+
+    def close(self) -> None:
+        if self._db.closed:
+            return
+        self._listener.close()
+        self._db.close()
+        self._notifier.notify()
+        self._commits.notify()
+
+    def __enter__(self) -> PostgresBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresBackend({self.config.safe_url!r})"
+
+
+_OPTIONS = ("redelivery", "ttl_sweep_interval")
+
+
+def open_postgres(url: str, clock: Clock | None, options: Mapping[str, Any]) -> PostgresBackend:
+    """Open ``postgresql://user:password@host:port/database?schema=agentq``.
+
+    URL options: ``schema`` (default ``agentq``), ``pool_size`` (10),
+    ``pool_timeout`` (30 s), ``poll_interval`` (1 s); the rest go to libpq.
+    """
+    unknown = set(options) - set(_OPTIONS)
+    if unknown:
+        raise ConfigError(
+            f"unknown PostgreSQL backend option(s) {sorted(unknown)} (known: {', '.join(_OPTIONS)})"
+        )
+    return PostgresBackend(parse_url(url), clock=clock, **options)

@@ -1,0 +1,117 @@
+"""The ``postgresql://`` URL: what it names and which options are agentq's own.
+
+Plain Python (no psycopg import). agentq's options (``schema``, ``pool_size``,
+``pool_timeout``, ``poll_interval``) are taken out of the query; everything
+else (``sslmode``, ``application_name``, ``connect_timeout``, ...) is libpq's and
+goes to the server connection as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
+
+from agentq.errors import ConfigError
+
+__all__ = ["DEFAULT_SCHEMA", "PostgresConfig", "parse_url"]
+
+DEFAULT_SCHEMA = "agentq"
+_OWN_OPTIONS = ("schema", "pool_size", "pool_timeout", "poll_interval")
+# A lowercase identifier: unquoted, it means the same in every tool (psql, an ORM).
+_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+@dataclass(frozen=True)
+class PostgresConfig:
+    """A parsed ``postgresql://user:password@host:port/database?...`` URL."""
+
+    #: What libpq connects with (agentq's own options removed; secrets kept).
+    conninfo: str
+    #: The schema of agentq's tables (records, queues, the schema version).
+    schema: str
+    #: Most connections the backend's pool opens.
+    pool_size: int
+    #: Seconds a transaction waits for a free pooled connection.
+    pool_timeout: float
+    #: Seconds between a waiting receiver's re-reads when no notification came.
+    poll_interval: float
+    #: The URL without the password, for logs and ``Backend.url``.
+    safe_url: str
+    #: ``host:port/database``, to name the server in error messages.
+    where: str
+
+
+def parse_url(url: str) -> PostgresConfig:
+    """Parse and check a PostgreSQL URL (ConfigError naming the problem)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("postgresql", "postgres"):
+        raise ConfigError(f"not a PostgreSQL URL: {_without_password(url)!r}")
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    own = {k: v for k, v in pairs if k in _OWN_OPTIONS}
+    rest = [(k, v) for k, v in pairs if k not in _OWN_OPTIONS]
+    schema = own.get("schema", DEFAULT_SCHEMA)
+    if not _SCHEMA.match(schema):
+        raise ConfigError(
+            f"schema {schema!r} is not a lowercase PostgreSQL identifier (a letter or "
+            "underscore, then up to 62 lowercase letters, digits or underscores)"
+        )
+    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(rest), ""))
+    host = parts.hostname or "localhost (socket)"
+    port = parts.port if _port_ok(parts) else None
+    database = parts.path.lstrip("/") or "(default database)"
+    safe = urlunsplit(
+        ("postgresql", _netloc_without_password(parts), parts.path, urlencode(rest), "")
+    )
+    if schema != DEFAULT_SCHEMA:
+        safe += ("&" if rest else "?") + f"schema={schema}"
+    return PostgresConfig(
+        conninfo=conninfo,
+        schema=schema,
+        pool_size=int(_number(own, "pool_size", 10, low=1, high=1000)),
+        pool_timeout=_number(own, "pool_timeout", 30.0, low=0.1, high=3600),
+        poll_interval=_number(own, "poll_interval", 1.0, low=0.01, high=60),
+        safe_url=safe,
+        where=f"{host}:{port or 5432}/{database}",
+    )
+
+
+def _port_ok(parts: SplitResult) -> bool:
+    try:
+        _ = parts.port  # raises on a port that is not a number
+    except ValueError as exc:
+        raise ConfigError(f"PostgreSQL URL has an invalid port: {exc}") from None
+    return True
+
+
+def _netloc_without_password(parts: SplitResult) -> str:
+    netloc = parts.netloc
+    if "@" not in netloc:
+        return netloc
+    userinfo, hostport = netloc.rsplit("@", 1)
+    return f"{userinfo.split(':', 1)[0]}@{hostport}"
+
+
+def _without_password(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+        return urlunsplit(parts._replace(netloc=_netloc_without_password(parts)))
+    except ValueError:
+        return "(unparsable URL)"
+
+
+def _number(
+    options: dict[str, str], name: str, default: float, *, low: float, high: float
+) -> float:
+    text = options.get(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:  # also refuses nan
+        raise ConfigError(f"{name} must be a number from {low:g} to {high:g}, not {text!r}")
+    if name == "pool_size" and value != int(value):
+        raise ConfigError(f"pool_size must be a whole number, not {text!r}")
+    return value

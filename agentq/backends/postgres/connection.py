@@ -1,0 +1,144 @@
+"""The connection pool and the write and read paths over it.
+
+One psycopg-pool :class:`~psycopg_pool.ConnectionPool` per backend. A
+transaction of ``transact`` runs at SERIALIZABLE, as a Spanner read-write
+transaction is: a record read and then written by two transactions side by
+side is never a lost update, and the application's SQL gets the same
+guarantee. Leasing and renewal run at READ COMMITTED: they touch only rows they
+lock themselves (``FOR UPDATE [SKIP LOCKED]``), and SERIALIZABLE would only add
+aborts between receivers. A serialization failure or deadlock re-runs the whole
+function with jittered backoff, then surfaces as
+:class:`~agentq.errors.TransactionAborted`. A connection the server dropped
+while it sat in the pool is noticed when it is checked out (the pool's check),
+so a restart of the server costs one failed check, not a failed transaction.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg_pool
+
+from agentq.backends.postgres.config import PostgresConfig
+from agentq.backends.postgres.driver_errors import RETRYABLE, mapped
+from agentq.backends.postgres.schema import ensure_schema
+from agentq.errors import AgentQError, BackendUnavailable
+
+__all__ = ["Conn", "Database"]
+
+T = TypeVar("T")
+Conn = psycopg.Connection[tuple[Any, ...]]
+
+#: Runs of one function on serialization failures and deadlocks.
+_ATTEMPTS = 8
+_BACKOFF_BASE = 0.005  # real seconds: contention is between real transactions
+_BACKOFF_MAX = 0.5
+_CONNECT_TIMEOUT = 10  # seconds, when the URL sets no connect_timeout
+
+
+def connect(config: PostgresConfig, *, autocommit: bool = True, name: str | None = None) -> Conn:
+    """One connection outside the pool (setup, the listener), errors mapped;
+    ``name`` is its ``application_name`` (what ``pg_stat_activity`` shows)."""
+    extra: dict[str, Any] = {}
+    if name is not None:
+        extra["application_name"] = name
+    if "connect_timeout" not in config.conninfo:
+        extra["connect_timeout"] = _CONNECT_TIMEOUT
+    try:
+        return psycopg.connect(config.conninfo, autocommit=autocommit, **extra)
+    except psycopg.Error as exc:
+        raise mapped(exc, config.where, "connecting") from exc
+
+
+class Database:
+    """The pool, the schema it was set up with, and the transaction runner."""
+
+    def __init__(self, config: PostgresConfig) -> None:
+        self.config = config
+        self.closed = False
+        setup = connect(config)  # surfaces refused / auth / no database clearly
+        try:
+            ensure_schema(setup, config.schema)
+        except psycopg.Error as exc:
+            raise mapped(exc, config.where, f"creating schema {config.schema!r}") from exc
+        finally:
+            setup.close()
+        extra = {} if "connect_timeout" in config.conninfo else {"connect_timeout": 10}
+        self._pool = psycopg_pool.ConnectionPool(
+            config.conninfo,
+            min_size=1,
+            max_size=config.pool_size,
+            timeout=config.pool_timeout,
+            kwargs=extra,
+            check=psycopg_pool.ConnectionPool.check_connection,
+            open=True,
+            name=f"agentq {config.where}",
+        )
+
+    def _checkout(self, doing: str) -> Any:
+        if self.closed:
+            raise BackendUnavailable("backend is closed")
+        return self._pool.connection()
+
+    def write(
+        self,
+        fn: Callable[[Conn], T],
+        doing: str = "running a transaction",
+        *,
+        durable: bool = True,
+        serializable: bool = False,
+    ) -> T:
+        """Run ``fn(conn)`` inside one transaction, re-run on transient conflicts.
+
+        ``durable=False`` commits without waiting for the WAL flush
+        (``synchronous_commit = off`` for this transaction only): still atomic,
+        lost only in a server crash, for bookkeeping whose loss only causes an
+        earlier redelivery (leases, renewals). ``serializable`` runs it at
+        SERIALIZABLE instead of READ COMMITTED (set in its BEGIN: no round trip).
+        """
+        level = (
+            psycopg.IsolationLevel.SERIALIZABLE
+            if serializable
+            else psycopg.IsolationLevel.READ_COMMITTED
+        )
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                with self._checkout(doing) as conn:
+                    if conn.isolation_level != level:
+                        conn.isolation_level = level
+                    with conn.transaction():
+                        if not durable:
+                            conn.execute("SET LOCAL synchronous_commit = off")
+                        return fn(conn)
+            except RETRYABLE as exc:
+                if attempt == _ATTEMPTS:
+                    raise mapped(exc, self.config.where, doing) from exc
+                delay = min(_BACKOFF_BASE * 2 ** (attempt - 1), _BACKOFF_MAX)
+                # Real time, not the backend's clock: the conflict is between real
+                # transactions, and a test's fake clock does not move while it waits.
+                time.sleep(random.uniform(0, delay))  # noqa: TID251  # full jitter
+            except AgentQError:
+                raise
+            except psycopg_pool.PoolTimeout as exc:
+                raise BackendUnavailable(
+                    f"PostgreSQL at {self.config.where}: no pooled connection free within "
+                    f"{self.config.pool_timeout:g} s (pool_size={self.config.pool_size}; "
+                    f"raise it in the URL, or the server is unreachable): {exc}"
+                ) from exc
+            except psycopg.Error as exc:
+                raise mapped(exc, self.config.where, doing) from exc
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def read(self, fn: Callable[[Conn], T], doing: str = "reading") -> T:
+        """Run ``fn(conn)`` in a read-only moment of one pooled connection."""
+        return self.write(fn, doing)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._pool.close(timeout=5.0)

@@ -1,0 +1,207 @@
+"""Leases on PostgreSQL: leasing ready messages, tokens, renewal, TTL drops and
+the per-queue counters and stats built on them.
+
+As on SQLite, a lease token names (message id, lease sequence, expiry): every
+lease or renewal increments the row's sequence, so a token stops matching once
+its message is leased again or acknowledged, and its expiry tells "expired"
+from "acknowledged" without history, as Spanner's RENEWLEASE does. Leasing
+selects the ready rows ``FOR UPDATE SKIP LOCKED``: receivers running side by
+side each take different messages and never wait for one another.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from typing import Any
+
+from agentq.backends.base import LEASE_SECONDS, Message, QueueStats, RedeliveryPolicy, Renewal
+from agentq.backends.postgres.connection import Conn, Database
+from agentq.backends.postgres.queues import QueueSQL, decode_or_raw
+from agentq.backends.postgres.schema import qualified
+from agentq.clock import Clock, from_micros, to_micros
+
+__all__ = ["Leases"]
+
+_LEASE_MICROS = int(LEASE_SECONDS * 1_000_000)
+_TOKEN_PREFIX = "aqp1"
+
+
+def _encode_token(queue: str, msg_id: int, seq: int, expiry: int) -> str:
+    raw = f"{_TOKEN_PREFIX}|{queue}|{msg_id}|{seq}|{expiry}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_token(queue: str, token: object) -> tuple[int, int, int] | None:
+    """(message id, lease sequence, expiry micros), or None if unparsable."""
+    if not isinstance(token, str) or not token or len(token) > 512:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        prefix, q, msg_id, seq, expiry = raw.split("|")
+        if prefix != _TOKEN_PREFIX or q != queue:
+            return None
+        return int(msg_id), int(seq), int(expiry)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def _count(conn: Conn, schema: str, queue: str, column: str, n: int) -> None:
+    table = qualified(schema, "queue_counters")
+    conn.execute(
+        f"INSERT INTO {table} AS c (queue, {column}) VALUES (%s, %s) "
+        f"ON CONFLICT (queue) DO UPDATE SET {column} = c.{column} + excluded.{column}",
+        (queue, n),
+    )
+
+
+class Leases:
+    """Lease, renew and count on one database; time from ``clock``."""
+
+    def __init__(
+        self, db: Database, clock: Clock, redelivery: RedeliveryPolicy, ttl_sweep_interval: float
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._redelivery = redelivery
+        self._ttl_sweep_interval = ttl_sweep_interval
+        self._last_sweep: dict[str, float] = {}
+
+    def _now(self) -> int:
+        return to_micros(self._clock.now())
+
+    def lease(self, sql: QueueSQL, max_batch_size: int) -> tuple[list[Message], int | None]:
+        """Lease up to ``max_batch_size`` ready messages; also return the next
+        time a message becomes visible when none is ready."""
+        spec = sql.spec
+        queue = spec.name
+        nkeys = len(spec.key)
+        policy = self._redelivery
+
+        def body(conn: Conn) -> tuple[list[Any], int, int | None]:
+            now = self._now()
+            self._maybe_sweep_ttl(conn, sql, now)
+            rows = conn.execute(sql.select_ready, (now, max_batch_size)).fetchall()
+            if not rows:
+                found = conn.execute(sql.next_visible).fetchone()
+                return [], now, None if found is None else found[0]
+            expiry = now + _LEASE_MICROS
+            updates = []
+            expired = 0
+            for row in rows:
+                deliver, seq, prev_expiry, expirations = row[2 + nkeys :]
+                if prev_expiry is not None:
+                    # Leased before and never acked: that lease expired.
+                    expirations += 1
+                    expired += 1
+                backoff = policy.delay(expirations + 1, (now - deliver) / 1e6)
+                visible = expiry + int(backoff * 1_000_000)
+                updates.append((seq + 1, expiry, visible, expirations, row[0]))
+            with conn.cursor() as cur:
+                cur.executemany(sql.update_lease, updates)
+            if expired:
+                _count(conn, sql.schema, queue, "lease_expirations", expired)
+            return rows, expiry, None
+
+        rows, expiry, next_visible = self._db.write(
+            body, f"leasing from queue {queue!r}", durable=False
+        )
+        last = len(rows) - 1
+        lease_expiry = from_micros(expiry)
+        messages = [
+            Message(
+                queue=queue,
+                key=tuple(row[1 : 1 + nkeys]),
+                payload=decode_or_raw(spec, row[1 + nkeys]),
+                deliver_time=from_micros(row[2 + nkeys]),
+                lease_token=_encode_token(queue, row[0], row[3 + nkeys] + 1, expiry),
+                lease_expiry=lease_expiry,
+                last_in_batch=i == last,
+            )
+            for i, row in enumerate(rows)
+        ]
+        return messages, next_visible
+
+    def _maybe_sweep_ttl(self, conn: Conn, sql: QueueSQL, now: int) -> None:
+        ttl = sql.spec.ttl
+        if ttl is None:
+            return
+        mono = self._clock.monotonic()
+        last = self._last_sweep.get(sql.spec.name)
+        if last is not None and mono - last < self._ttl_sweep_interval:
+            return
+        self._last_sweep[sql.spec.name] = mono
+        cutoff = now - int(ttl.total_seconds() * 1_000_000)
+        dropped = conn.execute(sql.ttl_delete, (cutoff,)).rowcount
+        if dropped:
+            _count(conn, sql.schema, sql.spec.name, "ttl_dropped", dropped)
+
+    def renew(self, sql: QueueSQL, tokens: Sequence[str]) -> list[Renewal]:
+        """RENEWLEASE: see :meth:`agentq.backends.base.Backend.renew` for the rows."""
+        queue = sql.spec.name
+        parsed = [(t, _decode_token(queue, t)) for t in tokens]
+        policy = self._redelivery
+
+        def body(conn: Conn) -> list[Renewal]:
+            now = self._now()
+            out: list[Renewal] = []
+            for token, info in parsed:
+                if info is None:
+                    continue  # unparsable: no row
+                msg_id, seq, expiry = info
+                if expiry <= now:
+                    continue  # expired: no row
+                row = conn.execute(sql.select_for_renew, (msg_id,)).fetchone()
+                if row is None or row[0] != seq:
+                    # Acknowledged (or superseded) while the token is still unexpired.
+                    out.append(Renewal(token, None, from_micros(expiry)))
+                    continue
+                _, deliver, expirations = row
+                new_seq = seq + 1
+                new_expiry = now + _LEASE_MICROS
+                backoff = policy.delay(expirations + 1, (now - deliver) / 1e6)
+                conn.execute(
+                    sql.update_lease,
+                    (new_seq, new_expiry, new_expiry + int(backoff * 1e6), expirations, msg_id),
+                )
+                out.append(
+                    Renewal(
+                        token,
+                        _encode_token(queue, msg_id, new_seq, new_expiry),
+                        from_micros(new_expiry),
+                    )
+                )
+            return out
+
+        return self._db.write(body, f"renewing leases of queue {queue!r}", durable=False)
+
+    def stats(self, sql: QueueSQL) -> QueueStats:
+        """Depth, ready, scheduled, leased, oldest age and the counters."""
+        queue = sql.spec.name
+        now = self._now()
+        counters_table = qualified(sql.schema, "queue_counters")
+
+        def read(conn: Conn) -> tuple[tuple[Any, ...], tuple[int, int]]:
+            row = conn.execute(sql.stats, {"now": now}).fetchone()
+            counters = conn.execute(
+                f"SELECT lease_expirations, ttl_dropped FROM {counters_table} WHERE queue = %s",
+                (queue,),
+            ).fetchone() or (0, 0)
+            assert row is not None  # an aggregate always returns one row
+            return row, (int(counters[0]), int(counters[1]))
+
+        (total, ready, scheduled, leased, oldest), counters = self._db.read(
+            read, f"reading the stats of queue {queue!r}"
+        )
+        return QueueStats(
+            queue=queue,
+            depth=total,
+            ready=ready,
+            scheduled=scheduled,
+            leased=leased,
+            backing_off=total - ready - scheduled - leased,
+            oldest_unacked_age=None if oldest is None else (now - oldest) / 1e6,
+            lease_expirations=counters[0],
+            ttl_dropped=counters[1],
+        )

@@ -1,0 +1,221 @@
+"""The runtime's records (ledger, approvals, ...) in one ``records`` table of
+agentq's schema.
+
+A record is a JSON object stored as text under ``(tbl, k)``; its version, for
+compare-and-swap, is the stored text itself (no other writer can make an equal
+text mean something else). Setting fields (:class:`EncodedFields`) merges them
+here, into the stored text read under the row's lock (or, for a swap, into the
+version text itself), and writes the whole record: not in the server as
+``jsonb``, which cannot hold a NUL character (a tool argument may) and would
+reorder the record's fields. Keys are compared byte-wise (``COLLATE "C"``), so key order and
+prefix ranges are the same as on the other backends.
+
+A key PostgreSQL cannot store as text (not valid UTF-8, or holding a NUL
+character) names no record: reads find nothing, writes are refused as
+:class:`~agentq.errors.InvalidMessage`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentq.backends.base import EncodedFields, EncodedRecord, StoredRecord, record_text
+from agentq.backends.postgres.connection import Conn, Database
+from agentq.errors import InvalidMessage
+from agentq.spec import validate_identifier
+
+__all__ = ["Records"]
+
+_RECORD_TABLES: set[str] = set()
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _record_table(table: str) -> str:
+    if table not in _RECORD_TABLES:
+        _RECORD_TABLES.add(validate_identifier(table, "record table"))
+    return table
+
+
+def _storable(key: str) -> bool:
+    if "\x00" in key:
+        return False
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_storable(table: str, key: str) -> None:
+    if "\x00" in key:
+        raise InvalidMessage(f"record key {key!r} of {table!r} holds a NUL character")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidMessage(
+            f"record key {key!r} of {table!r} is not valid UTF-8 text "
+            f"({exc.reason} at position {exc.start})"
+        ) from exc
+
+
+def _text(value: Mapping[str, Any] | EncodedRecord) -> str:
+    text = record_text(value)
+    # JSON escapes a NUL as \u0000, which text can hold; nothing else to check.
+    return text
+
+
+def _merged(text: str, fields: EncodedFields) -> str:
+    """The record ``text`` with ``fields`` set (the other fields as they were)."""
+    for name in fields.names:
+        if not _FIELD_NAME.match(name):
+            raise ValueError(f"record field name {name!r} is not an identifier")
+    record = json.loads(text)
+    for name, value in zip(fields.names, fields.values, strict=True):
+        record[name] = json.loads(value)
+    return record_text(record)
+
+
+class Records:
+    """The records table of one schema: the writes run on a transaction's
+    connection, the reads on their own pooled one."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table  # already qualified
+
+    # -- inside a transaction ------------------------------------------------
+
+    def get(self, conn: Conn, table: str, key: str) -> dict[str, Any] | None:
+        if not _storable(key):
+            return None
+        row = conn.execute(
+            f"SELECT v FROM {self.table} WHERE tbl = %s AND k = %s", (table, key)
+        ).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def get_many(self, conn: Conn, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return {k: dict(json.loads(v)) for k, v in self._select(conn, table, keys)}
+
+    def put(
+        self, conn: Conn, table: str, key: str, value: Mapping[str, Any] | EncodedRecord
+    ) -> None:
+        _check_storable(_record_table(table), key)
+        conn.execute(
+            f"INSERT INTO {self.table} (tbl, k, v) VALUES (%s, %s, %s) "
+            "ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v",
+            (table, key, _text(value)),
+        )
+
+    def insert(self, conn: Conn, table: str, key: str, value: Mapping[str, Any]) -> bool:
+        _check_storable(_record_table(table), key)
+        cur = conn.execute(
+            f"INSERT INTO {self.table} (tbl, k, v) VALUES (%s, %s, %s) "
+            "ON CONFLICT (tbl, k) DO NOTHING",
+            (table, key, _text(value)),
+        )
+        return cur.rowcount > 0
+
+    def delete(self, conn: Conn, table: str, key: str) -> bool:
+        if not _storable(key):
+            return False
+        cur = conn.execute(f"DELETE FROM {self.table} WHERE tbl = %s AND k = %s", (table, key))
+        return cur.rowcount > 0
+
+    def replace(
+        self,
+        conn: Conn,
+        table: str,
+        items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord | EncodedFields]],
+    ) -> list[str]:
+        """Compare-and-swap each ``(key, version, value)``; return the keys whose
+        stored version differed (nothing written for them). At READ COMMITTED the
+        ``UPDATE`` re-checks ``v = version`` on the newest row after waiting for
+        a concurrent writer, so two swaps from one version never both win."""
+        _record_table(table)
+        changed = []
+        for key, version, value in items:
+            if not _storable(key):
+                changed.append(key)
+                continue
+            if isinstance(value, EncodedFields):
+                try:
+                    text = _merged(version, value)  # the version is the stored text
+                except json.JSONDecodeError:  # not a version read from this table
+                    changed.append(key)
+                    continue
+            else:
+                text = _text(value)
+            sql = f"UPDATE {self.table} SET v = %s WHERE tbl = %s AND k = %s AND v = %s"
+            if conn.execute(sql, (text, table, key, version)).rowcount == 0:
+                changed.append(key)
+        return changed
+
+    def update(
+        self, conn: Conn, table: str, items: Sequence[tuple[str, EncodedFields]]
+    ) -> list[str]:
+        """Set top-level fields of existing records; returns the keys with no record."""
+        _record_table(table)
+        wanted = [key for key, _ in items if _storable(key)]
+        # Locked as read: no other transaction writes them until this one ends.
+        stored: dict[str, str] = dict(
+            conn.execute(
+                f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%s) FOR UPDATE",
+                (table, wanted),
+            ).fetchall()
+        )
+        missing: list[str] = []
+        rows: list[tuple[str, str, str]] = []
+        for key, fields in items:
+            text = stored.get(key)
+            if text is None:
+                missing.append(key)
+                continue
+            text = _merged(text, fields)
+            stored[key] = text  # a key given twice: the second sees the first
+            rows.append((text, table, key))
+        if rows:
+            with conn.cursor() as cur:
+                cur.executemany(f"UPDATE {self.table} SET v = %s WHERE tbl = %s AND k = %s", rows)
+        return missing
+
+    def _select(self, conn: Conn, table: str, keys: Sequence[str]) -> list[tuple[str, str]]:
+        wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
+        if not wanted:
+            return []
+        rows = conn.execute(
+            f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%s)", (table, wanted)
+        ).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    # -- outside a transaction -----------------------------------------------
+
+    def read_versions(
+        self, db: Database, table: str, keys: Sequence[str]
+    ) -> dict[str, StoredRecord]:
+        rows = db.read(lambda conn: self._select(conn, table, keys), f"reading {table!r}")
+        return {k: StoredRecord(value=dict(json.loads(v)), version=v) for k, v in rows}
+
+    def read_one(self, db: Database, table: str, key: str) -> dict[str, Any] | None:
+        return db.read(lambda conn: self.get(conn, table, key), f"reading {table!r}")
+
+    def list(
+        self, db: Database, table: str, prefix: str = "", limit: int | None = None, after: str = ""
+    ) -> list[tuple[str, dict[str, Any]]]:
+        if not _storable(prefix) or not _storable(after):
+            return []  # no stored key starts with it (or: a cursor no key came from)
+        if limit is not None and limit <= 0:
+            return []
+        # Keys with the prefix form one contiguous range of the primary key.
+        sql = f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k >= %s AND k > %s"
+        params: list[Any] = [table, prefix, after]
+        if prefix:
+            sql += " AND k < %s"
+            params.append(prefix[:-1] + chr(ord(prefix[-1]) + 1))
+        sql += " ORDER BY k"
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
+        rows = db.read(lambda conn: conn.execute(sql, params).fetchall(), f"listing {table!r}")
+        return [(k, dict(json.loads(v))) for k, v in rows]

@@ -1,0 +1,99 @@
+"""agentq's own schema: its tables, its version table, forward migrations.
+
+Everything agentq keeps lives in one schema (``?schema=agentq``, the default),
+apart from the application's tables: the queues' stored specs and counters,
+the records (ledger, approvals, audit, payloads, schedules, key slots, rate
+limits) and one table per queue. ``schema_version`` holds the migrations
+applied; a later release appends to :data:`MIGRATIONS` and never edits one
+that shipped. Applying them takes a transaction-scoped advisory lock, so
+processes starting together do not race; a role that may not create the
+schema still works once someone else did (``agentq init``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentq.errors import ConfigError
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ddl", "ensure_schema", "qualified"]
+
+#: Each migration: the statements that take the schema from the previous version.
+#: ``{s}`` is the quoted schema name.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        "CREATE TABLE {s}.queues (name text PRIMARY KEY, spec text NOT NULL)",
+        "CREATE TABLE {s}.queue_counters (queue text PRIMARY KEY, "
+        "lease_expirations bigint NOT NULL DEFAULT 0, ttl_dropped bigint NOT NULL DEFAULT 0)",
+        # The records as JSON text: the stored text is also the version compared by
+        # replace_records, and text keeps exactly what the runtime encoded.
+        'CREATE TABLE {s}.records (tbl text NOT NULL, k text COLLATE "C" NOT NULL, '
+        "v text NOT NULL, PRIMARY KEY (tbl, k))",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+# Any constant works: it only has to be the same in every agentq process.
+_LOCK_KEY = 0x61676E7471  # "agntq"
+
+
+def qualified(schema: str, name: str) -> str:
+    """``"schema"."name"`` (both already checked identifiers)."""
+    return f'"{schema}"."{name}"'
+
+
+def ddl(schema: str) -> list[str]:
+    """Every statement that creates the schema from nothing (``--print-ddl``)."""
+    s = f'"{schema}"'
+    out = [
+        f"CREATE SCHEMA IF NOT EXISTS {s}",
+        f"CREATE TABLE IF NOT EXISTS {s}.schema_version "
+        "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+    ]
+    for number, statements in enumerate(MIGRATIONS, 1):
+        out += [stmt.format(s=s) for stmt in statements]
+        out.append(f"INSERT INTO {s}.schema_version (version) VALUES ({number})")
+    return out
+
+
+def _current(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> int | None:
+    """The schema's version, or None if there is no schema (or no version table)."""
+    row = conn.execute("SELECT to_regclass(%s)", (qualified(schema, "schema_version"),)).fetchone()
+    if row is None or row[0] is None:
+        return None
+    found = conn.execute(f"SELECT max(version) FROM {qualified(schema, 'schema_version')}")
+    version = found.fetchone()
+    return int(str(version[0])) if version and version[0] is not None else 0
+
+
+def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
+    """Create the schema or bring it forward to :data:`SCHEMA_VERSION`.
+
+    ``conn`` is in autocommit mode; each step is its own transaction. A schema
+    already current is only read, so a role without CREATE can use it.
+    """
+    current = _current(conn, schema)
+    if current == SCHEMA_VERSION:
+        return
+    if current is not None and current > SCHEMA_VERSION:
+        raise ConfigError(
+            f"schema {schema!r} is at version {current}, newer than this agentq "
+            f"({SCHEMA_VERSION}): upgrade agentq"
+        )
+    s = f'"{schema}"'
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        exists = conn.execute("SELECT to_regnamespace(%s)", (s,)).fetchone()
+        if exists is None or exists[0] is None:
+            conn.execute(f"CREATE SCHEMA {s}")
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {s}.schema_version "
+            "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        current = _current(conn, schema) or 0  # again, under the lock
+        for number in range(current + 1, SCHEMA_VERSION + 1):
+            for stmt in MIGRATIONS[number - 1]:
+                conn.execute(stmt.format(s=s))
+            conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES (%s)", (number,))

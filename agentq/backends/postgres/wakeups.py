@@ -1,0 +1,128 @@
+"""Wake-ups across processes: ``LISTEN/NOTIFY``, with a bounded poll behind it.
+
+A transaction that sent messages calls ``pg_notify`` before it commits, naming
+the queues; PostgreSQL delivers the notification only if that transaction
+commits, and after its rows are visible. Each backend that has a waiting
+receiver keeps one extra connection that ``LISTEN``\\ s on the schema's channel
+(:class:`Listener`, a daemon thread) and sets the in-process subscribers of the
+named queues. A dropped listening connection is reopened with backoff, and
+every receiver is woken once it is back (notifications sent while it was away
+are lost). Receivers also re-read every ``poll_interval`` seconds whatever
+happens, so a lost notification (PgBouncer in transaction mode, a listener
+reconnecting) delays a message by at most that long. A dropped connection that the socket does not
+report at once is found by a check every :data:`_CHECK_SECONDS` of quiet.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import psycopg
+
+from agentq.backends.notify import Notifier
+from agentq.backends.postgres.config import PostgresConfig
+from agentq.backends.postgres.connection import Conn, connect
+
+__all__ = ["LISTENER_NAME", "Listener", "channel", "payload"]
+
+log = logging.getLogger("agentq.backends.postgres")
+
+#: The listening connection's ``application_name``.
+LISTENER_NAME = "agentq listener"
+_STOP_SECONDS = 0.25  # how often the listener looks at its stop flag (bounds close)
+_CHECK_SECONDS = 5.0  # how often a quiet listener checks that its connection is there
+_RECONNECT_MAX = 5.0
+_MAX_PAYLOAD = 7900  # PostgreSQL's limit is 8000 bytes
+
+
+def channel(schema: str) -> str:
+    """The notification channel of agentq's schema (at most 63 bytes)."""
+    return f"agentq_{schema}"[:63]
+
+
+def payload(queues: set[str]) -> str:
+    """The queues a commit sent to; empty (every receiver) when too many to name."""
+    text = ",".join(sorted(queues))
+    return text if len(text.encode()) <= _MAX_PAYLOAD else ""
+
+
+class Listener:
+    """One LISTENing connection of a backend, started when first needed."""
+
+    def __init__(self, config: PostgresConfig, receivers: Notifier, commits: Notifier) -> None:
+        self._config = config
+        self._receivers = receivers
+        self._commits = commits
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: Set once the first LISTEN is in place (a test's signal; receivers poll anyway).
+        self.listening = threading.Event()
+
+    def start(self) -> None:
+        """Start listening if not yet started (idempotent, cheap when running)."""
+        with self._lock:
+            if self._thread is not None or self._stop.is_set():
+                return
+            self._thread = threading.Thread(
+                target=self._run, name=f"agentq-listen {self._config.where}", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        delay = 0.1
+        first = True
+        while not self._stop.is_set():
+            conn: Conn | None = None
+            try:
+                conn = connect(self._config, name=LISTENER_NAME)
+                conn.execute(f'LISTEN "{channel(self._config.schema)}"')
+                if not first:
+                    # Back after a drop: what was sent meanwhile was not announced.
+                    self._receivers.notify()
+                    self._commits.notify()
+                first = False
+                self.listening.set()
+                delay = 0.1
+                self._listen(conn)
+            except Exception as exc:  # any failure: reconnect, the poll covers the gap
+                if self._stop.is_set():
+                    break
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                log.warning(
+                    "LISTEN connection to %s lost (%s); reconnecting", self._config.where, reason
+                )
+                self._stop.wait(delay)
+                delay = min(delay * 2, _RECONNECT_MAX)
+            finally:
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except psycopg.Error:
+                        pass
+
+    def _listen(self, conn: Conn) -> None:
+        checked = time.monotonic()
+        while not self._stop.is_set():
+            for note in conn.notifies(timeout=_STOP_SECONDS):
+                queues = {q for q in note.payload.split(",") if q}
+                self._receivers.notify(queues or None)
+                self._commits.notify()
+                if self._stop.is_set():
+                    return
+            if time.monotonic() - checked >= _CHECK_SECONDS:
+                # Quiet for a while: make sure the connection is still there (a
+                # half-open socket raises here rather than waiting forever).
+                conn.execute("SELECT 1")
+                checked = time.monotonic()
+
+    def close(self) -> None:
+        """Stop the thread; returns within about :data:`_STOP_SECONDS` (a
+        reconnection in progress may take up to its connect timeout: not waited for)."""
+        self._stop.set()
+        with self._lock:
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(_STOP_SECONDS + 1.0)

@@ -1,0 +1,65 @@
+"""The postgresql:// URL (no server needed): agentq's options, the schema name,
+and a password that never reaches ``Backend.url`` or an error message."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("psycopg", reason="postgres: psycopg is not installed")
+
+from agentq.backends import open_backend
+from agentq.backends.postgres.config import parse_url
+from agentq.backends.postgres.schema import SCHEMA_VERSION, ddl
+from agentq.errors import BackendUnavailable, ConfigError
+from tests.ports import held_port
+
+
+def test_agentq_options_are_taken_out_and_libpq_ones_kept() -> None:
+    c = parse_url(
+        "postgresql://app:s3cret@db.example:6432/shop?schema=jobs&pool_size=4&sslmode=require"
+    )
+    assert c.schema == "jobs"
+    assert c.pool_size == 4
+    assert "sslmode=require" in c.conninfo and "pool_size" not in c.conninfo
+    assert "s3cret" in c.conninfo  # libpq needs it
+    assert "s3cret" not in c.safe_url and c.safe_url.startswith("postgresql://app@db.example")
+    assert c.where == "db.example:6432/shop"
+
+
+def test_the_default_schema_is_agentq() -> None:
+    assert parse_url("postgres://localhost/db").schema == "agentq"
+
+
+@pytest.mark.parametrize(
+    ("query", "match"),
+    [
+        ("schema=Agent-Q", "schema 'Agent-Q' is not a lowercase"),
+        ("pool_size=0", "pool_size must be a number from 1"),
+        ("pool_size=2.5", "pool_size must be a whole number"),
+        ("pool_timeout=nan", "pool_timeout must be a number"),
+    ],
+)
+def test_bad_options_are_named(query: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        parse_url(f"postgresql://localhost/db?{query}")
+
+
+def test_unknown_backend_option_is_named() -> None:
+    with pytest.raises(ConfigError, match="durability"):
+        open_backend("postgresql://localhost/db", durability="full")
+
+
+def test_connection_refused_is_backend_unavailable_naming_it_without_the_password() -> None:
+    with held_port() as port:  # held by this process, nothing listens on it
+        url = f"postgresql://app:s3cret@127.0.0.1:{port}/db?connect_timeout=2"
+        with pytest.raises(BackendUnavailable, match="connection refused") as info:
+            open_backend(url)
+    assert f"127.0.0.1:{port}/db" in str(info.value)
+    assert "s3cret" not in str(info.value)
+
+
+def test_ddl_creates_the_schema_and_records_its_version() -> None:
+    statements = ddl("agentq")
+    assert statements[0] == 'CREATE SCHEMA IF NOT EXISTS "agentq"'
+    assert any('"agentq".records' in s for s in statements)
+    assert statements[-1].endswith(f"VALUES ({SCHEMA_VERSION})")
