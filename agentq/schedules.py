@@ -7,8 +7,10 @@ A schedule runs one tool with fixed arguments at the *slots* of its rule:
   computes the same slots without agreeing on a start time;
 * ``cron`` — a five-field cron expression (``"0 9 * * MON"``) read by
   `croniter <https://pypi.org/project/croniter/>`_, in a time zone (default UTC;
-  across daylight-saving changes croniter's rules apply: a local time that does
-  not exist that night, 02:30 when clocks spring forward, runs at 03:00).
+  across daylight-saving changes each nominal local slot runs once: a local
+  time that does not exist that night, 02:30 when clocks spring forward, runs
+  at 03:00, and once even where 03:00 is a slot too; a local time the night
+  repeats, 01:30 when clocks fall back, runs at its first occurrence only).
 
 **No drift.** The next run's time is the slot after the current run's *nominal*
 time (its slot), never after its completion time: a run that starts late or
@@ -129,9 +131,11 @@ class Rule:
             return from_micros((to_micros(when) // step + 1) * step)
         from croniter import croniter
 
-        local = when.astimezone(ZoneInfo(self.timezone))
-        nxt: datetime = croniter(str(self.cron), local).get_next(datetime)
-        return nxt.astimezone(UTC)
+        itr = croniter(str(self.cron), when.astimezone(ZoneInfo(self.timezone)))
+        while True:
+            nxt: datetime = itr.get_next(datetime)
+            if not _repeated(nxt):
+                return nxt.astimezone(UTC)
 
     def overdue(self, after: datetime, now: datetime) -> int:
         """How many slots lie in ``(after, now]`` (cron: at most a large bound)."""
@@ -157,6 +161,8 @@ class Rule:
         slot: datetime = now
         for _ in range(n):
             slot = itr.get_prev(datetime)
+            while _repeated(slot):
+                slot = itr.get_prev(datetime)
         return slot.astimezone(UTC)
 
     def as_record(self) -> dict[str, Any]:
@@ -201,4 +207,11 @@ def plan_next(rule: Rule, nominal: datetime, now: datetime, catch_up: int) -> tu
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _repeated(slot: datetime) -> bool:
+    """Whether ``slot`` is the second occurrence of a local wall time that the
+    night repeats (clocks set back): that nominal slot ran at its first."""
+    local = slot.astimezone(UTC).astimezone(slot.tzinfo)  # fold as the instant has it
+    return local.fold == 1 and local.utcoffset() != local.replace(fold=0).utcoffset()
 _MICROSECOND = timedelta(microseconds=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given
@@ -75,3 +76,55 @@ def test_every_next_run_is_on_the_grid_after_the_nominal_time(
 def test_bad_rules(kwargs: dict[str, object], problem: str) -> None:
     with pytest.raises(ConfigError, match=problem):
         Rule(**kwargs)  # type: ignore[arg-type]
+
+
+# Across daylight-saving changes a cron schedule in a named zone runs once per
+# nominal local slot: a wall time the night repeats runs at its first occurrence
+# only; a wall time the night skips runs once, at the first instant after the gap
+# (one run there even when that instant is a slot of its own). Fixed 2027 dates:
+# the rule's arithmetic, not the calendar of the day the suite runs.
+NEW_YORK, BERLIN = "America/New_York", "Europe/Berlin"
+
+
+def _slots(rule: Rule, start: datetime, hours: int) -> list[datetime]:
+    out, t, end = [], start, start + timedelta(hours=hours)
+    while (t := rule.next_after(t)) <= end:
+        out.append(t)
+    return out
+
+
+def _local(slots: list[datetime], zone: str) -> list[str]:
+    return [s.astimezone(ZoneInfo(zone)).strftime("%d %H:%M%z") for s in slots]
+
+
+@pytest.mark.parametrize(
+    ("cron", "zone", "start", "hours", "expected"),
+    [
+        # US fall back, 2027-11-07: 01:00-01:59 happens twice.
+        ("30 1 * * *", NEW_YORK, datetime(2027, 11, 6, 12, tzinfo=UTC), 48,
+         ["07 01:30-0400", "08 01:30-0500"]),
+        ("0 * * * *", NEW_YORK, datetime(2027, 11, 7, 4, 30, tzinfo=UTC), 4,
+         ["07 01:00-0400", "07 02:00-0500", "07 03:00-0500"]),
+        # EU fall back, 2027-10-31: 02:00-02:59 happens twice.
+        ("30 2 * * *", BERLIN, datetime(2027, 10, 30, 12, tzinfo=UTC), 48,
+         ["31 02:30+0200", "01 02:30+0100"]),
+        # US spring forward, 2027-03-14: 02:00-02:59 does not exist.
+        ("30 2 * * *", NEW_YORK, datetime(2027, 3, 13, 12, tzinfo=UTC), 48,
+         ["14 03:00-0400", "15 02:30-0400"]),
+        ("*/30 * * * *", NEW_YORK, datetime(2027, 3, 14, 6, 15, tzinfo=UTC), 1,
+         ["14 01:30-0500", "14 03:00-0400"]),
+        # EU spring forward, 2027-03-28.
+        ("0 * * * *", BERLIN, datetime(2027, 3, 27, 23, 30, tzinfo=UTC), 3,
+         ["28 01:00+0100", "28 03:00+0200", "28 04:00+0200"]),
+    ],
+)  # fmt: skip
+def test_cron_in_a_zone_runs_once_per_local_slot_across_daylight_saving(
+    cron: str, zone: str, start: datetime, hours: int, expected: list[str]
+) -> None:
+    rule = Rule(cron=cron, timezone=zone)
+    slots = _slots(rule, start, hours)
+    assert _local(slots, zone) == expected
+    # The slots counted and looked back on are the same ones.
+    assert rule.overdue(start, start + timedelta(hours=hours)) == len(expected)
+    end = start + timedelta(hours=hours)
+    assert [rule.latest(end, n) for n in range(len(expected), 0, -1)] == slots
