@@ -79,9 +79,8 @@ def open_backend(url: str, *, clock: Clock | None = None, **options: Any) -> Bac
         except ModuleNotFoundError as exc:
             if exc.name and exc.name.startswith("agentq"):
                 raise ConfigError("this agentq build has no PostgreSQL backend") from exc
-            raise ConfigError(
-                "the PostgreSQL backend needs psycopg 3 and psycopg-pool: "
-                "pip install 'agentq[postgres]'"
+            raise MissingExtra.needed_by(
+                "the PostgreSQL backend (psycopg 3 and psycopg-pool)", "postgres", exc.name
             ) from exc
         pg: Backend = module.open_postgres(url, clock, options)
         return pg

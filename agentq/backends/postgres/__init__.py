@@ -1,4 +1,4 @@
-"""The PostgreSQL backend (``postgresql://``, extra ``agentq[postgres]``).
+"""The PostgreSQL backend (``postgresql://``, extra ``agentq-runtime[postgres]``).
 
 Spanner-queue semantics in the database most applications already have, so
 the agent's state change and its tool tasks commit in one transaction with the

@@ -42,7 +42,7 @@ def _version() -> str:
 def _fail(hook: str, what: str) -> ClientLayoutChanged:
     return ClientLayoutChanged(
         f"google-cloud-spanner {_version()} changed a private part agentq relies on "
-        f"({hook}): {what}; install google-cloud-spanner>=3.71,<4 as agentq[spanner] "
+        f"({hook}): {what}; install google-cloud-spanner>=3.71,<4 as agentq-runtime[spanner] "
         "pins, or report it to agentq"
     )
 
