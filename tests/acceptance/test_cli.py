@@ -129,10 +129,14 @@ def test_dlq_replay_and_delete_refuse_what_they_cannot_do(tmp_path: Path) -> Non
 
 
 def test_bad_database_url_is_a_clear_error() -> None:
-    proc = agentq("inspect", "--db", "postgres://nope")
+    proc = agentq("inspect", "--db", "mysql://nope")
     assert proc.returncode == 2
-    assert "unknown database URL scheme 'postgres'" in proc.stderr
+    assert "unknown database URL scheme 'mysql'" in proc.stderr
     assert "Traceback" not in proc.stderr
+    # A known scheme whose server cannot be reached names it, without a traceback.
+    unreachable = agentq("inspect", "--db", "postgresql://127.0.0.1:1/nope")
+    assert unreachable.returncode != 0 and "Traceback" not in unreachable.stderr
+    assert unreachable.stderr.startswith("agentq: error: PostgreSQL at 127.0.0.1:1/nope")
 
 
 def test_init_prints_spanner_ddl_for_both_dialects() -> None:
