@@ -129,11 +129,17 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
         raise ConfigError(f"--max-wait must be in (0, 3600] seconds, got {args.max_wait}")
     auth = _auth(args)
     # Before the runtime opens; a missing module is reported by the CLI (extra="http").
-    import uvicorn
+    import uvicorn  # noqa: F401
 
     from agentq.server.app import create_app
+    from agentq.server.listen import bind, run, url_of
 
-    rt = make_runtime(args)
+    sock = bind(args.host, args.port)  # a busy port is an error before anything opens
+    try:
+        rt = make_runtime(args)
+    except BaseException:
+        sock.close()
+        raise
     stop = threading.Event()
     worker_thread = None
     try:
@@ -142,8 +148,8 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
             worker = rt.worker(concurrency=args.worker)
             worker_thread = threading.Thread(target=worker.run, args=(stop,), name="agentq-worker")
             worker_thread.start()
-        print(f"agentq serve on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="off")
+        print(f"agentq serve: serving on {url_of(args.host, sock)}", file=sys.stderr, flush=True)
+        run(app, sock, lifespan="off")
     finally:
         stop.set()
         if worker_thread is not None:
