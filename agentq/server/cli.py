@@ -164,14 +164,11 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
     from agentq.server.listen import bind, run, url_of
 
     sock = bind(args.host, args.port)  # a busy port is an error before anything opens
-    try:
-        rt = make_runtime(args)
-    except BaseException:
-        sock.close()
-        raise
     stop = threading.Event()
     worker_thread = None
+    rt = None
     try:
+        rt = make_runtime(args)
         app = create_app(rt, auth=auth, max_wait=args.max_wait, private_spec=args.private_spec)
         if args.worker > 0:
             worker = rt.worker(concurrency=args.worker)
@@ -183,5 +180,7 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
         stop.set()
         if worker_thread is not None:
             worker_thread.join(60)
-        rt.close()
+        sock.close()  # run() closed it already, unless something failed before
+        if rt is not None:
+            rt.close()
     return 0
