@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 
 from starlette.applications import Starlette
 
 from agentq.errors import ConfigError
 from agentq.server.auth import is_loopback
+from agentq.server.listen import bind, url_of
 
 __all__ = ["serve"]
 
@@ -33,15 +33,13 @@ def serve(
     if not allow_remote and not is_loopback(host):
         raise ConfigError(f"refusing to serve the console on {host!r}: pass --allow-remote")
     # Bound here, so port 0 picks a free port and the address told is the real one.
-    sock = socket.create_server((host, port))
-    bound = sock.getsockname()[1]
+    sock = bind(host, port)
     config = uvicorn.Config(
         app, log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS, access_log=False,
     )  # fmt: skip
     server = uvicorn.Server(config)
     if ready is not None:
-        shown = f"[{host}]" if ":" in host else host
-        ready(f"http://{shown}:{bound}/console/")
+        ready(url_of(host, sock, "/console/"))
     try:
         server.run(sockets=[sock])
     finally:

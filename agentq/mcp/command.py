@@ -28,7 +28,9 @@ def register(
     add_runtime_args(p)
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default loopback)")
-    p.add_argument("--port", type=int, default=8765, help="HTTP: port (default %(default)s)")
+    # Not agentq ui's 8765, nor serve's 8080: the three run side by side.
+    p.add_argument("--port", type=int, default=8766,
+                   help="HTTP: port (default %(default)s; 0: any)")  # fmt: skip
     p.add_argument("--tokens", help="HTTP: tokens file (TOML, as for agentq serve)")
     p.add_argument("--insecure-local", action="store_true",
                    help="HTTP: no tokens, loopback only (development)")  # fmt: skip

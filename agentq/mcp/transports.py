@@ -88,12 +88,18 @@ def serve_http(
     host: str,
     port: int,
     wait_seconds: float = 1.0,
+    path: str = "/mcp",
 ) -> None:
-    """Serve streamable HTTP with uvicorn until interrupted."""
-    import uvicorn
+    """Serve streamable HTTP with uvicorn until interrupted; once the port is
+    bound, tell the endpoint's URL (path included) on stderr."""
+    import sys
 
-    app = http_app(rt, auth, host=host, wait_seconds=wait_seconds)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    from agentq.server.listen import bind, run, url_of
+
+    app = http_app(rt, auth, host=host, wait_seconds=wait_seconds, path=path)
+    sock = bind(host, port)
+    print(f"agentq mcp: serving on {url_of(host, sock, path)}", file=sys.stderr, flush=True)
+    run(app, sock)
 
 
 def run_stdio(rt: Runtime, principal: Principal, *, wait_seconds: float = 1.0) -> None:

@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -53,8 +53,19 @@ from agentq.server.state import ServerState, WithState, server_state
 __all__ = ["ServerState", "create_app", "server_state"]
 
 async def _openapi_json(request: Request) -> Response:
-    auth_module.require(request, auth_module.Scope.READ)
-    return JSONResponse(server_state(request).openapi())
+    state = server_state(request)
+    if state.private_spec:
+        auth_module.require(request, auth_module.Scope.READ)
+    return JSONResponse(state.openapi())
+
+
+async def _docs(request: Request) -> Response:
+    from agentq.server.docs_page import render_docs
+
+    state = server_state(request)
+    if state.private_spec:
+        auth_module.require(request, auth_module.Scope.READ)
+    return HTMLResponse(render_docs(state.openapi()))
 
 
 async def _http_exception(request: Request, exc: Exception) -> Response:
@@ -95,6 +106,7 @@ def create_app(
     max_wait: float = 60.0,
     stream_seconds: float = 300.0,
     read_only: bool = False,
+    private_spec: bool = False,
 ) -> Starlette:
     """The HTTP API of ``runtime`` (routes in :mod:`agentq.server`'s docstring).
 
@@ -104,12 +116,18 @@ def create_app(
     stream stays open (the client reconnects after). ``read_only`` refuses every
     request to ``/v1`` that could change state (any method but GET, HEAD and
     OPTIONS) with 403, before routing: ``agentq ui --read-only --api``.
+    ``/openapi.json`` and ``/docs`` describe the tools and the routes, no data,
+    so they are served without a token (for client generators and first
+    readers); ``private_spec`` puts them behind the ``read`` scope too
+    (``agentq serve --private-spec``). Every other route needs a token.
     """
     if not isinstance(auth, auth_module.Authenticator):
         raise ConfigError("create_app needs auth=TokenAuth(...) (or InsecureLocal() on loopback)")
-    state = ServerState(runtime, auth, max_wait=max_wait, stream_seconds=stream_seconds)
+    state = ServerState(runtime, auth, max_wait=max_wait, stream_seconds=stream_seconds,
+                        private_spec=private_spec)  # fmt: skip
     routes: list[BaseRoute] = [
         Route("/openapi.json", _openapi_json, methods=["GET"]),
+        Route("/docs", _docs, methods=["GET"]),
         *actions.routes(),
         *tasks.routes(),
         *approvals.routes(),

@@ -4,8 +4,10 @@
 127.0.0.1:8080; ``--host``/``--port`` move it, ``--worker N`` also runs a
 worker with N handlers in the same process. ``--insecure-local`` serves
 without tokens, for development, and only on a loopback address.
+``/openapi.json`` and ``/docs`` are public unless ``--private-spec``.
 ``agentq token NAME --scope enqueue --scope read`` prints a new token and the
-entry of the tokens file that admits it (only its digest).
+entry of the tokens file that admits it (only its digest). ``agentq openapi``
+prints the OpenAPI document of the project's tools, offline.
 """
 
 from __future__ import annotations
@@ -45,7 +47,18 @@ def register(
                        help="also run a worker with N handlers in this process")  # fmt: skip
     serve.add_argument("--max-wait", type=float, default=60.0,
                        help="longest Prefer: wait=N honoured, in seconds (default 60)")  # fmt: skip
+    serve.add_argument("--private-spec", action="store_true",
+                       help="/openapi.json and /docs need a token too (default: public, "
+                            "they describe no data)")  # fmt: skip
     serve.set_defaults(func=lambda args: _cmd_serve(args, make_runtime), extra="http")
+
+    spec = subparsers.add_parser(
+        "openapi", help="print the HTTP API's OpenAPI document (offline: no server, no database)"
+    )
+    spec.add_argument("--config", help="agentq.toml (default: ./agentq.toml if there is one)")
+    spec.add_argument("--tools", help="tools folder (default: agentq.toml, else ./tools)")
+    spec.add_argument("--policies", help="policies folder (default: agentq.toml, else ./policies)")
+    spec.set_defaults(func=lambda args: _cmd_openapi(args, make_runtime), extra="http")
 
     token = subparsers.add_parser("token", help="make a bearer token for the HTTP API")
     token.add_argument("name", help="the principal (recorded on its approvals)")
@@ -105,6 +118,22 @@ def _append_entry(file: Path, entry: str) -> None:
         raise
 
 
+def _cmd_openapi(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
+    """The document ``agentq serve`` would serve for these tools and policies,
+    built over a throw-away in-memory database (the user's is not opened)."""
+    from agentq.server.auth import InsecureLocal
+    from agentq.server.state import ServerState
+
+    args.db, args.setting = "sqlite:///:memory:", []
+    rt = make_runtime(args)
+    try:
+        document = ServerState(rt, InsecureLocal()).openapi()
+    finally:
+        rt.close()
+    print(json.dumps(document, indent=2))
+    return 0
+
+
 def _auth(args: argparse.Namespace) -> Any:
     from agentq.errors import ConfigError
     from agentq.server.auth import InsecureLocal, TokenAuth, is_loopback
@@ -123,30 +152,35 @@ def _auth(args: argparse.Namespace) -> Any:
 def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
     from agentq.errors import ConfigError
 
-    if not 0 < args.port < 65536:
-        raise ConfigError(f"--port must be 1-65535, got {args.port}")
+    if not 0 <= args.port < 65536:
+        raise ConfigError(f"--port must be 0-65535 (0: any free port), got {args.port}")
     if not 0 < args.max_wait <= 3600:
         raise ConfigError(f"--max-wait must be in (0, 3600] seconds, got {args.max_wait}")
     auth = _auth(args)
     # Before the runtime opens; a missing module is reported by the CLI (extra="http").
-    import uvicorn
+    import uvicorn  # noqa: F401
 
     from agentq.server.app import create_app
+    from agentq.server.listen import bind, run, url_of
 
-    rt = make_runtime(args)
+    sock = bind(args.host, args.port)  # a busy port is an error before anything opens
     stop = threading.Event()
     worker_thread = None
+    rt = None
     try:
-        app = create_app(rt, auth=auth, max_wait=args.max_wait)
+        rt = make_runtime(args)
+        app = create_app(rt, auth=auth, max_wait=args.max_wait, private_spec=args.private_spec)
         if args.worker > 0:
             worker = rt.worker(concurrency=args.worker)
             worker_thread = threading.Thread(target=worker.run, args=(stop,), name="agentq-worker")
             worker_thread.start()
-        print(f"agentq serve on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="off")
+        print(f"agentq serve: serving on {url_of(args.host, sock)}", file=sys.stderr, flush=True)
+        run(app, sock, lifespan="off")
     finally:
         stop.set()
         if worker_thread is not None:
             worker_thread.join(60)
-        rt.close()
+        sock.close()  # run() closed it already, unless something failed before
+        if rt is not None:
+            rt.close()
     return 0

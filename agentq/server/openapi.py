@@ -43,9 +43,11 @@ _PROBLEM = {"$ref": "#/components/schemas/Problem"}
 
 
 class TaskList(BaseModel):
-    """A page of tasks."""
+    """A page of tasks; ``next_after`` is the ``after`` of the next page (``None``
+    after the last)."""
 
     tasks: list[TaskInfo]
+    next_after: str | None
 
 
 class ApprovalList(BaseModel):
@@ -221,8 +223,12 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
              "schema": {"type": "string", "minLength": 1, "maxLength": 64}},
             {"name": "limit", "in": "query", "required": False,
              "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+            {"name": "after", "in": "query", "required": False,
+             "description": "the next_after of the previous page",
+             "schema": {"type": "string", "pattern": "^tsk_[!-~]{1,196}$"}},
         ],
-        "responses": _responses({"200": _json("TaskList", "tasks, oldest first")}, 400),
+        "responses": _responses({"200": _json("TaskList", "a page of tasks, oldest first")},
+                                400),
     }}  # fmt: skip
     paths["/v1/tasks/{task_id}"] = {"get": {
         "operationId": "get_task",

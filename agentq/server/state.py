@@ -32,6 +32,8 @@ class ServerState:
     max_wait: float = 60.0
     #: How long one server-sent event stream stays open at most (seconds).
     stream_seconds: float = 300.0
+    #: ``/openapi.json`` and ``/docs`` need a token too (else they are public).
+    private_spec: bool = False
     #: Idempotency keys whose first request is being processed right now (409).
     in_flight: set[str] = field(default_factory=set)
     _openapi: dict[str, Any] | None = None

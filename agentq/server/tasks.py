@@ -6,7 +6,9 @@
   ``Preference-Applied: wait=N``.
 * ``GET /v1/tasks/{id}/events`` — server-sent events: one ``task`` event with
   the task now and one at each change, ending when it is final.
-* ``GET /v1/tasks?status=&tool=&limit=`` — tasks, oldest first.
+* ``GET /v1/tasks?status=&tool=&limit=&after=`` — a page of tasks, oldest first;
+  ``next_after`` in the answer is the ``after`` of the next page (``null``
+  after the last; a page may hold fewer than ``limit``).
 * ``POST /v1/tasks/{id}:cancel`` — cancel an unfinished task (409 if final).
 
 Each answers only about tasks the principal may see (its own; everyone's with
@@ -37,6 +39,8 @@ __all__ = ["parse_prefer_wait", "routes"]
 
 _WAIT = re.compile(r"^\s*wait\s*=\s*\"?(\d{1,6})\"?\s*$", re.IGNORECASE)
 _MAX_ID = 200
+#: A page cursor is a task id (``next_after`` of the page before).
+_CURSOR = re.compile(r"^tsk_[!-~]{1,196}$")
 
 
 def parse_prefer_wait(header: str | None) -> int | None:
@@ -105,12 +109,18 @@ async def list_tasks(request: Request) -> Response:
     if tool is not None and not 1 <= len(tool) <= 64:
         raise Problem(400, "Invalid tool", "tool must be 1 to 64 characters",
                       errors=[{"parameter": "tool", "detail": "bad length"}])  # fmt: skip
-    found = await run_in_threadpool(state.runtime.tasks, status)
-    if tool is not None:
-        found = [t for t in found if t.tool == tool]
-    found = access.visible_tasks(principal, found)
-    page = found[: int(limit_text)]
-    return JSONResponse({"tasks": [t.model_dump(mode="json") for t in page]})
+    after = params.get("after")
+    if after is not None and not _CURSOR.match(after):
+        raise Problem(400, "Invalid cursor", "after must be the next_after of an earlier page",
+                      errors=[{"parameter": "after", "detail": "not a task cursor"}])  # fmt: skip
+    # One keyset page of the ledger (it is never read whole); the principal's view
+    # of it may be shorter than limit, and next_after still leads on.
+    page = await run_in_threadpool(functools.partial(
+        state.runtime.task_page, status, tool=tool, limit=int(limit_text), after=after,
+    ))  # fmt: skip
+    shown = access.visible_tasks(principal, page.tasks)
+    return JSONResponse({"tasks": [t.model_dump(mode="json") for t in shown],
+                         "next_after": page.next_after})  # fmt: skip
 
 
 async def cancel_task(request: Request) -> Response:

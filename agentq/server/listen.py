@@ -1,0 +1,55 @@
+"""Listening sockets for the HTTP surfaces (``agentq serve``, ``agentq mcp
+--transport http``, ``agentq ui``).
+
+The socket is bound here, before uvicorn starts, so that a port another process
+holds is one :class:`~agentq.errors.ConfigError` (``agentq: error: ...``, exit 2)
+instead of uvicorn's logged error and exit 3 (the CLI's "not found"), so that
+port 0 picks a free port and the address told is the real one, and so that
+nothing says "serving on" before the port is ours.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from typing import Any
+
+from agentq.errors import ConfigError
+
+__all__ = ["bind", "run", "url_of"]
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port`` (port 0: any free port), or a
+    :class:`ConfigError` naming the address and why it cannot be had."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            why = "the address is already in use (another process listens there; try --port)"
+        else:
+            why = exc.strerror or str(exc)
+        raise ConfigError(f"cannot listen on {_shown(host)}:{port}: {why}") from None
+
+
+def url_of(host: str, sock: socket.socket, path: str = "") -> str:
+    """``http://host:port/path`` of a bound socket (its real port)."""
+    return f"http://{_shown(host)}:{sock.getsockname()[1]}{path}"
+
+
+def run(app: Any, sock: socket.socket, **config: Any) -> None:
+    """Serve ``app`` with uvicorn on the bound ``sock`` until SIGINT/SIGTERM;
+    ``config`` goes to :class:`uvicorn.Config` (quiet by default)."""
+    import uvicorn
+
+    config.setdefault("log_level", "warning")
+    server = uvicorn.Server(uvicorn.Config(app, **config))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def _shown(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
