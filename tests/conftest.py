@@ -31,3 +31,36 @@ def server_port() -> Iterator[int]:
     :mod:`tests.ports`), for a server the test starts, and restarts, on it."""
     with held_port() as port:
         yield port
+
+
+#: The time-sensitive tests: schedules and cron, retention, approval timers and
+#: reminders, batching windows, rate limits, ordering, retries and Retry-After.
+#: `.ci/run` runs them again (SQLite cases) with the process clock moved by
+#: libfaketime to the calendar's edges: year ends, leap days, daylight-saving
+#: changes, past 2038-01-19T03:14:07Z.
+CALENDAR_MODULES = {
+    "unit/test_schedule_rules.py",
+    "unit/test_retention_settings.py",
+    "unit/test_ratelimit.py",
+    "unit/test_http.py",
+    "unit/test_policy_limits.py",
+    "unit/test_no_calendar_in_tests.py",
+    "runtime/test_schedules.py",
+    "runtime/test_retention.py",
+    "runtime/test_retention_records.py",
+    "runtime/test_approval_timers.py",
+    "runtime/test_batching.py",
+    "runtime/test_rate_limits.py",
+    "runtime/test_joins.py",
+    "runtime/test_retry_after_cap.py",
+    "runtime/test_timeouts.py",
+    "runtime/test_execution.py",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    root = __file__.rsplit("/", 1)[0]
+    for item in items:
+        rel = str(item.path).removeprefix(root + "/")
+        if rel in CALENDAR_MODULES:
+            item.add_marker(pytest.mark.calendar)

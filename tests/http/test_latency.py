@@ -47,7 +47,7 @@ def test_long_poll_answers_soon_after_a_commit_in_another_process(
 
             def poll(task_id: str = task["task_id"], got: list[Any] = got) -> None:
                 r = http.get(f"/v1/tasks/{task_id}", headers={"Prefer": "wait=30"})
-                got.append((datetime.now(UTC), r.json()))
+                got.append((datetime.now(UTC), r.json()))  # real latency over loopback
 
             poller = threading.Thread(target=poll)
             poller.start()

@@ -104,6 +104,7 @@ def _kill_after_the_charge(
 
 def _runtime(db: str, project: tuple[Path, Path], api: NaivePaymentsAPI) -> Runtime:
     tools, policies = project
+    # The worker processes killed here run on the real clock: this runtime starts there.
     return Runtime(db, tools=tools, policies=policies, settings={"payments_url": api.url},
                    clock=FakeClock(datetime.now(UTC)))  # fmt: skip
 

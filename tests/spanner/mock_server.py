@@ -222,7 +222,7 @@ class QueueAwareSpannerServicer(SpannerServicer):  # type: ignore[misc]
 
     def Commit(self, request: Any, context: Any) -> Any:
         resp = super().Commit(request, context)
-        resp.commit_timestamp = datetime.datetime.now(datetime.UTC)
+        resp.commit_timestamp = datetime.datetime.now(datetime.UTC)  # as a real server stamps it
         self._apply_record_mutations(request)
         return resp
 

@@ -29,6 +29,7 @@ def _ledger(path: Path, ages_in_days: list[float]) -> str:
     """A database with one succeeded task per age (days ago, in real time)."""
     url = f"sqlite:///{path}"
     oldest = max(ages_in_days)
+    # The prune CLI runs in a subprocess and ages records by the real clock.
     clock = FakeClock(datetime.now(UTC) - timedelta(days=oldest))
     with Runtime(url, tools=[job], clock=clock) as rt:
         for i, age in enumerate(sorted(ages_in_days, reverse=True)):
