@@ -190,10 +190,13 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
     project = find_project(args, config)
     settings = config.settings | _settings(getattr(args, "setting", []))
     args.db = db
-    return Runtime(
+    rt = Runtime(
         db, tools=project.tools, policies=project.policies, settings=settings,
         args_inline_bytes=config.agentq.args_inline_bytes, retention=config_retention(config),
     )  # fmt: skip
+    if config.agentq.audit_retention is not None:
+        rt.audit_retention = config.agentq.audit_retention
+    return rt
 
 
 def config_retention(config: Config) -> timedelta | str:
