@@ -7,6 +7,7 @@
     tools = "tools"
     policies = "policies"
     retention = "7d"        # finished tasks are deleted after this ("off": kept)
+    audit_retention = "90d" # audit entries are kept at least this long
     args_inline_bytes = 4096  # larger task arguments are stored out of band
 
     [settings]              # handed to tool handlers
@@ -19,6 +20,7 @@ Every path is relative to the file: ``tools``, ``policies`` and the path of a
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,21 @@ class _Section(BaseModel):
     """How long finished tasks are kept before workers delete them (``"7d"``,
     ``"36h"``; ``"off"``: kept forever); a tool's policy ``retention`` wins over
     it. Unset: 7 days."""
+
+    audit_retention: timedelta | None = None
+    """How long audit entries (who approved, cancelled, resolved what) are kept at
+    least, even after their task is deleted, whatever ``retention`` or
+    ``agentq prune --older-than`` say. Unset: 90 days."""
+
+    @field_validator("audit_retention", mode="before")
+    @classmethod
+    def _audit_retention(cls, v: object) -> timedelta | None:
+        if v is None:
+            return None
+        keep = parse_duration(v)
+        if keep <= timedelta(0):
+            raise ValueError("must be more than 0")
+        return keep
 
     @field_validator("retention", mode="before")
     @classmethod

@@ -10,10 +10,11 @@ would, and hold no state between calls (safe from any thread).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["canonical", "compact"]
+__all__ = ["MAX_DEPTH", "canonical", "compact", "loads"]
 
 #: Compact ASCII JSON (no spaces); NaN and infinities raise ``ValueError``.
 #: Equal to ``json.dumps(obj, separators=(",", ":"), allow_nan=False)``.
@@ -22,3 +23,37 @@ compact: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), allow_na
 #: Compact ASCII JSON with sorted keys: the same value always gives the same text.
 #: Equal to ``json.dumps(obj, sort_keys=True, separators=(",", ":"))``.
 canonical: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+
+
+#: The deepest nesting :func:`loads` accepts. Far beyond any tool's arguments;
+#: well below the interpreter's recursion limit, which a deeper document would
+#: hit in ``json.loads`` (a ``RecursionError``: a 500 on the API, a traceback on
+#: the CLI) or later, in whatever walks the value.
+MAX_DEPTH = 100
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` of text from outside (a request body, a command line), with
+    nesting bounded by :data:`MAX_DEPTH`.
+
+    Raises ``ValueError`` for text that is not JSON or nests deeper (a
+    ``json.JSONDecodeError`` for the former), ``UnicodeDecodeError`` for bytes that
+    are not UTF-8/16/32.
+    """
+    if isinstance(text, bytes):
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
+    # Fewer opening brackets than the limit cannot nest deeper: the usual case
+    # costs two C-speed counts; only bracket-heavy text is scanned.
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        depth = 0
+        for bracket in _BRACKET.finditer(_STRING.sub("", text)):
+            depth += 1 if bracket.group() in "[{" else -1
+            if depth > MAX_DEPTH:
+                raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except RecursionError:  # unreachable after the scan; kept so it stays a ValueError
+        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None

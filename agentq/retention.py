@@ -17,10 +17,19 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Final, Literal
 
-__all__ = ["DEFAULT_RETENTION", "OFF", "RetentionValue", "parse_retention"]
+__all__ = [
+    "DEFAULT_AUDIT_RETENTION",
+    "DEFAULT_RETENTION",
+    "OFF",
+    "RetentionValue",
+    "parse_retention",
+]
 
 #: How long a finished task is kept unless configured otherwise.
 DEFAULT_RETENTION: Final = timedelta(days=7)
+#: How long an audit entry is kept at least, whatever the tasks' retention or
+#: ``--older-than``: who approved, cancelled or resolved what outlives the task.
+DEFAULT_AUDIT_RETENTION: Final = timedelta(days=90)
 #: The setting that keeps finished tasks forever.
 OFF: Final = "off"
 

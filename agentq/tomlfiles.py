@@ -22,15 +22,25 @@ from pydantic import ValidationError
 
 from agentq.errors import ConfigError
 
-__all__ = ["Locator", "field_name", "read_toml", "validation_problems"]
+__all__ = ["MAX_TOML_BYTES", "Locator", "field_name", "read_toml", "validation_problems"]
+
+#: The largest TOML file agentq reads (config, policies, tokens). Far above any
+#: real one; without a bound ``--config /dev/zero`` (or a log file named by
+#: mistake) was read until memory ran out.
+MAX_TOML_BYTES = 1024 * 1024
 
 
 def read_toml(file: Path, what: str) -> dict[str, Any]:
     """The parsed contents of ``file``; ``what`` names it in errors ("policy file")."""
     try:
-        data = file.read_bytes()
+        with file.open("rb") as stream:
+            data = stream.read(MAX_TOML_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{what} {file}: cannot be read: {exc.strerror or exc}") from exc
+    if len(data) > MAX_TOML_BYTES:
+        raise ConfigError(
+            f"{what} {file}: larger than {MAX_TOML_BYTES} bytes; is it the right file?"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -27,6 +27,11 @@ allowed_hosts`` in a policy file): an agent's ``callback_url`` is untrusted, so
 with no such entry no webhook can be sent, and :func:`check_callback_url`
 refuses such a URL when the task is created. A URL with userinfo, a query or a
 fragment is refused too: a credential in it would reach the ledger.
+
+Only a 2xx answer is a delivery. Redirects are not followed (the allow-list
+checked the URL asked for, not the ``Location``), so a 3xx is a failed
+delivery, retried like a 5xx and dead-lettered once the attempts run out; any
+other 4xx is dead at once.
 """
 
 from __future__ import annotations
@@ -155,4 +160,9 @@ def deliver_webhook(ctx: ToolContext, args: WebhookArgs) -> dict[str, Any]:
         IDEMPOTENCY_HEADER: args.webhook_id,
     }
     response = checked(ctx.http.post(args.url, content=body, headers=headers), "webhook receiver")
+    if 300 <= response.status_code < 400:
+        # Redirects are not followed (the allow-list checked this URL, not the
+        # Location), so the receiver did not get the outcome: retried, then dead.
+        raise RuntimeError(f"webhook receiver answered {response.status_code} (a redirect): "
+                           "not delivered; redirects are not followed")  # fmt: skip
     return {"status_code": response.status_code, "webhook_id": args.webhook_id}

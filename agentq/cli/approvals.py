@@ -11,9 +11,9 @@ not changed since it was read here).
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from agentq import jsontext
 from agentq.approvals import ApprovalStatus
 from agentq.cli.common import add_db_args, open_ledger
 from agentq.cli.exits import EXIT_OK
@@ -45,7 +45,7 @@ def _cmd_approvals(args: argparse.Namespace) -> int:
 def _json_value(text: str) -> Any:
     """A ``--set`` value: JSON if it parses (``40``, ``true``, ``"x"``), else the text."""
     try:
-        return json.loads(text)
+        return jsontext.loads(text)
     except ValueError:
         return text
 
@@ -58,7 +58,7 @@ def _edited_args(args: argparse.Namespace, asked: dict[str, Any]) -> dict[str, A
     edited = dict(asked)
     if args.args is not None:
         try:
-            edited = json.loads(args.args)
+            edited = jsontext.loads(args.args)
         except ValueError as exc:
             raise ConfigError(f"approve: --args is not JSON: {exc}") from exc
         if not isinstance(edited, dict):

@@ -37,6 +37,7 @@ __all__ = [
     "add_runtime_args",
     "config_retention",
     "find_project",
+    "int_in",
     "non_negative",
     "on_ledger",
     "open_ledger",
@@ -50,6 +51,28 @@ __all__ = [
 DEFAULT_DB = "sqlite:///agentq.db"
 CONFIG_FILE = "agentq.toml"
 T = TypeVar("T")
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """argparse type: an integer from ``low`` to ``high``. The ceilings keep a typo
+    (``--concurrency 100000``) a usage error instead of a worker that starts and
+    dies in a traceback."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(
+                f"must be at least {low}, got {value}" if low else
+                f"must not be negative, got {value}"
+            )  # fmt: skip
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high}, got {value}")
+        return value
+
+    return parse
 
 
 def positive(text: str) -> int:
@@ -167,10 +190,13 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
     project = find_project(args, config)
     settings = config.settings | _settings(getattr(args, "setting", []))
     args.db = db
-    return Runtime(
+    rt = Runtime(
         db, tools=project.tools, policies=project.policies, settings=settings,
         args_inline_bytes=config.agentq.args_inline_bytes, retention=config_retention(config),
     )  # fmt: skip
+    if config.agentq.audit_retention is not None:
+        rt.audit_retention = config.agentq.audit_retention
+    return rt
 
 
 def config_retention(config: Config) -> timedelta | str:

@@ -26,13 +26,16 @@ from agentq.cli.output import print_json
 from agentq.errors import ConfigError
 
 if TYPE_CHECKING:
-    from agentq.lifecycle.retention import RetentionRules
+    from agentq.lifecycle.retention import PruneCounts, RetentionRules
     from agentq.runtime import PruneReport, Runtime
 
 __all__ = ["register"]
 
 #: Seconds between two batches: workers on the database keep their turns.
 _PAUSE = 0.01
+#: An ``--older-than`` below this deletes what just finished (a typo of ``1d``?):
+#: it asks for ``--yes`` when there is anything to delete.
+_ASK_BELOW = timedelta(hours=1)
 
 
 def register(sub: Any) -> None:
@@ -56,6 +59,10 @@ def register(sub: Any) -> None:
         "tool, instead of the configured retention",
     )  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="count only; delete nothing")
+    p.add_argument(
+        "--yes", action="store_true",
+        help="delete even with an --older-than below 1h (asked for when it would delete anything)",
+    )  # fmt: skip
     p.add_argument(
         "--vacuum", action="store_true",
         help="then rebuild a SQLite file with incremental auto-vacuum (converts an older "
@@ -87,7 +94,10 @@ def _open(args: argparse.Namespace) -> Runtime:
     db = resolve_db(args, config)
     require_database(db)
     args.db = db
-    return Runtime(db, retention=config_retention(config))
+    rt = Runtime(db, retention=config_retention(config))
+    if config.agentq.audit_retention is not None:
+        rt.audit_retention = config.agentq.audit_retention
+    return rt
 
 
 def _mib(size: int) -> str:
@@ -110,6 +120,8 @@ def _cmd_prune(args: argparse.Namespace) -> int:
             print("retention is off for every tool: nothing to prune (use --older-than)")
             report = None
         else:
+            if older_than is not None and older_than < _ASK_BELOW:
+                _confirmed(args, rt, older_than)
             report = rt.prune(
                 older_than=older_than, dry_run=args.dry_run, batch_size=args.batch_size,
                 pause=_PAUSE,
@@ -129,6 +141,28 @@ def _cmd_prune(args: argparse.Namespace) -> int:
         rt.close()
 
 
+def _confirmed(args: argparse.Namespace, rt: Runtime, older_than: timedelta) -> None:
+    """Refuse an ``--older-than`` below an hour that would delete anything,
+    unless ``--yes`` (or ``--dry-run``) says it is meant, saying what it would delete."""
+    if args.yes or args.dry_run:
+        return
+    counts = rt.prune(older_than=older_than, dry_run=True, batch_size=args.batch_size).counts
+    if counts.total:
+        raise ConfigError(
+            f"--older-than {args.older_than} would delete {_summary(counts)}, some finished "
+            f"less than an hour ago; add --yes to delete them (--dry-run to count only)"
+        )
+
+
+def _summary(c: PruneCounts) -> str:
+    return (
+        f"{c.tasks} task(s), {c.approvals} approval(s), {c.idempotency_keys} "
+        f"idempotency key(s), {c.audit_entries} audit entry(ies), {c.payloads} out-of-band "
+        f"argument(s), {c.dedupe_keys} dedupe key(s), {c.key_slots} key slot record(s), "
+        f"{c.worker_records} worker record(s)"
+    )
+
+
 def _print_report(report: PruneReport, rules: RetentionRules, explicit: bool) -> None:
     from agentq.policies import format_duration
 
@@ -137,12 +171,7 @@ def _print_report(report: PruneReport, rules: RetentionRules, explicit: bool) ->
 
     c = report.counts
     verb = "would delete" if report.dry_run else "deleted"
-    print(
-        f"{verb} {c.tasks} task(s), {c.approvals} approval(s), {c.idempotency_keys} "
-        f"idempotency key(s), {c.audit_entries} audit entry(ies), {c.payloads} out-of-band "
-        f"argument(s), {c.dedupe_keys} dedupe key(s), {c.key_slots} key slot record(s), "
-        f"{c.worker_records} worker record(s)"
-    )
+    print(f"{verb} {_summary(c)}")
     how = " (--older-than, every tool)" if explicit else ""
     tools = ", ".join(f"{name} {shown(keep)}" for name, keep in sorted(rules.tools.items()))
     per_tool = f"; per tool: {tools}" if tools else ""

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from agentq import jsontext
 from agentq.cli.common import actor, add_actor_arg, add_db_args, on_ledger
 from agentq.cli.exits import EXIT_OK
 from agentq.cli.output import print_task
@@ -18,8 +18,8 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     result: Any = None
     if args.succeeded is not None:
         try:
-            result = json.loads(args.succeeded)
-        except json.JSONDecodeError as exc:
+            result = jsontext.loads(args.succeeded)
+        except ValueError as exc:
             raise ConfigError(f"--succeeded takes the call's result as JSON: {exc}") from None
     how = "succeeded" if args.succeeded is not None else "retry" if args.retry else "failed"
     task = on_ledger(

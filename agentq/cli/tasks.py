@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentq import jsontext
 from agentq.cli.common import (
     actor,
     add_actor_arg,
@@ -60,8 +60,8 @@ def _read_args(text: str) -> dict[str, Any]:
                 raise ConfigError(f"--args file {source} is larger than {_MAX_ARGS_BYTES} bytes")
             text = path.read_text(encoding="utf-8")
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
+        value = jsontext.loads(text)
+    except ValueError as exc:
         raise ConfigError(f"{source} is not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ConfigError(f"{source} must be a JSON object, got {type(value).__name__}")

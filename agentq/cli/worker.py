@@ -22,7 +22,7 @@ from agentq.cli.common import (
     add_runtime_args,
     args_config,
     find_project,
-    non_negative,
+    int_in,
     open_runtime,
     positive,
     positive_float,
@@ -128,17 +128,23 @@ def _cmd_init(args: argparse.Namespace) -> int:
         rt.close()
 
 
+#: Ceilings of the worker's flags: threads of one process, messages of one lease
+#: (a tool policy's ``max_batch`` has the same ceiling).
+MAX_CONCURRENCY = 1024
+MAX_BATCH = 10_000
+
+
 def register(sub: Any) -> None:
     """Add ``worker`` and ``init``."""
     worker = sub.add_parser("worker", help="serve tasks until SIGTERM/SIGINT")
     add_runtime_args(worker)
-    worker.add_argument("--concurrency", type=positive, default=8)
+    worker.add_argument("--concurrency", type=int_in(1, MAX_CONCURRENCY), default=8)
     worker.add_argument(
-        "--batch-size", type=positive, default=None, metavar="N",
+        "--batch-size", type=int_in(1, MAX_BATCH), default=None, metavar="N",
         help="most tasks one lease takes (default: --concurrency)",
     )  # fmt: skip
     worker.add_argument(
-        "--prefetch", type=non_negative, default=None, metavar="N",
+        "--prefetch", type=int_in(0, MAX_BATCH), default=None, metavar="N",
         help="leased tasks that may wait for a free handler, their leases renewed "
         "(default: --concurrency or --batch-size, whichever is larger; 0 for long tasks)",
     )  # fmt: skip
@@ -190,7 +196,7 @@ def register(sub: Any) -> None:
     )
     worker.add_argument(
         "--metrics-port",
-        type=int,
+        type=int_in(0, 65535),
         metavar="PORT",
         help="serve /metrics (Prometheus) and /healthz on this port (0: any)",
     )

@@ -14,7 +14,6 @@ approval's state alone decides).
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from agentq import jsontext
 from agentq.console.app import COOKIE, HEADERS, Console, Who
 from agentq.errors import (
     AgentQError,
@@ -77,7 +77,7 @@ def _changes(form: FormData) -> dict[str, Any] | None:
     if len(text) > MAX_NOTE_CHARS * 8:
         raise ConfigError("the changes are too long")
     try:
-        changes = json.loads(text)
+        changes = jsontext.loads(text)
     except ValueError as exc:
         raise ConfigError(f"the changes are not JSON: {exc}") from exc
     if not isinstance(changes, dict):
@@ -175,7 +175,7 @@ def routes(console: Console) -> list[Route]:
         def call(by: str, form: FormData) -> None:
             how, text = _field(form, "resolution"), _field(form, "result").strip()
             try:
-                result = json.loads(text) if how == "succeeded" and text else None
+                result = jsontext.loads(text) if how == "succeeded" and text else None
             except ValueError as exc:
                 raise ConfigError(f"the result is not JSON: {exc}") from None
             rt.resolve(tid, how, result=result, by=by, note=_note(form))

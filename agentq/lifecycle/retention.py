@@ -51,7 +51,7 @@ from agentq.lifecycle.retention_records import GoneTasks, stamp
 from agentq.lifecycle.retention_scan import TaskScan
 from agentq.lifecycle.states import APPROVAL_TRANSITIONS, TASK_TRANSITIONS
 from agentq.policies import Policy, parse_duration
-from agentq.retention import OFF, RetentionValue, parse_retention
+from agentq.retention import DEFAULT_AUDIT_RETENTION, OFF, RetentionValue, parse_retention
 
 __all__ = [
     "DEFAULT_BATCH",
@@ -298,6 +298,7 @@ def prune_pass(
     now: datetime,
     *,
     runtime_retention: timedelta | None,
+    audit_retention: timedelta = DEFAULT_AUDIT_RETENTION,
     batch_size: int = DEFAULT_BATCH,
     dry_run: bool = False,
     since: datetime | None = None,
@@ -307,7 +308,8 @@ def prune_pass(
     caller can pause between batches (and stop) while other writers take their turn.
 
     Dedupe keys follow their tasks, per-key slot records their tool's retention,
-    audit entries and worker records ``runtime_retention`` (``None`` keeps them);
+    worker records ``runtime_retention`` (``None`` keeps them), audit entries the
+    longer of it and ``audit_retention`` (an audit outlives its task);
     see :mod:`agentq.lifecycle.retention_records`. ``since`` (the ``now`` of a
     previous pass) makes it a window pass: only the tasks that became old since
     then, and none of the others (see :mod:`agentq.lifecycle.retention_scan`).
@@ -344,7 +346,7 @@ def prune_pass(
     after = ""
     while True:
         counts, after, done = _prune_audit(
-            backend, runtime_retention, now, after, batch_size, dry_run
+            backend, max(runtime_retention, audit_retention), now, after, batch_size, dry_run
         )
         yield counts
         if done:

@@ -18,6 +18,7 @@ from agentq.lifecycle.retention import (
     policy_rules,
     prune_pass,
 )
+from agentq.retention import DEFAULT_AUDIT_RETENTION
 from agentq.runtime.core import RuntimeCore
 
 __all__ = ["RECLAIM_STEP", "PruneReport", "RetentionMixin"]
@@ -44,6 +45,10 @@ class PruneReport:
 class RetentionMixin(RuntimeCore):
     """The retention operations of :class:`~agentq.runtime.Runtime`."""
 
+    #: How long audit entries are kept at least (``[agentq] audit_retention``):
+    #: no pass, ``older_than`` included, deletes a younger one.
+    audit_retention: timedelta = DEFAULT_AUDIT_RETENTION
+
     def retention_rules(self, older_than: timedelta | None = None) -> RetentionRules:
         """How long each tool's finished tasks are kept: the policy's per-tool
         ``retention``, else this runtime's; with ``older_than``, that for every
@@ -65,6 +70,7 @@ class RetentionMixin(RuntimeCore):
         keep_free: float = 0.0,
         since: datetime | None = None,
         stop: threading.Event | None = None,
+        audit_retention: timedelta | None = None,
     ) -> PruneReport:
         """Delete finished tasks older than their retention, with their approvals,
         idempotency keys, out-of-band arguments and audit entries, and the dedupe
@@ -77,7 +83,9 @@ class RetentionMixin(RuntimeCore):
         configured retention (even one that is off). ``since`` (a previous pass's
         :attr:`PruneReport.now`) reads only the tasks that became old since then
         (see :mod:`agentq.lifecycle.retention_scan`). ``dry_run`` only counts.
-        Setting ``stop`` ends the pass after its batch.
+        Setting ``stop`` ends the pass after its batch. Audit entries are kept
+        for ``audit_retention`` at least (default: :attr:`audit_retention`),
+        whatever ``older_than`` says.
         """
         stop = stop or threading.Event()
         rules = self.retention_rules(older_than)
@@ -85,7 +93,8 @@ class RetentionMixin(RuntimeCore):
         own_keep = older_than if older_than is not None else self.retention
         report = PruneReport(now=now, dry_run=dry_run)
         batches = prune_pass(
-            self.backend, rules, now, runtime_retention=own_keep, batch_size=batch_size,
+            self.backend, rules, now, runtime_retention=own_keep,
+            audit_retention=audit_retention or self.audit_retention, batch_size=batch_size,
             dry_run=dry_run, since=since,
         )  # fmt: skip
         for counts in batches:

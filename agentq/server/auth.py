@@ -75,6 +75,7 @@ __all__ = [
     "Principal",
     "Scope",
     "TokenAuth",
+    "check_token_name",
     "hash_token",
     "is_loopback",
     "new_token",
@@ -281,6 +282,16 @@ class _TokenEntry(BaseModel):
                 f"{where}: token of {self.name!r}: environment variable {self.env} is not set"
             )
         return hash_token(token)
+
+
+def check_token_name(name: str) -> None:
+    """Refuse ``name`` as the tokens file would (``agentq token`` checks it before
+    it makes a token, so it never prints an entry the server refuses)."""
+    try:
+        _TokenEntry(name=name, scopes=[Scope.READ], sha256="0" * 64)
+    except ValidationError as exc:
+        problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise ConfigError(f"token name {name!r}: {problems}") from None
 
 
 class _TokensFile(BaseModel):

@@ -71,8 +71,9 @@ def register(
 
 
 def _cmd_token(args: argparse.Namespace) -> int:
-    from agentq.server.auth import hash_token, new_token
+    from agentq.server.auth import check_token_name, hash_token, new_token
 
+    check_token_name(args.name)
     value = new_token()
     entry = (
         f"[[tokens]]\nname = {json.dumps(args.name)}\n"

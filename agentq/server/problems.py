@@ -26,6 +26,7 @@ from agentq.errors import (
     IdempotencyConflict,
     IllegalTransition,
     InvalidArguments,
+    PayloadTooLarge,
     PolicyViolation,
     SelfApprovalRefused,
     TaskNotFound,
@@ -144,6 +145,9 @@ def problem_for(exc: AgentQError) -> Problem:
                        errors=argument_errors(exc) if exc.problems else ())  # fmt: skip
     if isinstance(exc, ToolError | PolicyViolation):
         return Problem(403, "Refused by policy", text)
+    if isinstance(exc, PayloadTooLarge):
+        # The client's arguments are too big: retrying cannot help (a 500 invites it).
+        return Problem(413, "Arguments too large", text)
     if isinstance(exc, BackendUnavailable):
         return Problem(503, "Database unavailable", text, headers={"Retry-After": "1"})
     return Problem(500, "Internal error", type(exc).__name__)

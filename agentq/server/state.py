@@ -3,13 +3,13 @@ and :func:`read_json`."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import HTTPConnection, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agentq import jsontext
 from agentq.runtime import Runtime
 from agentq.server.auth import Authenticator
 from agentq.server.openapi import openapi_document
@@ -90,7 +90,7 @@ async def read_json(request: Request, *, optional: bool = False) -> Any:
         raise Problem(415, "Not JSON", "send Content-Type: application/json",
                       headers={"Accept-Post": "application/json"})  # fmt: skip
     try:
-        return json.loads(body)
+        return jsontext.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise Problem(400, "Body is not JSON", str(exc)[:200],
                       errors=[{"pointer": "/", "detail": "not valid JSON"}]) from exc  # fmt: skip

@@ -155,3 +155,21 @@ def test_approve_edits_the_arguments_with_set_or_args(project: Path) -> None:
                    "--json", cwd=project)  # fmt: skip
     assert whole.returncode == 0, whole.stderr
     assert json.loads(whole.stdout)["task"]["args"] == {"amount": 90}
+
+
+def test_deeply_nested_json_is_a_clean_error(project: Path) -> None:
+    # Issue 27, item 13: json.loads' RecursionError was a traceback.
+    deep = "[" * 50_000 + "]" * 50_000
+    wrapped = '{"name": ' + deep + "}"
+    for argv in (["enqueue", "flaky", "--args", deep], ["enqueue", "flaky", "--args", wrapped]):
+        proc = agentq(*argv, cwd=project)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith("agentq: error: --args is not JSON: JSON nested deeper")
+        assert "Traceback" not in proc.stderr
+    task = _id(agentq("enqueue", "flaky", "--args", '{"name": "n"}', cwd=project))
+    resolved = agentq("resolve", task, "--succeeded", deep, cwd=project)
+    assert resolved.returncode == 2 and "nested deeper" in resolved.stderr, resolved.stderr
+    asked = agentq("enqueue", "payout", "--args", '{"amount": 500}', "--json", cwd=project)
+    approval_id = json.loads(asked.stdout)["approval_id"]
+    approve = agentq("approve", approval_id, "--by", "alice", "--args", wrapped, cwd=project)
+    assert approve.returncode == 2 and "nested deeper" in approve.stderr, approve.stderr

@@ -188,6 +188,9 @@ class WebhookReceiver:
 
     def __init__(self) -> None:
         self.down = True
+        #: When set, every delivery is answered with this status (a redirect has a
+        #: Location) instead of 503/200, and nothing is applied.
+        self.answer: int | None = None
         #: Called after a delivery was applied, before it is answered (a crash window).
         self.on_applied: Callable[[], None] | None = None
         self.attempts: list[str] = []
@@ -208,7 +211,11 @@ class WebhookReceiver:
                 if applied and receiver.on_applied is not None:
                     receiver.on_applied()
                 status = 503 if receiver.down else 200
+                if receiver.answer is not None:
+                    status = receiver.answer
                 self.send_response(status)
+                if 300 <= status < 400:
+                    self.send_header("Location", receiver.url + "/elsewhere")
                 if status == 503:
                     self.send_header("Retry-After", "1")
                 self.send_header("Content-Length", "0")
@@ -229,7 +236,8 @@ class WebhookReceiver:
             self.attempts.append(headers["Idempotency-Key"])
             if not hmac.compare_digest(expected, headers["webhook-signature"]):
                 self.bad_signatures += 1
-            elif not self.down and headers["Idempotency-Key"] not in self.applied:
+            elif (not self.down and self.answer is None
+                  and headers["Idempotency-Key"] not in self.applied):  # fmt: skip
                 self.applied[headers["Idempotency-Key"]] = json.loads(body)
                 return True
         return False

@@ -107,3 +107,32 @@ def test_signature_is_standard_webhooks_v1() -> None:
 def test_webhook_tool_is_internal(runtime: Runtime) -> None:
     assert runtime.is_internal(WEBHOOK_TOOL)
     assert WEBHOOK_TOOL not in {s["function"]["name"] for s in runtime.tool_schemas()}
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_a_failed_delivery_retried_then_dead(
+    db_url: str, api: DemoAPI, policies_dir: Path, receiver: WebhookReceiver, status: int
+) -> None:
+    """Issue 27, item 15: a 3xx was recorded as delivered. Redirects are not
+    followed (the allow-list checked the URL asked for, not the Location), so
+    the receiver never got the outcome: retried like a 5xx, then dead."""
+    receiver.down, receiver.answer = False, status
+    clock = FakeClock()
+    rt = Runtime(db_url, tools=ROOT / "tools", policies=policies_dir, clock=clock,
+                 settings={**settings_for(api), "webhook_secret": WEBHOOK_SECRET})  # fmt: skip
+    try:
+        rt.enqueue_action("execute_refund", REFUND, callback_url=receiver.url)
+        rt.worker().drain()
+        [hook] = _webhook_tasks(rt)
+        first = rt.task(hook)
+        assert first.status is TaskStatus.RETRY_SCHEDULED
+        assert str(status) in str(first.error)
+        for _ in range(40):  # max_attempts=20: each retry is due within a day
+            if rt.task(hook).status is TaskStatus.DEAD:
+                break
+            clock.advance(86_400)
+            rt.worker(queues=["webhooks"]).drain()
+        assert rt.task(hook).status is TaskStatus.DEAD
+        assert len(receiver.attempts) == 20 and receiver.applied == {}
+    finally:
+        rt.close()

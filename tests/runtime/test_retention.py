@@ -25,6 +25,7 @@ from agentq.errors import ApprovalNotFound
 from agentq.ledger import Tables
 from agentq.lifecycle.retention import FINAL, FINAL_APPROVALS
 from agentq.policies import ApprovalRule, Policy, ToolPolicy
+from agentq.retention import DEFAULT_AUDIT_RETENTION
 
 DAY = timedelta(days=1)
 
@@ -129,7 +130,9 @@ def test_unfinished_tasks_are_never_deleted_whatever_their_age(
     assert report.counts.tasks == 1 and not exists(rt, dead.task_id)
     # The deletion's audit entry is young: it stays its own retention, then goes.
     assert report.counts.audit_entries == 0 and len(rt.audit_log()) == 1
-    clock.advance(8 * DAY)
+    clock.advance(8 * DAY)  # past the tasks' retention, not the audit's (90 days)
+    assert rt.prune().counts.audit_entries == 0 and len(rt.audit_log()) == 1
+    clock.advance(DEFAULT_AUDIT_RETENTION)
     assert rt.prune().counts.audit_entries == 1 and rt.audit_log() == []
 
 
@@ -199,14 +202,20 @@ def test_an_approval_and_its_audit_entries_go_with_their_task(
     assert len(rt.audit_log()) == 2
     clock.advance(8 * DAY)
     report = rt.prune()
-    assert report.counts.approvals == 2 and report.counts.audit_entries == 2
+    assert report.counts.approvals == 2
     for task in (approved, rejected):
         assert not exists(rt, task.task_id)
         with pytest.raises(ApprovalNotFound):
             rt.approval(task.approval_id or "")
-    assert rt.audit_log() == []
     assert rt.approval(pending.approval_id or "").status == "pending"
     assert rt.task(pending.task_id).status == TaskStatus.AWAITING_APPROVAL
+    # The audit entries outlive their tasks until their own retention (issue 27,
+    # item 14): not even --older-than 0s deletes them before 90 days.
+    assert report.counts.audit_entries == 0 and len(rt.audit_log()) == 2
+    assert rt.prune(older_than=timedelta(0)).counts.audit_entries == 0
+    assert len(rt.audit_log()) == 2
+    clock.advance(DEFAULT_AUDIT_RETENTION - 8 * DAY + DAY)
+    assert rt.prune().counts.audit_entries == 2 and rt.audit_log() == []
 
 
 def test_a_tools_policy_retention_wins_over_the_runtimes(

@@ -150,3 +150,41 @@ def test_the_counts_of_every_kind_are_printed_and_in_the_json(
     assert "0 worker record(s)" in out
     with Runtime(url) as rt:
         assert rt.tasks() == [] and rt.backend.list_records("dedupe") == []
+
+
+def test_older_than_below_an_hour_asks_for_yes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 27, item 14: `--older-than 0s` deleted every finished task at once.
+    monkeypatch.chdir(tmp_path)
+    url = _ledger(tmp_path / "y.db", [0.01, 0.01])  # finished ~15 minutes ago
+    status, out, err = run(capsys, "--db", url, "--older-than", "0s")
+    assert status == 2
+    assert err.startswith("agentq: error: --older-than 0s would delete 2 task(s)")
+    assert "--yes" in err and "Traceback" not in err
+    status, out, _ = run(capsys, "--db", url, "--older-than", "0s", "--dry-run")
+    assert status == 0 and out.startswith("would delete 2 task(s)")
+    status, out, _ = run(capsys, "--db", url, "--older-than", "1m", "--yes")
+    assert status == 0 and out.startswith("deleted 2 task(s)")
+    # Nothing left to delete: no question asked.
+    status, out, _ = run(capsys, "--db", url, "--older-than", "0s")
+    assert status == 0 and out.startswith("deleted 0 task(s)")
+
+
+def test_the_config_files_audit_retention_keeps_audit_entries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    clock = FakeClock(datetime.now(UTC) - timedelta(days=20))  # real time: the CLI's clock
+    with Runtime(url, tools=[job], clock=clock) as rt:
+        task = rt.enqueue_action("job", {"n": 1})
+        rt.cancel(task.task_id)  # one audit entry
+        assert len(rt.audit_log()) == 1
+    (tmp_path / "agentq.toml").write_text('[agentq]\naudit_retention = "30d"\n')
+    status, out, _ = run(capsys, "--db", url, "--older-than", "1d")
+    assert status == 0 and out.startswith("deleted 1 task(s), 0 approval(s), 0 idempotency "
+                                          "key(s), 0 audit entry(ies)")  # fmt: skip
+    (tmp_path / "agentq.toml").write_text('[agentq]\naudit_retention = "10d"\n')
+    status, out, _ = run(capsys, "--db", url, "--older-than", "1d")
+    assert status == 0 and "1 audit entry(ies)" in out, out
