@@ -116,6 +116,25 @@ def test_an_application_error_after_the_enqueue_rolls_everything_back(
     assert _state(postgres_url, "o1") == "open"
 
 
+def test_the_wake_up_is_sent_only_by_the_applications_commit(
+    rt: Runtime, postgres_url: str
+) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as listener:
+        listener.execute('LISTEN "agentq_agentq"')
+        with psycopg.connect(postgres_url) as conn:
+            _decide(conn, rt, "o1")
+            conn.rollback()
+        # Notifications arrive in commit order: the marker comes first unless the
+        # rolled-back decision's wake-up got out.
+        listener.execute("SELECT pg_notify('agentq_agentq', 'marker')")
+        with psycopg.connect(postgres_url) as conn:
+            _decide(conn, rt, "o2")
+            conn.commit()
+        # The approval's escalation timer wakes its own queue.
+        got = [n.payload for n in listener.notifies(timeout=30, stop_after=3)]
+    assert got[0] == "marker" and sorted(got[1:]) == ["escalations", "work"]
+
+
 def test_a_cursor_with_dict_rows_works_too(rt: Runtime, postgres_url: str) -> None:
     from psycopg.rows import dict_row
 

@@ -126,6 +126,11 @@ def _from_sqlalchemy(obj: Any) -> psycopg.Connection[Any]:
     if not obj.in_transaction():
         obj.begin()  # SQLAlchemy 2 autobegins on first use; commit() ends it
     driver = obj.connection.driver_connection
+    if isinstance(driver, psycopg.AsyncConnection):
+        raise SharedTransactionError(
+            "this SQLAlchemy session runs on an async psycopg connection (an AsyncSession's "
+            "run_sync): agentq's writes are synchronous; use a sync engine's Session"
+        )
     if not isinstance(driver, psycopg.Connection):
         raise SharedTransactionError(
             f"the SQLAlchemy connection uses the {obj.dialect.driver!r} driver; agentq "
