@@ -72,10 +72,10 @@ def _nothing_recorded(rt: Runtime) -> None:
     assert rt.backend.stats("work").depth == 0
 
 
-def _decide(conn: Any, rt: Runtime, order: str) -> None:
+def _decide(conn: Any, rt: Runtime, order: str, **options: Any) -> None:
     conn.execute("UPDATE orders SET state = 'refunding' WHERE id = %s", (order,))
     tx = rt.decision(conn)
-    tx.enqueue("refund", {"order_id": order, "amount": 30}, idempotency_key=f"refund-{order}")
+    tx.enqueue("refund", {"order_id": order, "amount": 30}, **options)
     tx.enqueue("close_account", {"order_id": order, "amount": 0})  # an approval
 
 
@@ -91,7 +91,8 @@ def test_a_rollback_leaves_no_task_message_or_approval(rt: Runtime, postgres_url
 
 def test_a_commit_makes_the_worker_run_the_task(rt: Runtime, postgres_url: str) -> None:
     with psycopg.connect(postgres_url) as conn:
-        _decide(conn, rt, "o1")
+        conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE  # for the idempotency key
+        _decide(conn, rt, "o1", idempotency_key="refund-o1")
         conn.commit()
     assert _state(postgres_url, "o1") == "refunding"
     assert len(rt.approvals()) == 1 and rt.backend.stats("work").depth == 1
@@ -133,6 +134,24 @@ def test_the_wake_up_is_sent_only_by_the_applications_commit(
         # The approval's escalation timer wakes its own queue.
         got = [n.payload for n in listener.notifies(timeout=30, stop_after=3)]
     assert got[0] == "marker" and sorted(got[1:]) == ["escalations", "work"]
+
+
+def test_read_then_write_decisions_need_a_serializable_transaction(
+    rt: Runtime, postgres_url: str
+) -> None:
+    # At READ COMMITTED two transactions with one idempotency key would both
+    # find none and make two tasks: refused before anything is written.
+    with psycopg.connect(postgres_url) as conn:
+        tx = rt.decision(conn)
+        with pytest.raises(SharedTransactionError, match=r"idempotency_key.*READ COMMITTED"):
+            tx.enqueue("refund", {"order_id": "o1", "amount": 1}, idempotency_key="k")
+        approval = tx.enqueue("close_account", {"order_id": "o1", "amount": 0})
+        with pytest.raises(SharedTransactionError, match="an approval's decision"):
+            tx.approve(str(approval.approval_id), by="fiona")
+        with pytest.raises(SharedTransactionError, match="a cancel"):
+            tx.cancel(approval.task_id)
+        conn.rollback()
+    _nothing_recorded(rt)
 
 
 def test_a_cursor_with_dict_rows_works_too(rt: Runtime, postgres_url: str) -> None:

@@ -67,9 +67,26 @@ class BoundTransaction(PostgresTransaction):
         queue_sql: Callable[[str, Conn], QueueSQL],
         records: Records,
         channel: str,
+        isolation: str,
     ) -> None:
         super().__init__(conn, now, queue_sql, records)
         self._channel = channel
+        #: The application's isolation level (``current_setting('transaction_isolation')``).
+        self.isolation = isolation
+
+    def require_serializable(self, what: str) -> None:
+        """Refuse ``what`` below SERIALIZABLE: it reads a record and writes it back
+        (an idempotency key, an ordering key's queue, an approval, a task's state),
+        and at READ COMMITTED two transactions side by side would both act on the
+        old value (two tasks for one key, a task left waiting forever)."""
+        if self.isolation != "serializable":
+            raise SharedTransactionError(
+                f"{what} needs the application's transaction at SERIALIZABLE (it is "
+                f"{self.isolation.upper()}): begin it with conn.isolation_level = "
+                "psycopg.IsolationLevel.SERIALIZABLE, or SQLAlchemy's "
+                'execution_options(isolation_level="SERIALIZABLE"), and retry it on a '
+                "serialization failure"
+            )
 
     def send(
         self,
@@ -168,7 +185,10 @@ def bind(
         raise SharedTransactionError(f"the connection is busy ({status.name})")
     tuples = cast(Conn, _TupleRows(conn))
     try:
-        found = tuples.execute("SELECT to_regclass(%s)", (qualified(schema, "records"),)).fetchone()
+        found = tuples.execute(
+            "SELECT to_regclass(%s), current_setting('transaction_isolation')",
+            (qualified(schema, "records"),),
+        ).fetchone()
     except psycopg.Error as exc:
         raise mapped(exc, conn.info.host, "checking the application's connection") from exc
     if found is None or found[0] is None:
@@ -176,4 +196,4 @@ def bind(
             f"database {conn.info.dbname!r} of this connection has no agentq schema "
             f"{schema!r}: the connection must be to the runtime's own database"
         )
-    return BoundTransaction(tuples, now, queue_sql, records, channel)
+    return BoundTransaction(tuples, now, queue_sql, records, channel, str(found[1]))
