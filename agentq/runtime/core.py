@@ -81,6 +81,34 @@ def _refusal(url: str) -> str:
     )
 
 
+class _BoundDecision(Decision):
+    """A :class:`Decision` on the application's transaction: each operation runs in
+    a savepoint of it (the transaction's ``atomic()``), so one that raises part way
+    leaves nothing behind, and the application may go on and commit the rest."""
+
+    tx: Any  # the backend's bound transaction, with atomic()
+
+    def submit(self, *args: Any, **kw: Any) -> Any:
+        with self.tx.atomic():
+            return super().submit(*args, **kw)
+
+    def cancel(self, *args: Any, **kw: Any) -> Any:
+        with self.tx.atomic():
+            return super().cancel(*args, **kw)
+
+    def approve(self, *args: Any, **kw: Any) -> Any:
+        with self.tx.atomic():
+            return super().approve(*args, **kw)
+
+    def reject(self, *args: Any, **kw: Any) -> Any:
+        with self.tx.atomic():
+            return super().reject(*args, **kw)
+
+    def request_approval(self, *args: Any, **kw: Any) -> Any:
+        with self.tx.atomic():
+            return super().request_approval(*args, **kw)
+
+
 class RuntimeCore:
     """The state of a runtime over one database and its tool registry (see
     :class:`~agentq.runtime.Runtime`, which combines this with the other concerns)."""
@@ -298,7 +326,7 @@ class RuntimeCore:
         bind = getattr(self.backend, "bind_transaction", None)
         if bind is None:
             raise SharedTransactionError(_refusal(self.backend.url))
-        return Decision(self._facade, bind(connection))
+        return _BoundDecision(self._facade, bind(connection))
 
     def close(self) -> None:
         """Close the backend (if this runtime opened it) and the HTTP transport."""

@@ -154,6 +154,29 @@ def test_read_then_write_decisions_need_a_serializable_transaction(
     _nothing_recorded(rt)
 
 
+def test_an_enqueue_that_fails_part_way_leaves_nothing_and_the_transaction_usable(
+    rt: Runtime, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentq.lifecycle import dedupe
+
+    def broken(*args: Any, **kw: Any) -> None:
+        raise AppError("failed after the task's first writes")
+
+    with psycopg.connect(postgres_url) as conn:
+        conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE  # for the dedupe key
+        tx = rt.decision(conn)
+        with monkeypatch.context() as patch:
+            patch.setattr(dedupe, "remember", broken)  # runs after the task is written
+            with pytest.raises(AppError):
+                tx.enqueue("refund", {"order_id": "o1", "amount": 1}, dedupe_key="o1")
+        kept = tx.enqueue("refund", {"order_id": "o2", "amount": 2})
+        conn.execute("UPDATE orders SET state = 'refunding' WHERE id = 'o2'")
+        conn.commit()
+    assert [t.task_id for t in rt.tasks()] == [kept.task_id]
+    assert rt.backend.stats("work").depth == 1
+    assert rt.worker().drain() == 1 and RAN == ["o2"]
+
+
 def test_a_cursor_with_dict_rows_works_too(rt: Runtime, postgres_url: str) -> None:
     from psycopg.rows import dict_row
 

@@ -16,7 +16,8 @@ Accepted: a psycopg 3 ``Connection`` or ``Cursor`` (autocommit off, or inside
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, cast
 
@@ -73,6 +74,22 @@ class BoundTransaction(PostgresTransaction):
         self._channel = channel
         #: The application's isolation level (``current_setting('transaction_isolation')``).
         self.isolation = isolation
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One decision operation in a savepoint: if it raises, its writes (and
+        wake-ups: PostgreSQL drops those of a rolled-back savepoint) are undone
+        and the application's transaction goes on as before it, still usable."""
+        sent = set(self.sent)
+        self._conn.execute("SAVEPOINT agentq_decision")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK TO SAVEPOINT agentq_decision")
+            self._conn.execute("RELEASE SAVEPOINT agentq_decision")
+            self.sent, self.doomed = sent, None
+            raise
+        self._conn.execute("RELEASE SAVEPOINT agentq_decision")
 
     def require_serializable(self, what: str) -> None:
         """Refuse ``what`` below SERIALIZABLE: it reads a record and writes it back
