@@ -287,6 +287,46 @@ def test_two_threads_each_with_their_own_session_both_commit(rt: Runtime, engine
     assert rt.worker().drain() == 2 and sorted(RAN) == ["o1", "o2"]
 
 
+def test_an_async_session_decides_through_run_sync(rt: Runtime, postgres_url: str) -> None:
+    import asyncio
+
+    pytest.importorskip("greenlet", reason="SQLAlchemy's asyncio needs greenlet")
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    async def app() -> None:
+        eng = create_async_engine(postgres_url.replace("postgresql://", "postgresql+psycopg://"))
+        try:
+            async with AsyncSession(eng) as session:
+                await session.execute(text("UPDATE orders SET state = 'refunding' WHERE id = 'o1'"))
+                await session.run_sync(
+                    lambda s: rt.decision(s).enqueue("refund", {"order_id": "o1", "amount": 3})
+                )
+                await session.rollback()
+            assert rt.tasks() == []
+            async with AsyncSession(eng) as session:
+                await session.run_sync(
+                    lambda s: rt.decision(s).enqueue("refund", {"order_id": "o2", "amount": 4})
+                )
+                await session.commit()
+        finally:
+            await eng.dispose()
+
+    asyncio.run(app())
+    assert _state(postgres_url, "o1") == "open"
+    assert rt.worker().drain() == 1 and RAN == ["o2"]
+
+
+def test_an_async_session_itself_is_refused_with_the_way_round(
+    rt: Runtime, postgres_url: str
+) -> None:
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    eng = create_async_engine(postgres_url.replace("postgresql://", "postgresql+psycopg://"))
+    with pytest.raises(SharedTransactionError, match="run_sync"):
+        rt.decision(AsyncSession(eng))
+
+
 # -- refusals --------------------------------------------------------------------
 
 

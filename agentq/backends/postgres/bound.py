@@ -11,7 +11,8 @@ cannot keep half a decision.
 
 Accepted: a psycopg 3 ``Connection`` or ``Cursor`` (autocommit off, or inside
 ``conn.transaction()``), an SQLAlchemy 2 ``Session`` or ``Connection`` over the
-``postgresql+psycopg`` driver (imported only when one is passed).
+``postgresql+psycopg`` driver (imported only when one is passed), and the sync
+session an ``AsyncSession.run_sync`` hands its function.
 """
 
 from __future__ import annotations
@@ -56,6 +57,26 @@ class _TupleRows:
 
     def execute(self, query: Any, params: Any = None, **kw: Any) -> psycopg.Cursor[tuple[Any, ...]]:
         return self.cursor().execute(query, params, **kw)
+
+
+class _RunSync:
+    """An async psycopg connection under SQLAlchemy's ``AsyncSession.run_sync``,
+    driven through SQLAlchemy's greenlet adapter (its DBAPI connection), which
+    awaits each statement on the session's event loop."""
+
+    def __init__(self, dbapi: Any) -> None:
+        self._dbapi = dbapi
+        self.info = dbapi.info
+        self.closed = dbapi.closed
+        self.autocommit = dbapi.autocommit
+
+    def cursor(self) -> Any:
+        return self._dbapi.cursor()
+
+    def execute(self, query: Any, params: Any = None) -> Any:
+        cur = self.cursor()
+        cur.execute(query, params)
+        return cur
 
 
 class BoundTransaction(PostgresTransaction):
@@ -125,7 +146,7 @@ class BoundTransaction(PostgresTransaction):
         return super()._doom(exc)
 
 
-def psycopg_connection(obj: Any) -> psycopg.Connection[Any]:
+def psycopg_connection(obj: Any) -> psycopg.Connection[Any] | _RunSync:
     """The psycopg 3 connection under ``obj`` (a connection, cursor, or an
     SQLAlchemy 2 session or connection); :class:`SharedTransactionError` otherwise."""
     if isinstance(obj, psycopg.Connection):
@@ -145,7 +166,7 @@ def psycopg_connection(obj: Any) -> psycopg.Connection[Any]:
     )
 
 
-def _from_sqlalchemy(obj: Any) -> psycopg.Connection[Any]:
+def _from_sqlalchemy(obj: Any) -> psycopg.Connection[Any] | _RunSync:
     from sqlalchemy import Connection
     from sqlalchemy.orm import Session
 
@@ -153,18 +174,15 @@ def _from_sqlalchemy(obj: Any) -> psycopg.Connection[Any]:
         obj = obj.connection()  # begins the session's transaction if it has none
     if not isinstance(obj, Connection):
         raise SharedTransactionError(
-            f"an SQLAlchemy {type(obj).__name__} cannot carry a decision: pass a sync "
-            "Session or Connection (async ones are not supported: agentq's writes are "
-            "synchronous)"
+            f"an SQLAlchemy {type(obj).__name__} cannot carry a decision: pass a "
+            "Session or Connection; with an AsyncSession, the sync session of "
+            "await session.run_sync(lambda s: rt.decision(s).enqueue(...))"
         )
     if not obj.in_transaction():
         obj.begin()  # SQLAlchemy 2 autobegins on first use; commit() ends it
     driver = obj.connection.driver_connection
     if isinstance(driver, psycopg.AsyncConnection):
-        raise SharedTransactionError(
-            "this SQLAlchemy session runs on an async psycopg connection (an AsyncSession's "
-            "run_sync): agentq's writes are synchronous; use a sync engine's Session"
-        )
+        return _RunSync(obj.connection.dbapi_connection)  # inside AsyncSession.run_sync
     if not isinstance(driver, psycopg.Connection):
         raise SharedTransactionError(
             f"the SQLAlchemy connection uses the {obj.dialect.driver!r} driver; agentq "
@@ -200,7 +218,7 @@ def bind(
         )
     if status not in (TransactionStatus.IDLE, TransactionStatus.INTRANS):
         raise SharedTransactionError(f"the connection is busy ({status.name})")
-    tuples = cast(Conn, _TupleRows(conn))
+    tuples = cast(Conn, _TupleRows(conn) if isinstance(conn, psycopg.Connection) else conn)
     try:
         found = tuples.execute(
             "SELECT to_regclass(%s), current_setting('transaction_isolation')",
