@@ -125,6 +125,14 @@ class Decision:
         """The transaction's time."""
         return self.tx.now
 
+    def _require_serializable(self, what: str) -> None:
+        """On the application's own transaction (``Runtime.decision(conn)``), refuse
+        ``what`` unless that transaction is SERIALIZABLE: it reads and writes back
+        shared records. agentq's own transactions always are."""
+        guard = getattr(self.tx, "require_serializable", None)
+        if guard is not None:
+            guard(what)
+
     def execute(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[tuple[Any, ...]]:
@@ -175,6 +183,10 @@ class Decision:
         ``idempotency_key`` had created it before, or it collapsed into the pending
         task of its ``dedupe_key``) and whether it collapsed."""
         _checked_options(options)
+        shared = [k for k in ("idempotency_key", "dedupe_key", "ordering_key", "after")
+                  if options.get(k) is not None]  # fmt: skip
+        if shared:
+            self._require_serializable(f"an enqueue with {', '.join(shared)}")
         rt = self.runtime
         definition = self._enqueueable(tool)
         validated, args_text = definition.encoded_args(args)
@@ -279,6 +291,7 @@ class Decision:
         its approval voided and its escalation and notification cancelled. A
         finished task raises :class:`~agentq.errors.IllegalTransition`.
         """
+        self._require_serializable("a cancel")
         return TaskInfo.model_validate(tasks.cancel(self.runtime, self.tx, task_id, reason=reason))
 
     # -- approvals -----------------------------------------------------------
@@ -296,6 +309,8 @@ class Decision:
     ) -> ApprovalInfo:
         """Ask a human to approve a tool call; schedules its escalation. ``by``:
         who asks (as for :meth:`enqueue`)."""
+        if ordering_key is not None:
+            self._require_serializable("an approval request with ordering_key")
         definition = self._enqueueable(tool)
         validated = definition.enqueueable_args(args)
         ordering_key = _checked_key("ordering_key", ordering_key)
@@ -323,6 +338,7 @@ class Decision:
         this transaction; if the policy puts the edited call under another
         approval rule, ``by`` must be one of its approvers
         (:class:`~agentq.errors.ApproverNotAllowed` otherwise)."""
+        self._require_serializable("an approval's decision")
         validated: dict[str, Any] | None = None
         edit: approvals.EditCheck | None = None
         if args is not None:
@@ -336,6 +352,7 @@ class Decision:
         self, approval_id: str, by: str, note: str = "", *, if_version: str | None = None
     ) -> TaskInfo:
         """Reject: record the decision, cancel the escalation and the action."""
+        self._require_serializable("an approval's decision")
         rec = approvals.decide(self.runtime, self.tx, approval_id, Event.REJECT, by=by,
                                note=note, if_version=if_version)  # fmt: skip
         return TaskInfo.model_validate(rec)

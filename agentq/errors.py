@@ -61,6 +61,7 @@ __all__ = [
     "PolicyViolation",
     "QueueNotFound",
     "SelfApprovalRefused",
+    "SharedTransactionError",
     "TaskNotFound",
     "ToolError",
     "TransactionAborted",
@@ -206,6 +207,13 @@ DISTRIBUTION = "agentq-runtime"
 def install_hint(extra: str) -> str:
     """The command that installs agentq with an optional ``extra``."""
     return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
+class SharedTransactionError(AgentQError):
+    """``Runtime.decision(connection)`` cannot join the application's transaction:
+    the object is not a connection or session agentq can use, it is not in a
+    transaction that it commits itself, its database is not the runtime's, or the
+    runtime's backend commits only through connections of its own (SQLite, Spanner)."""
 
 
 class MissingExtra(AgentQError, ImportError):

@@ -22,7 +22,7 @@ from agentq.backends import Backend, Transaction, open_backend
 from agentq.clock import Clock
 from agentq.decision import Decision
 from agentq.envelope import MAX_ENVELOPE_BYTES, task_queue_spec
-from agentq.errors import ConfigError, UnknownTool
+from agentq.errors import ConfigError, SharedTransactionError, UnknownTool
 from agentq.faults import FaultPoints
 from agentq.lifecycle.heartbeats import heartbeat_queue_spec
 from agentq.lifecycle.payloads import DEFAULT_INLINE_BYTES
@@ -62,6 +62,51 @@ def _registry(tools: str | Path | Iterable[Any] | None, reload: bool) -> ToolReg
         else:
             registry.add(t)
     return registry
+
+
+def _refusal(url: str) -> str:
+    """Why a backend without shared transactions refuses ``Runtime.decision``."""
+    if url.startswith("sqlite"):
+        return (
+            "Runtime.decision(connection) needs a postgresql:// runtime: the SQLite "
+            "backend commits only through its own single writer connection (group "
+            "commit, and in-process wake-ups that follow its commits), so a transaction "
+            "on another sqlite3.Connection could neither share its commit nor wake its "
+            "workers, and would hold the file's write lock against it; use "
+            "rt.transact(fn) with tx.execute(...) for the application's SQL"
+        )
+    return (
+        f"Runtime.decision(connection) needs a postgresql:// runtime; {url.split(':', 1)[0]} "
+        "commits only in transactions of its own: use rt.transact(fn)"
+    )
+
+
+class _BoundDecision(Decision):
+    """A :class:`Decision` on the application's transaction: each operation runs in
+    a savepoint of it (the transaction's ``atomic()``), so one that raises part way
+    leaves nothing behind, and the application may go on and commit the rest."""
+
+    tx: Any  # the backend's bound transaction, with atomic()
+
+    def submit(self, *args: Any, **kw: Any) -> Any:
+        with self.tx.atomic():
+            return super().submit(*args, **kw)
+
+    def cancel(self, *args: Any, **kw: Any) -> Any:
+        with self.tx.atomic():
+            return super().cancel(*args, **kw)
+
+    def approve(self, *args: Any, **kw: Any) -> Any:
+        with self.tx.atomic():
+            return super().approve(*args, **kw)
+
+    def reject(self, *args: Any, **kw: Any) -> Any:
+        with self.tx.atomic():
+            return super().reject(*args, **kw)
+
+    def request_approval(self, *args: Any, **kw: Any) -> Any:
+        with self.tx.atomic():
+            return super().request_approval(*args, **kw)
 
 
 class RuntimeCore:
@@ -267,6 +312,21 @@ class RuntimeCore:
         of a concurrent transaction it shares a commit with, in its caller's
         :mod:`contextvars` context."""
         return self.backend.transact(lambda tx: fn(Decision(self._facade, tx)), durable=durable)
+
+    def decision(self, connection: Any) -> Decision:
+        """A :class:`Decision` in the application's own transaction on ``connection``
+        (River's ``InsertTx``): a psycopg 3 ``Connection`` or ``Cursor``, or an
+        SQLAlchemy 2 ``Session`` or ``Connection``, to this runtime's PostgreSQL
+        database. The application commits or rolls back; the decision's tasks,
+        approvals and wake-ups exist if and only if that commit succeeds. Unlike
+        :meth:`transact` nothing is re-run on a conflict, and the transaction runs
+        at the application's isolation level (docs/postgres.md says when that
+        matters). Use one decision per transaction. Other backends refuse it with
+        :class:`~agentq.errors.SharedTransactionError`."""
+        bind = getattr(self.backend, "bind_transaction", None)
+        if bind is None:
+            raise SharedTransactionError(_refusal(self.backend.url))
+        return _BoundDecision(self._facade, bind(connection))
 
     def close(self) -> None:
         """Close the backend (if this runtime opened it) and the HTTP transport."""

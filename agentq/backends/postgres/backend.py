@@ -22,6 +22,7 @@ from agentq.backends.base import (
 )
 from agentq.backends.notify import Wake, notifier_for
 from agentq.backends.postgres import queues
+from agentq.backends.postgres.bound import bind
 from agentq.backends.postgres.config import PostgresConfig, parse_url
 from agentq.backends.postgres.connection import Conn, Database
 from agentq.backends.postgres.leases import Leases
@@ -31,7 +32,7 @@ from agentq.backends.postgres.schema import qualified
 from agentq.backends.postgres.transaction import PostgresTransaction
 from agentq.backends.postgres.wakeups import Listener, channel, payload
 from agentq.clock import Clock, SystemClock, to_micros
-from agentq.errors import ConfigError, QueueNotFound
+from agentq.errors import BackendUnavailable, ConfigError, QueueNotFound
 from agentq.spec import QueueSpec, validate_identifier
 
 __all__ = ["PostgresBackend", "open_postgres"]
@@ -142,6 +143,17 @@ class PostgresBackend:
             self._notifier.notify(sent)
         self._commits.notify()
         return result
+
+    def bind_transaction(self, connection: Any) -> Transaction:
+        """A transaction on the application's own ``connection`` (psycopg 3, or an
+        SQLAlchemy 2 session or connection) that the application commits: see
+        :mod:`agentq.backends.postgres.bound`. Not re-run on conflicts: a
+        serialization failure reaches the application, whose transaction it is."""
+        if self._db.closed:
+            raise BackendUnavailable("backend is closed")
+        return bind(
+            connection, self._now(), self.schema, self._queue_sql, self._records, self._channel
+        )
 
     def subscribe_commits(self, wake: Wake) -> None:
         self._commits.subscribe(wake)

@@ -1,0 +1,371 @@
+"""``Runtime.decision(connection)``: agentq's writes in the application's own
+transaction (River's ``InsertTx``), on a psycopg 3 connection or an SQLAlchemy
+session. The tasks, their messages and approvals exist if and only if the
+application's commit succeeds."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agentq import FakeClock, Runtime, ToolContext, tool
+from agentq.errors import DuplicateKey, SharedTransactionError
+
+psycopg = pytest.importorskip("psycopg")
+
+RAN: list[str] = []
+_lock = threading.Lock()
+
+
+class RefundArgs(BaseModel):
+    order_id: str
+    amount: float
+
+
+@tool(queue="work")
+def refund(ctx: ToolContext, args: RefundArgs) -> dict[str, Any]:
+    with _lock:
+        RAN.append(args.order_id)
+    return {"refunded": args.amount}
+
+
+@tool(queue="work", requires_approval=True)
+def close_account(ctx: ToolContext, args: RefundArgs) -> None:
+    with _lock:
+        RAN.append(f"closed {args.order_id}")
+
+
+class AppError(Exception):
+    """The application's own failure after the enqueue."""
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def rt(postgres_url: str, clock: FakeClock) -> Iterator[Runtime]:
+    RAN.clear()
+    runtime = Runtime(postgres_url, tools=[refund, close_account], clock=clock)
+    with psycopg.connect(postgres_url, autocommit=True) as setup:
+        setup.execute("CREATE TABLE public.orders (id text PRIMARY KEY, state text NOT NULL)")
+        setup.execute("INSERT INTO public.orders VALUES ('o1', 'open'), ('o2', 'open')")
+    yield runtime
+    runtime.close()
+
+
+def _state(url: str, order: str) -> str:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return str(conn.execute("SELECT state FROM orders WHERE id = %s", (order,)).fetchone()[0])
+
+
+def _nothing_recorded(rt: Runtime) -> None:
+    assert rt.tasks() == []
+    assert rt.approvals() == []
+    assert rt.backend.stats("work").depth == 0
+
+
+def _decide(conn: Any, rt: Runtime, order: str, **options: Any) -> None:
+    conn.execute("UPDATE orders SET state = 'refunding' WHERE id = %s", (order,))
+    tx = rt.decision(conn)
+    tx.enqueue("refund", {"order_id": order, "amount": 30}, **options)
+    tx.enqueue("close_account", {"order_id": order, "amount": 0})  # an approval
+
+
+def test_a_rollback_leaves_no_task_message_or_approval(rt: Runtime, postgres_url: str) -> None:
+    with psycopg.connect(postgres_url) as conn:
+        _decide(conn, rt, "o1")
+        assert len(rt.tasks()) == 0  # not visible before the commit either
+        conn.rollback()
+    _nothing_recorded(rt)
+    assert _state(postgres_url, "o1") == "open"
+    assert rt.worker().drain() == 0 and RAN == []
+
+
+def test_a_commit_makes_the_worker_run_the_task(rt: Runtime, postgres_url: str) -> None:
+    with psycopg.connect(postgres_url) as conn:
+        conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE  # for the idempotency key
+        _decide(conn, rt, "o1", idempotency_key="refund-o1")
+        conn.commit()
+    assert _state(postgres_url, "o1") == "refunding"
+    assert len(rt.approvals()) == 1 and rt.backend.stats("work").depth == 1
+    assert rt.worker().drain() == 1
+    assert RAN == ["o1"]
+    # The idempotency key was committed with it: the same call finds the same task.
+    again = rt.submit("refund", {"order_id": "o1", "amount": 30}, idempotency_key="refund-o1")
+    assert not again.created
+
+
+def test_an_application_error_after_the_enqueue_rolls_everything_back(
+    rt: Runtime, postgres_url: str
+) -> None:
+    with (
+        psycopg.connect(postgres_url, autocommit=True) as conn,
+        pytest.raises(AppError),
+        conn.transaction(),
+    ):
+        _decide(conn, rt, "o1")
+        raise AppError("the payment provider said no")
+    _nothing_recorded(rt)
+    assert _state(postgres_url, "o1") == "open"
+
+
+def test_the_wake_up_is_sent_only_by_the_applications_commit(
+    rt: Runtime, postgres_url: str
+) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as listener:
+        listener.execute('LISTEN "agentq_agentq"')
+        with psycopg.connect(postgres_url) as conn:
+            _decide(conn, rt, "o1")
+            conn.rollback()
+        # Notifications arrive in commit order: the marker comes first unless the
+        # rolled-back decision's wake-up got out.
+        listener.execute("SELECT pg_notify('agentq_agentq', 'marker')")
+        with psycopg.connect(postgres_url) as conn:
+            _decide(conn, rt, "o2")
+            conn.commit()
+        # The approval's escalation timer wakes its own queue.
+        got = [n.payload for n in listener.notifies(timeout=30, stop_after=3)]
+    assert got[0] == "marker" and sorted(got[1:]) == ["escalations", "work"]
+
+
+def test_read_then_write_decisions_need_a_serializable_transaction(
+    rt: Runtime, postgres_url: str
+) -> None:
+    # At READ COMMITTED two transactions with one idempotency key would both
+    # find none and make two tasks: refused before anything is written.
+    with psycopg.connect(postgres_url) as conn:
+        tx = rt.decision(conn)
+        with pytest.raises(SharedTransactionError, match=r"idempotency_key.*READ COMMITTED"):
+            tx.enqueue("refund", {"order_id": "o1", "amount": 1}, idempotency_key="k")
+        approval = tx.enqueue("close_account", {"order_id": "o1", "amount": 0})
+        with pytest.raises(SharedTransactionError, match="an approval's decision"):
+            tx.approve(str(approval.approval_id), by="fiona")
+        with pytest.raises(SharedTransactionError, match="a cancel"):
+            tx.cancel(approval.task_id)
+        conn.rollback()
+    _nothing_recorded(rt)
+
+
+def test_an_enqueue_that_fails_part_way_leaves_nothing_and_the_transaction_usable(
+    rt: Runtime, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentq.lifecycle import dedupe
+
+    def broken(*args: Any, **kw: Any) -> None:
+        raise AppError("failed after the task's first writes")
+
+    with psycopg.connect(postgres_url) as conn:
+        conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE  # for the dedupe key
+        tx = rt.decision(conn)
+        with monkeypatch.context() as patch:
+            patch.setattr(dedupe, "remember", broken)  # runs after the task is written
+            with pytest.raises(AppError):
+                tx.enqueue("refund", {"order_id": "o1", "amount": 1}, dedupe_key="o1")
+        kept = tx.enqueue("refund", {"order_id": "o2", "amount": 2})
+        conn.execute("UPDATE orders SET state = 'refunding' WHERE id = 'o2'")
+        conn.commit()
+    assert [t.task_id for t in rt.tasks()] == [kept.task_id]
+    assert rt.backend.stats("work").depth == 1
+    assert rt.worker().drain() == 1 and RAN == ["o2"]
+
+
+def test_a_cursor_with_dict_rows_works_too(rt: Runtime, postgres_url: str) -> None:
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(postgres_url, row_factory=dict_row) as conn, conn.cursor() as cur:
+        _decide(cur, rt, "o2")
+        conn.commit()
+    assert rt.worker().drain() == 1 and RAN == ["o2"]
+
+
+def test_a_failed_send_dooms_the_applications_transaction(rt: Runtime, postgres_url: str) -> None:
+    with psycopg.connect(postgres_url) as conn:
+        tx = rt.decision(conn)
+        tx.tx.send("work", ("same-key", 1), {"x": 1})
+        with pytest.raises(DuplicateKey):
+            tx.tx.send("work", ("same-key", 1), {"x": 2})
+        with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+            conn.execute("SELECT 1")
+        conn.rollback()
+    assert rt.backend.stats("work").depth == 0
+
+
+def test_two_threads_each_with_their_own_connection_both_commit(
+    rt: Runtime, postgres_url: str
+) -> None:
+    # Both enqueue before either commits: the two transactions are open side by side.
+    both_enqueued = threading.Barrier(2, timeout=30)
+    errors: list[BaseException] = []
+
+    def app(order: str) -> None:
+        try:
+            with psycopg.connect(postgres_url) as conn:
+                _decide(conn, rt, order)
+                both_enqueued.wait()
+                conn.commit()
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+            both_enqueued.abort()
+
+    threads = [threading.Thread(target=app, args=(o,)) for o in ("o1", "o2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads) and errors == []
+    assert len(rt.approvals()) == 2
+    assert rt.worker().drain() == 2
+    assert sorted(RAN) == ["o1", "o2"]
+
+
+# -- SQLAlchemy ------------------------------------------------------------------
+
+
+@pytest.fixture
+def engine(postgres_url: str) -> Iterator[Any]:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    eng = sqlalchemy.create_engine(postgres_url.replace("postgresql://", "postgresql+psycopg://"))
+    yield eng
+    eng.dispose()
+
+
+def test_an_sqlalchemy_session_commits_and_rolls_back_with_the_decision(
+    rt: Runtime, engine: Any, postgres_url: str
+) -> None:
+    from sqlalchemy import text
+    from sqlalchemy.orm import Session
+
+    with Session(engine) as session:
+        session.execute(text("UPDATE orders SET state = 'refunding' WHERE id = 'o1'"))
+        rt.decision(session).enqueue("refund", {"order_id": "o1", "amount": 30})
+        session.rollback()
+    _nothing_recorded(rt)
+    with pytest.raises(AppError), Session(engine) as session, session.begin():
+        rt.decision(session).enqueue("refund", {"order_id": "o1", "amount": 30})
+        raise AppError("after the enqueue")
+    _nothing_recorded(rt)
+    with Session(engine) as session:
+        session.execute(text("UPDATE orders SET state = 'refunding' WHERE id = 'o1'"))
+        rt.decision(session).enqueue("refund", {"order_id": "o1", "amount": 30})
+        session.commit()
+    assert _state(postgres_url, "o1") == "refunding"
+    assert rt.worker().drain() == 1 and RAN == ["o1"]
+
+
+def test_two_threads_each_with_their_own_session_both_commit(rt: Runtime, engine: Any) -> None:
+    from sqlalchemy.orm import Session
+
+    both_enqueued = threading.Barrier(2, timeout=30)
+    errors: list[BaseException] = []
+
+    def app(order: str) -> None:
+        try:
+            with Session(engine) as session, engine.connect() as conn:
+                # One thread through a Session, the other through a Connection.
+                target: Any = session if order == "o1" else conn
+                rt.decision(target).enqueue("refund", {"order_id": order, "amount": 1})
+                both_enqueued.wait()
+                target.commit()
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+            both_enqueued.abort()
+
+    threads = [threading.Thread(target=app, args=(o,)) for o in ("o1", "o2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads) and errors == []
+    assert rt.worker().drain() == 2 and sorted(RAN) == ["o1", "o2"]
+
+
+def test_an_async_session_decides_through_run_sync(rt: Runtime, postgres_url: str) -> None:
+    import asyncio
+
+    pytest.importorskip("greenlet", reason="SQLAlchemy's asyncio needs greenlet")
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    async def app() -> None:
+        eng = create_async_engine(postgres_url.replace("postgresql://", "postgresql+psycopg://"))
+        try:
+            async with AsyncSession(eng) as session:
+                await session.execute(text("UPDATE orders SET state = 'refunding' WHERE id = 'o1'"))
+                await session.run_sync(
+                    lambda s: rt.decision(s).enqueue("refund", {"order_id": "o1", "amount": 3})
+                )
+                await session.rollback()
+            assert rt.tasks() == []
+            async with AsyncSession(eng) as session:
+                await session.run_sync(
+                    lambda s: rt.decision(s).enqueue("refund", {"order_id": "o2", "amount": 4})
+                )
+                await session.commit()
+        finally:
+            await eng.dispose()
+
+    asyncio.run(app())
+    assert _state(postgres_url, "o1") == "open"
+    assert rt.worker().drain() == 1 and RAN == ["o2"]
+
+
+def test_an_async_session_itself_is_refused_with_the_way_round(
+    rt: Runtime, postgres_url: str
+) -> None:
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    eng = create_async_engine(postgres_url.replace("postgresql://", "postgresql+psycopg://"))
+    with pytest.raises(SharedTransactionError, match="run_sync"):
+        rt.decision(AsyncSession(eng))
+
+
+# -- refusals --------------------------------------------------------------------
+
+
+def test_an_autocommit_connection_outside_a_transaction_is_refused(
+    rt: Runtime, postgres_url: str
+) -> None:
+    with (
+        psycopg.connect(postgres_url, autocommit=True) as conn,
+        pytest.raises(SharedTransactionError, match="autocommit"),
+    ):
+        rt.decision(conn)
+
+
+def test_a_connection_to_another_database_is_refused(
+    rt: Runtime, postgres_url_factory: Any
+) -> None:
+    other = postgres_url_factory.create()
+    with (
+        psycopg.connect(other) as conn,
+        pytest.raises(SharedTransactionError, match="no agentq schema 'agentq'"),
+    ):
+        rt.decision(conn)
+
+
+def test_a_sqlite_connection_is_not_a_postgres_connection(rt: Runtime, tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "app.db")
+    try:
+        with pytest.raises(SharedTransactionError, match="not Connection"):
+            rt.decision(conn)
+    finally:
+        conn.close()
+
+
+def test_a_sqlite_runtime_refuses_and_says_why(tmp_path: Path, clock: FakeClock) -> None:
+    url = tmp_path / "agentq.db"
+    with Runtime(f"sqlite:///{url}", tools=[refund], clock=clock) as runtime:
+        conn = sqlite3.connect(url)
+        try:
+            with pytest.raises(SharedTransactionError, match="single writer connection"):
+                runtime.decision(conn)
+        finally:
+            conn.close()
