@@ -1,7 +1,8 @@
 """A console over a real SQLite file, served by uvicorn on loopback.
 
-Three users: ``alice`` may approve, ``root`` is an admin, ``viewer`` may only
-read. Tools: ``pay`` needs a human above 100, ``flaky`` fails for good when
+Users: ``alice`` reads her own tasks and approves, ``root`` is an admin,
+``viewer`` operates (sees every task), ``olga`` operates and approves, ``agent``
+reads and enqueues its own, ``carol`` only approves. Tools: ``pay`` needs a human above 100, ``flaky`` fails for good when
 told to (its task goes to the dead-letter queue).
 """
 
@@ -45,6 +46,7 @@ TOKENS = {
     "viewer": "viewer-token-0123456789abcdef",
     "agent": "agent-token-0123456789abcdef",
     "carol": "carol-token-0123456789abcdef",
+    "olga": "olga-token-0123456789abcdef",
 }
 # The viewer watches the whole queue: since tasks have owners, that is the
 # ``operate`` scope (``read`` alone shows a principal its own tasks, as the
@@ -55,6 +57,8 @@ SCOPES = {
     "viewer": {"operate"},
     "agent": {"read", "enqueue"},
     "carol": {"approve"},
+    # A person who runs the queue and approves: sees everyone's tasks and decides.
+    "olga": {"operate", "approve"},
 }
 
 

@@ -136,7 +136,7 @@ def test_every_page_in_chromium_with_an_approval_clicked(
     assert "/console/login" in d.current_url  # no session: the login page
     assert d.find_element(By.ID, "token").get_attribute("type") == "password"
     shot(d, "01-login")
-    sign_in(d, served, "alice")
+    sign_in(d, served, "olga")  # an operator who approves: every page shows all
 
     # Overview: live queue figures, counts by status.
     d.get(served.url + "/")
@@ -189,21 +189,21 @@ def test_every_page_in_chromium_with_an_approval_clicked(
     card.find_element(By.CSS_SELECTOR, "button.approve").click()
     wait_for(d, lambda d: f"approved {ids['plain']}" in d.find_element(By.TAG_NAME, "main").text)
     decided = d.find_element(By.CSS_SELECTOR, f'#decided tr[data-approval="{ids["plain"]}"]')
-    assert decided.find_element(By.CSS_SELECTOR, "td.by").text == "alice"
+    assert decided.find_element(By.CSS_SELECTOR, "td.by").text == "olga"
     shot(d, "08-approvals-after-approve")
     approval = rt.approval(ids["plain"])
     assert (approval.status, approval.decided_by, approval.decision_note) == (
-        ApprovalStatus.APPROVED, "alice", "checked the order",
+        ApprovalStatus.APPROVED, "olga", "checked the order",
     )  # fmt: skip
     assert rt.task(approval.task_id).status == TaskStatus.QUEUED
     [entry] = rt.audit_log()
-    assert (entry.actor, entry.action, entry.target) == ("alice", AuditAction.APPROVE,
+    assert (entry.actor, entry.action, entry.target) == ("olga", AuditAction.APPROVE,
                                                          ids["plain"])  # fmt: skip
 
     # Audit page: the click is there.
     d.get(served.url + "/audit")
     first = d.find_element(By.CSS_SELECTOR, "#audit-list tbody tr")
-    assert first.find_element(By.CSS_SELECTOR, "td.actor").text == "alice"
+    assert first.find_element(By.CSS_SELECTOR, "td.actor").text == "olga"
     assert first.find_element(By.CSS_SELECTOR, "td.action").text == "approve"
     shot(d, "09-audit")
 
