@@ -2,8 +2,9 @@
 
 Users: ``alice`` reads her own tasks and approves, ``root`` is an admin,
 ``viewer`` operates (sees every task), ``olga`` operates and approves, ``agent``
-reads and enqueues its own, ``carol`` only approves. Tools: ``pay`` needs a human above 100, ``flaky`` fails for good when
-told to (its task goes to the dead-letter queue).
+reads and enqueues its own, ``carol`` only approves. Tools: ``pay`` needs a
+human above 100, ``flaky`` fails for good when told to (its task goes to the
+dead-letter queue).
 """
 
 from __future__ import annotations
