@@ -154,7 +154,7 @@ class _Local:
     lock: threading.Lock = field(default_factory=threading.Lock)
     fetch: threading.Lock = field(default_factory=threading.Lock)  # one reservation at a time
     spare: deque[int] = field(default_factory=deque)
-    waiting: int = 0
+    waiting: int = 0  # threads in ``take`` not yet served (queued for ``fetch``)
 
 
 class RateLimiter:
@@ -202,11 +202,17 @@ class RateLimiter:
         local = self._local(tool)
         with local.lock:
             local.waiting += 1
+        counted = True
         try:
             with local.fetch:
                 with local.lock:
+                    # Served from here on: no longer waiting. Counting this thread
+                    # until after it let go of ``fetch`` made the next thread reserve
+                    # a turn for it again, a turn no task uses (the tool's budget).
+                    local.waiting -= 1
+                    counted = False
                     turn = self._spare(local)
-                    wanted = local.waiting
+                    wanted = local.waiting + 1  # this thread and those queued behind it
                 if turn is not None:
                     return from_micros(turn), True
                 turns, later = self._reserve(tool, rule, wanted)
@@ -216,8 +222,9 @@ class RateLimiter:
                     local.spare.extend(turns[1:])
                 return from_micros(turns[0]), True
         finally:
-            with local.lock:
-                local.waiting -= 1
+            if counted:  # interrupted before it was served
+                with local.lock:
+                    local.waiting -= 1
 
     def _local(self, tool: str) -> _Local:
         with self._lock:

@@ -4,7 +4,8 @@ two limiters (two workers) on one database share one budget (issue 9, defect 6).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -44,6 +45,16 @@ def limiter(
     if burst is not None:
         tool["rate_limit_burst"] = burst
     return RateLimiter(backend, clock, Policy.model_validate({"tools": {"t": tool}}))
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Poll ``condition`` until it holds, up to ``timeout`` seconds of the monotonic
+    clock (real under libfaketime, unlike the wall clock): bounded by time, not by
+    a count of short waits, and failing loudly instead of going on regardless."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        threading.Event().wait(0.001)
 
 
 def seconds_after(clock: FakeClock, start: Any, turns: list[Any]) -> list[float]:
@@ -160,17 +171,85 @@ def test_concurrent_callers_share_one_reservation(backend: Backend, clock: FakeC
     others = [threading.Thread(target=take) for _ in range(7)]
     for t in others:
         t.start()
-    for _ in range(5000):  # until all seven queue behind the first (bounded)
-        if lim._locals["t"].waiting == 8:
-            break
-        threading.Event().wait(0.001)
+    # The first is served (in its transaction); wait until all seven queue behind it.
+    wait_until(lambda: lim._locals["t"].waiting == 7)
     release.set()
     for t in [first, *others]:
         t.join(5)
+    assert not any(t.is_alive() for t in [first, *others])
     assert len(turns) == 8
     assert lim.reservations == 2  # the first took one; the seven came in one batch
     record = backend.get_record(RATE_LIMITS, "t")
     assert record is not None and record["tat"] == to_micros(clock.now()) + 8 * 1000
+
+
+class _HeldRelease:
+    """A lock that, released by ``holder``, keeps that thread from going on until
+    ``go`` is set: the window between a served caller letting go of the fetch
+    lock and returning, which the scheduler opens only now and then."""
+
+    def __init__(self, real: Any, go: threading.Event, arrived: threading.Event) -> None:
+        self.real, self.go, self.arrived = real, go, arrived
+        self.holder: threading.Thread | None = None
+
+    def __enter__(self) -> None:
+        if self.holder is not None and threading.current_thread() is not self.holder:
+            self.arrived.set()  # queued behind the holder
+        self.real.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.real.release()
+        if threading.current_thread() is self.holder:
+            assert self.go.wait(5)
+
+
+def test_a_served_caller_is_not_counted_in_the_next_reservation(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """Two callers, one after the other: two turns, not three. A caller used to be
+    counted as waiting until after it let go of the fetch lock, so the caller
+    behind it reserved a turn for it too, a turn no task ever used."""
+    lim = limiter(backend, clock, 1000)
+    local = lim._local("t")
+    in_tx, release, arrived, done = (threading.Event() for _ in range(4))
+    held = _HeldRelease(local.fetch, done, arrived)
+    local.fetch = held  # type: ignore[assignment]
+    real = backend.transact
+
+    def slow_transact(fn: Any, **kw: Any) -> Any:
+        if threading.current_thread() is held.holder:
+            in_tx.set()
+            assert release.wait(5)
+        return real(fn, **kw)
+
+    backend.transact = slow_transact  # type: ignore[method-assign]
+    turns: list[Any] = []
+
+    def take() -> None:
+        turns.append(lim.take("t")[0])
+
+    first, second = threading.Thread(target=take), threading.Thread(target=take)
+    held.holder = first
+    first.start()
+    assert in_tx.wait(5)
+    second.start()
+    assert arrived.wait(5)  # the second waits for the fetch lock the first holds
+
+    def take_second_then_let_first_go() -> None:
+        second.join(5)
+        done.set()
+
+    releaser = threading.Thread(target=take_second_then_let_first_go)
+    releaser.start()
+    release.set()
+    for t in (first, second, releaser):
+        t.join(5)
+    assert not any(t.is_alive() for t in (first, second, releaser))
+    start = clock.now()
+    assert turns == [start, start]  # within the burst (1000 at this rate)
+    record = backend.get_record(RATE_LIMITS, "t")
+    assert record is not None and record["tat"] == to_micros(start) + 2 * 1000  # not 3
+    assert lim.reservations == 2
 
 
 def test_turns_are_reserved_only_within_the_horizon(backend: Backend, clock: FakeClock) -> None:
