@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -28,6 +29,11 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("packaging")]
 
 
+#: What a checkout holds beside its source (virtual environments, caches, builds).
+_NOT_SOURCE = (".git", ".venv", ".ci-venv", "build", "*.egg-info", "__pycache__",
+               ".*_cache", "tests")  # fmt: skip
+
+
 def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENTQ_DB")}
     return subprocess.run(
@@ -41,7 +47,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("plain-install")
     wheels = base / "wheels"
     pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels)]
-    built = _run([*pip_wheel, str(ROOT)], base, 300)
+    # Built from a copy: setuptools builds in the source tree's build/, so two builds
+    # of one checkout at once (another test session, a developer's pip install)
+    # collide there ("File exists: build/bdist.../agentq_runtime-0.1.0.dist-info").
+    source = base / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
+    built = _run([*pip_wheel, str(source)], base, 300)
     assert built.returncode == 0, built.stderr[-3000:]
     # The package index's "agentq" is someone else's: the distribution is agentq-runtime.
     (wheel,) = wheels.glob("agentq_runtime-*.whl")
