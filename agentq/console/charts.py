@@ -86,14 +86,17 @@ def buckets(
     tasks that ``visible`` admits and that finished (succeeded, or dead) in it."""
     length, width = WINDOWS[window]
     count = int(length / width)
-    start = now - length
+    # Buckets on round times (whole minutes, half hours), the last one holding now.
+    step = width.total_seconds()
+    end = now + timedelta(seconds=step - now.timestamp() % step)
+    start = end - length
     out = [Bucket(start + width * i) for i in range(count)]
     for rec in _records(backend):
         status = rec.get("status")
         if status not in _COUNTED or rec.get("kind", "action") != "action":
             continue
         ended = moment(rec.get("finished_at"))
-        if ended is None or not start <= ended < now or not visible(rec):
+        if ended is None or not start <= ended < end or not visible(rec):
             continue
         bucket = out[min(count - 1, int((ended - start) / width))]
         if status in _FAILED:

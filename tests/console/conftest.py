@@ -4,7 +4,8 @@ Users: ``alice`` reads her own tasks and approves, ``root`` is an admin,
 ``viewer`` operates (sees every task), ``olga`` operates and approves, ``agent``
 reads and enqueues its own, ``carol`` only approves. Tools: ``pay`` needs a
 human above 100, ``flaky`` fails for good when told to (its task goes to the
-dead-letter queue), ``shaky`` fails every attempt (3) with a transient error.
+dead-letter queue), ``shaky`` fails every attempt (3) with a transient error,
+``crunch`` runs for the seconds it is told, on the fake clock.
 """
 
 from __future__ import annotations
@@ -84,6 +85,19 @@ def shaky(ctx: ToolContext, args: PayArgs) -> dict[str, Any]:
     raise ConnectionError(f"bank.example timed out for {args.ref}")
 
 
+class CrunchArgs(BaseModel):
+    ref: str
+    seconds: float
+
+
+@tool(queue="work")
+def crunch(ctx: ToolContext, args: CrunchArgs) -> dict[str, Any]:
+    """Takes ``seconds`` of the test's fake clock (a run time the charts can show)."""
+    if isinstance(ctx.clock, FakeClock):
+        ctx.clock.advance(args.seconds)
+    return {"ref": args.ref}
+
+
 @tool(queue="notices")
 def notify(ctx: ToolContext, args: ApprovalNotice) -> dict[str, Any]:
     return {}
@@ -109,7 +123,7 @@ def clock() -> FakeClock:
 def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
     runtime = Runtime(
         f"sqlite:///{tmp_path / 'console.db'}",
-        tools=[pay, flaky, shaky, notify, page],
+        tools=[pay, flaky, shaky, crunch, notify, page],
         policies=POLICY,
         clock=clock,
     )

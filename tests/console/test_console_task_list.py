@@ -40,7 +40,9 @@ def test_rows_show_relative_times_duration_and_the_error(serve: Callable[..., Se
         page = client.get("/tasks").text
     row = _row(page, dead_id)
     # One line, relative to the runtime's clock; the full UTC time on hover.
-    created = re.search(r'<td class="when"><time datetime="([^"]+)" title="([^"]+)">([^<]+)</time>', row)
+    created = re.search(
+        r'<td class="when"><time datetime="([^"]+)" title="([^"]+)">([^<]+)</time>', row
+    )
     assert created, row
     assert created[3] == "2 min ago"
     assert created[2].endswith(" UTC") and created[1].startswith(created[2][:10])
@@ -69,7 +71,8 @@ def test_long_arguments_are_cut_with_the_whole_value_on_hover_and_on_click(
     assert "-end" in summary[1]  # hover: the whole value
     assert f"&#34;ref&#34;: &#34;{long_ref}&#34;" in cell[1]  # click: the whole, pretty
     # The id column shows the id's tail; the link and the hover have it whole.
-    assert f'href="/console/tasks/{task.task_id}" title="{task.task_id}">tsk_…{task.task_id[-12:]}<' in row
+    tail = task.task_id[-12:]
+    assert f'href="/console/tasks/{task.task_id}" title="{task.task_id}">tsk_…{tail}<' in row
 
 
 def test_the_runtime_s_own_tasks_are_behind_a_toggle_only_operators_see(
