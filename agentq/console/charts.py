@@ -195,7 +195,11 @@ def chart(rows: list[Bucket], window: str = "1h") -> Chart:
     ]
     return Chart(
         width=WIDTH, height=HEIGHT, left=LEFT, bottom=base, bars=bars,
-        count_ticks=[Tick(base - plot_h * f, f"{count_top * f:g}") for f in (0, 0.5, 1)],
+        count_ticks=[  # counts are whole: no tick at 2.5 tasks
+            Tick(base - plot_h * f, f"{count_top * f:g}")
+            for f in (0, 0.5, 1)
+            if (count_top * f).is_integer()
+        ],
         latency_lines=lines, latency_points=points,
         latency_ticks=[Tick(base - plot_h * f, span(latency_top * f)) for f in (0.5, 1)],
         time_ticks=time_ticks,

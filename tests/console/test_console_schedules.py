@@ -26,6 +26,11 @@ def hourly_report(ctx: ToolContext, args: Report) -> None:
     return None
 
 
+@tool(queue="reports", cron="0 9 * * MON-FRI")
+def weekday_digest(ctx: ToolContext, args: Report) -> None:
+    return None
+
+
 def test_the_schedules_page_lists_each_schedule_with_its_next_and_last_run(
     serve: Callable[..., Served], tmp_path: Path
 ) -> None:
