@@ -4,11 +4,9 @@ console at once on loopback, and ``agentq ui`` prints a one-time sign-in link
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,8 +20,8 @@ from agentq.console.login_links import LoginLinks  # noqa: E402
 from agentq.server.auth import InsecureLocal, Principal, Scope  # noqa: E402
 from tests.console.conftest import Served, csrf_of  # noqa: E402
 from tests.console.conftest import pending as _pending  # noqa: E402
+from tests.console.test_console_cli import _ui  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 ALICE = Principal("alice", frozenset({Scope.READ, Scope.APPROVE}))
 
 
@@ -95,16 +93,6 @@ def test_a_sign_in_link_expires_and_only_a_few_are_kept() -> None:
     assert links.redeem(third) == ALICE and links.redeem(third) is None
     assert links.redeem(second) == ALICE
     assert first not in repr(links.__dict__)  # kept only as a digest
-
-
-def _ui(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "AGENTQ_UI_TOKEN": "cli-token-0123456789abcdef"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "agentq.cli", "ui", "--port", "0", "--db",
-         f"sqlite:///{tmp_path / 'ui.db'}", "--tools", str(ROOT / "tools"),
-         "--policies", str(ROOT / "policies"), "--user", "carol", *extra],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
 
 
 def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
