@@ -3,11 +3,11 @@
 Sign-in uses the HTTP API's tokens: ``--tokens FILE`` (the file of ``agentq
 serve``, made with ``agentq token``), or ``--insecure-local`` (loopback only,
 every user is ``local`` with every scope, no sign-in form); by default one
-token is made for this run, ``$AGENTQ_UI_TOKEN`` if set (at least 16 characters) or a fresh one
-printed at start, acting as ``--user`` (default: the login name) with
-``--scope`` (default: admin), and a one-time sign-in link is printed with it
-(:mod:`agentq.console.login_links`). ``--api`` also serves the HTTP API in the same
-app. It listens on loopback unless ``--allow-remote`` is given.
+token is made for this run, ``$AGENTQ_UI_TOKEN`` if set (at least 16
+characters) or a fresh one printed at start, acting as ``--user`` (default: the
+login name) with ``--scope`` (default: admin), and a one-time sign-in link is
+printed with it (:mod:`agentq.console.login_links`). ``--api`` also serves the
+HTTP API in the same app. It listens on loopback unless ``--allow-remote`` is given.
 """
 
 from __future__ import annotations
