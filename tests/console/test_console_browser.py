@@ -204,6 +204,8 @@ def test_a_tour_of_every_page_at_1280x800(
 
     # Overview: charts, live queues with the warning, workers with their heartbeats.
     d.get(served.url + "/")
+    # The first live update swaps the figures in at once; the next one is 30 s away.
+    wait_for(d, lambda d: "live update" in live_text(d, "#figures-time"))
     bars = d.find_elements(By.CSS_SELECTOR, "#throughput-chart rect.bar")
     assert len(bars) >= 20 and d.find_elements(By.CSS_SELECTOR, "#throughput-chart rect.bad")
     assert d.find_elements(By.CSS_SELECTOR, "#latency-chart polyline.p95")
