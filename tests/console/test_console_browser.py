@@ -388,7 +388,12 @@ def test_an_admin_replays_and_deletes_dead_letters_and_sees_live_figures(
     assert rt.task(ids["dead"]).status == TaskStatus.QUEUED
     d.find_element(By.CSS_SELECTOR, f'input.pick[value="{others[0]}"]').click()
     d.find_element(By.ID, "bulk-delete").click()
-    d.switch_to.alert.accept()  # "Delete the selected dead-letter entries?"
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    confirm = WebDriverWait(d, WAIT).until(expected_conditions.alert_is_present())
+    assert "Delete the selected dead-letter entries?" in confirm.text
+    confirm.accept()
     wait_for(d, lambda d: "deleted 1 of 1" in d.find_element(By.CLASS_NAME, "flash").text)
     d.find_element(By.ID, "select-all").click()
     d.find_element(By.ID, "bulk-replay").click()
