@@ -2,11 +2,12 @@
 
 Sign-in uses the HTTP API's tokens: ``--tokens FILE`` (the file of ``agentq
 serve``, made with ``agentq token``), or ``--insecure-local`` (loopback only,
-every user is ``local`` with every scope); by default one token is made for
-this run, ``$AGENTQ_UI_TOKEN`` if set (at least 16 characters) or a fresh one
-printed at start, acting as ``--user`` (default: the login name) with
-``--scope`` (default: admin). ``--api`` also serves the HTTP API in the same
-app. It listens on loopback unless ``--allow-remote`` is given.
+every user is ``local`` with every scope, no sign-in form); by default one
+token is made for this run, ``$AGENTQ_UI_TOKEN`` if set (at least 16
+characters) or a fresh one printed at start, acting as ``--user`` (default: the
+login name) with ``--scope`` (default: admin), and a one-time sign-in link is
+printed with it (:mod:`agentq.console.login_links`). ``--api`` also serves the
+HTTP API in the same app. It listens on loopback unless ``--allow-remote`` is given.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ def _port(text: str) -> int:
     return value
 
 
-def _auth(args: argparse.Namespace) -> tuple[Any, str]:
-    """The authenticator, and how to tell the user to sign in."""
+def _auth(args: argparse.Namespace) -> tuple[Any, str, Any]:
+    """The authenticator, how to tell the user to sign in, and the principal a
+    one-time sign-in link may sign in as (None with --tokens or --insecure-local)."""
     from agentq.server.auth import InsecureLocal, Principal, Scope, TokenAuth, new_token
 
     if args.tokens and args.insecure_local:
@@ -44,9 +46,10 @@ def _auth(args: argparse.Namespace) -> tuple[Any, str]:
     if args.insecure_local:
         if args.allow_remote:
             raise ConfigError("--insecure-local serves loopback only: drop --allow-remote")
-        return InsecureLocal(), "any token (--insecure-local: you are 'local', with every scope)"
+        told = "no sign-in: open it (--insecure-local: you are 'local', with every scope)"
+        return InsecureLocal(), told, None
     if args.tokens:
-        return TokenAuth.from_file(args.tokens), f"a token of {args.tokens}"
+        return TokenAuth.from_file(args.tokens), f"sign in with a token of {args.tokens}", None
     user = args.user or getpass.getuser()
     principal = Principal(user, frozenset(Scope(s) for s in _SCOPES[args.scope]))
     token = os.environ.get(TOKEN_ENV)
@@ -57,15 +60,17 @@ def _auth(args: argparse.Namespace) -> tuple[Any, str]:
     else:
         token = new_token()
         told = f"token {token}"
-    return TokenAuth.from_tokens({token.strip(): principal}), f"{told} (as {user}, {args.scope})"
+    auth = TokenAuth.from_tokens({token.strip(): principal})
+    return auth, f"sign in with {told} (as {user}, {args.scope})", principal
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
     # A missing module is reported by the CLI (extra="ui").
     from agentq.console import Console, create_app
+    from agentq.console.login_links import LINK_TTL
     from agentq.console.serve import serve
 
-    auth, told = _auth(args)
+    auth, told, principal = _auth(args)
     rt: Any = open_runtime(args)
     console = Console(rt, auth=auth, read_only=args.read_only, refresh_seconds=args.refresh)
     mode = " (read-only)" if args.read_only else ""
@@ -73,7 +78,12 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 
     def ready(url: str) -> None:
         print(f"agentq console{mode} on {url}{api}", flush=True)
-        print(f"sign in with {told}", flush=True)
+        print(told, flush=True)
+        if principal is not None:
+            # The one line the link's code is ever written to (it is not logged).
+            minutes = round(LINK_TTL / 60)
+            print(f"or open {url}login/link?code={console.links.mint(principal)} "
+                  f"(signs in once, within {minutes} minutes)", flush=True)  # fmt: skip
 
     try:
         serve(

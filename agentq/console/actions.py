@@ -25,6 +25,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from agentq import jsontext
+from agentq.console import bulk
 from agentq.console.app import COOKIE, HEADERS, Console, Who
 from agentq.errors import (
     AgentQError,
@@ -40,6 +41,8 @@ __all__ = ["routes"]
 
 #: Largest form body accepted (notes are short; anything bigger is refused).
 MAX_FORM_BYTES = 64 * 1024
+#: Most fields a form may have (a bulk action's ticked entries, and a few more).
+MAX_FORM_FIELDS = bulk.MAX_ENTRIES + 5
 #: Longest note accepted with a decision or a cancel.
 MAX_NOTE_CHARS = 2000
 _LOGIN_CSRF = "agentq_console_login"
@@ -48,6 +51,8 @@ _LOGIN_CSRF = "agentq_console_login"
 #: nothing and raises when the runtime refuses. Each route's ``act`` returns it
 #: with the page to return to and the message to flash.
 Act = Callable[[str, FormData], None]
+#: The message flashed once the action ran: text, or a function that tells it then.
+Done = str | Callable[[], str]
 
 
 def _field(form: FormData, name: str) -> str:
@@ -90,14 +95,14 @@ async def _form(request: Request) -> FormData | None:
     size = request.headers.get("content-length", "")
     if not size.isdigit() or int(size) > MAX_FORM_BYTES:
         return None
-    return await request.form(max_files=0, max_fields=20)
+    return await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
 
 
 def routes(console: Console) -> list[Route]:
     """The action routes of ``console``."""
     rt = console.runtime
 
-    def action(scope: str, act: Callable[[Request], tuple[Act, str, str]]) -> Callable[..., Any]:
+    def action(scope: str, act: Callable[[Request], tuple[Act, str, Done]]) -> Callable[..., Any]:
         async def endpoint(request: Request) -> Response:
             who = await console.who(request)
             if who is None:
@@ -127,7 +132,7 @@ def routes(console: Console) -> list[Route]:
                 return await refuse(409, str(exc))
             except AgentQError as exc:
                 return await refuse(400, str(exc))
-            _flash(who, done)
+            _flash(who, done if isinstance(done, str) else done())
             return RedirectResponse(back, status_code=303)
 
         return endpoint
@@ -186,6 +191,19 @@ def routes(console: Console) -> list[Route]:
         eid = request.path_params["entry_id"]
         return ((lambda by, _form: _none(rt.replay(eid, by=by))),
                 console.url(request, "dead_letters"), f"replayed {eid}")  # fmt: skip
+
+    def replay_task(request: Request) -> tuple[Act, str, str]:
+        tid = request.path_params["task_id"]
+        return ((lambda by, _form: _none(rt.replay(tid, by=by))),
+                console.url(request, "task", task_id=tid), f"replayed {tid}")  # fmt: skip
+
+    def replay_many(request: Request) -> tuple[Act, str, Done]:
+        call, told = bulk.replay_selected(rt)
+        return call, console.url(request, "dead_letters"), told
+
+    def delete_many(request: Request) -> tuple[Act, str, Done]:
+        call, told = bulk.delete_selected(rt)
+        return call, console.url(request, "dead_letters"), told
 
     def delete(request: Request) -> tuple[Act, str, str]:
         eid = request.path_params["entry_id"]
@@ -258,6 +276,12 @@ def routes(console: Console) -> list[Route]:
               methods=["POST"], name="cancel"),
         Route("/tasks/{task_id}/resolve", action("admin", resolve),
               methods=["POST"], name="resolve"),
+        Route("/tasks/{task_id}/replay", action("admin", replay_task),
+              methods=["POST"], name="replay_task"),
+        Route("/dead-letters/replay", action("admin", replay_many),
+              methods=["POST"], name="replay_many"),
+        Route("/dead-letters/delete", action("admin", delete_many),
+              methods=["POST"], name="delete_many"),
         Route("/dead-letters/{entry_id}/replay", action("admin", replay),
               methods=["POST"], name="replay"),
         Route("/dead-letters/{entry_id}/delete", action("admin", delete),

@@ -26,7 +26,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agentq.approvals import ApprovalStatus
-from agentq.console import views
+from agentq.console import panels, timefmt, views
+from agentq.console.login_links import LoginLinks
 from agentq.console.sessions import Session, SessionStore
 from agentq.runtime import Runtime
 from agentq.server import access
@@ -80,6 +81,8 @@ class Console:
     stream_seconds: float = 300.0
     max_streams: int = 50
     sessions: SessionStore = field(default_factory=SessionStore)
+    #: One-time sign-in links (``agentq ui`` prints one): :mod:`~agentq.console.login_links`.
+    links: LoginLinks = field(default_factory=LoginLinks)
 
     def __post_init__(self) -> None:
         if self.refresh_seconds <= 0 or self.stream_seconds <= 0 or self.max_streams < 1:
@@ -91,6 +94,8 @@ class Console:
             undefined=StrictUndefined,
         )
         self.templates.globals["shown_args"] = views.compact
+        timefmt.install(self.templates)
+        panels.install(self.templates)
 
     # -- who is asking ----------------------------------------------------------
 
@@ -157,6 +162,8 @@ class Console:
             open_approvals = sum(
                 a.status in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED) for a in shown
             )
+        # Relative times on the page are told from this moment (the runtime's clock).
+        context.setdefault("now", self.runtime.clock.now())
         html = self.templates.get_template(template).render(
             request=request,
             who=who,
@@ -184,12 +191,13 @@ class Console:
 
     def routes(self) -> list[Route | Mount]:
         """The console's routes, relative to where it is mounted."""
-        from agentq.console import actions, pages
+        from agentq.console import actions, login_links, pages
 
         static = StaticFiles(packages=[("agentq.console", "static")])
         return [
             *pages.routes(self),
             *actions.routes(self),
+            *login_links.routes(self),
             Mount("/static", app=static, name="static"),
         ]
 

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from agentq.console import views
+from agentq.console import charts, login_links, panels, views
 from agentq.console.app import HEADERS, Console, Who
 from agentq.errors import ApprovalError, TaskNotFound
 from agentq.ledger import TaskStatus
@@ -38,21 +38,34 @@ def routes(console: Console) -> list[Route]:
 
         async def endpoint(request: Request) -> Response:
             who = await console.who(request)
-            if who is None:
-                return console.to_login(request)
+            session = None
+            if who is None:  # --insecure-local signs a loopback browser in by itself
+                session = await login_links.local_session(console, request)
+                if session is None:
+                    return console.to_login(request)
+                who = Who(session.principal, session)
             if not any(who.can(s) for s in needed):
                 return console.message(request, who, 403, "your token may not read the console")
-            return await run_in_threadpool(build, request, who)
+            response = await run_in_threadpool(build, request, who)
+            if session is not None:
+                login_links.set_session_cookie(console, request, response, session)
+            return response
 
         return endpoint
 
     def overview(request: Request, who: Who) -> Response:
         rt = console.runtime
+        now = rt.clock.now()
+        window = request.query_params.get("window", "1h")
+        if window not in charts.WINDOWS:
+            return console.message(request, who, 400, f"unknown window {window!r}: 1h or 24h")
         shown = access.visible_tasks(who.principal, rt.tasks(), internal=True)
+        ended = charts.buckets(rt.backend, now, window, panels.record_visible_to(who.principal))
         return console.render(
-            request, "overview.html", who,
-            queues=views.queue_figures(rt), counts=views.status_counts(shown),
-            dead=len(rt.dead_letters()), seq=0, now=rt.clock.now(),
+            request, "overview.html", who, counts=views.status_counts(shown),
+            dead=len(rt.dead_letters()), seq=0, now=now, schedules=len(rt.schedules()),
+            chart=charts.chart(ended, window), window=window, windows=list(charts.WINDOWS),
+            **panels.live_panels(rt, who.principal, now),
         )  # fmt: skip
 
     def tasks(request: Request, who: Who) -> Response:
@@ -60,22 +73,27 @@ def routes(console: Console) -> list[Route]:
         status, tool, search = q.get("status", ""), q.get("tool", ""), q.get("q", "")
         if status and status not in {s.value for s in TaskStatus}:
             return console.message(request, who, 400, f"unknown status {status!r}")
+        # The runtime's own tasks (timers, notices) only on request, and only to
+        # those who may see them at all (operate, admin): docs/security.md.
+        internal = q.get("internal") == "1" and access.sees_all(who.principal)
         rows, matched = views.task_rows(console.runtime, status=status, tool=tool, search=search,
-                                        principal=who.principal)  # fmt: skip
+                                        principal=who.principal, internal=internal)  # fmt: skip
         tools = sorted({t.tool for t in access.visible_tasks(
-            who.principal, console.runtime.tasks(), internal=True)})  # fmt: skip
+            who.principal, console.runtime.tasks(), internal=internal)})  # fmt: skip
         return console.render(
             request, "tasks.html", who, rows=rows, matched=matched, status=status, tool=tool,
             search=search, statuses=[s.value for s in TaskStatus], tools=tools,
+            internal=internal, may_see_internal=access.sees_all(who.principal),
         )  # fmt: skip
 
     def task(request: Request, who: Who) -> Response:
         task_id = request.path_params["task_id"]
         try:
             detail = views.task_detail(console.runtime, task_id, who.principal)
+            extras = panels.task_extras(console.runtime, detail["task"], who.principal)
         except (TaskNotFound, ApprovalError) as exc:
             return console.message(request, who, 404, str(exc))
-        return console.render(request, "task.html", who, **detail)
+        return console.render(request, "task.html", who, **detail, **extras)
 
     def approvals(request: Request, who: Who) -> Response:
         open_, decided = views.approval_inbox(console.runtime, who.principal)
@@ -88,6 +106,10 @@ def routes(console: Console) -> list[Route]:
         rows = views.dead_letter_rows(console.runtime)
         return console.render(request, "dead_letters.html", who, rows=rows)
 
+    def schedules(request: Request, who: Who) -> Response:
+        rows = sorted(console.runtime.schedules(), key=lambda s: (s.status == "removed", s.name))
+        return console.render(request, "schedules.html", who, rows=rows)
+
     def audit(request: Request, who: Who) -> Response:
         entries = console.runtime.audit_log(limit=500)
         return console.render(request, "audit.html", who, audit=entries)
@@ -97,6 +119,7 @@ def routes(console: Console) -> list[Route]:
         if who is None or not who.can("read"):
             return Response("sign in first", status_code=401, headers=HEADERS)
         fragment = console.templates.get_template("_queues.html")
+        workers = console.templates.get_template("_workers.html")
 
         async def stream() -> AsyncIterator[str]:
             # Counted here, where a finally always runs once the stream has started.
@@ -111,11 +134,14 @@ def routes(console: Console) -> list[Route]:
                 yield f"retry: {int(console.refresh_seconds * 1000)}\n\n"
                 while loop.time() < deadline:
                     seq += 1
-                    rows = await run_in_threadpool(views.queue_figures, console.runtime)
                     now = console.runtime.clock.now()
-                    html = fragment.render(queues=rows, seq=seq, now=now)
-                    data = "".join(f"data: {line}\n" for line in html.splitlines())
-                    yield f"event: queues\n{data}\n"
+                    live = await run_in_threadpool(
+                        panels.live_panels, console.runtime, who.principal, now
+                    )
+                    for event, template in (("queues", fragment), ("workers", workers)):
+                        html = template.render(**live, seq=seq, now=now)
+                        data = "".join(f"data: {line}\n" for line in html.splitlines())
+                        yield f"event: {event}\n{data}\n"
                     await asyncio.sleep(console.refresh_seconds)
             finally:
                 console.open_streams -= 1
@@ -133,4 +159,6 @@ def routes(console: Console) -> list[Route]:
         # Everyone's dead letters (their arguments) and the whole audit: operators'.
         Route("/dead-letters", page(dead_letters, "operate"), name="dead_letters"),
         Route("/audit", page(audit, "operate"), name="audit"),
+        # Schedule runs are everyone's tasks (their status, their next time).
+        Route("/schedules", page(schedules, "operate"), name="schedules"),
     ]

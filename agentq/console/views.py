@@ -116,16 +116,20 @@ def task_rows(
     search: str = "",
     limit: int = TASK_PAGE,
     principal: Principal | None = None,
+    internal: bool = True,
 ) -> tuple[list[TaskInfo], int]:
     """Tasks matching the filters, newest first, at most ``limit``; and how many matched.
 
     ``search`` matches (case-insensitively) the id, tool, error, approval id,
     keys and the arguments' JSON text. An unknown ``status`` raises ValueError.
-    With ``principal``, only the tasks it may see (:mod:`agentq.server.access`).
+    With ``principal``, only the tasks it may see (:mod:`agentq.server.access`);
+    ``internal=False`` leaves out the runtime's own (timers, notices, webhooks).
     """
     tasks = rt.tasks(TaskStatus(status) if status else None, tool=tool or None)
     if principal is not None:
-        tasks = access.visible_tasks(principal, tasks, internal=True)
+        tasks = access.visible_tasks(principal, tasks, internal=internal)
+    elif not internal:
+        tasks = [t for t in tasks if not access.is_internal(t)]
     needle = search.strip().lower()[:SEARCH_CHARS]
     if needle:
         tasks = [t for t in tasks if _matches(t, needle)]

@@ -18,12 +18,13 @@ from agentq.backends import Backend, EncodedFields, EncodedRecord, Transaction
 from agentq.envelope import envelope_payload
 from agentq.errors import TaskNotFound
 from agentq.faults import FaultPoints
-from agentq.ledger import Tables
+from agentq.ledger import Tables, TaskStatus
 from agentq.lifecycle.states import Event, next_task_state
 from agentq.redact import redact_text
 from agentq.telemetry import Telemetry
 
 __all__ = [
+    "ATTEMPTS_KEPT",
     "Env",
     "claimed",
     "claimed_fields",
@@ -40,6 +41,13 @@ __all__ = [
     "store_fields",
     "swap_claimed",
 ]
+
+
+#: Most ended attempts a task's record keeps in ``attempts`` (the console's
+#: timeline of its attempts); older ones are dropped, the attempt numbers say how many.
+ATTEMPTS_KEPT = 20
+#: Longest error an ended attempt keeps (the record's ``error`` keeps the last whole).
+ATTEMPT_ERROR_CHARS = 500
 
 
 class Env(Protocol):
@@ -85,7 +93,34 @@ def moved_fields(
     for name in ("error", "traceback"):  # errors quote URLs, with secrets
         if isinstance(changes.get(name), str):
             changes[name] = redact_text(changes[name])
+    history = _attempt_ended(rec, event, now, changes)
+    if history is not None:
+        changes["attempts"] = history
     return {**changes, "status": status, "updated_at": iso(now)}
+
+
+def _attempt_ended(
+    rec: Mapping[str, Any], event: Event, now: datetime, changes: Mapping[str, Any]
+) -> list[dict[str, Any]] | None:
+    """The record's ``attempts`` with the one that ``event`` ends, or None when it
+    ends none. Only a running attempt ends; a success is not written here (its
+    attempt is the record's own ``started_at``/``finished_at``, so the hot path
+    writes nothing more), nor a deferral (its handler did not run). A claim of a
+    running task is a redelivery: the previous delivery's worker was lost."""
+    if rec.get("status") != TaskStatus.RUNNING or event in (Event.SUCCEED, Event.DEFER):
+        return None
+    lost = event is Event.CLAIM
+    error = None if lost else changes.get("error", rec.get("error"))
+    entry = {
+        "attempt": rec.get("attempt"),
+        "delivery": rec.get("deliveries"),
+        "started_at": rec.get("started_at"),
+        "ended_at": None if lost else iso(now),
+        "outcome": "lost" if lost else str(event),
+        "error": str(error)[:ATTEMPT_ERROR_CHARS] if error else None,
+    }
+    kept = list(rec.get("attempts") or ())[-(ATTEMPTS_KEPT - 1) :]
+    return [*kept, entry]
 
 
 def finished(

@@ -4,7 +4,8 @@ Users: ``alice`` reads her own tasks and approves, ``root`` is an admin,
 ``viewer`` operates (sees every task), ``olga`` operates and approves, ``agent``
 reads and enqueues its own, ``carol`` only approves. Tools: ``pay`` needs a
 human above 100, ``flaky`` fails for good when told to (its task goes to the
-dead-letter queue).
+dead-letter queue), ``shaky`` fails every attempt (3) with a transient error,
+``crunch`` runs for the seconds it is told, on the fake clock.
 """
 
 from __future__ import annotations
@@ -79,6 +80,24 @@ def flaky(ctx: ToolContext, args: PayArgs) -> dict[str, Any]:
     raise PermanentError(f"refused by {url} for {args.ref}")
 
 
+@tool(queue="work", max_attempts=3)
+def shaky(ctx: ToolContext, args: PayArgs) -> dict[str, Any]:
+    raise ConnectionError(f"bank.example timed out for {args.ref}")
+
+
+class CrunchArgs(BaseModel):
+    ref: str
+    seconds: float
+
+
+@tool(queue="work")
+def crunch(ctx: ToolContext, args: CrunchArgs) -> dict[str, Any]:
+    """Takes ``seconds`` of the test's fake clock (a run time the charts can show)."""
+    if isinstance(ctx.clock, FakeClock):
+        ctx.clock.advance(args.seconds)
+    return {"ref": args.ref}
+
+
 @tool(queue="notices")
 def notify(ctx: ToolContext, args: ApprovalNotice) -> dict[str, Any]:
     return {}
@@ -104,7 +123,7 @@ def clock() -> FakeClock:
 def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
     runtime = Runtime(
         f"sqlite:///{tmp_path / 'console.db'}",
-        tools=[pay, flaky, notify, page],
+        tools=[pay, flaky, shaky, crunch, notify, page],
         policies=POLICY,
         clock=clock,
     )
@@ -209,5 +228,15 @@ def dead(rt: Runtime, ref: str = "d-1") -> str:
     """A task in the dead-letter queue (with a secret in its error); its id."""
     task = rt.enqueue_action("flaky", {"ref": ref, "amount": 5})
     rt.worker().drain()
+    assert rt.task(task.task_id).status == TaskStatus.DEAD
+    return task.task_id
+
+
+def retried_to_death(rt: Runtime, ref: str = "s-1") -> str:
+    """A task that failed all its three attempts (retried twice, then dead); its id."""
+    task = rt.enqueue_action("shaky", {"ref": ref, "amount": 7})
+    for _ in range(3):
+        rt.worker().drain()
+        rt.clock.advance(600)  # type: ignore[attr-defined]  # past the retry backoff
     assert rt.task(task.task_id).status == TaskStatus.DEAD
     return task.task_id

@@ -237,9 +237,11 @@ def test_insecure_local_still_needs_a_session_and_csrf_from_a_browser(
     with served.client() as anon:
         # Admitting every loopback request is ambient authority, like a cookie: a
         # page on any site could post here. So no session, no action.
-        assert anon.get("/approvals").status_code == 303
         assert anon.post(f"/approvals/{approval_id}/approve").status_code == 401
-        assert login(anon, "anything-at-all").status_code == 303
+        # No sign-in form (issue 28 item 16): a page starts the session itself...
+        page = anon.get("/approvals")
+        assert page.status_code == 200 and 'id="principal">local<' in page.text
+        # ...and an action still needs its CSRF token.
         assert anon.post(f"/approvals/{approval_id}/approve").status_code == 403
         csrf = csrf_of(anon.get("/approvals").text)
         r = anon.post(f"/approvals/{approval_id}/approve", data={"csrf_token": csrf})
