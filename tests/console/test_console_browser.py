@@ -1,9 +1,12 @@
 """The web console in headless Chromium at 1280x800: every page screenshotted
-into tests/output/screenshots/ (the pictures docs/console.md shows) and checked
-for its key elements; an approval approved, a dead letter replayed, dead letters
+and checked for its key elements; an approval approved, a dead letter replayed, dead letters
 replayed and deleted in bulk, a task cancelled, all by clicking; hostile task
 arguments left inert; live figures updated by server-sent events (issue 12, web
 console; issue 28 item 16, a console worth opening).
+
+The pictures go to a temporary folder, so a test run leaves the checkout as it
+was; ``AGENTQ_UPDATE_SCREENSHOTS=1`` writes them to tests/output/screenshots/
+instead, the pictures docs/console.md shows (committed).
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them):
 skipped locally when they are absent, a failure when ``CI`` is set. One browser
@@ -35,7 +38,7 @@ from tests.console.test_console_schedules import hourly_report, weekday_digest  
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-SHOTS = Path(__file__).resolve().parents[1] / "output" / "screenshots"
+COMMITTED_SHOTS = Path(__file__).resolve().parents[1] / "output" / "screenshots"
 HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
 WAIT = 30  # seconds: generous, the machine is shared
 WIDTH, HEIGHT = 1280, 800
@@ -57,7 +60,7 @@ def _need_browser() -> Any:
 
 
 @pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
+def chromium(shots_folder: Path) -> Iterator[Any]:
     _need_browser()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -72,6 +75,7 @@ def chromium() -> Iterator[Any]:
                  f"--user-data-dir={profile}"):  # fmt: skip
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=Service(executable_path=DRIVER))
+    driver.agentq_shots = shots_folder
     driver.set_page_load_timeout(WAIT)
     # The page's viewport itself is 1280x800 (the window's would be less its frame).
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
@@ -91,15 +95,26 @@ def browser(chromium: Any) -> Any:
     return chromium
 
 
+@pytest.fixture(scope="module")
+def shots_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where this run's screenshots go (see the module's docstring)."""
+    if os.environ.get("AGENTQ_UPDATE_SCREENSHOTS") == "1":
+        return COMMITTED_SHOTS
+    return tmp_path_factory.mktemp("screenshots")
+
+
 def shot(driver: Any, name: str) -> Path:
-    """Save the viewport as tests/output/screenshots/NAME.png, 1280x800."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    path = SHOTS / f"{name}.png"
+    """Save the viewport as NAME.png in the run's screenshots folder, 1280x800."""
+    folder: Path = driver.agentq_shots
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
     path.unlink(missing_ok=True)
     assert driver.save_screenshot(str(path)), f"no screenshot {path}"
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, f"{path} is (nearly) empty"
     assert struct.unpack(">II", data[16:24]) == (WIDTH, HEIGHT), f"{path} is not {WIDTH}x{HEIGHT}"
+    committed = COMMITTED_SHOTS / path.name
+    assert committed.is_file(), f"{committed} is missing: AGENTQ_UPDATE_SCREENSHOTS=1 takes it"
     return path
 
 
