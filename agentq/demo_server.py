@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["AppliedHook", "DemoAPI"]
+__all__ = ["AppliedHook", "DemoAPI", "LoopbackAPI"]
 
 #: Called with the path and the request headers once a request took effect,
 #: before its answer is sent.
@@ -55,8 +55,11 @@ class _State:
     stalls: dict[str, tuple[threading.Event, threading.Event]] = field(default_factory=dict)
 
 
-class DemoAPI:
-    """The loopback server; use as a context manager or call start()/stop()."""
+class LoopbackAPI:
+    """The loopback server; use as a context manager or call start()/stop().
+
+    The one class behind ``agentq.testing.LoopbackAPI`` and
+    ``agentq.demo.LoopbackAPI`` (the same object under each name)."""
 
     def __init__(self, host: str = "127.0.0.1", *, on_applied: AppliedHook | None = None) -> None:
         self.state = _State()
@@ -137,7 +140,7 @@ class DemoAPI:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def start(self) -> DemoAPI:
+    def start(self) -> LoopbackAPI:
         """Serve in a background thread."""
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
@@ -150,7 +153,7 @@ class DemoAPI:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> DemoAPI:
+    def __enter__(self) -> LoopbackAPI:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -195,3 +198,7 @@ class DemoAPI:
     def charges_per_key(self, path: str = "/refunds") -> Counter[str]:
         """How many times each idempotency key took effect (must all be 1)."""
         return Counter(body["idempotency_key"] for body in self.applied(path))
+
+
+#: The name this class had first; the same class.
+DemoAPI = LoopbackAPI

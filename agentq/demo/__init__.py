@@ -44,18 +44,13 @@ from agentq.approvals import ApprovalStatus
 from agentq.clock import Clock, SystemClock
 from agentq.demo.project import demo_project
 from agentq.demo.summary import DemoSummary, fill_summary, format_summary
-from agentq.demo_server import DemoAPI
+from agentq.demo_server import LoopbackAPI
 from agentq.errors import ConfigError
 from agentq.ledger import TaskStatus
 from agentq.policies import load_policies
 from agentq.runtime import Decision, Runtime
 
 __all__ = ["DemoSummary", "LoopbackAPI", "find_project_dir", "format_summary", "run_demo"]
-
-#: The demo's stand-in payments, notifications and shipping API on 127.0.0.1
-#: (honours ``Idempotency-Key``): ``with LoopbackAPI() as api: ... api.url``.
-#: For trying agentq out; point the settings at the real APIs in production.
-LoopbackAPI = DemoAPI
 
 ESCALATE_AFTER = timedelta(seconds=3)
 
@@ -116,7 +111,7 @@ def run_demo(
     def say(msg: str) -> None:
         out(f"[{clock.monotonic() - started:5.1f}s] {msg}")
 
-    with DemoAPI() as api:
+    with LoopbackAPI() as api:
         settings = {
             "payments_url": api.url,
             "notifications_url": api.url,
@@ -237,7 +232,7 @@ def _decide(order: str, amount: float, ship: bool) -> Callable[[Decision], Any]:
 
 def _crash_a_worker(
     rt: Runtime,
-    api: DemoAPI,
+    api: LoopbackAPI,
     db_url: str,
     tools_dir: Path,
     policies_dir: Path,

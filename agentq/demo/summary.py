@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from agentq.demo_server import DemoAPI
+from agentq.demo_server import LoopbackAPI
 from agentq.ledger import TaskStatus
 from agentq.runtime import Runtime
 
@@ -48,7 +48,7 @@ class DemoSummary:
         return json.dumps(asdict(self) | {"ok": self.ok}, indent=2, sort_keys=True)
 
 
-def fill_summary(rt: Runtime, api: DemoAPI, s: DemoSummary, crashed_task: str | None) -> None:
+def fill_summary(rt: Runtime, api: LoopbackAPI, s: DemoSummary, crashed_task: str | None) -> None:
     """Count what the demo did from the ledger and the API, and run the checks."""
     tasks = rt.tasks()
     s.tasks_by_outcome = dict(sorted(Counter(f"{t.tool}:{t.status.value}" for t in tasks).items()))
