@@ -51,6 +51,8 @@ class _State:
     attempts: Counter[tuple[str, str]] = field(default_factory=Counter)
     applied: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     missing_key: int = 0
+    refused: Counter[str] = field(default_factory=Counter)
+    faults_served: Counter[str] = field(default_factory=Counter)
     faults: list[tuple[str, int, float | None]] = field(default_factory=list)
     stalls: dict[str, tuple[threading.Event, threading.Event]] = field(default_factory=dict)
 
@@ -84,6 +86,7 @@ class LoopbackAPI:
                     for i, (fault_path, status, retry_after) in enumerate(state.faults):
                         if fault_path == path:
                             del state.faults[i]
+                            state.faults_served[path] += 1
                             headers = (
                                 {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
                             )
@@ -91,6 +94,7 @@ class LoopbackAPI:
                             return
                     if not key:
                         state.missing_key += 1
+                        state.refused[path] += 1
                         self._reply(400, {"error": "Idempotency-Key header required"})
                         return
                     state.attempts[(path, key)] += 1
@@ -184,6 +188,16 @@ class LoopbackAPI:
         """Requests answered from the idempotency store (a duplicate prevented)."""
         with self.state.lock:
             return self.state.replays[path]
+
+    def scripted_failures(self, path: str = "/refunds") -> int:
+        """Requests answered with a fault scripted by :meth:`fail_next`."""
+        with self.state.lock:
+            return self.state.faults_served[path]
+
+    def refused(self, path: str = "/refunds") -> int:
+        """Requests refused for want of an ``Idempotency-Key`` (400)."""
+        with self.state.lock:
+            return self.state.refused[path]
 
     def requests(self, path: str = "/refunds") -> int:
         """All requests received on ``path``."""
