@@ -92,7 +92,7 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
     if args.at is not None and args.delay is not None:
         raise ConfigError("give either --at or --delay, not both")
     payload = _read_args(args.args)
-    rt = open_runtime(args)
+    rt = open_runtime(args, catalog=True)  # validated by the tool, or its recorded schema
     try:
         task = rt.enqueue_action(
             args.tool, payload, idempotency_key=args.idempotency_key,

@@ -19,9 +19,11 @@ __all__ = ["register"]
 def register(
     subparsers: Any,
     add_runtime_args: Callable[[argparse.ArgumentParser], None],
-    open_runtime: Callable[[argparse.Namespace], Any],
+    open_runtime: Callable[..., Any],
 ) -> None:
-    """Add ``agentq mcp`` to the CLI (the CLI hands in how it opens a runtime)."""
+    """Add ``agentq mcp`` to the CLI (the CLI hands in how it opens a runtime:
+    ``open_runtime(args, catalog=True)`` runs from the database's tool catalog
+    where there is no tools folder, since the server runs no tool code)."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "mcp", help="serve the tools as an MCP server (stdio or streamable HTTP)"
     )
@@ -52,7 +54,7 @@ def register(
             scopes = transports.parse_scopes(args.scope or ["enqueue", "read"])
             name = args.principal or f"stdio:{getpass.getuser()}"
             principal = Principal(name, scopes)
-            rt = open_runtime(args)
+            rt = open_runtime(args, catalog=True)  # no tool code runs here
             try:
                 transports.run_stdio(rt, principal, wait_seconds=args.wait)
             finally:
@@ -61,7 +63,7 @@ def register(
         auth = transports.load_authenticator(args.tokens, args.insecure_local, args.host)
         import uvicorn  # noqa: F401  (before the runtime opens: a missing extra is told first)
 
-        rt = open_runtime(args)
+        rt = open_runtime(args, catalog=True)  # no tool code runs here
         try:
             transports.serve_http(
                 rt, auth, host=args.host, port=args.port, wait_seconds=args.wait

@@ -22,7 +22,8 @@ from typing import Any
 
 __all__ = ["register"]
 
-RuntimeFactory = Callable[[argparse.Namespace], Any]
+#: ``open_runtime(args, catalog=...)`` of :mod:`agentq.cli.common`.
+RuntimeFactory = Callable[..., Any]
 
 
 def register(
@@ -169,7 +170,8 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
     worker_thread = None
     rt = None
     try:
-        rt = make_runtime(args)
+        # Without a tools folder, the database's recorded tools; a worker runs their code.
+        rt = make_runtime(args, catalog=args.worker == 0)
         app = create_app(rt, auth=auth, max_wait=args.max_wait, private_spec=args.private_spec)
         if args.worker > 0:
             worker = rt.worker(concurrency=args.worker)

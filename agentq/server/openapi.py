@@ -8,8 +8,9 @@ what the executor validates.
 
 from __future__ import annotations
 
+import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.json_schema import models_json_schema
 
 from agentq.approvals import ApprovalInfo
+from agentq.catalog import RecordedTool
 from agentq.ledger import TaskInfo, TaskStatus
 from agentq.runtime import Runtime
 from agentq.tools import ToolDef
@@ -173,10 +175,41 @@ _LOCATION = {"Location": {"schema": {"type": "string"}, "description": "the task
 _ETAG = {"ETag": {"schema": {"type": "string"}, "description": "the approval's version"}}
 
 
-def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, Any]:
-    """The whole document for this runtime's tools."""
-    tools = [t for t in sorted(rt.tools, key=lambda t: t.name)
-             if not rt.is_internal(t.name) and t.visible]  # fmt: skip
+def _splice_recorded_args(
+    body: dict[str, Any], tool: RecordedTool, schemas: dict[str, Any]
+) -> None:
+    """Make ``args`` of a catalog tool's action body (``body``, a component) the
+    tool's recorded JSON Schema, its ``$defs`` joining the components (under the
+    tool's name as a prefix where another schema holds the name)."""
+    schema = copy.deepcopy(dict(tool.args_schema))
+    defs: dict[str, Any] = schema.pop("$defs", {})
+    prefix = tool.name.title().replace("_", "")
+    names = {n: n if schemas.get(n, d) == d else f"{prefix}{n}" for n, d in defs.items()}
+
+    def rewrite(node: Any) -> Any:
+        if isinstance(node, list):
+            return [rewrite(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: rewrite(v) for k, v in node.items()}
+        ref = out.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in names:
+            out["$ref"] = f"#/components/schemas/{names[ref[8:]]}"
+        return out
+
+    for name, definition in defs.items():
+        schemas[names[name]] = rewrite(definition)
+    body["properties"]["args"] = rewrite(schema) | {"description": "the tool's arguments"}
+
+
+def openapi_document(
+    rt: Runtime, known: Iterable[ToolDef] | None = None, *, key_required: frozenset[str]
+) -> dict[str, Any]:
+    """The whole document for the tools ``known`` (default: the runtime's,
+    :meth:`~agentq.runtime.Runtime.known_tools`)."""
+    known = rt.known_tools() if known is None else known
+    tools = [t for t in sorted(known, key=lambda t: t.name)
+             if not rt.is_internal(t.name) and not t.internal and t.visible]  # fmt: skip
     models: list[tuple[type[BaseModel], Any]] = [
         (TaskInfo, "serialization"), (TaskList, "serialization"),
         (ApprovalInfo, "serialization"), (ApprovalList, "serialization"),
@@ -188,6 +221,10 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
     schemas: dict[str, Any] = dict(top.get("$defs", {}))
     schemas["Problem"] = schemas.pop("ProblemDetail")
     for t in tools:
+        if isinstance(t, RecordedTool):  # from the catalog: its recorded schema, as it is
+            body_ref = refs[(action_model_for(rt, t), "validation")]["$ref"]
+            _splice_recorded_args(schemas[body_ref.rsplit("/", 1)[-1]], t, schemas)
+            continue
         # The server refuses argument names a tool does not take: the spec says so.
         if refuses_unknown(t.args_model):
             body_ref = refs[(action_model_for(rt, t), "validation")]["$ref"]
