@@ -46,6 +46,7 @@ __all__ = [
     "positive_float",
     "require_database",
     "resolve_db",
+    "tools_folder",
 ]
 
 DEFAULT_DB = "sqlite:///agentq.db"
@@ -181,6 +182,13 @@ def find_project(
             "pass --tools PATH, or set tools in agentq.toml"
         )
     return Project(tools=found["tools"], policies=found["policies"])
+
+
+def tools_folder(args: argparse.Namespace, config: Config) -> Path:
+    """The project's tools folder, which must be there (:func:`find_project`)."""
+    tools = find_project(args, config).tools
+    assert tools is not None  # find_project raises without one when they are required
+    return tools
 
 
 def open_runtime(args: argparse.Namespace, *, catalog: bool = False) -> Runtime:

@@ -21,12 +21,12 @@ from typing import Any
 from agentq.cli.common import (
     add_runtime_args,
     args_config,
-    find_project,
     int_in,
     open_runtime,
     positive,
     positive_float,
     resolve_db,
+    tools_folder,
 )
 from agentq.cli.exits import EXIT_INTERRUPTED
 from agentq.errors import ConfigError
@@ -93,14 +93,14 @@ def _cmd_init(args: argparse.Namespace) -> int:
     if args.print_ddl and resolve_db(args).lower().startswith("spanner:"):
         from agentq.schema import spanner_ddl  # no credentials, no spanner extra
 
-        project = find_project(args, args_config(args))
-        print(";\n".join(spanner_ddl(resolve_db(args), project.tools)) + ";")
+        tools = tools_folder(args, args_config(args))
+        print(";\n".join(spanner_ddl(resolve_db(args), tools)) + ";")
         return 0
     if args.print_ddl and resolve_db(args).lower().startswith(("postgresql:", "postgres:")):
         from agentq.schema import postgres_ddl  # no server, no postgres extra
 
-        project = find_project(args, args_config(args))
-        print(";\n".join(postgres_ddl(resolve_db(args), project.tools)) + ";")
+        tools = tools_folder(args, args_config(args))
+        print(";\n".join(postgres_ddl(resolve_db(args), tools)) + ";")
         return 0
     rt = open_runtime(args)
     try:
