@@ -39,6 +39,7 @@ __all__ = [
     "find_project",
     "int_in",
     "non_negative",
+    "non_negative_span",
     "on_ledger",
     "open_ledger",
     "open_runtime",
@@ -92,14 +93,37 @@ def non_negative(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number of seconds above 0."""
+def _span(text: str) -> float:
+    """Seconds (``90``, ``1.5``) or a duration as policies write them (``250ms``,
+    ``30m``, ``1h``, ``2d``), in seconds."""
+    from agentq.policies.base import parse_duration
+
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+        pass
+    try:
+        return parse_duration(text).total_seconds()
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(
+            f"expected seconds or a duration (90, 250ms, 30m, 1h, 2d), got {text!r}"
+        ) from None
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a time span above 0, in seconds: seconds (``90``) or a
+    duration (``30m``, ``1h``; :func:`_span`). Every time span of the CLI takes both."""
+    value = _span(text)
     if not 0 < value < 1e9:
         raise argparse.ArgumentTypeError(f"must be above 0 and finite, got {text}")
+    return value
+
+
+def non_negative_span(text: str) -> float:
+    """argparse type: a time span of 0 or more, in seconds (as :func:`positive_float`)."""
+    value = _span(text)
+    if not 0 <= value < 1e9:
+        raise argparse.ArgumentTypeError(f"must be 0 or more and finite, got {text}")
     return value
 
 

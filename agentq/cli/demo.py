@@ -98,7 +98,8 @@ def register(sub: Any) -> None:
         "demo", help="run the refund bot shipped with agentq end to end on SQLite, from any folder"
     )
     demo.add_argument("--requests", type=positive, default=24, help="refund requests (default 24)")
-    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--seed", type=int, default=7,
+                      help="seed of the simulated agent's choices (default 7)")  # fmt: skip
     demo.add_argument("--tools", help="a tools folder instead of the demo's own refund bot")
     demo.add_argument("--policies", help="a policies folder instead of the demo's own")
     demo.add_argument("--no-crash", action="store_true", help="skip the killed worker")
@@ -124,7 +125,8 @@ def register(sub: Any) -> None:
     bench.add_argument(
         "--db", help="sqlite:///DIR/x.db: where the fresh databases go (default: temp)"
     )
-    bench.add_argument("--tasks", type=positive, default=2000)
+    bench.add_argument("--tasks", type=positive, default=2000,
+                       help="tasks per end-to-end measurement (default 2000)")  # fmt: skip
     bench.add_argument("--workers", type=positive, default=2, help="worker processes (default 2)")
     bench.add_argument("--concurrency", type=positive, default=16, help="handlers per worker")
     bench.add_argument("--batch", type=positive, default=50, help="lease batch size")
@@ -132,7 +134,8 @@ def register(sub: Any) -> None:
         "--callers", type=positive, default=8,
         help="threads deciding at once for the concurrent decision figures (1: skip them)",
     )  # fmt: skip
-    bench.add_argument("--payload-bytes", type=non_negative, default=0)
+    bench.add_argument("--payload-bytes", type=non_negative, default=0,
+                       help="padding added to each task's arguments (default 0)")  # fmt: skip
     bench.add_argument(
         "--args-sizes", type=_byte_sizes, default=[], metavar="B,B,...",
         help="also measure end-to-end with these argument sizes in bytes (e.g. 0,1024,16384)",
@@ -141,9 +144,12 @@ def register(sub: Any) -> None:
         "--no-multi-queue", action="store_true",
         help="skip the figure of one worker serving every queue",
     )  # fmt: skip
-    bench.add_argument("--durability", choices=["full", "normal"], default="full")
-    bench.add_argument("--repeats", type=positive, default=3)
-    bench.add_argument("--latency-samples", type=positive, default=90)
+    bench.add_argument("--durability", choices=["full", "normal"], default="full",
+                       help="SQLite synchronous=FULL or NORMAL (default full)")  # fmt: skip
+    bench.add_argument("--repeats", type=positive, default=3,
+                       help="interleaved rounds; figures are their medians (default 3)")
+    bench.add_argument("--latency-samples", type=positive, default=90,
+                       help="tasks timed for enqueue-to-start latency (default 90)")
     bench.add_argument("--json", action="store_true", help="print JSON instead of the table")
     bench.add_argument("--out", default="bench-results.json", help="write JSON here ('' to skip)")
     bench.set_defaults(func=_cmd_bench)

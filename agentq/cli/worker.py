@@ -138,7 +138,8 @@ def register(sub: Any) -> None:
     """Add ``worker`` and ``init``."""
     worker = sub.add_parser("worker", help="serve tasks until SIGTERM/SIGINT")
     add_runtime_args(worker)
-    worker.add_argument("--concurrency", type=int_in(1, MAX_CONCURRENCY), default=8)
+    worker.add_argument("--concurrency", type=int_in(1, MAX_CONCURRENCY), default=8,
+                        help="handlers running at once (threads; default 8)")  # fmt: skip
     worker.add_argument(
         "--batch-size", type=int_in(1, MAX_BATCH), default=None, metavar="N",
         help="most tasks one lease takes (default: --concurrency)",
@@ -162,14 +163,14 @@ def register(sub: Any) -> None:
         "--grace",
         type=positive_float,
         default=30.0,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="on stop, how long tasks in flight may take (default 30)",
     )
     worker.add_argument(
         "--stats-interval",
         type=positive_float,
         default=60.0,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="log a line of counters this often (default 60)",
     )
     worker.add_argument(
@@ -178,11 +179,11 @@ def register(sub: Any) -> None:
         "restart replace the last run's heartbeat instead of being reported lost",
     )  # fmt: skip
     worker.add_argument(
-        "--heartbeat-interval", type=positive_float, default=5.0, metavar="SECONDS",
+        "--heartbeat-interval", type=positive_float, default=5.0, metavar="DURATION",
         help="beat this often (default 5)",
     )  # fmt: skip
     worker.add_argument(
-        "--heartbeat-timeout", type=positive_float, default=30.0, metavar="SECONDS",
+        "--heartbeat-timeout", type=positive_float, default=30.0, metavar="DURATION",
         help="the other workers report this one lost (and run the policy's worker_alert_tool) "
         "after this long without a beat (default 30)",
     )  # fmt: skip

@@ -30,9 +30,11 @@ def register(
     subparsers: Any,
     add_runtime_args: Callable[[argparse.ArgumentParser], None],
     make_runtime: RuntimeFactory,
+    span: Callable[[str], float] = float,
 ) -> None:
     """Add ``serve`` and ``token`` to the ``agentq`` parser. The CLI passes how
-    it builds a runtime (this module sits below it and cannot import it)."""
+    it builds a runtime and reads a time span (this module sits below it and
+    cannot import it)."""
     from agentq.errors import install_hint
 
     serve = subparsers.add_parser("serve", help=f"serve the HTTP API ({install_hint('http')})")
@@ -46,7 +48,7 @@ def register(
     )  # fmt: skip
     serve.add_argument("--worker", type=int, default=0, metavar="N",
                        help="also run a worker with N handlers in this process")  # fmt: skip
-    serve.add_argument("--max-wait", type=float, default=60.0,
+    serve.add_argument("--max-wait", type=span, default=60.0,
                        help="longest Prefer: wait=N honoured, in seconds (default 60)")  # fmt: skip
     serve.add_argument("--private-spec", action="store_true",
                        help="/openapi.json and /docs need a token too (default: public, "
@@ -64,7 +66,8 @@ def register(
     token = subparsers.add_parser("token", help="make a bearer token for the HTTP API")
     token.add_argument("name", help="the principal (recorded on its approvals)")
     token.add_argument("--scope", action="append", required=True,
-                       choices=["read", "enqueue", "approve", "operate", "admin"])  # fmt: skip
+                       choices=["read", "enqueue", "approve", "operate", "admin"],
+                       help="what the token may do (repeatable)")  # fmt: skip
     token.add_argument("--append", metavar="FILE",
                        help="append the entry to this tokens file (created owner-only if "
                             "missing) and print only the token")  # fmt: skip
