@@ -171,6 +171,12 @@ def _approval_id_param() -> dict[str, Any]:
 # A list of entity tags (RFC 9110), visible ASCII; the server also ignores empty elements.
 _ENTITY_TAG = r'(W/)?"[!#-~]*"'
 _IF_MATCH = rf"^[ \t]*{_ENTITY_TAG}([ \t]*,[ \t]*{_ENTITY_TAG})*[ \t]*$"
+_EVENTS_DESCRIPTION = (
+    "server-sent events (text/event-stream), one now and one at each change of the "
+    "task until it is final, then the stream ends: each is the lines `event: task`, "
+    "`id: N` and `data: ` followed by the task as one line of JSON (a TaskInfo), "
+    "and an empty line"
+)
 _LOCATION = {"Location": {"schema": {"type": "string"}, "description": "the task"}}
 _ETAG = {"ETag": {"schema": {"type": "string"}, "description": "the approval's version"}}
 
@@ -202,6 +208,33 @@ def _splice_recorded_args(
     body["properties"]["args"] = rewrite(schema) | {"description": "the tool's arguments"}
 
 
+def _type_approval_edits(
+    rt: Runtime, tools: Sequence[ToolDef], refs: Any, schemas: dict[str, Any]
+) -> None:
+    """Approve's ``args`` (the approver's edit) as the arguments of a tool whose
+    calls can wait for approval (its policy has an approval rule, or the tool
+    says so): one of them, or null. Edits are checked against the approval's own
+    tool; the document says at least which shapes an edit can have."""
+    gated = {rule.tool for rule in rt.policy.approvals} | {
+        t.name for t in tools if t.requires_approval
+    }
+    shapes = []
+    for t in tools:
+        if t.name in gated:
+            body_ref = refs[(action_model_for(rt, t), "validation")]["$ref"]
+            body = schemas[body_ref.rsplit("/", 1)[-1]]
+            shapes.append({k: v for k, v in body["properties"]["args"].items()
+                           if k != "description"})  # fmt: skip
+    if gated - {t.name for t in tools}:  # gated tools not exposed here: any object
+        shapes.append({"type": "object"})
+    args = schemas["ApprovalDecision"]["properties"]["args"]
+    args["anyOf"] = [*shapes, {"type": "null"}]
+    args["description"] = (
+        "the approver's edit: the whole arguments of the approval's tool, checked "
+        "against that tool's schema and the policy (422 if they do not fit it)"
+    )
+
+
 def openapi_document(
     rt: Runtime, known: Iterable[ToolDef] | None = None, *, key_required: frozenset[str]
 ) -> dict[str, Any]:
@@ -229,6 +262,7 @@ def openapi_document(
         if refuses_unknown(t.args_model):
             body_ref = refs[(action_model_for(rt, t), "validation")]["$ref"]
             close_schema(schemas[body_ref.rsplit("/", 1)[-1]]["properties"]["args"], schemas)
+    _type_approval_edits(rt, tools, refs, schemas)
     paths: dict[str, Any] = {}
     for t in tools:
         body_ref = refs[(action_model_for(rt, t), "validation")]["$ref"]
@@ -280,15 +314,10 @@ def openapi_document(
         "operationId": "task_events",
         "parameters": [_task_id_param()],
         "responses": _responses({"200": {
-            "description": "server-sent events: 'task' with the task, at each change",
-            "content": {"text/event-stream": {"schema": {
-                "type": "object", "required": ["event", "data"],
-                "properties": {
-                    "event": {"const": "task"}, "id": {"type": "string"},
-                    "data": {"type": "string", "contentMediaType": "application/json",
-                             "contentSchema": {"$ref": "#/components/schemas/TaskInfo"}},
-                },
-            }}},
+            "description": _EVENTS_DESCRIPTION,
+            # The body is a stream of text, not one JSON value: a string to a client
+            # generator, read line by line as it comes (the README shows how).
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
         }}, 404),
     }}  # fmt: skip
     paths["/v1/tasks/{task_id}:cancel"] = {"post": {
