@@ -174,9 +174,17 @@ _IF_MATCH = rf"^[ \t]*{_ENTITY_TAG}([ \t]*,[ \t]*{_ENTITY_TAG})*[ \t]*$"
 _EVENTS_DESCRIPTION = (
     "server-sent events (text/event-stream), one now and one at each change of the "
     "task until it is final, then the stream ends: each is the lines `event: task`, "
-    "`id: N` and `data: ` followed by the task as one line of JSON (a TaskInfo), "
-    "and an empty line"
+    "`id: ` with the time the task changed, and `data: ` with the task as one line of "
+    "JSON (a TaskInfo), then an empty line; lines starting with a colon are pings"
 )
+_SSE_EVENT = {
+    "type": "object", "required": ["event", "data"],
+    "properties": {
+        "event": {"const": "task"}, "id": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "contentSchema": {"$ref": "#/components/schemas/TaskInfo"}},
+    },
+}  # fmt: skip
 _LOCATION = {"Location": {"schema": {"type": "string"}, "description": "the task"}}
 _ETAG = {"ETag": {"schema": {"type": "string"}, "description": "the approval's version"}}
 
@@ -315,9 +323,15 @@ def openapi_document(
         "parameters": [_task_id_param()],
         "responses": _responses({"200": {
             "description": _EVENTS_DESCRIPTION,
-            # The body is a stream of text, not one JSON value: a string to a client
-            # generator, read line by line as it comes (the README shows how).
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            # The body is a stream of text, not one JSON value: to a client generator a
+            # string, read line by line as it comes (the README shows how); to a tool
+            # that parses the stream (schemathesis), its events in order. Each event,
+            # as OpenAPI 3.2 writes it, is ``itemSchema``.
+            "content": {"text/event-stream": {
+                "schema": {"anyOf": [{"type": "string"},
+                                     {"type": "array", "items": _SSE_EVENT}]},
+                "itemSchema": _SSE_EVENT,
+            }},
         }}, 404),
     }}  # fmt: skip
     paths["/v1/tasks/{task_id}:cancel"] = {"post": {
