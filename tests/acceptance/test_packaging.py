@@ -131,9 +131,10 @@ def test_the_readmes_quickstart_runs_after_a_plain_install(installed: Path, tmp_
     each command as the README writes it (the console on any free port, ``--port 0``,
     since tests run side by side), then the console shows the demo's tasks."""
     import re
-    import signal
 
     import httpx
+
+    from tests.processes import interrupt
 
     steps = [s.split() for s in _quickstart_line().split(" && ")]
     assert [s[:2] for s in steps] == [
@@ -169,11 +170,4 @@ def test_the_readmes_quickstart_runs_after_a_plain_install(installed: Path, tmp_
         assert page.status_code == 200, page.text[:2000]
         assert "execute_refund" in page.text and re.search(r"tsk_[0-9a-f]{8}", page.text)
     finally:
-        ui.send_signal(signal.SIGINT)
-        try:
-            ui.wait(30)
-        except subprocess.TimeoutExpired:
-            ui.kill()
-            ui.wait(10)
-        if ui.stdout is not None:
-            ui.stdout.close()
+        interrupt(ui)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import httpx
 import pytest
 
 from agentq.demo.scaffold import new_project
+from tests.processes import interrupt
 
 pytestmark = pytest.mark.slow
 AGENTQ = [sys.executable, "-m", "agentq.cli"]
@@ -68,13 +68,7 @@ def _serving(cwd: Path, *args: str, ready: str) -> Iterator[str]:
         else:
             raise AssertionError("".join(seen))
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        proc.stdout.close()
+        interrupt(proc)
 
 
 def test_enqueue_validates_against_the_recorded_catalog(recorded: str, elsewhere: Path) -> None:
