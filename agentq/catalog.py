@@ -68,6 +68,11 @@ class RecordedTool(ToolDef):
 
     args_schema: Mapping[str, Any] = field(default_factory=dict)
 
+    def __hash__(self) -> int:
+        # The generated hash would hash the schema, a dict; the canonical JSON of
+        # it stands in (surfaces cache per tool, agentq.server.openapi).
+        return hash((self.name, self.queue, json.dumps(self.args_schema, sort_keys=True)))
+
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> RecordedTool:
         """The tool an entry written by :func:`record` describes."""

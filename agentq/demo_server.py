@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["AppliedHook", "DemoAPI"]
+__all__ = ["AppliedHook", "DemoAPI", "LoopbackAPI"]
 
 #: Called with the path and the request headers once a request took effect,
 #: before its answer is sent.
@@ -51,12 +51,17 @@ class _State:
     attempts: Counter[tuple[str, str]] = field(default_factory=Counter)
     applied: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     missing_key: int = 0
+    refused: Counter[str] = field(default_factory=Counter)
+    faults_served: Counter[str] = field(default_factory=Counter)
     faults: list[tuple[str, int, float | None]] = field(default_factory=list)
     stalls: dict[str, tuple[threading.Event, threading.Event]] = field(default_factory=dict)
 
 
-class DemoAPI:
-    """The loopback server; use as a context manager or call start()/stop()."""
+class LoopbackAPI:
+    """The loopback server; use as a context manager or call start()/stop().
+
+    The one class behind ``agentq.testing.LoopbackAPI`` and
+    ``agentq.demo.LoopbackAPI`` (the same object under each name)."""
 
     def __init__(self, host: str = "127.0.0.1", *, on_applied: AppliedHook | None = None) -> None:
         self.state = _State()
@@ -81,6 +86,7 @@ class DemoAPI:
                     for i, (fault_path, status, retry_after) in enumerate(state.faults):
                         if fault_path == path:
                             del state.faults[i]
+                            state.faults_served[path] += 1
                             headers = (
                                 {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
                             )
@@ -88,6 +94,7 @@ class DemoAPI:
                             return
                     if not key:
                         state.missing_key += 1
+                        state.refused[path] += 1
                         self._reply(400, {"error": "Idempotency-Key header required"})
                         return
                     state.attempts[(path, key)] += 1
@@ -137,7 +144,7 @@ class DemoAPI:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def start(self) -> DemoAPI:
+    def start(self) -> LoopbackAPI:
         """Serve in a background thread."""
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
@@ -150,7 +157,7 @@ class DemoAPI:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> DemoAPI:
+    def __enter__(self) -> LoopbackAPI:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -182,6 +189,16 @@ class DemoAPI:
         with self.state.lock:
             return self.state.replays[path]
 
+    def scripted_failures(self, path: str = "/refunds") -> int:
+        """Requests answered with a fault scripted by :meth:`fail_next`."""
+        with self.state.lock:
+            return self.state.faults_served[path]
+
+    def refused(self, path: str = "/refunds") -> int:
+        """Requests refused for want of an ``Idempotency-Key`` (400)."""
+        with self.state.lock:
+            return self.state.refused[path]
+
     def requests(self, path: str = "/refunds") -> int:
         """All requests received on ``path``."""
         with self.state.lock:
@@ -195,3 +212,7 @@ class DemoAPI:
     def charges_per_key(self, path: str = "/refunds") -> Counter[str]:
         """How many times each idempotency key took effect (must all be 1)."""
         return Counter(body["idempotency_key"] for body in self.applied(path))
+
+
+#: The name this class had first; the same class.
+DemoAPI = LoopbackAPI

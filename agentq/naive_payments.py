@@ -1,6 +1,6 @@
 """A loopback payments API that ignores ``Idempotency-Key``, for examples and tests.
 
-Unlike :class:`agentq.demo_server.DemoAPI`, every ``POST /charges`` charges
+Unlike :class:`agentq.testing.LoopbackAPI`, every ``POST /charges`` charges
 again, as many real providers do: calling it twice for one task charges twice.
 What it offers instead is a lookup: ``GET /charges?reference=REF`` lists the
 charges made with that reference (agentq's tools pass the task id), which is what

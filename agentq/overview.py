@@ -20,6 +20,7 @@ __all__ = [
     "ToolCounts",
     "WorkerInfo",
     "dead_letter_count",
+    "finished_counts",
     "open_approvals",
     "tool_counts",
     "workers",
@@ -95,6 +96,17 @@ def tool_counts(backend: Backend, now: datetime) -> list[ToolCounts]:
                 if status == "awaiting_approval":
                     counts.oldest_approval_s = max(counts.oldest_approval_s or 0.0, age)
     return [out[name] for name in sorted(out)]
+
+
+def finished_counts(backend: Backend) -> dict[str, int]:
+    """How many tasks there are in each status :func:`tool_counts` leaves out
+    (finished: succeeded, cancelled), for a listing that is empty to say what exists."""
+    counts: dict[str, int] = {}
+    for _, rec in _scan(backend, Tables.TASKS):
+        status = str(rec.get("status"))
+        if status not in _COUNTED:
+            counts[status] = counts.get(status, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def open_approvals(backend: Backend, now: datetime) -> dict[str, Any]:

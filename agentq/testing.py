@@ -37,18 +37,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentq.demo_server import DemoAPI
+from agentq.demo_server import LoopbackAPI
 from agentq.errors import AgentQError, ConfigError
 
 __all__ = ["LoopbackAPI", "WorkerNotReady", "WorkerProcess", "stop_all", "worker_processes"]
 
 #: The line ``agentq worker`` prints once its runtime is open, before it leases.
 _READY = "agentq worker on "
-
-
-class LoopbackAPI(DemoAPI):
-    """The loopback API described in the module docstring; a context manager
-    (or :meth:`start` / :meth:`stop`). ``url`` is its base URL."""
 
 
 class WorkerNotReady(AgentQError):

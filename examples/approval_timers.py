@@ -18,8 +18,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from agentq import ApproverNotAllowed, FakeClock, Runtime
-from agentq.demo_server import DemoAPI
 from agentq.policies import ApprovalRule, EscalationLevel, load_policies
+from agentq.testing import LoopbackAPI
 
 ROOT = Path(__file__).resolve().parents[1]
 DAY = timedelta(days=1)
@@ -43,7 +43,7 @@ def main() -> None:
     policy = load_policies(ROOT / "policies").model_copy(
         update={"approvals": RULES, "roles": {"team-lead": ("tom",), "finance": ("fay",)}}
     )
-    with DemoAPI() as api:
+    with LoopbackAPI() as api:
         urls = {"payments_url": api.url, "notifications_url": api.url}
         rt = Runtime("sqlite:///:memory:", tools=ROOT / "tools", policies=policy, clock=clock,
                      settings=urls)  # fmt: skip

@@ -21,8 +21,8 @@ import httpx
 import uvicorn
 
 from agentq import Runtime
-from agentq.demo_server import DemoAPI
 from agentq.server import Principal, Scope, TokenAuth, create_app
+from agentq.testing import LoopbackAPI
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,7 +43,7 @@ def serve(app: object) -> tuple[str, uvicorn.Server]:
 
 
 def main() -> None:
-    with DemoAPI() as payments, tempfile.TemporaryDirectory() as tmp:
+    with LoopbackAPI() as payments, tempfile.TemporaryDirectory() as tmp:
         rt = Runtime(f"sqlite:///{tmp}/agentq.db", tools=ROOT / "tools",
                      policies=ROOT / "policies",
                      settings={"payments_url": payments.url})  # fmt: skip

@@ -26,7 +26,7 @@ from langgraph.types import Command
 
 from agentq import Runtime
 from agentq.adapters.langchain import agentq_tools
-from agentq.demo_server import DemoAPI
+from agentq.testing import LoopbackAPI
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def build_graph(tools: list[Any]) -> Any:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp, DemoAPI() as api:
+    with tempfile.TemporaryDirectory() as tmp, LoopbackAPI() as api:
         settings = {"payments_url": api.url, "notifications_url": api.url}
         db = f"sqlite:///{Path(tmp) / 'agentq.db'}"
         with Runtime(db, tools=ROOT / "tools", policies=ROOT / "policies",

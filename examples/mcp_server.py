@@ -20,7 +20,7 @@ from pathlib import Path
 from mcp import Client, StdioServerParameters
 
 from agentq import Runtime
-from agentq.demo_server import DemoAPI
+from agentq.testing import LoopbackAPI
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,7 @@ async def agent(server: StdioServerParameters, rt: Runtime) -> None:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp, DemoAPI() as api:
+    with tempfile.TemporaryDirectory() as tmp, LoopbackAPI() as api:
         db = f"sqlite:///{Path(tmp) / 'agentq.db'}"
         settings = {"payments_url": api.url, "notifications_url": api.url}
         server = StdioServerParameters(

@@ -23,14 +23,14 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agentq import Runtime
 from agentq.adapters.openai_agents import AgentQTools
-from agentq.demo_server import DemoAPI
+from agentq.testing import LoopbackAPI
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 async def main() -> None:
     set_tracing_disabled(True)  # this example reaches no network
-    with tempfile.TemporaryDirectory() as tmp, DemoAPI() as api:
+    with tempfile.TemporaryDirectory() as tmp, LoopbackAPI() as api:
         settings = {"payments_url": api.url, "notifications_url": api.url}
         db = f"sqlite:///{Path(tmp) / 'agentq.db'}"
         with Runtime(db, tools=ROOT / "tools", policies=ROOT / "policies",

@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 
 from agentq import Decision, FakeClock, Runtime
-from agentq.demo_server import DemoAPI
+from agentq.testing import LoopbackAPI
 
 ROOT = Path(__file__).resolve().parents[1]
 ITEMS = {"address": "1 Main St, Springfield", "items": ["book"]}
@@ -62,7 +62,7 @@ def naive_confirm(db: Path, url: str, order: str, *, fail: str) -> None:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp, DemoAPI() as api:
+    with tempfile.TemporaryDirectory() as tmp, LoopbackAPI() as api:
         db = Path(tmp) / "shop.db"
         with sqlite3.connect(db) as conn:
             conn.execute("CREATE TABLE orders (id TEXT PRIMARY KEY, state TEXT)")

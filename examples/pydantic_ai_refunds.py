@@ -24,7 +24,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agentq import Runtime
 from agentq.adapters.pydantic_ai import AgentQToolset
-from agentq.demo_server import DemoAPI
+from agentq.testing import LoopbackAPI
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def llm(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 async def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp, DemoAPI() as api:
+    with tempfile.TemporaryDirectory() as tmp, LoopbackAPI() as api:
         settings = {"payments_url": api.url, "notifications_url": api.url}
         db = f"sqlite:///{Path(tmp) / 'agentq.db'}"
         with Runtime(db, tools=ROOT / "tools", policies=ROOT / "policies",

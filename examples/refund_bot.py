@@ -15,14 +15,14 @@ from datetime import timedelta
 from pathlib import Path
 
 from agentq import Decision, FakeClock, Runtime
-from agentq.demo_server import DemoAPI
+from agentq.testing import LoopbackAPI
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
     clock = FakeClock()
-    with DemoAPI() as api:
+    with LoopbackAPI() as api:
         urls = {"payments_url": api.url, "notifications_url": api.url}
         rt = Runtime("sqlite:///:memory:", tools=ROOT / "tools", policies=ROOT / "policies",
                      clock=clock, settings=urls)  # fmt: skip

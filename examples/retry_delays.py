@@ -25,8 +25,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from agentq import FakeClock, Policy, RetryLater, Runtime, ToolContext, tool
-from agentq.demo_server import DemoAPI
 from agentq.http import checked
+from agentq.testing import LoopbackAPI
 
 
 class Call(BaseModel):
@@ -53,7 +53,7 @@ def rate_limited(ctx: ToolContext, args: Call) -> None:
 def main() -> None:
     clock = FakeClock()
     policy = Policy.model_validate({"tools": {"rate_limited": {"allowed_hosts": ["127.0.0.1"]}}})
-    with DemoAPI() as api:
+    with LoopbackAPI() as api:
         rt = Runtime("sqlite:///:memory:", tools=[flaky, known_delay, rate_limited],
                      policies=policy, clock=clock, settings={"api": api.url})  # fmt: skip
         for _ in range(2):

@@ -11,6 +11,7 @@ not changed since it was read here).
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from typing import Any
 
 from agentq import jsontext
@@ -33,13 +34,28 @@ def _cmd_approvals(args: argparse.Namespace) -> int:
         found = rt.approvals(args.status) if args.status != "open" else [
             a for a in rt.approvals() if a.status in _OPEN
         ]  # fmt: skip
+        # An empty inbox says what exists (only when it is empty: it reads them all).
+        others = Counter() if found else Counter(str(a.status) for a in rt.approvals())
     finally:
         rt.close()
     # Undecided first (the inbox), then the oldest first.
     found.sort(key=lambda a: (a.status not in _OPEN, a.requested_at))
     rows = [{**a.model_dump(mode="json"), "age_s": age(now, a.requested_at)} for a in found]
-    emit(args, "approvals", rows, _COLUMNS)
+    if rows or args.json or args.jsonl:
+        emit(args, "approvals", rows, _COLUMNS)
+    else:
+        print(_none_found(args.status, others))
     return EXIT_OK
+
+
+def _none_found(status: str, others: Counter[str]) -> str:
+    """The inbox's empty state: which approvals there are instead, and how to list them."""
+    which = "open (pending or escalated)" if status == "open" else status
+    if not others:
+        return f"no {which} approvals, and no others"
+    listed = ", ".join(f"{n} {s}" for s, n in sorted(others.items()))
+    first = sorted(others)[0]
+    return f"no {which} approvals; there are {listed} (agentq approvals --status {first})"
 
 
 def _json_value(text: str) -> Any:
@@ -132,7 +148,7 @@ def register(sub: Any) -> None:
 
     for verdict, what in (("approve", "run the task"), ("reject", "cancel the task")):
         p = sub.add_parser(verdict, help=f"{verdict} a pending or escalated request ({what})")
-        p.add_argument("approval_id")
+        p.add_argument("approval_id", help="the approval's id (apr_..., from agentq approvals)")
         p.add_argument("--by", required=True, help="who decides (recorded)")
         p.add_argument("--note", default="", help="why (recorded)")
         p.add_argument("--json", action="store_true", help="print approval and task as JSON")

@@ -39,6 +39,7 @@ __all__ = [
     "find_project",
     "int_in",
     "non_negative",
+    "non_negative_span",
     "on_ledger",
     "open_ledger",
     "open_runtime",
@@ -46,6 +47,7 @@ __all__ = [
     "positive_float",
     "require_database",
     "resolve_db",
+    "tools_folder",
 ]
 
 DEFAULT_DB = "sqlite:///agentq.db"
@@ -91,14 +93,37 @@ def non_negative(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number of seconds above 0."""
+def _span(text: str) -> float:
+    """Seconds (``90``, ``1.5``) or a duration as policies write them (``250ms``,
+    ``30m``, ``1h``, ``2d``), in seconds."""
+    from agentq.policies.base import parse_duration
+
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+        pass
+    try:
+        return parse_duration(text).total_seconds()
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(
+            f"expected seconds or a duration (90, 250ms, 30m, 1h, 2d), got {text!r}"
+        ) from None
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a time span above 0, in seconds: seconds (``90``) or a
+    duration (``30m``, ``1h``; :func:`_span`). Every time span of the CLI takes both."""
+    value = _span(text)
     if not 0 < value < 1e9:
         raise argparse.ArgumentTypeError(f"must be above 0 and finite, got {text}")
+    return value
+
+
+def non_negative_span(text: str) -> float:
+    """argparse type: a time span of 0 or more, in seconds (as :func:`positive_float`)."""
+    value = _span(text)
+    if not 0 <= value < 1e9:
+        raise argparse.ArgumentTypeError(f"must be 0 or more and finite, got {text}")
     return value
 
 
@@ -147,7 +172,7 @@ def require_database(url: str) -> None:
 class Project:
     """Where a command's tools and policies are (``policies`` may be absent)."""
 
-    tools: Path
+    tools: Path | None  # None: none anywhere (see open_runtime's ``catalog``)
     policies: Path | None
 
 
@@ -158,8 +183,11 @@ def _given_dir(name: str, value: str, source: str) -> Path:
     return path
 
 
-def find_project(args: argparse.Namespace, config: Config) -> Project:
-    """The project's folders, only from where the user says (module docstring)."""
+def find_project(
+    args: argparse.Namespace, config: Config, *, tools_required: bool = True
+) -> Project:
+    """The project's folders, only from where the user says (module docstring).
+    Without ``tools_required``, no tools folder anywhere is ``tools=None``."""
     found: dict[str, Path | None] = {}
     for name in ("tools", "policies"):
         flag = getattr(args, name, None)
@@ -172,7 +200,7 @@ def find_project(args: argparse.Namespace, config: Config) -> Project:
             found[name] = Path(name).resolve()
         else:
             found[name] = None
-    if found["tools"] is None:
+    if found["tools"] is None and tools_required:
         raise ConfigError(
             f"no tools/ folder in {Path.cwd()}: run from your project's folder, "
             "pass --tools PATH, or set tools in agentq.toml"
@@ -180,23 +208,56 @@ def find_project(args: argparse.Namespace, config: Config) -> Project:
     return Project(tools=found["tools"], policies=found["policies"])
 
 
-def open_runtime(args: argparse.Namespace) -> Runtime:
+def tools_folder(args: argparse.Namespace, config: Config) -> Path:
+    """The project's tools folder, which must be there (:func:`find_project`)."""
+    tools = find_project(args, config).tools
+    assert tools is not None  # find_project raises without one when they are required
+    return tools
+
+
+def open_runtime(args: argparse.Namespace, *, catalog: bool = False) -> Runtime:
     """The :class:`~agentq.runtime.Runtime` of the user's project (tools and
-    policies loaded); it may create the database."""
+    policies loaded); it may create the database.
+
+    ``catalog``: for commands that need no tool code (``ui``, ``serve``, ``mcp``,
+    ``enqueue``). Where no tools folder is given or found, they run on a database
+    that exists, with the tools its catalog records (``agentq init`` and every
+    worker record them: :mod:`agentq.catalog`), and the policies folder if there
+    is one, else the recorded policy."""
     from agentq.runtime import Runtime
 
     config = args_config(args)
     db = resolve_db(args, config)
-    project = find_project(args, config)
+    project = find_project(args, config, tools_required=not catalog)
     settings = config.settings | _settings(getattr(args, "setting", []))
     args.db = db
+    if project.tools is None:
+        require_database(db)  # a database to read the catalog of, not a new empty file
     rt = Runtime(
         db, tools=project.tools, policies=project.policies, settings=settings,
         args_inline_bytes=config.agentq.args_inline_bytes, retention=config_retention(config),
     )  # fmt: skip
+    if project.tools is None:
+        _say_catalog(rt, db)
     if config.agentq.audit_retention is not None:
         rt.audit_retention = config.agentq.audit_retention
     return rt
+
+
+def _say_catalog(rt: Runtime, db: str) -> None:
+    """Tell (on standard error) that the tools are the database's recorded ones."""
+    import sys
+
+    from agentq.redact import redact_text
+
+    names = sorted(t.name for t in rt.known_tools() if not rt.is_internal(t.name)
+                   and not t.internal)  # fmt: skip
+    listed = ", ".join(names) if names else "none yet: `agentq init` with the tools records them"
+    print(
+        f"agentq: no tools/ folder here: using the tools {redact_text(db)} records "
+        f"({listed}); what runs tool code needs the folder",
+        file=sys.stderr, flush=True,
+    )  # fmt: skip
 
 
 def config_retention(config: Config) -> timedelta | str:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+import shlex
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
 
-from agentq.cli.common import non_negative, positive
+from agentq.cli.common import non_negative, positive, resolve_db
+from agentq.errors import ConfigError
 
 __all__ = ["register"]
 
@@ -14,12 +18,49 @@ __all__ = ["register"]
 def _cmd_demo(args: argparse.Namespace) -> int:
     from agentq.demo import format_summary, run_demo
 
+    if args.db and not args.keep:
+        raise ConfigError("--db names the database --keep keeps: give --keep too")
+    # --keep runs in the database this folder's commands open (agentq.toml's db,
+    # else agentq.db), so that `agentq ui` and `agentq tasks` here show it.
+    keep = resolve_db(args) if args.keep else None
     summary = run_demo(
         requests=args.requests, seed=args.seed, tools=args.tools, policies=args.policies,
-        crash=not args.no_crash, out=(lambda _m: None) if args.json else print,
+        db=keep, crash=not args.no_crash, out=_progress(args.json),
     )  # fmt: skip
     print(summary.to_json() if args.json else format_summary(summary))
+    if keep is not None:
+        _print_kept(keep, args.db, sys.stderr if args.json else sys.stdout)
     return 0 if summary.ok else 1
+
+
+def _progress(json_output: bool) -> Callable[[str], None]:
+    """Progress lines: on standard output, or on standard error beside --json (whose
+    standard output is the JSON summary alone)."""
+    if json_output:
+        return lambda line: print(line, file=sys.stderr, flush=True)
+    return lambda line: print(line, flush=True)
+
+
+def _print_kept(url: str, given: str | None, out: TextIO) -> None:
+    """Where the kept database is, and the commands that show it."""
+    flag = f" --db {shlex.quote(given)}" if given else ""
+    print(f"\nkept the demo's database: {url.removeprefix('sqlite:///')}", file=out)
+    print("look at it from this folder:", file=out)
+    print(f"  agentq ui --insecure-local{flag}    # the console, in a browser", file=out)
+    print(f"  agentq tasks{flag}                  # or: approvals, inspect, task ID", file=out)
+
+
+def _cmd_new(args: argparse.Namespace) -> int:
+    from agentq.demo.scaffold import NEXT_STEPS, new_project
+
+    written = new_project(args.directory)
+    top = sorted({p.relative_to(args.directory).parts[0] for p in written})
+    print(f"agentq new: wrote {args.directory}/ ({', '.join(top)})")
+    print("next:")
+    print(f"  cd {shlex.quote(args.directory)}")
+    for command, why in NEXT_STEPS:
+        print(f"  {command:<28}# {why}")
+    return 0
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -57,18 +98,35 @@ def register(sub: Any) -> None:
         "demo", help="run the refund bot shipped with agentq end to end on SQLite, from any folder"
     )
     demo.add_argument("--requests", type=positive, default=24, help="refund requests (default 24)")
-    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--seed", type=int, default=7,
+                      help="seed of the simulated agent's choices (default 7)")  # fmt: skip
     demo.add_argument("--tools", help="a tools folder instead of the demo's own refund bot")
     demo.add_argument("--policies", help="a policies folder instead of the demo's own")
     demo.add_argument("--no-crash", action="store_true", help="skip the killed worker")
-    demo.add_argument("--json", action="store_true", help="print only the JSON summary")
+    demo.add_argument(
+        "--json", action="store_true",
+        help="print the summary as JSON (progress goes to standard error)",
+    )  # fmt: skip
+    demo.add_argument(
+        "--keep", action="store_true",
+        help="run in this folder's database (agentq.toml's db, else agentq.db; it must not "
+             "exist yet) and keep it, to look at with agentq ui or agentq tasks",
+    )  # fmt: skip
+    demo.add_argument("--db", help="with --keep: the new SQLite database to keep, sqlite:///PATH")
     demo.set_defaults(func=_cmd_demo)
+
+    new = sub.add_parser(
+        "new", help="start a project: the refund bot's tools/, policies/, agentq.toml, README.md"
+    )
+    new.add_argument("directory", help="the folder to make (new, or empty)")
+    new.set_defaults(func=_cmd_new)
 
     bench = sub.add_parser("bench", help="measure throughput and latency on a fresh database")
     bench.add_argument(
         "--db", help="sqlite:///DIR/x.db: where the fresh databases go (default: temp)"
     )
-    bench.add_argument("--tasks", type=positive, default=2000)
+    bench.add_argument("--tasks", type=positive, default=2000,
+                       help="tasks per end-to-end measurement (default 2000)")  # fmt: skip
     bench.add_argument("--workers", type=positive, default=2, help="worker processes (default 2)")
     bench.add_argument("--concurrency", type=positive, default=16, help="handlers per worker")
     bench.add_argument("--batch", type=positive, default=50, help="lease batch size")
@@ -76,7 +134,8 @@ def register(sub: Any) -> None:
         "--callers", type=positive, default=8,
         help="threads deciding at once for the concurrent decision figures (1: skip them)",
     )  # fmt: skip
-    bench.add_argument("--payload-bytes", type=non_negative, default=0)
+    bench.add_argument("--payload-bytes", type=non_negative, default=0,
+                       help="padding added to each task's arguments (default 0)")  # fmt: skip
     bench.add_argument(
         "--args-sizes", type=_byte_sizes, default=[], metavar="B,B,...",
         help="also measure end-to-end with these argument sizes in bytes (e.g. 0,1024,16384)",
@@ -85,9 +144,12 @@ def register(sub: Any) -> None:
         "--no-multi-queue", action="store_true",
         help="skip the figure of one worker serving every queue",
     )  # fmt: skip
-    bench.add_argument("--durability", choices=["full", "normal"], default="full")
-    bench.add_argument("--repeats", type=positive, default=3)
-    bench.add_argument("--latency-samples", type=positive, default=90)
+    bench.add_argument("--durability", choices=["full", "normal"], default="full",
+                       help="SQLite synchronous=FULL or NORMAL (default full)")  # fmt: skip
+    bench.add_argument("--repeats", type=positive, default=3,
+                       help="interleaved rounds; figures are their medians (default 3)")
+    bench.add_argument("--latency-samples", type=positive, default=90,
+                       help="tasks timed for enqueue-to-start latency (default 90)")
     bench.add_argument("--json", action="store_true", help="print JSON instead of the table")
     bench.add_argument("--out", default="bench-results.json", help="write JSON here ('' to skip)")
     bench.set_defaults(func=_cmd_bench)

@@ -89,7 +89,8 @@ def _dlq_delete(rt: Any, args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add ``dlq``."""
     dlq = sub.add_parser("dlq", help="dead-letter queue")
-    dlq.add_argument("action", choices=["list", "replay", "delete"])
+    dlq.add_argument("action", choices=["list", "replay", "delete"],
+                     help="list the entries, replay them (run again) or delete them")  # fmt: skip
     dlq.add_argument("task_ids", nargs="*", help="entries to replay or delete")
     dlq.add_argument("--all", action="store_true", help="every entry")
     dlq.add_argument("--yes", action="store_true", help="replay or delete --all without asking")

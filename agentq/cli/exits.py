@@ -10,6 +10,8 @@
 5     refused by the task lifecycle: the task or approval is in a state
       that does not allow it (already decided, already finished)
 130   interrupted (Ctrl-C)
+141   standard output was closed by its reader (``agentq tasks | head``):
+      nothing printed, as a program killed by SIGPIPE (128 + 13)
 ====  ==============================================================
 """
 
@@ -22,6 +24,7 @@ __all__ = [
     "EXIT_NOT_FOUND",
     "EXIT_OK",
     "EXIT_REFUSED",
+    "EXIT_STDOUT_CLOSED",
     "EXIT_TIMEOUT",
 ]
 
@@ -32,3 +35,4 @@ EXIT_NOT_FOUND = 3
 EXIT_TIMEOUT = 4
 EXIT_REFUSED = 5
 EXIT_INTERRUPTED = 130
+EXIT_STDOUT_CLOSED = 141

@@ -55,7 +55,7 @@ def _frame(snap: dict[str, Any]) -> str:
     parts = [
         f"agentq inspect at {snap['at']}",
         table(queues, _QUEUE_HEADERS),
-        table(snap["tools"], _TOOL_COLUMNS) if snap["tools"] else "no tasks",
+        table(snap["tools"], _TOOL_COLUMNS) if snap["tools"] else _no_unfinished(snap),
         f"approvals: {approvals['pending']} pending, {approvals['escalated']} escalated"
         + ("" if oldest is None else f", oldest {oldest:.0f}s"),
         f"dead letters: {snap['dead_letters']}",
@@ -64,12 +64,25 @@ def _frame(snap: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
+def _no_unfinished(snap: dict[str, Any]) -> str:
+    """The tools table's empty state: what the ledger holds instead."""
+    finished = snap.get("finished") or {}
+    if not finished:
+        return "no tasks"
+    listed = ", ".join(f"{n} {status}" for status, n in finished.items())
+    first = next(iter(finished))
+    return (f"no unfinished tasks; finished: {listed} "
+            f"(agentq tasks --status {first} lists them)")  # fmt: skip
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
     backend = _open(args)
     try:
         frames = 0
         while True:
             snap = _snapshot(backend)
+            if not snap["tools"] and not args.json:
+                snap["finished"] = overview.finished_counts(backend)  # the empty state's words
             frames += 1
             if args.json:
                 print_json(snap)
@@ -110,8 +123,8 @@ def register(sub: Any) -> None:
         type=positive_float,
         nargs="?",
         const=2.0,
-        metavar="SECONDS",
-        help="redraw every SECONDS (default 2) until Ctrl-C",
+        metavar="DURATION",
+        help="redraw every DURATION (default 2s) until Ctrl-C",
     )
     inspect.add_argument("--count", type=positive, metavar="N", help="with --watch: N frames")
     inspect.set_defaults(func=_cmd_inspect)
@@ -126,7 +139,7 @@ def register(sub: Any) -> None:
         "--live-within",
         type=positive_float,
         default=overview.LIVE_SECONDS,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="heard from within this long: live (default 30)",
     )
     add_format_args(workers)

@@ -13,6 +13,7 @@ Exit statuses: :mod:`agentq.cli.exits`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -30,7 +31,13 @@ from agentq.cli import (
     ui,
     worker,
 )
-from agentq.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_REFUSED
+from agentq.cli.exits import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_REFUSED,
+    EXIT_STDOUT_CLOSED,
+)
 from agentq.errors import (
     DISTRIBUTION,
     AgentQError,
@@ -52,6 +59,7 @@ decide approvals with `approvals`, `approve`, `reject`; watch with `inspect` and
 `workers`; manage dead letters with `dlq`. Errors are printed as
 `agentq: error: ...`; exit statuses: 0 done, 1 partly or negative, 2 error,
 3 not found, 4 wait timed out, 5 refused by the lifecycle, 130 interrupted.
+Every time span takes seconds (90) or a duration (250ms, 30m, 1h, 2d).
 """
 
 
@@ -82,10 +90,19 @@ def build_parser() -> argparse.ArgumentParser:
     ui.register(sub)
     prune.register(sub)
     schedules.register(sub)
-    register_http(sub, common.add_runtime_args, common.open_runtime)
-    register_mcp(sub, common.add_runtime_args, common.open_runtime)
+    register_http(sub, common.add_runtime_args, common.open_runtime, common.positive_float)
+    register_mcp(sub, common.add_runtime_args, common.open_runtime, common.non_negative_span)
     # Other surfaces: one import above and one register(sub) call here.
+    _debug_anywhere(sub)
     return parser
+
+
+def _debug_anywhere(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``--debug`` after the command too (``agentq tasks --debug``): each command
+    takes it, leaving the top-level value alone when it is not given there."""
+    for command in sub.choices.values():
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="print the traceback of an error (redacted)")  # fmt: skip
 
 
 def _status_of(exc: BaseException) -> int:
@@ -107,6 +124,16 @@ def _missing_extra(args: argparse.Namespace, exc: ModuleNotFoundError) -> BaseEx
     return MissingExtra.needed_by(f"agentq {args.command}", extra, module or None)
 
 
+def _stdout_closed() -> int:
+    """The reader of standard output stopped reading (``agentq tasks | head -1``):
+    exit quietly, as a program killed by SIGPIPE does, and keep Python's flush at
+    exit from failing again on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_STDOUT_CLOSED
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agentq`` console script."""
     parser = build_parser()
@@ -114,9 +141,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         try:
-            return func(args)
+            status = func(args)
+            sys.stdout.flush()  # a reader that went away fails here, not at exit
+            return status
         except ModuleNotFoundError as exc:
             raise _missing_extra(args, exc) from exc
+    except BrokenPipeError:
+        return _stdout_closed()
     except (AgentQError, ValueError, OSError) as exc:
         # A user's mistake or the environment's, not a bug: the message, no traceback
         # (unless asked for).

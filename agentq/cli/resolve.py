@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
         help="resolve a task parked as outcome_unknown (a non-idempotent call that may "
         "have applied): succeeded with its result, retry, or failed",
     )
-    resolve.add_argument("task_id")
+    resolve.add_argument("task_id", help="the outcome_unknown task's id (tsk_...)")
     how = resolve.add_mutually_exclusive_group(required=True)
     how.add_argument(
         "--succeeded", metavar="RESULT_JSON", help="the call applied: record this result"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from agentq.cli.common import (
 from agentq.cli.exits import EXIT_NEGATIVE, EXIT_OK, EXIT_TIMEOUT
 from agentq.cli.output import add_format_args, emit, print_record, print_task
 from agentq.errors import ConfigError
+from agentq.ledger import TaskStatus
 
 if TYPE_CHECKING:
     from agentq.ledger import TaskInfo
@@ -43,6 +45,21 @@ def _timestamp(text: str) -> datetime:
     if when.tzinfo is None:
         raise argparse.ArgumentTypeError(f"give the time zone, e.g. {text}Z for UTC")
     return when
+
+
+#: A page cursor: a task's id (``tsk_…``, or a schedule run's ``sch_…``).
+_CURSOR = re.compile(r"^(tsk|sch)_[!-~]{1,196}$")
+
+
+def _cursor(text: str) -> str:
+    """argparse type: ``--after``, the ``next_after`` of an earlier page. Anything
+    else would list from a place in the ledger nobody chose, without a word."""
+    if not _CURSOR.match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a page cursor: give the next_after an earlier page printed "
+            "(a task id, tsk_...)"
+        )
+    return text
 
 
 def _read_args(text: str) -> dict[str, Any]:
@@ -92,7 +109,7 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
     if args.at is not None and args.delay is not None:
         raise ConfigError("give either --at or --delay, not both")
     payload = _read_args(args.args)
-    rt = open_runtime(args)
+    rt = open_runtime(args, catalog=True)  # validated by the tool, or its recorded schema
     try:
         task = rt.enqueue_action(
             args.tool, payload, idempotency_key=args.idempotency_key,
@@ -152,11 +169,11 @@ def register(sub: Any) -> None:
     enqueue.add_argument("--idempotency-key", help="the same key returns the same task")
     enqueue.add_argument("--ordering-key", help="tasks with one key run one at a time, in order")
     enqueue.add_argument("--at", type=_timestamp, help="run at this ISO 8601 time (with zone)")
-    enqueue.add_argument("--delay", type=positive_float, metavar="SECONDS", help="run later")
+    enqueue.add_argument("--delay", type=positive_float, metavar="DURATION", help="run later")
     enqueue.add_argument(
         "--wait",
         type=positive_float,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="wait for the task to finish (exit 0 succeeded, 1 not, 4 timeout)",
     )
     enqueue.add_argument("--json", action="store_true", help="print the task as JSON")
@@ -164,11 +181,11 @@ def register(sub: Any) -> None:
     enqueue.set_defaults(func=_cmd_enqueue)
 
     task = sub.add_parser("task", help="one task: status, attempts, result or error")
-    task.add_argument("task_id")
+    task.add_argument("task_id", help="the task's id (tsk_...)")
     task.add_argument(
         "--wait",
         type=positive_float,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="wait for it to finish (exit 0 succeeded, 1 not, 4 timeout)",
     )
     add_format_args(task)
@@ -176,18 +193,21 @@ def register(sub: Any) -> None:
     task.set_defaults(func=_cmd_task)
 
     tasks = sub.add_parser("tasks", help="list the ledger, filtered, a page at a time")
-    tasks.add_argument("--status", help="only tasks with this status")
+    tasks.add_argument("--status", choices=[s.value for s in TaskStatus],
+                       help="only tasks with this status")  # fmt: skip
     tasks.add_argument("--tool", help="only tasks of this tool")
     tasks.add_argument("--since", type=_timestamp, help="only tasks created at or after this time")
     tasks.add_argument("--limit", type=positive, default=100, help="page size (default 100)")
-    tasks.add_argument("--after", help="the next page: the cursor the last page printed")
+    tasks.add_argument("--after", type=_cursor, metavar="CURSOR",
+                       help="the next page: the next_after the last page printed")  # fmt: skip
     add_format_args(tasks)
     add_db_args(tasks)
     tasks.set_defaults(func=_cmd_tasks)
 
     cancel = sub.add_parser("cancel", help="cancel a task that has not finished")
-    cancel.add_argument("task_id")
-    cancel.add_argument("--reason", default="cancelled from the command line")
+    cancel.add_argument("task_id", help="the task's id (tsk_...)")
+    cancel.add_argument("--reason", default="cancelled from the command line",
+                        help="why, recorded with the task (default: %(default)r)")  # fmt: skip
     cancel.add_argument("--json", action="store_true", help="print the task as JSON")
     add_actor_arg(cancel)
     add_db_args(cancel)

@@ -71,7 +71,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     from agentq.console.serve import serve
 
     auth, told, principal = _auth(args)
-    rt: Any = open_runtime(args)
+    rt: Any = open_runtime(args, catalog=True)  # the console runs no tool code
     console = Console(rt, auth=auth, read_only=args.read_only, refresh_seconds=args.refresh)
     mode = " (read-only)" if args.read_only else ""
     api = " with the HTTP API at /v1/" if args.api else ""

@@ -21,12 +21,12 @@ from typing import Any
 from agentq.cli.common import (
     add_runtime_args,
     args_config,
-    find_project,
     int_in,
     open_runtime,
     positive,
     positive_float,
     resolve_db,
+    tools_folder,
 )
 from agentq.cli.exits import EXIT_INTERRUPTED
 from agentq.errors import ConfigError
@@ -93,14 +93,14 @@ def _cmd_init(args: argparse.Namespace) -> int:
     if args.print_ddl and resolve_db(args).lower().startswith("spanner:"):
         from agentq.schema import spanner_ddl  # no credentials, no spanner extra
 
-        project = find_project(args, args_config(args))
-        print(";\n".join(spanner_ddl(resolve_db(args), project.tools)) + ";")
+        tools = tools_folder(args, args_config(args))
+        print(";\n".join(spanner_ddl(resolve_db(args), tools)) + ";")
         return 0
     if args.print_ddl and resolve_db(args).lower().startswith(("postgresql:", "postgres:")):
         from agentq.schema import postgres_ddl  # no server, no postgres extra
 
-        project = find_project(args, args_config(args))
-        print(";\n".join(postgres_ddl(resolve_db(args), project.tools)) + ";")
+        tools = tools_folder(args, args_config(args))
+        print(";\n".join(postgres_ddl(resolve_db(args), tools)) + ";")
         return 0
     rt = open_runtime(args)
     try:
@@ -138,7 +138,8 @@ def register(sub: Any) -> None:
     """Add ``worker`` and ``init``."""
     worker = sub.add_parser("worker", help="serve tasks until SIGTERM/SIGINT")
     add_runtime_args(worker)
-    worker.add_argument("--concurrency", type=int_in(1, MAX_CONCURRENCY), default=8)
+    worker.add_argument("--concurrency", type=int_in(1, MAX_CONCURRENCY), default=8,
+                        help="handlers running at once (threads; default 8)")  # fmt: skip
     worker.add_argument(
         "--batch-size", type=int_in(1, MAX_BATCH), default=None, metavar="N",
         help="most tasks one lease takes (default: --concurrency)",
@@ -162,14 +163,14 @@ def register(sub: Any) -> None:
         "--grace",
         type=positive_float,
         default=30.0,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="on stop, how long tasks in flight may take (default 30)",
     )
     worker.add_argument(
         "--stats-interval",
         type=positive_float,
         default=60.0,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="log a line of counters this often (default 60)",
     )
     worker.add_argument(
@@ -178,11 +179,11 @@ def register(sub: Any) -> None:
         "restart replace the last run's heartbeat instead of being reported lost",
     )  # fmt: skip
     worker.add_argument(
-        "--heartbeat-interval", type=positive_float, default=5.0, metavar="SECONDS",
+        "--heartbeat-interval", type=positive_float, default=5.0, metavar="DURATION",
         help="beat this often (default 5)",
     )  # fmt: skip
     worker.add_argument(
-        "--heartbeat-timeout", type=positive_float, default=30.0, metavar="SECONDS",
+        "--heartbeat-timeout", type=positive_float, default=30.0, metavar="DURATION",
         help="the other workers report this one lost (and run the policy's worker_alert_tool) "
         "after this long without a beat (default 30)",
     )  # fmt: skip

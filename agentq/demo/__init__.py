@@ -41,21 +41,25 @@ from pathlib import Path
 from typing import Any
 
 from agentq.approvals import ApprovalStatus
+from agentq.backends.base import LEASE_SECONDS
 from agentq.clock import Clock, SystemClock
 from agentq.demo.project import demo_project
+from agentq.demo.scaffold import new_project
 from agentq.demo.summary import DemoSummary, fill_summary, format_summary
-from agentq.demo_server import DemoAPI
+from agentq.demo_server import LoopbackAPI
 from agentq.errors import ConfigError
 from agentq.ledger import TaskStatus
 from agentq.policies import load_policies
 from agentq.runtime import Decision, Runtime
 
-__all__ = ["DemoSummary", "LoopbackAPI", "find_project_dir", "format_summary", "run_demo"]
-
-#: The demo's stand-in payments, notifications and shipping API on 127.0.0.1
-#: (honours ``Idempotency-Key``): ``with LoopbackAPI() as api: ... api.url``.
-#: For trying agentq out; point the settings at the real APIs in production.
-LoopbackAPI = DemoAPI
+__all__ = [
+    "DemoSummary",
+    "LoopbackAPI",
+    "find_project_dir",
+    "format_summary",
+    "new_project",
+    "run_demo",
+]
 
 ESCALATE_AFTER = timedelta(seconds=3)
 
@@ -91,10 +95,15 @@ def run_demo(
     tools: str | None = None,
     policies: str | None = None,
     workdir: str | None = None,
+    db: str | None = None,
     crash: bool = True,
     out: Callable[[str], None] = print,
 ) -> DemoSummary:
-    """Run the refund-bot demo and return its summary."""
+    """Run the refund-bot demo and return its summary.
+
+    ``db``: a ``sqlite:///`` URL of a database that does not exist yet, which the
+    demo makes, runs in and leaves behind to look at (``agentq demo --keep``);
+    by default it runs in a temporary folder, removed after."""
     clock: Clock = SystemClock()
     started = clock.monotonic()
     tools_dir, policies_dir = _project_dirs(tools, policies)
@@ -107,16 +116,19 @@ def run_demo(
             )
         }
     )
-    tmp = tempfile.TemporaryDirectory(prefix="agentq-demo-") if workdir is None else None
-    root = Path(workdir or (tmp.name if tmp else "."))
-    db_url = f"sqlite:///{root / 'demo.db'}"
+    if db is not None:
+        tmp, db_url = None, _new_sqlite_database(db)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="agentq-demo-") if workdir is None else None
+        root = Path(workdir or (tmp.name if tmp else "."))
+        db_url = f"sqlite:///{root / 'demo.db'}"
     summary = DemoSummary()
     rng = random.Random(seed)
 
     def say(msg: str) -> None:
         out(f"[{clock.monotonic() - started:5.1f}s] {msg}")
 
-    with DemoAPI() as api:
+    with LoopbackAPI() as api:
         settings = {
             "payments_url": api.url,
             "notifications_url": api.url,
@@ -194,7 +206,8 @@ def run_demo(
                 rt.approve(waiting[0][1], by="manager", note="approved after escalation")
                 summary.approved_after_escalation = 1
                 say("a manager approved one escalated refund (late approval still works)")
-            _wait_for(rt, clock, say, lambda: _all_settled(rt), "all tasks")
+            _wait_for(rt, clock, say, lambda: _all_settled(rt), "all tasks",
+                      lambda: _lease_note(rt, crashed_task))  # fmt: skip
             worker.stop()
             summary.stale_completions = worker.stats["stale_completion"]
             fill_summary(rt, api, summary, crashed_task)
@@ -237,7 +250,7 @@ def _decide(order: str, amount: float, ship: bool) -> Callable[[Decision], Any]:
 
 def _crash_a_worker(
     rt: Runtime,
-    api: DemoAPI,
+    api: LoopbackAPI,
     db_url: str,
     tools_dir: Path,
     policies_dir: Path,
@@ -271,7 +284,13 @@ def _crash_a_worker(
     release.set()
     say(
         f"killed worker {proc.pid} (SIGKILL) after the payments API charged {order}, "
-        "before its result committed; the task will be redelivered when its lease expires"
+        "before its result committed"
+    )
+    say(
+        f"its task {task.task_id} stays leased to the dead worker until the lease runs out "
+        f"(leases last {LEASE_SECONDS:g} s, as in Spanner, and were renewed until the kill); "
+        "then it is delivered again and the payments API answers the repeated "
+        "Idempotency-Key from its store"
     )
     return str(task.task_id)
 
@@ -287,8 +306,43 @@ def _all_settled(rt: Runtime) -> bool:
     return True
 
 
+def _new_sqlite_database(url: str) -> str:
+    """The URL of the database ``--keep`` makes: SQLite, and not there yet (a demo
+    never writes into a database someone may be using)."""
+    if not url.lower().startswith("sqlite:///") or url.lower().startswith("sqlite:///:memory:"):
+        raise ConfigError(f"agentq demo --keep runs in a new SQLite file, not {url}")
+    path = Path(url[len("sqlite:///"):].split("?", 1)[0])
+    if path.exists():
+        raise ConfigError(
+            f"{path} exists: agentq demo --keep makes a new database and never writes into "
+            f"one that may be in use; remove it (and its {path.name}-* files), or pass "
+            f"--db sqlite:///another.db"
+        )
+    if not path.parent.is_dir():
+        raise ConfigError(f"no folder {path.parent} for the demo's database {path.name}")
+    return url
+
+
+def _lease_note(rt: Runtime, crashed_task: str | None) -> str:
+    """What the wait is for while the killed worker's task is still leased to it."""
+    if crashed_task is None:
+        return ""
+    task = rt.task(crashed_task)
+    if task.status != TaskStatus.RUNNING or task.deliveries > 1:
+        return ""
+    return (
+        f" (task {crashed_task} is the killed worker's: it runs again once its "
+        f"{LEASE_SECONDS:g} s lease runs out)"
+    )
+
+
 def _wait_for(
-    rt: Runtime, clock: Clock, say: Callable[[str], None], cond: Callable[[], bool], what: str
+    rt: Runtime,
+    clock: Clock,
+    say: Callable[[str], None],
+    cond: Callable[[], bool],
+    what: str,
+    note: Callable[[], str] = lambda: "",
 ) -> None:
     last = -1.0
     deadline = clock.monotonic() + 45
@@ -303,6 +357,7 @@ def _wait_for(
                 + what
                 + ": "
                 + ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+                + note()
             )
             last = now
         clock.sleep(0.1)

@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from agentq.demo_server import DemoAPI
+from agentq.demo_server import LoopbackAPI
 from agentq.ledger import TaskStatus
 from agentq.runtime import Runtime
 
@@ -28,6 +28,10 @@ class DemoSummary:
     refunds_executed: int = 0
     refund_api_calls: int = 0
     duplicate_charges_prevented: int = 0
+    #: Refund calls answered with the demo's scripted outage (503, Retry-After: 1).
+    refund_api_outages: int = 0
+    #: Refund calls refused for want of an Idempotency-Key (none: agentq sends one).
+    refund_api_refused: int = 0
     charged_twice: int = 0
     escalations_fired: int = 0
     escalations_cancelled: int = 0
@@ -48,13 +52,15 @@ class DemoSummary:
         return json.dumps(asdict(self) | {"ok": self.ok}, indent=2, sort_keys=True)
 
 
-def fill_summary(rt: Runtime, api: DemoAPI, s: DemoSummary, crashed_task: str | None) -> None:
+def fill_summary(rt: Runtime, api: LoopbackAPI, s: DemoSummary, crashed_task: str | None) -> None:
     """Count what the demo did from the ledger and the API, and run the checks."""
     tasks = rt.tasks()
     s.tasks_by_outcome = dict(sorted(Counter(f"{t.tool}:{t.status.value}" for t in tasks).items()))
     s.refunds_executed = len(api.applied("/refunds"))
     s.refund_api_calls = api.requests("/refunds")
     s.duplicate_charges_prevented = api.replays("/refunds")
+    s.refund_api_outages = api.scripted_failures("/refunds")
+    s.refund_api_refused = api.refused("/refunds")
     s.charged_twice = sum(1 for n in api.charges_per_key("/refunds").values() if n > 1)
     escalations = [t for t in tasks if t.kind == "escalation"]
     s.escalations_fired = sum(1 for t in escalations if t.status == TaskStatus.SUCCEEDED)
@@ -85,6 +91,12 @@ def fill_summary(rt: Runtime, api: DemoAPI, s: DemoSummary, crashed_task: str | 
         "escalations fired for unanswered approvals": s.escalations_fired >= 1,
         "escalations cancelled by approvals": s.escalations_cancelled >= 1,
         "no task dead-lettered": all(t.status != TaskStatus.DEAD for t in tasks),
+        # Each call charged, was answered from the idempotency store, met the
+        # scripted outage, or was refused: none unexplained.
+        "every refund API call accounted for": s.refund_api_calls == (
+            s.refunds_executed + s.duplicate_charges_prevented + s.refund_api_outages
+            + s.refund_api_refused
+        ),
     }
     if crashed_task is not None:
         s.checks["killed worker's task completed once"] = s.crashed_task_completed_once
@@ -100,9 +112,12 @@ def format_summary(s: DemoSummary) -> str:
         ("  approved after escalation", s.approved_after_escalation),
         ("  rejected", s.rejected),
         ("shipments requested", s.shipments_requested),
-        ("refunds executed (charged)", s.refunds_executed),
+        ("refunds executed", s.refunds_executed),
         ("refund API calls", s.refund_api_calls),
-        ("duplicate charges prevented", s.duplicate_charges_prevented),
+        ("  charged (first use of a key)", s.refunds_executed),
+        ("  answered again, not charged", s.duplicate_charges_prevented),
+        ("  scripted outage (503, retried)", s.refund_api_outages),
+        ("  refused: no Idempotency-Key", s.refund_api_refused),
         ("charged twice", s.charged_twice),
         ("escalations fired", s.escalations_fired),
         ("escalations cancelled", s.escalations_cancelled),

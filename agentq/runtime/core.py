@@ -282,8 +282,8 @@ class RuntimeCore:
         if found is not None:
             return found
         # Named among the tools a caller may enqueue: internal ones never are.
-        known = catalog.read_tools(self.backend) if self.from_catalog else self.tools
-        names = [t.name for t in known if not t.internal and not self.is_internal(t.name)]
+        names = [t.name for t in self.known_tools()
+                 if not t.internal and not self.is_internal(t.name)]  # fmt: skip
         text = unknown_tool(name, names, "tools you may enqueue")
         if self.from_catalog:
             text += (
@@ -292,6 +292,12 @@ class RuntimeCore:
             )
         raise UnknownTool(text)
 
+    def known_tools(self) -> ToolRegistry:
+        """The tools this runtime describes and enqueues: its own, or (a runtime made
+        without tools) those the database's tool catalog records, read now. What
+        the HTTP API, MCP and the console offer on a machine without the tools' code."""
+        return catalog.read_tools(self.backend) if self.from_catalog else self.tools
+
     def is_internal(self, tool: str) -> bool:
         """Whether ``tool`` is sent only by the runtime (never by an agent)."""
         return tool in self._internal or tool.startswith("_")
@@ -299,7 +305,7 @@ class RuntimeCore:
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style function schemas of the tools an agent may call (internal
         tools and tools declared ``visible=False`` are left out)."""
-        known = catalog.read_tools(self.backend) if self.from_catalog else self.tools
+        known = self.known_tools()
         return [
             t.schema() for t in sorted(known, key=lambda t: t.name)
             if t.visible and not t.internal and not self.is_internal(t.name)

@@ -76,10 +76,12 @@ async def enqueue(request: Request) -> Response:
     principal = require(request, Scope.ENQUEUE)
     rt = state.runtime
     name = request.path_params["tool"]
-    if name not in rt.tools or rt.is_internal(name) or not rt.tools.get(name).visible:
-        exposed = [s["function"]["name"] for s in rt.tool_schemas()]
+    tools = await run_in_threadpool(rt.known_tools)  # a runtime without tools reads them
+    if name not in tools or rt.is_internal(name) or not tools.get(name).visible:
+        exposed = [t.name for t in sorted(tools, key=lambda t: t.name)
+                   if t.visible and not t.internal and not rt.is_internal(t.name)]  # fmt: skip
         raise Problem(404, "Unknown tool", unknown_tool(name, exposed, "tools exposed here"))
-    definition = rt.tools.get(name)
+    definition = tools.get(name)
     key = parse_idempotency_key(request.headers.get("idempotency-key"))
     if key is None and rt.policy.for_tool(name).require_idempotency_key:
         raise Problem(400, "Idempotency-Key required", f"tool {name!r} requires one by policy",

@@ -22,16 +22,19 @@ from typing import Any
 
 __all__ = ["register"]
 
-RuntimeFactory = Callable[[argparse.Namespace], Any]
+#: ``open_runtime(args, catalog=...)`` of :mod:`agentq.cli.common`.
+RuntimeFactory = Callable[..., Any]
 
 
 def register(
     subparsers: Any,
     add_runtime_args: Callable[[argparse.ArgumentParser], None],
     make_runtime: RuntimeFactory,
+    span: Callable[[str], float] = float,
 ) -> None:
     """Add ``serve`` and ``token`` to the ``agentq`` parser. The CLI passes how
-    it builds a runtime (this module sits below it and cannot import it)."""
+    it builds a runtime and reads a time span (this module sits below it and
+    cannot import it)."""
     from agentq.errors import install_hint
 
     serve = subparsers.add_parser("serve", help=f"serve the HTTP API ({install_hint('http')})")
@@ -45,7 +48,7 @@ def register(
     )  # fmt: skip
     serve.add_argument("--worker", type=int, default=0, metavar="N",
                        help="also run a worker with N handlers in this process")  # fmt: skip
-    serve.add_argument("--max-wait", type=float, default=60.0,
+    serve.add_argument("--max-wait", type=span, default=60.0,
                        help="longest Prefer: wait=N honoured, in seconds (default 60)")  # fmt: skip
     serve.add_argument("--private-spec", action="store_true",
                        help="/openapi.json and /docs need a token too (default: public, "
@@ -63,7 +66,8 @@ def register(
     token = subparsers.add_parser("token", help="make a bearer token for the HTTP API")
     token.add_argument("name", help="the principal (recorded on its approvals)")
     token.add_argument("--scope", action="append", required=True,
-                       choices=["read", "enqueue", "approve", "operate", "admin"])  # fmt: skip
+                       choices=["read", "enqueue", "approve", "operate", "admin"],
+                       help="what the token may do (repeatable)")  # fmt: skip
     token.add_argument("--append", metavar="FILE",
                        help="append the entry to this tokens file (created owner-only if "
                             "missing) and print only the token")  # fmt: skip
@@ -169,7 +173,8 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
     worker_thread = None
     rt = None
     try:
-        rt = make_runtime(args)
+        # Without a tools folder, the database's recorded tools; a worker runs their code.
+        rt = make_runtime(args, catalog=args.worker == 0)
         app = create_app(rt, auth=auth, max_wait=args.max_wait, private_spec=args.private_spec)
         if args.worker > 0:
             worker = rt.worker(concurrency=args.worker)

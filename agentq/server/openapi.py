@@ -8,8 +8,9 @@ what the executor validates.
 
 from __future__ import annotations
 
+import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.json_schema import models_json_schema
 
 from agentq.approvals import ApprovalInfo
+from agentq.catalog import RecordedTool
 from agentq.ledger import TaskInfo, TaskStatus
 from agentq.runtime import Runtime
 from agentq.tools import ToolDef
@@ -169,14 +171,86 @@ def _approval_id_param() -> dict[str, Any]:
 # A list of entity tags (RFC 9110), visible ASCII; the server also ignores empty elements.
 _ENTITY_TAG = r'(W/)?"[!#-~]*"'
 _IF_MATCH = rf"^[ \t]*{_ENTITY_TAG}([ \t]*,[ \t]*{_ENTITY_TAG})*[ \t]*$"
+_EVENTS_DESCRIPTION = (
+    "server-sent events (text/event-stream), one now and one at each change of the "
+    "task until it is final, then the stream ends: each is the lines `event: task`, "
+    "`id: ` with the time the task changed, and `data: ` with the task as one line of "
+    "JSON (a TaskInfo), then an empty line; lines starting with a colon are pings"
+)
+_SSE_EVENT = {
+    "type": "object", "required": ["event", "data"],
+    "properties": {
+        "event": {"const": "task"}, "id": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "contentSchema": {"$ref": "#/components/schemas/TaskInfo"}},
+    },
+}  # fmt: skip
 _LOCATION = {"Location": {"schema": {"type": "string"}, "description": "the task"}}
 _ETAG = {"ETag": {"schema": {"type": "string"}, "description": "the approval's version"}}
 
 
-def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, Any]:
-    """The whole document for this runtime's tools."""
-    tools = [t for t in sorted(rt.tools, key=lambda t: t.name)
-             if not rt.is_internal(t.name) and t.visible]  # fmt: skip
+def _splice_recorded_args(
+    body: dict[str, Any], tool: RecordedTool, schemas: dict[str, Any]
+) -> None:
+    """Make ``args`` of a catalog tool's action body (``body``, a component) the
+    tool's recorded JSON Schema, its ``$defs`` joining the components (under the
+    tool's name as a prefix where another schema holds the name)."""
+    schema = copy.deepcopy(dict(tool.args_schema))
+    defs: dict[str, Any] = schema.pop("$defs", {})
+    prefix = tool.name.title().replace("_", "")
+    names = {n: n if schemas.get(n, d) == d else f"{prefix}{n}" for n, d in defs.items()}
+
+    def rewrite(node: Any) -> Any:
+        if isinstance(node, list):
+            return [rewrite(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: rewrite(v) for k, v in node.items()}
+        ref = out.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in names:
+            out["$ref"] = f"#/components/schemas/{names[ref[8:]]}"
+        return out
+
+    for name, definition in defs.items():
+        schemas[names[name]] = rewrite(definition)
+    body["properties"]["args"] = rewrite(schema) | {"description": "the tool's arguments"}
+
+
+def _type_approval_edits(
+    rt: Runtime, tools: Sequence[ToolDef], refs: Any, schemas: dict[str, Any]
+) -> None:
+    """Approve's ``args`` (the approver's edit) as the arguments of a tool whose
+    calls can wait for approval (its policy has an approval rule, or the tool
+    says so): one of them, or null. Edits are checked against the approval's own
+    tool; the document says at least which shapes an edit can have."""
+    gated = {rule.tool for rule in rt.policy.approvals} | {
+        t.name for t in tools if t.requires_approval
+    }
+    shapes = []
+    for t in tools:
+        if t.name in gated:
+            body_ref = refs[(action_model_for(rt, t), "validation")]["$ref"]
+            body = schemas[body_ref.rsplit("/", 1)[-1]]
+            shapes.append({k: v for k, v in body["properties"]["args"].items()
+                           if k != "description"})  # fmt: skip
+    if gated - {t.name for t in tools}:  # gated tools not exposed here: any object
+        shapes.append({"type": "object"})
+    args = schemas["ApprovalDecision"]["properties"]["args"]
+    args["anyOf"] = [*shapes, {"type": "null"}]
+    args["description"] = (
+        "the approver's edit: the whole arguments of the approval's tool, checked "
+        "against that tool's schema and the policy (422 if they do not fit it)"
+    )
+
+
+def openapi_document(
+    rt: Runtime, known: Iterable[ToolDef] | None = None, *, key_required: frozenset[str]
+) -> dict[str, Any]:
+    """The whole document for the tools ``known`` (default: the runtime's,
+    :meth:`~agentq.runtime.Runtime.known_tools`)."""
+    known = rt.known_tools() if known is None else known
+    tools = [t for t in sorted(known, key=lambda t: t.name)
+             if not rt.is_internal(t.name) and not t.internal and t.visible]  # fmt: skip
     models: list[tuple[type[BaseModel], Any]] = [
         (TaskInfo, "serialization"), (TaskList, "serialization"),
         (ApprovalInfo, "serialization"), (ApprovalList, "serialization"),
@@ -188,10 +262,15 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
     schemas: dict[str, Any] = dict(top.get("$defs", {}))
     schemas["Problem"] = schemas.pop("ProblemDetail")
     for t in tools:
+        if isinstance(t, RecordedTool):  # from the catalog: its recorded schema, as it is
+            body_ref = refs[(action_model_for(rt, t), "validation")]["$ref"]
+            _splice_recorded_args(schemas[body_ref.rsplit("/", 1)[-1]], t, schemas)
+            continue
         # The server refuses argument names a tool does not take: the spec says so.
         if refuses_unknown(t.args_model):
             body_ref = refs[(action_model_for(rt, t), "validation")]["$ref"]
             close_schema(schemas[body_ref.rsplit("/", 1)[-1]]["properties"]["args"], schemas)
+    _type_approval_edits(rt, tools, refs, schemas)
     paths: dict[str, Any] = {}
     for t in tools:
         body_ref = refs[(action_model_for(rt, t), "validation")]["$ref"]
@@ -243,15 +322,16 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
         "operationId": "task_events",
         "parameters": [_task_id_param()],
         "responses": _responses({"200": {
-            "description": "server-sent events: 'task' with the task, at each change",
-            "content": {"text/event-stream": {"schema": {
-                "type": "object", "required": ["event", "data"],
-                "properties": {
-                    "event": {"const": "task"}, "id": {"type": "string"},
-                    "data": {"type": "string", "contentMediaType": "application/json",
-                             "contentSchema": {"$ref": "#/components/schemas/TaskInfo"}},
-                },
-            }}},
+            "description": _EVENTS_DESCRIPTION,
+            # The body is a stream of text, not one JSON value: to a client generator a
+            # string, read line by line as it comes (the README shows how); to a tool
+            # that parses the stream (schemathesis), its events in order. Each event,
+            # as OpenAPI 3.2 writes it, is ``itemSchema``.
+            "content": {"text/event-stream": {
+                "schema": {"anyOf": [{"type": "string"},
+                                     {"type": "array", "items": _SSE_EVENT}]},
+                "itemSchema": _SSE_EVENT,
+            }},
         }}, 404),
     }}  # fmt: skip
     paths["/v1/tasks/{task_id}:cancel"] = {"post": {

@@ -37,16 +37,20 @@ class ServerState:
     #: Idempotency keys whose first request is being processed right now (409).
     in_flight: set[str] = field(default_factory=set)
     _openapi: dict[str, Any] | None = None
-
-    def key_required(self) -> frozenset[str]:
-        """Tools whose policy requires an Idempotency-Key."""
-        policy = self.runtime.policy
-        return frozenset(t.name for t in self.runtime.tools
-                         if policy.for_tool(t.name).require_idempotency_key)  # fmt: skip
+    _openapi_version: tuple[tuple[str, int], ...] = ()
 
     def openapi(self) -> dict[str, Any]:
-        if self._openapi is None:
-            self._openapi = openapi_document(self.runtime, key_required=self.key_required())
+        """The OpenAPI document of the tools the runtime knows now (a runtime
+        without tools reads the database's catalog, which a deploy may change:
+        the document is made again when the tools differ)."""
+        tools = self.runtime.known_tools()
+        version = tuple(sorted((t.name, hash(t)) for t in tools))
+        if self._openapi is None or self._openapi_version != version:
+            policy = self.runtime.policy
+            required = frozenset(t.name for t in tools
+                                 if policy.for_tool(t.name).require_idempotency_key)  # fmt: skip
+            self._openapi = openapi_document(self.runtime, tools, key_required=required)
+            self._openapi_version = version
         return self._openapi
 
 

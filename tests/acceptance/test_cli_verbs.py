@@ -110,7 +110,11 @@ def test_approvals_approve_reject_and_cancel(project: Path) -> None:
     assert agentq("approve", second, "--by", " ", cwd=project).returncode == 2
     no = agentq("reject", second, "--by", "carol", "--note", "too much", cwd=project)
     assert no.returncode == 0 and "rejected by carol" in no.stdout
-    assert agentq("approvals", cwd=project).stdout.strip() == "no approvals"
+    # An empty inbox says which approvals there are instead.
+    assert agentq("approvals", cwd=project).stdout.strip() == (
+        "no open (pending or escalated) approvals; there are 1 approved, 1 rejected "
+        "(agentq approvals --status approved)"
+    )
     done = json.loads(agentq("approvals", "--status", "approved", "--json", cwd=project).stdout)
     assert [a["approval_id"] for a in done["approvals"]] == [first]
 

@@ -1,8 +1,10 @@
 """Every ```python block of the README and of docs/ runs as written.
 
-Each block runs in its own Python process, in a fresh folder holding what the
-README says a project has (a copy of the refund bot's ``tools/`` and
-``policies/``), and must exit 0. The line just before a block may say more:
+Each block runs in its own Python process, in a fresh folder made by ``agentq
+new`` (the refund bot's ``tools/`` and ``policies/``, an ``agentq.toml``: what a
+pip user has), and must exit 0, twice in a row in the same folder (a snippet a
+reader runs again must not fail on what its first run left, such as a row with
+the same key). The line just before a block may say more:
 
 * ``<!-- file: tools/sms.py -->``: the block (any language) is that file of the
   project; it is written into the folder of every later block of the same
@@ -17,13 +19,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from agentq.demo.scaffold import new_project
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -84,16 +87,24 @@ def test_the_readme_has_python_snippets_to_run() -> None:
 def test_snippet_runs_as_written(snippet: Snippet, tmp_path: Path) -> None:
     if snippet.skip_reason is not None:
         pytest.skip(f"marked not-run: {snippet.skip_reason}")
-    for folder in ("tools", "policies"):
-        shutil.copytree(ROOT / folder, tmp_path / folder)
+    new_project(tmp_path)
     for path, code in snippet.files:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(code, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
     # As in an activated virtual environment: `agentq` is on the PATH.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    proc = subprocess.run(
-        [sys.executable, "-c", snippet.code], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=90,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"{snippet.name} failed:\n{proc.stderr[-4000:]}"
+    before = _contents(tmp_path)
+    for run in ("first", "second"):
+        proc = subprocess.run(
+            [sys.executable, "-c", snippet.code], cwd=tmp_path, env=env,
+            capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+        assert proc.returncode == 0, f"{snippet.name} failed its {run} run:\n{proc.stderr[-4000:]}"
+        if _contents(tmp_path) == before:
+            break  # it left nothing behind (an in-memory database): a second run is the same
+
+
+def _contents(folder: Path) -> set[str]:
+    """The files in ``folder``, but Python's byte-code caches."""
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if "__pycache__" not in p.parts}

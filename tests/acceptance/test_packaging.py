@@ -3,7 +3,9 @@
 Builds a wheel of this checkout, installs it into a fresh virtual environment
 (its dependencies come from the package index pip is configured with), and
 runs ``agentq demo`` from an empty folder and from a folder that has its own
-``tools/``, ``policies/`` and ``agentq.toml``, none of which it may read.
+``tools/``, ``policies/`` and ``agentq.toml``, none of which it may read; and
+the README's quickstart line, ``agentq new bot && cd bot && agentq demo --keep
+&& agentq ui --insecure-local``, as written, up to a page of the console.
 """
 
 from __future__ import annotations
@@ -65,9 +67,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert not [n for n in names if n.startswith(("tools/", "policies/"))]
     env_dir = base / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
+    # With the ui extra, as the README's quickstart installs it (agentq ui needs it).
     pip = _run(
-        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)], base, 600
-    )
+        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{wheel}[ui]"],
+        base, 600,
+    )  # fmt: skip
     assert pip.returncode == 0, pip.stderr[-3000:]
     return env_dir / "bin"
 
@@ -113,3 +117,57 @@ def test_demo_ignores_the_folders_own_project(installed: Path, tmp_path: Path) -
     summary = _demo(installed, tmp_path)
     assert summary["ok"] is True, summary["checks"]
     assert summary["crashed_task_completed_once"] is True
+
+
+def _quickstart_line() -> str:
+    """The README's quickstart command line (the one starting ``agentq new``)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (line,) = [ln for ln in readme.splitlines() if ln.startswith("agentq new ")]
+    return line
+
+
+def test_the_readmes_quickstart_runs_after_a_plain_install(installed: Path, tmp_path: Path) -> None:
+    """``agentq new bot && cd bot && agentq demo --keep && agentq ui --insecure-local``:
+    each command as the README writes it (the console on any free port, ``--port 0``,
+    since tests run side by side), then the console shows the demo's tasks."""
+    import re
+
+    import httpx
+
+    from tests.processes import interrupt
+
+    steps = [s.split() for s in _quickstart_line().split(" && ")]
+    assert [s[:2] for s in steps] == [
+        ["agentq", "new"], ["cd", "bot"], ["agentq", "demo"], ["agentq", "ui"],
+    ], steps  # fmt: skip
+    cwd = tmp_path
+    for step in steps[:-1]:
+        if step[0] == "cd":
+            cwd = cwd / step[1]
+            continue
+        done = _run([str(installed / "agentq"), *step[1:]], cwd, 180)
+        assert done.returncode == 0, f"{step}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
+        if step[1] == "demo":
+            assert "RESULT: all checks passed" in done.stdout
+            assert "agentq ui --insecure-local" in done.stdout
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENTQ_DB")}
+    ui = subprocess.Popen(
+        [str(installed / "agentq"), *steps[-1][1:], "--port", "0"], cwd=cwd,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert ui.stdout is not None
+        first = ui.stdout.readline()
+        url = re.search(r"on (http://127\.0\.0\.1:\d+/console/)", first)
+        assert url, first + (ui.stdout.read() if ui.poll() is not None else "")
+        with httpx.Client(base_url=url.group(1), follow_redirects=True, timeout=30) as web:
+            login = web.get("login").text
+            nonce = re.search(r'name="nonce" value="([^"]+)"', login)
+            if nonce:  # --insecure-local takes any token
+                web.post("login", data={"nonce": nonce.group(1), "next": "/console/tasks",
+                                        "token": "any-token-will-do"})  # fmt: skip
+            page = web.get("tasks")
+        assert page.status_code == 200, page.text[:2000]
+        assert "execute_refund" in page.text and re.search(r"tsk_[0-9a-f]{8}", page.text)
+    finally:
+        interrupt(ui)

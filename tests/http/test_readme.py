@@ -69,4 +69,6 @@ def test_readme_http_section_runs_as_written(
         log.close()
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.startswith("succeeded {'refund_id': ")
+    # The events of a finished task: one, the final state, and the stream ends.
+    assert ran.stdout.splitlines()[-1] == "event: succeeded", ran.stdout
     assert len(api.applied()) == 1

@@ -22,6 +22,17 @@ def test_loopback_api_applies_a_key_once() -> None:
         assert api.url.startswith("http://127.0.0.1:")
 
 
+def test_one_loopback_api_class_under_every_name() -> None:
+    """agentq.testing, agentq.demo and agentq.demo_server name the same class
+    (there were three: an alias and a subclass)."""
+    import agentq.demo
+    import agentq.demo_server
+
+    assert agentq.demo.LoopbackAPI is LoopbackAPI
+    assert agentq.demo_server.LoopbackAPI is LoopbackAPI
+    assert LoopbackAPI.__module__ == "agentq.demo_server"
+
+
 def test_worker_process_needs_existing_folders(tmp_path: Path) -> None:
     (tmp_path / "tools").mkdir()
     with pytest.raises(ConfigError, match="policies folder"):

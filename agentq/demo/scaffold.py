@@ -1,0 +1,114 @@
+"""``agentq new DIR``: a project folder to start from, the refund bot's.
+
+A pip user has no checkout to copy the example project from: this writes the
+refund bot's ``tools/`` and ``policies/`` (the copy shipped with agentq, see
+:mod:`agentq.demo.project`), an ``agentq.toml`` that names them and the
+database, a ``.gitignore`` for the files agentq makes beside a SQLite
+database, and a ``README.md`` of next steps. The README's snippets run from
+that folder as they do from a checkout.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from agentq.demo.project import demo_project
+from agentq.errors import ConfigError
+
+__all__ = ["NEXT_STEPS", "new_project"]
+
+#: The first commands to run in a new project, as its README and ``agentq new`` say.
+NEXT_STEPS = (
+    ("agentq demo --keep", "the refund bot end to end; keeps its database, agentq.db"),
+    ("agentq ui --insecure-local", "look at it in the console (http://127.0.0.1:8765/console/)"),
+    ("agentq tasks", "or in the terminal: tasks, approvals, inspect"),
+)
+
+_CONFIG = """\
+# agentq's defaults for the commands run in this folder (agentq worker, enqueue,
+# tasks, ui...). Paths are relative to this file; --db and $AGENTQ_DB win over db.
+[agentq]
+db = "sqlite:///agentq.db"
+tools = "tools"
+policies = "policies"
+
+# Handed to the tools as ctx.settings. The refund bot's tools call these APIs;
+# the policy (policies/refunds.toml) lists the hosts each tool may reach.
+[settings]
+# payments_url = "https://payments.example.com"        # execute_refund POSTs /refunds here
+# notifications_url = "https://notify.example.com"     # approval requests and escalations
+# shipping_url = "https://shipping.example.com"        # request_shipping
+# orders_table = "orders"                              # execute_refund marks the order refunded
+"""
+
+_GITIGNORE = """\
+# The database agentq makes here, and the files it keeps beside it.
+*.db
+*.db-wal
+*.db-shm
+*.db-bell
+*.db-agentq.lock
+__pycache__/
+"""
+
+_README = """\
+# {name}
+
+An agentq project: the refund bot's tools (`tools/`) and policy (`policies/`),
+made by `agentq new`. `agentq.toml` tells the `agentq` command where they are
+and which database to use (`agentq.db` here).
+
+## Next steps
+
+```sh
+{steps}
+```
+
+Then make it yours:
+
+* `tools/*.py`: each `@tool` is a task type; its arguments are a pydantic
+  model, checked before anything commits.
+* `policies/refunds.toml`: approvals (refunds above 100 wait for a human),
+  retries, rate limits and the hosts each tool may call.
+* `agentq.toml`: the database URL and the `[settings]` your tools read (the
+  payments API's URL).
+
+Run it for real: `agentq init` creates the queues and records the tools,
+`agentq worker` serves them, `agentq enqueue execute_refund --args
+'{{"order_id": "o-1", "amount": 30}}'` sends one call. Every command has
+`--help`; the documentation is agentq's README and docs/.
+"""
+
+
+def new_project(directory: str | Path) -> list[Path]:
+    """Write the refund-bot project into ``directory`` (made if missing; it must
+    hold none of the files this writes). Returns the files written."""
+    target = Path(directory)
+    if target.exists() and not target.is_dir():
+        raise ConfigError(f"{target} exists and is not a folder")
+    clashes = [name for name in ("tools", "policies", "agentq.toml", "README.md", ".gitignore")
+               if (target / name).exists()]  # fmt: skip
+    if clashes:
+        raise ConfigError(
+            f"{target} already has {', '.join(clashes)}: agentq new writes a project into "
+            "a new or empty folder and overwrites nothing"
+        )
+    source = demo_project()
+    target.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for folder, pattern in ((source.tools, "*.py"), (source.policies, "*.toml")):
+        into = target / folder.name
+        into.mkdir()
+        for file in sorted(folder.glob(pattern)):
+            shutil.copyfile(file, into / file.name)
+            written.append(into / file.name)
+    steps = "\n".join(f"{command:<28}# {why}" for command, why in NEXT_STEPS)
+    for name, text in (
+        ("agentq.toml", _CONFIG),
+        (".gitignore", _GITIGNORE),
+        ("README.md", _README.format(name=target.resolve().name, steps=steps)),
+    ):
+        (target / name).write_text(text, encoding="utf-8")
+        written.append(target / name)
+    return written
