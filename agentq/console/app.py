@@ -30,7 +30,7 @@ from agentq.console import views
 from agentq.console.sessions import Session, SessionStore
 from agentq.runtime import Runtime
 from agentq.server import access
-from agentq.server.auth import Authenticator, Principal, Scope
+from agentq.server.auth import Authenticator, Principal, Scope, TooManyGuesses
 
 __all__ = ["COOKIE", "Console", "Who", "console_mount", "create_app", "mount_console"]
 
@@ -119,7 +119,9 @@ class Console:
         return user if isinstance(user, Principal) else None
 
     async def principal_for(self, token: str, request: Request) -> Principal | None:
-        """Whose ``token`` is (typed into the login form), by the same authenticator."""
+        """Whose ``token`` is (typed into the login form), by the same authenticator,
+        so a wrong one counts against the client's address as on the API, and
+        :class:`~agentq.server.auth.TooManyGuesses` escapes while it is locked out."""
         token = token.strip()
         if not token or not token.isascii() or not token.isprintable():
             return None
@@ -128,7 +130,14 @@ class Console:
             "headers": [(b"authorization", f"Bearer {token}".encode())],
             "client": request.scope.get("client"),
         }
-        return await self._authenticated(HTTPConnection(scope))
+        try:
+            found = await self.auth.authenticate(HTTPConnection(scope))
+        except TooManyGuesses:
+            raise
+        except AuthenticationError:
+            return None
+        user = found[1] if found is not None else None
+        return user if isinstance(user, Principal) else None
 
     # -- responses --------------------------------------------------------------
 
