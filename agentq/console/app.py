@@ -20,6 +20,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
 from starlette.authentication import AuthenticationError
+from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -31,6 +32,7 @@ from agentq.console.sessions import Session, SessionStore
 from agentq.runtime import Runtime
 from agentq.server import access
 from agentq.server.auth import Authenticator, Principal, Scope, TooManyGuesses
+from agentq.server.local import LocalOnly
 
 __all__ = ["COOKIE", "Console", "Who", "console_mount", "create_app", "mount_console"]
 
@@ -97,12 +99,14 @@ class Console:
     async def who(self, request: Request) -> Who | None:
         """The principal of the request's bearer token, else of its session cookie.
 
-        Only a request that *carries* a token is taken as its principal without a
-        session: a browser never attaches one by itself, so such a request cannot
-        be forged cross-site and needs no CSRF token. (``InsecureLocal`` admits
-        every loopback request, so from a browser it too goes through a session.)
+        Only a request that *carries* a valid token is taken as its principal
+        without a session: a browser never attaches one by itself, so such a
+        request cannot be forged cross-site and needs no CSRF token. Not under a
+        loopback-only authenticator (``InsecureLocal``): it takes *any* token, so
+        there the session cookie and its CSRF token are the only way in (a page
+        that rebound its name to 127.0.0.1 can set headers, not the cookie).
         """
-        if "authorization" in request.headers:
+        if "authorization" in request.headers and not self.auth.loopback_only:
             user = request.scope.get("user")  # set when mounted in the HTTP API's app
             if not isinstance(user, Principal):
                 user = await self._authenticated(request)
@@ -228,4 +232,6 @@ def create_app(console: Console, *, path: str = "/console", api: bool = False) -
         # A read-only console serves a read-only API: no approve or cancel by /v1.
         return create_api(console.runtime, auth=console.auth, mounts=routes,
                           read_only=console.read_only)  # fmt: skip
-    return Starlette(routes=routes)
+    # Loopback-only authentication admits every local client: not a web page's.
+    middleware = [Middleware(LocalOnly)] if console.auth.loopback_only else []
+    return Starlette(routes=routes, middleware=middleware)

@@ -103,7 +103,9 @@ class GuessLimiter:
 
     def _current(self, bucket: str, now: float) -> _Failures | None:
         found = self._seen.get(bucket)
-        if found is not None and now - found.last >= self.forget_after and now >= found.locked_until:
+        if found is None:
+            return None
+        if now - found.last >= self.forget_after and now >= found.locked_until:
             del self._seen[bucket]
             return None
         return found

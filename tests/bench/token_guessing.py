@@ -7,10 +7,11 @@ project's virtual environment:
 
 Serves the HTTP API (uvicorn on 127.0.0.1, one real token in its tokens file)
 and sends wrong tokens from one address as fast as ``--connections`` keep-alive
-connections (one thread each) allow, for ``--seconds``. Reports per run how many requests were sent, how many
-tokens the server actually *checked* (answered 401: a guess) and how many it
-refused unchecked (429: locked out), and the checked guesses per second; the
-median and range over ``--repeats`` runs. Run it on a tree without the back-off
+connections (one thread each) allow, for ``--seconds``. Reports per run how
+many requests were sent, how many tokens the server actually *checked*
+(answered 401: a guess) and how many it refused unchecked (429: locked out),
+and the checked guesses per second; the median and range over ``--repeats``
+runs. Run it on a tree without the back-off
 to see the rate it replaced.
 """
 
