@@ -165,6 +165,7 @@ def test_an_explicit_address_allows_it(make: Make, receiver: Receiver, dns: Answ
     task = rt.enqueue_action("noop", {"url": "-"},
                              callback_url=f"http://hooks.partner.test:{receiver.port}/hook")
     rt.worker().drain()
+    assert rt.task(task.task_id).status == TaskStatus.SUCCEEDED
     assert webhook_of(rt).status == TaskStatus.SUCCEEDED
     assert receiver.hits == ["POST /hook"]
 
