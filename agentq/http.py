@@ -2,9 +2,11 @@
 
 Every request carries ``Idempotency-Key: <task_id>``, so the external system
 applies a task's side effect once however often it is delivered. The transport
-refuses hosts the tool's policy does not allow (the agent's arguments cannot
-change that), retries transient failures in place with tenacity, and turns
-HTTP 429/503 into :class:`~agentq.retry.RetryLater` honouring ``Retry-After``.
+refuses hosts and ports the tool's policy does not allow (the agent's arguments
+cannot change that; where a name may lead is checked when the runtime's
+transport connects, :mod:`agentq.http_guard`), retries transient failures in
+place with tenacity, and turns HTTP 429/503 into
+:class:`~agentq.retry.RetryLater` honouring ``Retry-After``.
 
 httpx logs every request's full URL at INFO, userinfo and query included: agentq
 installs a redacting filter on the ``httpx`` logger (:mod:`agentq.logs`), so an
@@ -35,7 +37,7 @@ from tenacity import (
 from agentq.clock import Clock
 from agentq.errors import PolicyViolation
 from agentq.logs import install_redaction
-from agentq.policies.tools import host_allowed
+from agentq.policies.hosts import ALLOWED_HOSTS_EXTENSION, default_port, host_allowed
 from agentq.redact import redact_text
 from agentq.retry import PermanentError, RetryLater
 
@@ -128,11 +130,15 @@ class PolicyTransport(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.scheme not in ("http", "https"):
             raise PolicyViolation(f"tool {self._tool!r}: scheme {request.url.scheme!r} refused")
-        if not host_allowed(request.url.host, self._allowed):
+        port = default_port(request.url.scheme, request.url.port)
+        if not host_allowed(request.url.host, self._allowed, port):
+            shown = f"{request.url.host}:{port}" if request.url.port else request.url.host
             raise PolicyViolation(
-                f"tool {self._tool!r} may not call host {request.url.host!r} "
+                f"tool {self._tool!r} may not call host {shown!r} "
                 f"(allowed: {', '.join(self._allowed) or 'none'})"
             )
+        # Where the name may lead is the connection's check (agentq.http_guard).
+        request.extensions[ALLOWED_HOSTS_EXTENSION] = self._allowed
         request.headers[IDEMPOTENCY_HEADER] = self._key
         retrying = Retrying(
             retry=(

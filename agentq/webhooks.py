@@ -25,7 +25,11 @@ The secret is the ``webhook_secret`` setting (``[settings]`` of
 go is the executor's host allow-list of this tool (``[tools.agentq_webhook]
 allowed_hosts`` in a policy file): an agent's ``callback_url`` is untrusted, so
 with no such entry no webhook can be sent, and :func:`check_callback_url`
-refuses such a URL when the task is created. A URL with userinfo, a query or a
+refuses such a URL when the task is created. An entry may name a port
+(``hooks.example.com:443``); a name is reached only at public addresses unless
+the list names the non-public one (an address, a network, or ``localhost``):
+the runtime's transport resolves it once and connects to the address it checked
+(:mod:`agentq.policies.hosts`, :mod:`agentq.http_guard`). A URL with userinfo, a query or a
 fragment is refused too: a credential in it would reach the ledger.
 
 Only a 2xx answer is a delivery. Redirects are not followed (the allow-list
@@ -49,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentq.context import ToolContext
 from agentq.errors import InvalidArguments
-from agentq.policies.tools import host_allowed
+from agentq.policies.hosts import default_port, host_allowed
 from agentq.redact import redact_text
 from agentq.retry import PermanentError
 from agentq.tools import tool
@@ -92,6 +96,7 @@ def check_callback_url(url: object, policy: Policy) -> str:
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
+        port = default_port(parts.scheme, parts.port)
     except ValueError as exc:
         raise InvalidArguments(f"callback_url is not a valid URL: {exc}") from exc
     if parts.scheme not in ("http", "https") or not host:
@@ -107,10 +112,11 @@ def check_callback_url(url: object, policy: Policy) -> str:
             "into the ledger): put what the receiver needs in its path"
         )
     allowed = policy.for_tool(WEBHOOK_TOOL).allowed_hosts
-    if not host_allowed(host, allowed):
+    if not host_allowed(host, allowed, port):
         hosts = ", ".join(allowed) or f"none: set [tools.{WEBHOOK_TOOL}] allowed_hosts"
+        shown = f"{host}:{port}" if parts.port else host
         raise InvalidArguments(
-            f"callback_url host {host!r} is not allowed for webhooks (allowed: {hosts})"
+            f"callback_url host {shown!r} is not allowed for webhooks (allowed: {hosts})"
         )
     return url
 

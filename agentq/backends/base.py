@@ -10,7 +10,8 @@ Semantics (mirroring Spanner queues):
   whole function on transient aborts, so ``fn`` must not have outside effects.
 * ``tx.send`` inserts a message; an existing key fails the transaction.
 * ``tx.ack(must_exist=True)`` deletes by key; deleting nothing fails the whole
-  transaction (the stale worker's results are not committed).
+  transaction (the stale worker's results are not committed). ``tx.ack_stored``
+  deletes by a key as stored, unchecked (a row written around agentq).
 * ``stream`` yields batches of ready messages, each leased for
   :data:`LEASE_SECONDS`; ``renew`` extends leases by the same amount.
 * A message whose lease expires without ack is redelivered after a backoff
@@ -228,6 +229,16 @@ class Transaction(Protocol):
         With ``must_exist`` a missing message raises MessageNotFound and the
         whole transaction is rolled back, even if the caller catches it.
         """
+        ...
+
+    def ack_stored(self, queue: str, key: Sequence[Any]) -> bool:
+        """Delete the message whose key columns hold exactly ``key``, as stored (as a
+        received :class:`Message` carries it), without checking it against the
+        queue's key types; returns whether one was deleted (a blind ack, Spanner's,
+        says True). How a row written around agentq with a key of the wrong type
+        leaves the queue: :meth:`ack` refuses such a key. Only SQLite, whose
+        columns take any value, can hold one; elsewhere this is :meth:`ack`
+        without ``must_exist``."""
         ...
 
     def ack_all(self, queue: str, keys: Sequence[Sequence[Any] | Any]) -> None:

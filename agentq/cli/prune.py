@@ -34,7 +34,8 @@ __all__ = ["register"]
 #: Seconds between two batches: workers on the database keep their turns.
 _PAUSE = 0.01
 #: An ``--older-than`` below this deletes what just finished (a typo of ``1d``?):
-#: it asks for ``--yes`` when there is anything to delete.
+#: it asks for ``--yes`` when there is anything to delete. Above it, ``--yes`` is
+#: asked for when it would delete tasks the retention setting keeps.
 _ASK_BELOW = timedelta(hours=1)
 
 
@@ -61,7 +62,8 @@ def register(sub: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="count only; delete nothing")
     p.add_argument(
         "--yes", action="store_true",
-        help="delete even with an --older-than below 1h (asked for when it would delete anything)",
+        help="delete what --older-than asks even when it is more than the retention keeps, "
+        "or anything at all below 1h (asked for when it would)",
     )  # fmt: skip
     p.add_argument(
         "--vacuum", action="store_true",
@@ -120,7 +122,7 @@ def _cmd_prune(args: argparse.Namespace) -> int:
             print("retention is off for every tool: nothing to prune (use --older-than)")
             report = None
         else:
-            if older_than is not None and older_than < _ASK_BELOW:
+            if older_than is not None:
                 _confirmed(args, rt, older_than)
             report = rt.prune(
                 older_than=older_than, dry_run=args.dry_run, batch_size=args.batch_size,
@@ -142,16 +144,41 @@ def _cmd_prune(args: argparse.Namespace) -> int:
 
 
 def _confirmed(args: argparse.Namespace, rt: Runtime, older_than: timedelta) -> None:
-    """Refuse an ``--older-than`` below an hour that would delete anything,
-    unless ``--yes`` (or ``--dry-run``) says it is meant, saying what it would delete."""
+    """Refuse an ``--older-than`` that would delete tasks the retention setting
+    keeps, or below an hour anything at all, unless ``--yes`` (or ``--dry-run``)
+    says it is meant, saying what it would delete."""
     if args.yes or args.dry_run:
         return
     counts = rt.prune(older_than=older_than, dry_run=True, batch_size=args.batch_size).counts
-    if counts.total:
+    if not counts.total:
+        return
+    if older_than < _ASK_BELOW:
         raise ConfigError(
             f"--older-than {args.older_than} would delete {_summary(counts)}, some finished "
             f"less than an hour ago; add --yes to delete them (--dry-run to count only)"
         )
+    rules = rt.retention_rules()
+    kept = 0
+    if rules.shortest is not None:
+        kept = rt.prune(dry_run=True, batch_size=args.batch_size).counts.tasks
+    beyond = counts.tasks - kept
+    if beyond > 0:
+        raise ConfigError(
+            f"--older-than {args.older_than} would delete {_summary(counts)}, {beyond} more "
+            f"than the retention ({_retention(rules)}) allows; add --yes to delete them "
+            f"(--dry-run to count only)"
+        )
+
+
+def _retention(rules: RetentionRules) -> str:
+    """The retention setting in a few words: ``7d``, ``off``, with per-tool ones."""
+    from agentq.policies import format_duration
+
+    def shown(keep: timedelta | None) -> str:
+        return "off" if keep is None else format_duration(keep)
+
+    tools = ", ".join(f"{name} {shown(keep)}" for name, keep in sorted(rules.tools.items()))
+    return shown(rules.default) + (f"; per tool: {tools}" if tools else "")
 
 
 def _summary(c: PruneCounts) -> str:
@@ -164,19 +191,14 @@ def _summary(c: PruneCounts) -> str:
 
 
 def _print_report(report: PruneReport, rules: RetentionRules, explicit: bool) -> None:
-    from agentq.policies import format_duration
-
-    def shown(keep: timedelta | None) -> str:
-        return "off" if keep is None else format_duration(keep)
-
     c = report.counts
     verb = "would delete" if report.dry_run else "deleted"
     print(f"{verb} {_summary(c)}")
-    how = " (--older-than, every tool)" if explicit else ""
-    tools = ", ".join(f"{name} {shown(keep)}" for name, keep in sorted(rules.tools.items()))
-    per_tool = f"; per tool: {tools}" if tools else ""
+    setting = _retention(rules)
+    if explicit:  # --older-than: one duration, for every tool
+        setting += " (--older-than, every tool)"
     when = report.now.isoformat(timespec="seconds") if report.now else "-"
-    print(f"retention: {shown(rules.default)}{how}{per_tool}; as of {when}")
+    print(f"retention: {setting}; as of {when}")
     if report.reclaimed_bytes:
         print(f"gave back {_mib(report.reclaimed_bytes)} to the file system")
 

@@ -36,6 +36,7 @@ from agentq.errors import (
     TaskNotFound,
 )
 from agentq.server import access
+from agentq.server.auth import TooManyGuesses
 
 __all__ = ["routes"]
 
@@ -232,7 +233,13 @@ def routes(console: Console) -> list[Route]:
             or not secrets.compare_digest(nonce.encode(), _field(form, "nonce").encode())
         ):
             return console.message(request, None, 403, "the login form expired: reload it")
-        principal = await console.principal_for(_field(form, "token"), request)
+        try:
+            principal = await console.principal_for(_field(form, "token"), request)
+        except TooManyGuesses as exc:
+            page = console.render(request, "login.html", None, 429, nonce=nonce,
+                                  next=_next(request, form), error=str(exc))  # fmt: skip
+            page.headers["Retry-After"] = exc.retry_after
+            return page
         if principal is None:
             page = console.render(request, "login.html", None, 401, nonce=nonce,
                                   next=_next(request, form), error="unknown token")  # fmt: skip

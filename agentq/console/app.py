@@ -20,6 +20,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
 from starlette.authentication import AuthenticationError
+from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -31,7 +32,8 @@ from agentq.console.login_links import LoginLinks
 from agentq.console.sessions import Session, SessionStore
 from agentq.runtime import Runtime
 from agentq.server import access
-from agentq.server.auth import Authenticator, Principal, Scope
+from agentq.server.auth import Authenticator, Principal, Scope, TooManyGuesses
+from agentq.server.local import LocalOnly
 
 __all__ = ["COOKIE", "Console", "Who", "console_mount", "create_app", "mount_console"]
 
@@ -102,12 +104,14 @@ class Console:
     async def who(self, request: Request) -> Who | None:
         """The principal of the request's bearer token, else of its session cookie.
 
-        Only a request that *carries* a token is taken as its principal without a
-        session: a browser never attaches one by itself, so such a request cannot
-        be forged cross-site and needs no CSRF token. (``InsecureLocal`` admits
-        every loopback request, so from a browser it too goes through a session.)
+        Only a request that *carries* a valid token is taken as its principal
+        without a session: a browser never attaches one by itself, so such a
+        request cannot be forged cross-site and needs no CSRF token. Not under a
+        loopback-only authenticator (``InsecureLocal``): it takes *any* token, so
+        there the session cookie and its CSRF token are the only way in (a page
+        that rebound its name to 127.0.0.1 can set headers, not the cookie).
         """
-        if "authorization" in request.headers:
+        if "authorization" in request.headers and not self.auth.loopback_only:
             user = request.scope.get("user")  # set when mounted in the HTTP API's app
             if not isinstance(user, Principal):
                 user = await self._authenticated(request)
@@ -124,7 +128,9 @@ class Console:
         return user if isinstance(user, Principal) else None
 
     async def principal_for(self, token: str, request: Request) -> Principal | None:
-        """Whose ``token`` is (typed into the login form), by the same authenticator."""
+        """Whose ``token`` is (typed into the login form), by the same authenticator,
+        so a wrong one counts against the client's address as on the API, and
+        :class:`~agentq.server.auth.TooManyGuesses` escapes while it is locked out."""
         token = token.strip()
         if not token or not token.isascii() or not token.isprintable():
             return None
@@ -133,7 +139,14 @@ class Console:
             "headers": [(b"authorization", f"Bearer {token}".encode())],
             "client": request.scope.get("client"),
         }
-        return await self._authenticated(HTTPConnection(scope))
+        try:
+            found = await self.auth.authenticate(HTTPConnection(scope))
+        except TooManyGuesses:
+            raise
+        except AuthenticationError:
+            return None
+        user = found[1] if found is not None else None
+        return user if isinstance(user, Principal) else None
 
     # -- responses --------------------------------------------------------------
 
@@ -227,4 +240,6 @@ def create_app(console: Console, *, path: str = "/console", api: bool = False) -
         # A read-only console serves a read-only API: no approve or cancel by /v1.
         return create_api(console.runtime, auth=console.auth, mounts=routes,
                           read_only=console.read_only)  # fmt: skip
-    return Starlette(routes=routes)
+    # Loopback-only authentication admits every local client: not a web page's.
+    middleware = [Middleware(LocalOnly)] if console.auth.loopback_only else []
+    return Starlette(routes=routes, middleware=middleware)

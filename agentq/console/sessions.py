@@ -39,22 +39,32 @@ class Session:
 class SessionStore:
     """Browser sessions held in memory (a restart signs everyone out).
 
-    Sessions end ``ttl`` seconds after sign-in; at most ``max_sessions`` are
-    kept, the oldest dropped first, so signing in over and over cannot grow memory.
+    Sessions end ``ttl`` seconds after sign-in. Each principal keeps at most
+    ``per_principal`` sessions, its own oldest dropped first, so signing in over
+    and over cannot grow memory, and one token signing in a thousand times signs
+    out only its own earlier sessions, never another principal's. Past
+    ``max_sessions`` in all (many principals), the oldest session of the
+    principal with the most is dropped.
     """
 
     def __init__(
         self,
         *,
         ttl: float = 8 * 3600.0,
-        max_sessions: int = 1000,
+        max_sessions: int = 10_000,
+        per_principal: int = 20,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
+        if per_principal < 1 or max_sessions < 1:
+            raise ValueError("per_principal and max_sessions must be at least 1")
         self.ttl = ttl
         self.max_sessions = max_sessions
+        self.per_principal = per_principal
         self._now = now
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
+        # Each principal's session ids, oldest first.
+        self._by_principal: dict[str, dict[str, None]] = {}
         self._flashes: dict[str, list[str]] = {}
 
     def start(self, principal: Principal) -> Session:
@@ -66,12 +76,34 @@ class SessionStore:
             expires_at=self._now() + self.ttl,
         )
         with self._lock:
+            own = self._by_principal.setdefault(principal.name, {})
+            while len(own) >= self.per_principal:
+                self._drop(next(iter(own)))
             while len(self._sessions) >= self.max_sessions:
-                oldest = next(iter(self._sessions))
-                self._sessions.pop(oldest)
-                self._flashes.pop(oldest, None)
+                most = max(self._by_principal.values(), key=len)
+                self._drop(next(iter(most)))
             self._sessions[session.session_id] = session
+            self._by_principal.setdefault(principal.name, {})[session.session_id] = None
         return session
+
+    def _drop(self, session_id: str) -> None:
+        """Forget a session (the lock held)."""
+        session = self._sessions.pop(session_id, None)
+        self._flashes.pop(session_id, None)
+        if session is None:
+            return
+        own = self._by_principal.get(session.principal.name)
+        if own is not None:
+            own.pop(session_id, None)
+            if not own:
+                del self._by_principal[session.principal.name]
+
+    def count(self, principal: str | None = None) -> int:
+        """Sessions kept now: ``principal``'s, or everyone's."""
+        with self._lock:
+            if principal is None:
+                return len(self._sessions)
+            return len(self._by_principal.get(principal, {}))
 
     def get(self, session_id: str | None) -> Session | None:
         """The live session of this id, or None (unknown or expired)."""
@@ -80,16 +112,14 @@ class SessionStore:
         with self._lock:
             session = self._sessions.get(session_id)
             if session is not None and session.expires_at <= self._now():
-                del self._sessions[session_id]
-                self._flashes.pop(session_id, None)
+                self._drop(session_id)
                 session = None
         return session
 
     def end(self, session_id: str | None) -> None:
         """Sign a session out (nothing happens for an unknown id)."""
         with self._lock:
-            self._sessions.pop(session_id or "", None)
-            self._flashes.pop(session_id or "", None)
+            self._drop(session_id or "")
 
     def flash(self, session_id: str, message: str) -> None:
         """Keep a message for the session's next page (at most a few are kept)."""

@@ -131,6 +131,8 @@ class Batching(Running):
                     del self._inflight[inf.task_id]
             if run.replaced:
                 self.abandoned -= 1
+                for inf in run.members:
+                    self._returned(inf.task_id)
             else:
                 self._outstanding -= 1
             if not run.timed_out:
@@ -157,6 +159,10 @@ class Batching(Running):
         done: dict[str, Outcome] = {}
         ready: list[tuple[Inflight, Any]] = []
         for inf in run.members:
+            hung = self._still_hung(inf)
+            if hung is not None:  # its earlier call still hangs: not called again
+                done[inf.task_id] = hung
+                continue
             try:
                 self._limiter.admit(definition.name, inf.record)  # a turn per task
                 args = inf.record["args"] if inf.args is None else inf.args  # out of band
@@ -309,6 +315,8 @@ class Batching(Running):
                 run.replaced = True
                 self.abandoned += 1
                 self._outstanding -= 1
+                for m in run.members:
+                    self._hung[m.task_id] += 1
             self._pending_commits += len(members)
             self._lock.notify_all()
         tool = run.definition.name

@@ -210,16 +210,18 @@ def dead_letter_stray(tx: Decision, msg: Message, reason: str) -> bool:
     """Ack a message that is no delivery of any task (written around agentq, or a
     corrupt copy) and record it as a stray dead-letter entry; no task is touched.
 
-    Returns whether the message was acked: a key that does not fit the queue's
-    key columns cannot be named through the queue API, so that row stays (its
-    entry says so) and is redelivered with the backend's backoff, recorded again
-    each time under the same entry."""
+    Returns whether the message was removed. A key that does not fit the queue's
+    key types (SQLite keeps whatever another program wrote) cannot be acked, so
+    it is deleted by its key exactly as stored (``ack_stored``): otherwise the
+    row would come back after every lease and be dead-lettered again, forever."""
     try:
         dead_letters.record_stray(tx.tx, msg.queue, msg.key, msg.payload, reason)
         return True
     except InvalidMessage as exc:
+        removed = tx.tx.ack_stored(msg.queue, msg.key)
+        how = "removed by its key as stored" if removed else "could not be removed"
         dead_letters.record_stray(
-            tx.tx, msg.queue, msg.key, msg.payload,
-            f"{reason}; the row cannot be acked through the queue API ({exc})", ack=False,
+            tx.tx, msg.queue, msg.key, msg.payload, f"{reason} ({exc}; {how})",
+            ack=False, acked=removed,
         )  # fmt: skip
-        return False
+        return removed

@@ -26,6 +26,14 @@ slot it held is freed, so a hung call never costs the worker its capacity:
   ``cancelled``, ``abandoned_threads`` and ``abandoned_limit``;
   ``Worker.abandoned`` is the number abandoned now.
 
+A call that hangs on every attempt must not spend that bound: a task whose
+earlier call still hangs in an abandoned thread of this worker is not called
+again (a retry would only hang beside it). Its attempt fails at once with a
+``TimeoutError`` that says so, without taking a handler for longer than that,
+and once its attempts run out the task is dead-lettered, so it never holds a
+slot (``stats``: ``still_hung``). Each task thus costs at most one abandoned
+thread, and the quick tasks behind it keep running.
+
 Giving up a call does not undo it: the external system may still receive and
 complete the request after the timeout. The retry is sent with the same task
 id as ``Idempotency-Key``, so a system that honours the key applies the effect
@@ -124,6 +132,7 @@ class Running(WorkerState):
                 del self._inflight[inflight.task_id]
             if inflight.replaced:
                 self.abandoned -= 1  # its slot was freed when it was given up
+                self._returned(inflight.task_id)
             else:
                 self._outstanding -= 1
             if not inflight.timed_out:
@@ -157,6 +166,7 @@ class Running(WorkerState):
                 inf.replaced = True
                 self.abandoned += 1
                 self._outstanding -= 1
+                self._hung[inf.task_id] += 1
             self._pending_commits += 1
             self._lock.notify_all()
         limit = inf.timeout if inf.timeout is not None else 0.0
@@ -192,6 +202,26 @@ class Running(WorkerState):
                 inf.task_id, tool, limit, self.abandoned,
             )  # fmt: skip
 
+    def _returned(self, task_id: str) -> None:
+        """An abandoned call of ``task_id`` returned at last (the lock held)."""
+        self._hung[task_id] -= 1
+        if self._hung[task_id] <= 0:
+            del self._hung[task_id]
+
+    def _still_hung(self, inflight: Inflight) -> Outcome | None:
+        """The failed attempt of a task whose earlier call still hangs in an
+        abandoned thread (not called again: see the module docstring), else None."""
+        with self._lock:
+            hung = self._hung.get(inflight.task_id, 0)
+        if not hung:
+            return None
+        self._count("still_hung")
+        rec = inflight.record
+        return Outcome("failure", inflight, exc=TimeoutError(
+            f"tool {rec['tool']!r} timed out on an earlier attempt and that call still has "
+            f"not returned: attempt {rec['attempt']} is not called beside it"
+        ))  # fmt: skip
+
     def _encode_success(self, outcome: Outcome) -> None:
         """Build and encode the succeeded record here, in the handler thread, when
         the commit only has to write it: the committer holds the write lock that
@@ -221,6 +251,9 @@ class Running(WorkerState):
         if inflight.timeout is not None:
             inflight.deadline = start + inflight.timeout
         ctx: ToolContext | None = None
+        hung = self._still_hung(inflight)
+        if hung is not None:
+            return hung
         try:
             if definition is not None:
                 # Before the span: a task whose turn is later did not run.

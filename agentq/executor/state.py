@@ -46,6 +46,9 @@ class WorkerState:
     max_abandoned: int
     # Handler threads given up on a timeout that have not returned yet.
     abandoned: int
+    # Per task id, its calls hung in such threads: the task is not called again
+    # meanwhile (agentq.executor.running).
+    _hung: Counter[str]
     stats: Counter[str]
     # Attempts finished and committed (one log line each): --max-tasks counts these.
     finished: int

@@ -58,7 +58,8 @@ class WorkerStats(Counter[str]):
     (dead-lettered as a stray entry), ``stale_completion`` (a run whose ack
     failed: nothing recorded). Leases: ``renewed``,
     ``lease_lost``. Timeouts: ``timed_out``, ``cancelled`` (async),
-    ``abandoned_threads``, ``abandoned_limit``, ``late_after_timeout``. Also
+    ``abandoned_threads``, ``abandoned_limit``, ``late_after_timeout``,
+    ``still_hung`` (an attempt not called: the task's earlier call still hangs). Also
     ``group_commits``, ``commit_failed``, ``crashed`` and ``receive_errors``.
     Long-lived receives (Spanner): ``receive_cancelled_full`` (a stream cancelled
     after the worker stayed full for ``full_wait`` seconds), ``expired_on_receipt``
@@ -184,6 +185,7 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
         self._commits_finished = 0
         self.max_abandoned = concurrency if max_abandoned is None else max_abandoned
         self.abandoned = 0
+        self._hung = Counter()
         self._outcomes = queue_mod.SimpleQueue()
         self._work = queue_mod.SimpleQueue()
         self._limiter = RateLimiter(runtime.backend, runtime.clock, runtime.policy)

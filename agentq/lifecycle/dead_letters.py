@@ -28,12 +28,13 @@ _STRAY_PAYLOAD_CHARS = 4096
 
 
 def record_stray(
-    tx: Transaction, queue: str, key: Sequence[Any], payload: Any, error: str, *, ack: bool = True
-) -> str:
+    tx: Transaction, queue: str, key: Sequence[Any], payload: Any, error: str, *,
+    ack: bool = True, acked: bool | None = None,
+) -> str:  # fmt: skip
     """Ack a message that is no task's current delivery (unless ``ack`` is False:
-    a key the queue API cannot name) and keep it as a stray dead-letter entry
-    under its own id, never a task's: it can be deleted, never replayed, and it
-    touches no task. Returns the entry's id."""
+    the caller removed it otherwise, ``acked`` says whether) and keep it as a
+    stray dead-letter entry under its own id, never a task's: it can be deleted,
+    never replayed, and it touches no task. Returns the entry's id."""
     if ack:
         tx.ack(queue, tuple(key), must_exist=True)
     digest = hashlib.sha256(f"{queue}\x00{tuple(key)!r}".encode()).hexdigest()[:24]
@@ -51,7 +52,8 @@ def record_stray(
         {
             "entry_id": entry_id, "kind": "stray", "stray": True, "task_id": None,
             "claimed_task_id": first, "tool": None, "queue": queue, "args": None,
-            "attempt": None, "message_key": repr(tuple(key)), "acked": ack,
+            "attempt": None, "message_key": repr(tuple(key)),
+            "acked": ack if acked is None else acked,
             "error": redact_text(error), "dead_at": iso(tx.now), "payload": payload,
         },
     )  # fmt: skip

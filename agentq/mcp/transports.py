@@ -32,6 +32,7 @@ from agentq.server.auth import (
     is_loopback,
 )
 from agentq.server.auth import Scope as AuthScope
+from agentq.server.local import LocalOnly
 from agentq.server.problems import Problem, problem_response
 
 __all__ = ["http_app", "load_authenticator", "parse_scopes", "run_stdio", "serve_http"]
@@ -76,9 +77,11 @@ def http_app(
         )
     server = build_server(rt, _from_request, wait_seconds=wait_seconds)
     app = server.streamable_http_app(streamable_http_path=path, host=host)
-    return AuthenticationMiddleware(
+    guarded = AuthenticationMiddleware(
         _RequirePrincipal(SessionOwners(app)), backend=auth, on_error=auth_failed
     )
+    # As agentq serve and ui: a loopback-only authenticator serves no web page elsewhere.
+    return LocalOnly(guarded) if auth.loopback_only else guarded
 
 
 def serve_http(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
 from datetime import timedelta
 
 from pydantic import Field, field_validator, model_validator
@@ -16,6 +14,7 @@ from agentq.policies.base import (
 )
 from agentq.policies.base import Strict as _Strict
 from agentq.policies.base import retry_after_cap as _retry_after_cap
+from agentq.policies.hosts import parse_host_entry
 from agentq.retention import RetentionValue, parse_retention
 from agentq.retry import DEFAULT_MAX_RETRY_AFTER
 
@@ -63,8 +62,11 @@ class ToolPolicy(_Strict):
     """Limits for one tool."""
 
     allowed_hosts: tuple[str, ...] = ()
-    """Hosts the tool's ``ctx.http`` client may call (``*.example.com`` matches
-    subdomains). A tool without a policy may call no host at all."""
+    """Hosts the tool's ``ctx.http`` client may call: names (``*.example.com``
+    matches subdomains), addresses and networks (``10.0.0.0/8``), each with
+    ``:port`` if only one port. A name is reached only at public addresses unless
+    an address, a network or ``localhost`` entry names the non-public one
+    (:mod:`agentq.policies.hosts`). A tool without a policy may call no host at all."""
     rate_limit_per_second: float | None = Field(
         default=None, ge=MIN_RATE_PER_SECOND, le=MAX_RATE_PER_SECOND, allow_inf_nan=False
     )
@@ -134,22 +136,8 @@ class ToolPolicy(_Strict):
     @classmethod
     def _hosts(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for host in v:
-            if not re.fullmatch(r"(\*\.)?[A-Za-z0-9.\-\[\]:]+", host):
-                raise ValueError(f"invalid host pattern {host!r}")
-        return tuple(h.lower() for h in v)
-
-
-def host_allowed(host: str, patterns: Sequence[str]) -> bool:
-    """Whether ``host`` matches one of ``allowed_hosts``: an exact host, or
-    ``*.example.com`` for the subdomains of example.com (not example.com itself)."""
-    host = host.lower().rstrip(".")
-    for pattern in patterns:
-        if pattern.startswith("*."):
-            if host.endswith(pattern[1:]) and host != pattern[2:]:
-                return True
-        elif host == pattern:
-            return True
-    return False
+            parse_host_entry(host)  # a ValueError naming the entry
+        return tuple(h.strip().lower() for h in v)
 
 
 #: The settings of a tool no policy file names.

@@ -183,14 +183,16 @@ class RuntimeCore:
 
     @property
     def http_transport(self) -> httpx.BaseTransport:
-        """The transport under every tool's ``ctx.http`` client (one connection
-        pool per runtime): the one given, or an ``httpx.HTTPTransport`` made on
-        first use."""
+        """The transport under every tool's ``ctx.http`` client (the runtime's
+        connection pools): the one given, or a
+        :class:`~agentq.http_guard.GuardedTransport` made on first use, which
+        connects only to the addresses the tool's ``allowed_hosts`` allow."""
         with self._http_transport_lock:
             if self._http_transport is None:
-                import httpx  # here, not at every process start (see above)
+                # Here, not at every process start (see above).
+                from agentq.http_guard import GuardedTransport
 
-                self._http_transport = httpx.HTTPTransport()
+                self._http_transport = GuardedTransport()
             return self._http_transport
 
     @property

@@ -42,6 +42,7 @@ from agentq.errors import AgentQError, ConfigError
 from agentq.runtime import Runtime
 from agentq.server import actions, approvals, tasks
 from agentq.server import auth as auth_module
+from agentq.server.local import LocalOnly
 from agentq.server.problems import (
     Problem,
     handle_agentq_error,
@@ -120,6 +121,9 @@ def create_app(
     so they are served without a token (for client generators and first
     readers); ``private_spec`` puts them behind the ``read`` scope too
     (``agentq serve --private-spec``). Every other route needs a token.
+    With a loopback-only ``auth`` (``InsecureLocal``) the app also refuses a
+    ``Host`` that is no loopback name and a request from another origin
+    (:class:`~agentq.server.local.LocalOnly`).
     """
     if not isinstance(auth, auth_module.Authenticator):
         raise ConfigError("create_app needs auth=TokenAuth(...) (or InsecureLocal() on loopback)")
@@ -136,6 +140,8 @@ def create_app(
     app = Starlette(
         routes=routes,
         middleware=[
+            # Loopback-only authentication admits every local client: not a web page's.
+            *([Middleware(LocalOnly)] if auth.loopback_only else []),
             Middleware(WithState, state=state),
             *([Middleware(_ReadOnly)] if read_only else []),
             Middleware(AuthenticationMiddleware, backend=auth, on_error=auth_module.auth_failed),

@@ -35,7 +35,15 @@ Tokens come from configuration (:meth:`TokenAuth.from_file`)::
     scopes = ["approve", "read"]
     env = "AGENTQ_TOKEN_ALICE"     # or: the token is in this environment variable
 
-Only digests are kept in memory and compared; a token never reaches a log.
+Only digests are kept in memory and compared; a token never reaches a log. A
+token taken from an environment variable must be at least
+:data:`MIN_TOKEN_CHARS` characters long (the file is refused otherwise, naming
+the entry, never the value); a digest cannot tell its token's length, so
+``agentq token`` makes 256-bit ones.
+
+Guessing costs: wrong tokens are counted per client address, and past a few the
+address is refused (429 with ``Retry-After``) for a back-off that doubles, its
+tokens not even checked meanwhile (:mod:`agentq.server.guessing`).
 
 For surfaces mounted into the app (the web console): ``request.user`` is the
 :class:`Principal` (or Starlette's ``UnauthenticatedUser``), and
@@ -65,7 +73,9 @@ from starlette.authentication import (
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
+from agentq.clock import Clock
 from agentq.errors import ConfigError
+from agentq.server.guessing import GuessLimiter, retry_after
 from agentq.server.problems import Problem, problem_response
 from agentq.tomlfiles import read_toml, validation_problems
 
@@ -75,6 +85,7 @@ __all__ = [
     "Principal",
     "Scope",
     "TokenAuth",
+    "TooManyGuesses",
     "check_token_name",
     "hash_token",
     "is_loopback",
@@ -95,6 +106,9 @@ class Scope(StrEnum):
 
 
 ALL_SCOPES = frozenset(Scope)
+
+#: Shortest token a tokens file may take from an environment variable.
+MIN_TOKEN_CHARS = 16
 
 
 @dataclass(frozen=True)
@@ -157,20 +171,42 @@ def _credentials(principal: Principal) -> tuple[AuthCredentials, Principal]:
     return AuthCredentials(sorted(scopes)), principal
 
 
+class TooManyGuesses(AuthenticationError):
+    """Too many wrong tokens from this client address: wait ``retry_after`` seconds."""
+
+    def __init__(self, wait: float) -> None:
+        self.retry_after = retry_after(wait)
+        super().__init__(
+            f"too many wrong tokens from this address: retry in {self.retry_after} s"
+        )
+
+
 class TokenAuth(Authenticator):
-    """Bearer tokens, each naming a principal."""
+    """Bearer tokens, each naming a principal. Wrong tokens are counted per
+    client address by ``guesses`` (default: a :class:`GuessLimiter` on the real
+    clock, or on ``clock``)."""
 
-    def __init__(self, digests: Mapping[str, Principal]) -> None:
+    def __init__(
+        self,
+        digests: Mapping[str, Principal],
+        *,
+        guesses: GuessLimiter | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self._digests = dict(digests)
+        self.guesses = guesses or GuessLimiter(clock=clock)
 
     @classmethod
-    def from_tokens(cls, tokens: Mapping[str, Principal]) -> TokenAuth:
+    def from_tokens(
+        cls, tokens: Mapping[str, Principal], *, clock: Clock | None = None
+    ) -> TokenAuth:
         """From plain tokens (tests, or tokens read from a secret store)."""
-        return cls({hash_token(t): p for t, p in tokens.items()})
+        return cls({hash_token(t): p for t, p in tokens.items()}, clock=clock)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> TokenAuth:
-        """From a tokens TOML file (see the module docstring)."""
+    def from_file(cls, path: str | Path, *, clock: Clock | None = None) -> TokenAuth:
+        """From a tokens TOML file (see the module docstring); ``clock`` times the
+        back-off of wrong tokens (tests pass a fake one)."""
         file = Path(path)
         where = f"tokens file {file}"
         try:
@@ -186,7 +222,7 @@ class TokenAuth(Authenticator):
             digests[digest] = Principal(entry.name, frozenset(entry.scopes))
         if not digests:
             raise ConfigError(f"{where} names no token: nobody could call the API")
-        return cls(digests)
+        return cls(digests, clock=clock)
 
     async def authenticate(
         self, conn: HTTPConnection
@@ -197,10 +233,16 @@ class TokenAuth(Authenticator):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise AuthenticationError("use Authorization: Bearer <token>")
+        client = conn.client.host if conn.client else None
+        wait = self.guesses.wait_for(client)
+        if wait > 0:
+            # Not checked at all while locked out: a right guess gains nothing.
+            raise TooManyGuesses(wait)
         digest = hash_token(token.strip())
         for known, principal in self._digests.items():
             if hmac.compare_digest(known, digest):
                 return _credentials(principal)
+        self.guesses.failed(client)
         raise AuthenticationError("unknown token")
 
 
@@ -243,7 +285,12 @@ def require_any(conn: HTTPConnection, *scopes: Scope) -> Principal:
 
 
 def auth_failed(conn: HTTPConnection, exc: AuthenticationError) -> Response:
-    """``on_error`` of the middleware: a bad token is a 401 problem."""
+    """``on_error`` of the middleware: a bad token is a 401 problem; an address
+    locked out after too many wrong tokens gets 429 with ``Retry-After``."""
+    if isinstance(exc, TooManyGuesses):
+        return problem_response(Problem(
+            429, "Too many wrong tokens", str(exc), headers={"Retry-After": exc.retry_after},
+        ))  # fmt: skip
     return problem_response(Problem(
         401, "Authentication failed", str(exc),
         headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
@@ -276,10 +323,16 @@ class _TokenEntry(BaseModel):
         if self.sha256 is not None:
             return self.sha256
         assert self.env is not None
-        token = os.environ.get(self.env)
+        token = (os.environ.get(self.env) or "").strip()
         if not token:
             raise ConfigError(
                 f"{where}: token of {self.name!r}: environment variable {self.env} is not set"
+            )
+        if len(token) < MIN_TOKEN_CHARS:
+            # Named by its entry and variable only: the value is a secret, short or not.
+            raise ConfigError(
+                f"{where}: token of {self.name!r} (environment variable {self.env}) is shorter "
+                f"than {MIN_TOKEN_CHARS} characters: too easy to guess; make one with agentq token"
             )
         return hash_token(token)
 

@@ -139,8 +139,10 @@ def _responses(ok: dict[str, Any], *errors: int) -> dict[str, Any]:
     titles = {400: "Bad request", 401: "No or bad token", 403: "Missing scope or refused",
               404: "Not found", 409: "Conflict", 412: "Changed since read",
               413: "Body too large", 415: "Not JSON", 422: "Invalid request",
-              428: "Precondition required", 503: "Database unavailable"}  # fmt: skip
-    for status in (401, 403, 503, *errors):
+              428: "Precondition required", 503: "Database unavailable",
+              429: "Too many wrong tokens from this address: wait Retry-After seconds"}  # fmt: skip
+    # 429: any request with a token, while its address is locked out (agentq.server.guessing).
+    for status in (401, 403, 429, 503, *errors):
         out[str(status)] = {
             "description": titles[status],
             "content": {"application/problem+json": {"schema": _PROBLEM}},

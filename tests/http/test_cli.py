@@ -83,5 +83,5 @@ def test_tokens_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     file.write_text('[[tokens]]\nname = "alice"\nscopes = ["approve"]\nenv = "ALICE_TOKEN"\n')
     with pytest.raises(ConfigError, match="ALICE_TOKEN is not set"):
         TokenAuth.from_file(file)
-    monkeypatch.setenv("ALICE_TOKEN", "s3cret")
+    monkeypatch.setenv("ALICE_TOKEN", "s3cret-long-enough-0123")
     TokenAuth.from_file(file)

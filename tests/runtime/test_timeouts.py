@@ -33,6 +33,16 @@ def hangs(ctx: ToolContext, args: Arg) -> None:
     RELEASE.wait(60)
 
 
+#: Set only at the end of the test that uses it: its calls never return before.
+FOREVER = threading.Event()
+
+
+@tool(queue="jobs", timeout=5)
+def hangs_every_time(ctx: ToolContext, args: Arg) -> None:
+    ENTERED.append(args.name)
+    FOREVER.wait(600)
+
+
 @tool(queue="jobs", timeout=5)
 async def hangs_async(ctx: ToolContext, args: Arg) -> None:
     ENTERED.append(args.name)
@@ -146,3 +156,49 @@ def test_a_hung_async_call_is_cancelled(rt: Runtime, clock: FakeClock) -> None:
     assert rt.task(hung.task_id).status == TaskStatus.RETRY_SCHEDULED
     assert worker.stats["timed_out"] == 1 and worker.stats["cancelled"] == 1
     assert worker.stats["abandoned_threads"] == 0  # its thread was freed, not abandoned
+
+
+def test_calls_that_hang_on_every_attempt_never_wedge_the_worker(
+    backend_url: str, clock: FakeClock
+) -> None:
+    """Issue 27, item 16: two tasks whose calls hang on every attempt, then three
+    quick ones. A retry used to call again on top of its still-hung first call;
+    each abandoned another thread until ``max_abandoned`` was reached, then the
+    timed-out calls kept their slots and the quick tasks stayed queued. A task
+    whose earlier call still hangs is not called again: the attempt fails at
+    once, and out of attempts the task is dead-lettered, never holding a slot."""
+    policy = Policy.model_validate({"defaults": {"backoff_initial": "1s", "max_attempts": 3}})
+    ENTERED.clear()
+    FOREVER.clear()
+    rt = Runtime(backend_url, tools=[hangs_every_time, quick], policies=policy, clock=clock)
+    try:
+        hung = [rt.enqueue_action("hangs_every_time", {"name": f"h{i}"}) for i in range(2)]
+        worker = rt.worker(concurrency=2, queues=["jobs", "other"])  # max_abandoned: 2
+        worker.start()
+        wait_for_entries(2)
+        # Their second attempts are over: called and timed out again (before the
+        # fix), or failed at once without a call.
+        advance_until(
+            clock,
+            lambda: worker.stats["timed_out"] >= 4
+            or all(rt.task(h.task_id).attempt >= 3 for h in hung),
+            what="both hung tasks past their second attempt",
+        )  # fmt: skip
+        quick_ones = [rt.enqueue_action("quick", {"name": f"q{i}"}) for i in range(3)]
+        advance_until(
+            clock,
+            lambda: all(rt.task(q.task_id).status == TaskStatus.SUCCEEDED for q in quick_ones)
+            and all(rt.task(h.task_id).status == TaskStatus.DEAD for h in hung),
+            what="the quick tasks done and the hung ones dead-lettered",
+        )  # fmt: skip
+        assert sorted(ENTERED) == ["h0", "h1"]  # each called once: its first call still hangs
+        assert worker.abandoned == 2 and worker.stats["abandoned_limit"] == 0
+        assert worker.stats["still_hung"] == 4  # attempts 2 and 3 of each, not called
+        for h in hung:
+            error = rt.task(h.task_id).error or ""
+            assert "still has not returned" in error, error
+        FOREVER.set()
+        worker.stop(REAL_TIMEOUT)
+    finally:
+        FOREVER.set()
+        rt.close()

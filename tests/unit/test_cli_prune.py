@@ -58,7 +58,8 @@ def test_prune_deletes_what_is_past_the_retention_and_prints_the_counts(
     assert status == 0 and out.startswith("deleted 2 task(s)")
     status, out, _ = run(capsys, "--db", url)
     assert out.startswith("deleted 0 task(s)")
-    status, out, _ = run(capsys, "--db", url, "--older-than", "12h", "--json")
+    # Below the 7-day retention: it is asked for (issue 27, item 14).
+    status, out, _ = run(capsys, "--db", url, "--older-than", "12h", "--json", "--yes")
     doc = json.loads(out)
     assert doc["pruned"]["tasks"] == 1 and doc["pruned"]["dry_run"] is False
     with Runtime(url) as rt:
@@ -188,3 +189,34 @@ def test_the_config_files_audit_retention_keeps_audit_entries(
     (tmp_path / "agentq.toml").write_text('[agentq]\naudit_retention = "10d"\n')
     status, out, _ = run(capsys, "--db", url, "--older-than", "1d")
     assert status == 0 and "1 audit entry(ies)" in out, out
+
+
+def test_older_than_below_the_retention_asks_for_yes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 27, item 14: `--older-than 2d` on a 7-day retention deleted, unasked,
+    # what the retention setting keeps.
+    monkeypatch.chdir(tmp_path)
+    url = _ledger(tmp_path / "r.db", [10, 5, 4, 1])
+    status, out, err = run(capsys, "--db", url, "--older-than", "2d")
+    assert status == 2, out
+    assert err.startswith("agentq: error: --older-than 2d would delete 3 task(s)")
+    assert "2 more than the retention (7d) allows" in err
+    assert "--yes" in err and "Traceback" not in err and out == ""
+    with Runtime(url) as rt:
+        assert len(rt.tasks()) == 4  # nothing was deleted
+    # What the retention deletes anyway is no question: an --older-than above it.
+    status, out, _ = run(capsys, "--db", url, "--older-than", "30d")
+    assert status == 0 and out.startswith("deleted 0 task(s)")
+    status, out, _ = run(capsys, "--db", url, "--older-than", "7d")
+    assert status == 0 and out.startswith("deleted 1 task(s)")
+    status, out, _ = run(capsys, "--db", url, "--older-than", "2d", "--dry-run")
+    assert status == 0 and out.startswith("would delete 2 task(s)")
+    status, out, _ = run(capsys, "--db", url, "--older-than", "2d", "--yes")
+    assert status == 0 and out.startswith("deleted 2 task(s)")
+    # A tool whose retention is off keeps everything: any --older-than asks.
+    (tmp_path / "agentq.toml").write_text('[agentq]\nretention = "off"\n')
+    status, out, err = run(capsys, "--db", url, "--older-than", "30d")
+    assert status == 0 and out.startswith("deleted 0 task(s)")  # nothing that old
+    status, out, err = run(capsys, "--db", url, "--older-than", "12h")
+    assert status == 2 and "1 more than the retention (off) allows" in err

@@ -90,8 +90,11 @@ class _CountingTransport(httpx.MockTransport):
 def test_a_runtime_makes_its_http_transport_when_first_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import agentq.http_guard
+
     _CountingTransport.made = []
-    monkeypatch.setattr(httpx, "HTTPTransport", _CountingTransport)
+    # The runtime's own transport: the guarded one (issue 27, item 15).
+    monkeypatch.setattr(agentq.http_guard, "GuardedTransport", _CountingTransport)
     rt = Runtime(f"sqlite:///{tmp_path / 'a.db'}")
     rt.transact(lambda tx: tx.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)"))
     assert _CountingTransport.made == []  # deciding and reading need none

@@ -104,6 +104,10 @@ class PostgresTransaction(Transaction):
             )
         return deleted > 0
 
+    def ack_stored(self, queue: str, key: Sequence[Any]) -> bool:
+        # Typed key columns: a key as stored is a key of the queue's types.
+        return self.ack(queue, tuple(key), must_exist=False)
+
     def ack_all(self, queue: str, keys: Sequence[Sequence[Any] | Any]) -> None:
         sql = self._queue_sql(queue, self._conn)
         rows = [sql.spec.check_key(key) for key in keys]

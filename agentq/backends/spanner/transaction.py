@@ -78,6 +78,10 @@ class SpannerTransaction(Transaction):
                 self.strict_ack_queues.append(queue)
         return True
 
+    def ack_stored(self, queue: str, key: Sequence[Any]) -> bool:
+        # Typed key columns: a key as stored is a key of the queue's types.
+        return self.ack(queue, tuple(key), must_exist=False)
+
     def ack_all(self, queue: str, keys: Sequence[Sequence[Any] | Any]) -> None:
         # Ack mutations are buffered and sent with the commit anyway: one per key
         # costs no round trip, and any missing message fails the commit.

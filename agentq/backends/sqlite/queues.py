@@ -57,6 +57,9 @@ class QueueSQL:
             f"agentq_lease_seq) VALUES ({', '.join('?' * len(keys))}, ?, ?, ?, ?)"
         )
         self.delete = f"DELETE FROM {q} WHERE {self.key_where}"
+        # IS: a row written around agentq may even hold NULL in a key column.
+        stored_where = " AND ".join(f"{k} IS ?" for k in keys)
+        self.delete_stored = f"DELETE FROM {q} WHERE {stored_where}"
         self.select_ready = (
             f"SELECT agentq_msg_id, {self.key_list}, payload, deliver_time, agentq_lease_seq, "
             f"agentq_lease_expiry, agentq_expirations FROM {q} "

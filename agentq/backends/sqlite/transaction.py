@@ -98,6 +98,15 @@ class SQLiteTransaction(Transaction):
             )
         return deleted > 0
 
+    def ack_stored(self, queue: str, key: Sequence[Any]) -> bool:
+        sql = self._queue_sql(queue, self._conn)
+        parts = tuple(key)
+        if len(parts) != len(sql.spec.key):
+            return False  # no row of this queue has such a key
+        # SQLite keeps whatever another program wrote (a text attempt number): the
+        # values go in as given, and compare equal to themselves as stored.
+        return bool(self._conn.execute(sql.delete_stored, parts).rowcount)
+
     def ack_all(self, queue: str, keys: Sequence[Sequence[Any] | Any]) -> None:
         sql = self._queue_sql(queue, self._conn)
         rows = [sql.spec.check_key(key) for key in keys]
