@@ -54,9 +54,10 @@ def test_insecure_local_signs_in_only_requests_addressed_to_loopback(
             ok = browser.get("/", headers={"Host": f"{host}:{port}"})
             assert ok.status_code == 200, host
             browser.cookies.clear()
-        # A name that resolves here by rebinding is another site's page: the form.
+        # A name that resolves here by rebinding is another site's page: refused
+        # outright (421, the loopback guard of --insecure-local), and no session.
         r = browser.get("/", headers={"Host": f"attacker.example:{port}"})
-        assert r.status_code == 303 and "/console/login" in r.headers["location"]
+        assert r.status_code == 421 and "set-cookie" not in r.headers
 
 
 def test_with_tokens_a_page_still_asks_to_sign_in(serve: Callable[..., Served]) -> None:
