@@ -15,7 +15,10 @@ receivers of the queues it sent to. Other processes are heard by the
   commit, and a worker serving every queue ran at about 0.9x one serving only
   the busy queue;
 * readers, from the WAL file, which every commit writes: they need every
-  change, not only sends;
+  change, not only sends. A change wakes only the readers whose record it
+  changed: one read of the waited-on records' versions per change, on the
+  watcher's own connection (:mod:`agentq.backends.record_changes`), instead of
+  every reader reading its own (500 parked long-polls were 500 reads a commit);
 * what no ring announces (a program writing without agentq, a sender killed
   between its commit and its ring), from a check of the WAL every safety poll:
   receivers only of the queues where, read on the watcher's own connection, a
@@ -40,6 +43,8 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from agentq.backends.notify import Notifier, notifier_for
+from agentq.backends.record_changes import RecordChanges
+from agentq.backends.sqlite import records
 from agentq.backends.sqlite.doorbell import Doorbell
 
 try:  # Linux: block on file events instead of polling (see Watcher)
@@ -90,14 +95,14 @@ class Watcher:
         self,
         conn: sqlite3.Connection,
         path: str,
-        notifiers: Sequence[Notifier],
+        readers: Notifier,
         poll_interval: float,
         receivers: tuple[Notifier, ChangedQueues] | None = None,
         bell: Doorbell | None = None,
     ) -> None:
         self._conn = conn
         self._wal = path + "-wal"
-        self._notifiers = tuple(notifiers)
+        self._records = RecordChanges(readers)
         self._receivers = receivers
         self._interval = poll_interval
         self._fast = min(0.001, poll_interval)
@@ -322,9 +327,17 @@ class Watcher:
         # Receivers without a queue hear every ring; with one, only their queue's.
         notifier.notify(changed)
 
+    @property
+    def reader_checks(self) -> int:
+        """Checks of the waited-on records made so far (a test's signal)."""
+        return self._records.checks
+
+    def _read_versions(self, table: str, keys: Sequence[str]) -> dict[str, str]:
+        with self._cond:
+            return records.read_versions(self._conn, table, keys)
+
     def _notify(self, receivers: bool = True) -> None:
-        for notifier in self._notifiers:
-            notifier.notify()
+        self._records.check(self._read_versions)
         if self._receivers is None or not receivers:
             return
         notifier, changed_queues = self._receivers
