@@ -209,14 +209,19 @@ async def _home(request: Request) -> Response:
     return RedirectResponse(request.url_for("console:overview").path, status_code=303)
 
 
-def create_app(console: Console, *, path: str = "/console", api: bool = False) -> Starlette:
+def create_app(
+    console: Console, *, path: str = "/console", api: bool = False,
+    max_waits_per_principal: int = 100,
+) -> Starlette:  # fmt: skip
     """An app serving the console (``agentq ui``), ``/`` leading to it; with
-    ``api``, the HTTP API's app with the console mounted, behind the same auth."""
+    ``api``, the HTTP API's app with the console mounted, behind the same auth
+    (``max_waits_per_principal``: its cap on open long-polls and event streams)."""
     routes = [Route("/", _home), console_mount(console, path=path)]
     if api:
         from agentq.server.app import create_app as create_api
 
         # A read-only console serves a read-only API: no approve or cancel by /v1.
         return create_api(console.runtime, auth=console.auth, mounts=routes,
-                          read_only=console.read_only)  # fmt: skip
+                          read_only=console.read_only,
+                          max_waits_per_principal=max_waits_per_principal)  # fmt: skip
     return Starlette(routes=routes)

@@ -107,6 +107,7 @@ def create_app(
     stream_seconds: float = 300.0,
     read_only: bool = False,
     private_spec: bool = False,
+    max_waits_per_principal: int = 100,
 ) -> Starlette:
     """The HTTP API of ``runtime`` (routes in :mod:`agentq.server`'s docstring).
 
@@ -120,11 +121,14 @@ def create_app(
     so they are served without a token (for client generators and first
     readers); ``private_spec`` puts them behind the ``read`` scope too
     (``agentq serve --private-spec``). Every other route needs a token.
+    ``max_waits_per_principal`` caps one principal's open long-polls and event
+    streams (429 with ``Retry-After`` beyond).
     """
     if not isinstance(auth, auth_module.Authenticator):
         raise ConfigError("create_app needs auth=TokenAuth(...) (or InsecureLocal() on loopback)")
     state = ServerState(runtime, auth, max_wait=max_wait, stream_seconds=stream_seconds,
-                        private_spec=private_spec)  # fmt: skip
+                        private_spec=private_spec,
+                        max_waits_per_principal=max_waits_per_principal)  # fmt: skip
     routes: list[BaseRoute] = [
         Route("/openapi.json", _openapi_json, methods=["GET"]),
         Route("/docs", _docs, methods=["GET"]),

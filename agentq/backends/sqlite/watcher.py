@@ -70,6 +70,11 @@ _BUSY_GAP = 0.002  # under a stream of WAL events, the shortest time between two
 _SETTLE = 0.1  # longest wait, after a file event, for its commit to become visible
 
 
+def _queues(receivers: Notifier) -> set[str]:
+    """The queues receivers wait on (their topics)."""
+    return {t for t in receivers.topics() if isinstance(t, str)}
+
+
 class Watcher:
     """Notices commits by other processes and wakes this process's waiting
     receivers and readers.
@@ -322,7 +327,7 @@ class Watcher:
         notifier = self._receivers[0]
         after = self._bell.read()
         before, self._bell_seen = self._bell_seen, after
-        changed = Doorbell.changed(before, after, notifier.topics())
+        changed = Doorbell.changed(before, after, _queues(notifier))
         self.rings += bool(changed)
         # Receivers without a queue hear every ring; with one, only their queue's.
         notifier.notify(changed)
@@ -341,7 +346,7 @@ class Watcher:
         if self._receivers is None or not receivers:
             return
         notifier, changed_queues = self._receivers
-        waited_on = notifier.topics()
+        waited_on = _queues(notifier)
         if not waited_on:
             notifier.notify(())  # subscribers without a queue still hear every change
             return
