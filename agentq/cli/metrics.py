@@ -69,6 +69,9 @@ class PooledHTTPServer(HTTPServer):
         handler: type[BaseHTTPRequestHandler],
         limits: ServerLimits,
     ) -> None:
+        # The listen backlog: a burst of connections beyond it waits for the
+        # client's SYN retransmission (a second or more), not for the server.
+        self.request_queue_size = min(limits.max_connections, 1024)
         super().__init__(address, handler)
         self.limits = limits
         self._pool = ThreadPoolExecutor(limits.metrics_threads, thread_name_prefix="agentq-metrics")
