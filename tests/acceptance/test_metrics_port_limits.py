@@ -63,11 +63,10 @@ def metrics_worker(tmp_path: Path) -> Iterator[tuple[int, str]]:
         deadline = time.monotonic() + 60
         url = None
         while url is None:
-            found = re.search(r"metrics on (http://127\.0\.0\.1:\d+)", (tmp_path / "worker.log").read_text())
+            told = (tmp_path / "worker.log").read_text()
+            found = re.search(r"metrics on (http://127\.0\.0\.1:\d+)", told)
             url = found.group(1) if found else None
-            assert proc.poll() is None and time.monotonic() < deadline, (
-                (tmp_path / "worker.log").read_text()
-            )
+            assert proc.poll() is None and time.monotonic() < deadline, told
             time.sleep(0.05)
         yield proc.pid, url
     finally:

@@ -30,11 +30,11 @@ LIMITS = "[servers]\nheader_timeout = 1\nbody_timeout = 1\nkeep_alive_timeout = 
 
 pytestmark = pytest.mark.slow
 
-JSON = "application/json"
+JSON, FORM = "application/json", "application/x-www-form-urlencoded"
 #: The command, and a request whose body it reads (line, content type).
 SERVERS = {
     "serve": (["serve", "--insecure-local"], ("POST /v1/tools/execute_refund/actions", JSON)),
-    "ui": (["ui", "--insecure-local"], ("POST /console/login", "application/x-www-form-urlencoded")),
+    "ui": (["ui", "--insecure-local"], ("POST /console/login", FORM)),
     "mcp": (["mcp", "--transport", "http", "--insecure-local"], ("POST /mcp", JSON)),
 }
 

@@ -92,8 +92,8 @@ def test_a_principal_beyond_its_waits_gets_429_with_retry_after(
 def test_an_ended_event_stream_gives_its_slot_back(capped: LiveServer, runtime: Runtime) -> None:
     with httpx.Client(base_url=capped.url, headers=_headers("agent-token"), timeout=BOUND) as h:
         for i in range(CAP + 2):
-            task: Any = h.post("/v1/tools/execute_refund/actions",
-                               json={"args": {"order_id": f"s{i}", "amount": 30}}).json()  # fmt: skip
+            refund = {"args": {"order_id": f"s{i}", "amount": 30}}
+            task: Any = h.post("/v1/tools/execute_refund/actions", json=refund).json()
             runtime.cancel(task["task_id"], "final: the stream ends after one event")
             with h.stream("GET", f"/v1/tasks/{task['task_id']}/events") as events:
                 assert events.status_code == 200
