@@ -137,7 +137,8 @@ def _responses(ok: dict[str, Any], *errors: int) -> dict[str, Any]:
     titles = {400: "Bad request", 401: "No or bad token", 403: "Missing scope or refused",
               404: "Not found", 409: "Conflict", 412: "Changed since read",
               413: "Body too large", 415: "Not JSON", 422: "Invalid request",
-              428: "Precondition required", 503: "Database unavailable"}  # fmt: skip
+              428: "Precondition required", 429: "Too many open waits of this principal",
+              503: "Database unavailable"}  # fmt: skip
     for status in (401, 403, 503, *errors):
         out[str(status)] = {
             "description": titles[status],
@@ -226,9 +227,12 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
             {"name": "after", "in": "query", "required": False,
              "description": "the next_after of the previous page",
              "schema": {"type": "string", "pattern": "^tsk_[!-~]{1,196}$"}},
+            {"name": "order", "in": "query", "required": False,
+             "description": "newest first (the default) or oldest first",
+             "schema": {"type": "string", "enum": ["newest", "oldest"], "default": "newest"}},
         ],
-        "responses": _responses({"200": _json("TaskList", "a page of tasks, oldest first")},
-                                400),
+        "responses": _responses({"200": _json("TaskList", "a page of tasks, newest first "
+                                               "unless order=oldest")}, 400),
     }}  # fmt: skip
     paths["/v1/tasks/{task_id}"] = {"get": {
         "operationId": "get_task",
@@ -237,7 +241,7 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
             "description": "wait=N (RFC 7240): answer when the task is final or N s passed",
             "schema": {"type": "string"},
         }],
-        "responses": _responses({"200": _json("TaskInfo", "the task")}, 404),
+        "responses": _responses({"200": _json("TaskInfo", "the task")}, 404, 429),
     }}  # fmt: skip
     paths["/v1/tasks/{task_id}/events"] = {"get": {
         "operationId": "task_events",
@@ -252,7 +256,7 @@ def openapi_document(rt: Runtime, *, key_required: frozenset[str]) -> dict[str, 
                              "contentSchema": {"$ref": "#/components/schemas/TaskInfo"}},
                 },
             }}},
-        }}, 404),
+        }}, 404, 429),
     }}  # fmt: skip
     paths["/v1/tasks/{task_id}:cancel"] = {"post": {
         "operationId": "cancel_task",

@@ -11,9 +11,11 @@ A principal may have ``max_waits_per_principal`` long-polls and event streams
 open at once (``[servers]`` in ``agentq.toml``); one more is 429 with
 ``Retry-After`` (:class:`~agentq.server.state.WaitSlots`). A waiter is woken
 only by commits that wrote its task (:mod:`agentq.waiting`).
-* ``GET /v1/tasks?status=&tool=&limit=&after=`` — a page of tasks, oldest first;
-  ``next_after`` in the answer is the ``after`` of the next page (``null``
-  after the last; a page may hold fewer than ``limit``).
+* ``GET /v1/tasks?status=&tool=&limit=&after=&order=`` — a page of tasks,
+  newest first (``order=oldest``: oldest first); ``next_after`` in the answer
+  is the ``after`` of the next page (``null`` after the last). The filters and
+  what the principal may see are part of the query: a page reads ``limit + 1``
+  tasks however large the ledger.
 * ``POST /v1/tasks/{id}:cancel`` — cancel an unfinished task (409 if final).
 
 Each answers only about tasks the principal may see (its own; everyone's with
@@ -41,7 +43,10 @@ from agentq.server.auth import Scope, require, require_any
 from agentq.server.problems import Problem
 from agentq.server.state import server_state
 
-__all__ = ["parse_prefer_wait", "routes"]
+__all__ = ["ORDERS", "parse_prefer_wait", "routes"]
+
+#: ``order=`` of ``GET /v1/tasks``: ``newest`` first (the default) or ``oldest``.
+ORDERS = ("newest", "oldest")
 
 _WAIT = re.compile(r"^\s*wait\s*=\s*\"?(\d{1,6})\"?\s*$", re.IGNORECASE)
 _MAX_ID = 200
@@ -141,12 +146,18 @@ async def list_tasks(request: Request) -> Response:
     if after is not None and not _CURSOR.match(after):
         raise Problem(400, "Invalid cursor", "after must be the next_after of an earlier page",
                       errors=[{"parameter": "after", "detail": "not a task cursor"}])  # fmt: skip
-    # One keyset page of the ledger (it is never read whole); the principal's view
-    # of it may be shorter than limit, and next_after still leads on.
+    order = params.get("order", "newest")
+    if order not in ORDERS:
+        raise Problem(400, "Invalid order", f"order must be one of {list(ORDERS)}",
+                      errors=[{"parameter": "order", "detail": "unknown order"}])  # fmt: skip
+    # One keyset page of the ledger, with what the principal may see in the query:
+    # callers' tasks only (never the runtime's timers), its own unless it sees all.
     page = await run_in_threadpool(functools.partial(
         state.runtime.task_page, status, tool=tool, limit=int(limit_text), after=after,
+        newest_first=order == "newest", kinds=("action",),
+        owner=None if access.sees_all(principal) else principal.name,
     ))  # fmt: skip
-    shown = access.visible_tasks(principal, page.tasks)
+    shown = access.visible_tasks(principal, page.tasks)  # the same rule, checked again
     return JSONResponse({"tasks": [t.model_dump(mode="json") for t in shown],
                          "next_after": page.next_after})  # fmt: skip
 
