@@ -121,9 +121,11 @@ def _cmd_task(args: argparse.Namespace) -> int:
 def _cmd_tasks(args: argparse.Namespace) -> int:
     rt = open_ledger(args)
     try:
+        status = None if args.status in (None, "all") else args.status
         page = rt.task_page(
-            args.status, tool=args.tool, since=args.since, limit=args.limit, after=args.after
-        )
+            status, tool=args.tool, since=args.since, limit=args.limit, after=args.after,
+            newest_first=not args.oldest_first,
+        )  # fmt: skip
     finally:
         rt.close()
     rows = [t.model_dump(mode="json") for t in page.tasks]
@@ -175,12 +177,13 @@ def register(sub: Any) -> None:
     add_db_args(task)
     task.set_defaults(func=_cmd_task)
 
-    tasks = sub.add_parser("tasks", help="list the ledger, filtered, a page at a time")
-    tasks.add_argument("--status", help="only tasks with this status")
+    tasks = sub.add_parser("tasks", help="list the ledger, newest first, a page at a time")
+    tasks.add_argument("--status", help="only tasks with this status (all: every status)")
     tasks.add_argument("--tool", help="only tasks of this tool")
     tasks.add_argument("--since", type=_timestamp, help="only tasks created at or after this time")
     tasks.add_argument("--limit", type=positive, default=100, help="page size (default 100)")
     tasks.add_argument("--after", help="the next page: the cursor the last page printed")
+    tasks.add_argument("--oldest-first", action="store_true", help="oldest first instead")
     add_format_args(tasks)
     add_db_args(tasks)
     tasks.set_defaults(func=_cmd_tasks)
