@@ -153,10 +153,10 @@ class Console:
         flashes = self.sessions.take_flashes(who.session.session_id) if who and who.session else []
         open_approvals = 0
         if who is not None:
-            shown = access.visible_approvals(self.runtime, who.principal, self.runtime.approvals())
-            open_approvals = sum(
-                a.status in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED) for a in shown
-            )
+            waiting = (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED)
+            # Only the open ones are read (their status is in the query), not every approval.
+            found = self.runtime.approval_page(waiting).approvals
+            open_approvals = len(access.visible_approvals(self.runtime, who.principal, found))
         html = self.templates.get_template(template).render(
             request=request,
             who=who,

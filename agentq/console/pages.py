@@ -60,13 +60,15 @@ def routes(console: Console) -> list[Route]:
         status, tool, search = q.get("status", ""), q.get("tool", ""), q.get("q", "")
         if status and status not in {s.value for s in TaskStatus}:
             return console.message(request, who, 400, f"unknown status {status!r}")
-        rows, matched = views.task_rows(console.runtime, status=status, tool=tool, search=search,
-                                        principal=who.principal)  # fmt: skip
-        tools = sorted({t.tool for t in access.visible_tasks(
-            who.principal, console.runtime.tasks(), internal=True)})  # fmt: skip
+        after = q.get("after") or None
+        # One page (the filters in the query, a keyset cursor): never the whole ledger.
+        rows, next_after = views.task_rows(console.runtime, status=status, tool=tool,
+                                           search=search, principal=who.principal,
+                                           after=after)  # fmt: skip
+        tools = sorted(t.name for t in console.runtime.tools)  # the registry, not the ledger
         return console.render(
-            request, "tasks.html", who, rows=rows, matched=matched, status=status, tool=tool,
-            search=search, statuses=[s.value for s in TaskStatus], tools=tools,
+            request, "tasks.html", who, rows=rows, next_after=next_after, status=status,
+            tool=tool, search=search, statuses=[s.value for s in TaskStatus], tools=tools,
         )  # fmt: skip
 
     def task(request: Request, who: Who) -> Response:
