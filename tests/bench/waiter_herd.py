@@ -44,22 +44,23 @@ def _start(folder: Path, plain: bool) -> tuple[subprocess.Popen[str], str]:
     if not plain:
         text += "\n[servers]\nmax_waits_per_principal = 100000\nmax_connections = 10000\n"
     config.write_text(text)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentq.cli", "serve", "--insecure-local", "--port", "0",
-         "--config", str(config), "--max-wait", "600"],
-        cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
-    assert proc.stderr is not None
+    log = folder / "serve.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentq.cli", "serve", "--insecure-local", "--port", "0",
+             "--config", str(config), "--max-wait", "600"],
+            cwd=folder, stdout=subprocess.DEVNULL, stderr=out, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        found = re.search(r"(http://127\.0\.0\.1:\d+)", line)
+        found = re.search(r"(http://127\.0\.0\.1:\d+)", log.read_text())
         if found:
             return proc, found.group(1)
-        if not line and proc.poll() is not None:
+        if proc.poll() is not None:
             break
-    raise RuntimeError("agentq serve did not start")
+        time.sleep(0.05)
+    raise RuntimeError(f"agentq serve did not start:\n{log.read_text()}")
 
 
 def _refund(order: str) -> dict[str, object]:
@@ -106,7 +107,11 @@ def one_run(waiters: int, enqueues: int, plain: bool) -> float:
                 await asyncio.gather(*parked, return_exceptions=True)
                 return took
 
-            return asyncio.run(run())
+            try:
+                return asyncio.run(run())
+            except Exception:
+                print((Path(tmp) / "serve.log").read_text()[-3000:], file=sys.stderr)
+                raise
         finally:
             proc.terminate()
             try:
