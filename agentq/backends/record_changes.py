@@ -44,10 +44,19 @@ class RecordChanges:
         #: Checks made (a test's signal: the check after a commit has run).
         self.checks = 0
 
-    def check(self, read_versions: ReadVersions) -> None:
+    def waited(self) -> bool:
+        """Whether any reader waits on a record now."""
+        return any(isinstance(t, tuple) for t in self.notifier.topics())
+
+    def notify_untopical(self) -> None:
+        """Wake only the subscribers without a topic (they hear every change)."""
+        self.notifier.notify(())
+
+    def check(self, read_versions: ReadVersions, *, only_new: bool = False) -> None:
         """Wake the readers whose record changed since the last check, and every
         subscriber without a topic; if the versions cannot be read, everyone (they
-        read for themselves)."""
+        read for themselves). ``only_new``: nothing was committed since the last
+        check (the caller knows), so only records not looked at yet are read."""
         with self._lock:
             waited: dict[str, list[str]] = {}
             for topic in self.notifier.topics():
@@ -57,6 +66,12 @@ class RecordChanges:
             seen: dict[tuple[str, str], object] = {}
             try:
                 for table, keys in waited.items():
+                    if only_new:
+                        known = [k for k in keys if (table, k) in self._seen]
+                        seen.update(((table, k), self._seen[(table, k)]) for k in known)
+                        keys = [k for k in keys if (table, k) not in self._seen]
+                        if not keys:
+                            continue
                     versions = read_versions(table, keys)
                     for key in keys:
                         topic = (table, key)

@@ -96,6 +96,7 @@ class SQLiteBackend:
                 self._watcher = Watcher(
                     self._db.connect(), self._path, self._commits, poll_interval,
                     receivers=(self._notifier, self._changed_queues), bell=self._bell,
+                    others_version=self._others_version,
                 )  # fmt: skip
             self._db.setup(queues.SCHEMA + records.SCHEMA)
         except BaseException:
@@ -211,6 +212,13 @@ class SQLiteBackend:
             if watching and self._watcher is not None:
                 self._watcher.leave(receiver=True)
             self._notifier.unsubscribe(event)
+
+    def _others_version(self) -> int:
+        """``PRAGMA data_version`` of this backend's connection: it changes when
+        any other connection commits (another process, another backend object),
+        never with this backend's own commits (the watcher's readers need a
+        check only then)."""
+        return self._db.read(lambda conn: int(conn.execute("PRAGMA data_version").fetchone()[0]))
 
     def _changed_queues(self, conn: sqlite3.Connection, waited_on: set[str]) -> set[str]:
         """Of the queues receivers wait on, those another commit may have given a

@@ -104,10 +104,15 @@ class Watcher:
         poll_interval: float,
         receivers: tuple[Notifier, ChangedQueues] | None = None,
         bell: Doorbell | None = None,
+        others_version: Callable[[], int] | None = None,
     ) -> None:
         self._conn = conn
         self._wal = path + "-wal"
         self._records = RecordChanges(readers)
+        # Changes when a connection other than the backend's own commits: its
+        # value at the readers' last check (see _notify).
+        self._others_version = others_version
+        self._readers_version: int | None = None
         self._receivers = receivers
         self._interval = poll_interval
         self._fast = min(0.001, poll_interval)
@@ -277,7 +282,8 @@ class Watcher:
         self.events += 1
         if any(e.mask & _LOST_FLAGS for e in events):
             self._watch()  # the WAL was deleted or replaced: watch the new one
-        # Readers now; receivers once the commit is visible (_settle), as their
+        # Readers now (their check reads nothing unless a commit is visible
+        # already); receivers once the commit is visible (_settle), as their
         # check would read the old state.
         self._notify(receivers=False)
         self._settle()
@@ -342,9 +348,36 @@ class Watcher:
             return records.read_versions(self._conn, table, keys)
 
     def _notify(self, receivers: bool = True) -> None:
-        self._records.check(self._read_versions)
+        self._check_readers()
         if self._receivers is None or not receivers:
             return
+        self._check_receivers()
+
+    def _check_readers(self) -> None:
+        """Wake the readers whose record another connection's commit changed.
+
+        Their records' versions are read only if another connection committed
+        since the last check: ``PRAGMA data_version`` of the backend's own
+        connection (``others_version``) changes with every commit but its own,
+        whose readers it woke itself. So the server's own commits (each one a
+        file event here) cost parked readers no query; a foreign commit costs
+        one. Records not looked at yet are read either way (a new reader's
+        first look). A check reads that version before the records, so a
+        commit between the two is caught by the next check, which its own
+        file event brings."""
+        if not self._records.waited():
+            self._records.notify_untopical()  # no record waited on: nothing to read
+            return
+        try:
+            version = self._others_version() if self._others_version else self._version()
+        except Exception:  # closed meanwhile: read them all
+            version = None
+        unchanged = version is not None and version == self._readers_version
+        self._readers_version = version
+        self._records.check(self._read_versions, only_new=unchanged)
+
+    def _check_receivers(self) -> None:
+        assert self._receivers is not None
         notifier, changed_queues = self._receivers
         waited_on = _queues(notifier)
         if not waited_on:
