@@ -69,9 +69,9 @@ def _fill(db: Path, others: int) -> None:
 def _tokens(path: Path) -> Path:
     from agentq.server.auth import hash_token
 
-    path.write_text("\n".join(
-        f'[[tokens]]\nname = "{name}"\nscopes = {json.dumps(scopes)}\n'
-        f'sha256 = "{hash_token(token)}"\n' for token, (name, scopes) in TOKENS.items()))  # fmt: skip
+    entries = [f'[[tokens]]\nname = "{name}"\nscopes = {json.dumps(scopes)}\n'
+               f'sha256 = "{hash_token(token)}"\n' for token, (name, scopes) in TOKENS.items()]
+    path.write_text("\n".join(entries))
     return path
 
 
@@ -126,7 +126,8 @@ def main() -> None:
             medians: dict[str, dict[str, list[float]]] = {k: {"small": [], "large": []}
                                                           for k in KINDS}  # fmt: skip
             shown: dict[str, dict[str, int]] = {k: {} for k in KINDS}
-            clients = {n: httpx.Client(base_url=url, timeout=120) for n, (_, url) in servers.items()}
+            clients = {name: httpx.Client(base_url=url, timeout=120)
+                       for name, (_, url) in servers.items()}  # fmt: skip
             for _ in range(args.rounds):
                 for kind, (token, params) in KINDS.items():
                     times: dict[str, list[float]] = {"small": [], "large": []}
