@@ -5,9 +5,9 @@ Not part of the test run. Usage, from the project's virtual environment:
 
     python tests/bench/waiter_herd.py --rounds 5
 
-Each run starts a fresh ``agentq serve`` process (``--insecure-local``, a SQLite
-file of its own, the refund bot's tools and policies), enqueues the tasks the
-waiters will wait on, parks ``--waiters`` long-polls on them (``Prefer:
+Each run makes a SQLite file with the tasks the waiters will wait on, starts a
+fresh ``agentq serve`` process on it (``--insecure-local``, the refund bot's
+tools and policies), parks ``--waiters`` long-polls on them (``Prefer:
 wait=120``, each on its own task, from one asyncio client), then times
 ``--enqueues`` enqueues one after another from another client, and stops the
 server. Runs with and without waiters alternate (a shared machine's speed moves
@@ -67,17 +67,30 @@ def _refund(order: str) -> dict[str, object]:
     return {"args": {"order_id": order, "amount": 30}}
 
 
-async def _parked(url: str, count: int) -> list[asyncio.Task[httpx.Response]]:
-    """``count`` long-polls, each on a task of its own, parked on the server."""
+def _targets(folder: Path, count: int) -> list[str]:
+    """``count`` tasks for the waiters, made before the server starts (in one
+    transaction: no HTTP client reuses a connection the server closed meanwhile)."""
+    from agentq import Runtime
+
+    rt = Runtime(f"sqlite:///{folder / 'herd.db'}", tools=ROOT / "tools",
+                 policies=ROOT / "policies")  # fmt: skip
+    try:
+        made = rt.transact(lambda tx: [
+            tx.enqueue("execute_refund", {"order_id": f"w{i}", "amount": 30}).task_id
+            for i in range(count)])  # fmt: skip
+    finally:
+        rt.close()
+    return list(made)
+
+
+async def _parked(url: str, targets: list[str]) -> list[asyncio.Task[httpx.Response]]:
+    """One long-poll on each of ``targets``, parked on the server."""
+    count = len(targets)
     limits = httpx.Limits(max_connections=count + 10, max_keepalive_connections=count + 10)
     client = httpx.AsyncClient(base_url=url, timeout=600, limits=limits)
-    tasks = []
-    for i in range(count):
-        made = await client.post("/v1/tools/execute_refund/actions", json=_refund(f"w{i}"))
-        task_id = made.json()["task_id"]
-        tasks.append(asyncio.ensure_future(
-            client.get(f"/v1/tasks/{task_id}", headers={"Prefer": "wait=120"})))  # fmt: skip
-    await asyncio.sleep(1.0)  # let the last ones reach the server and park
+    tasks = [asyncio.ensure_future(client.get(f"/v1/tasks/{t}", headers={"Prefer": "wait=120"}))
+             for t in targets]  # fmt: skip
+    await asyncio.sleep(2.0)  # let them reach the server and park
     still = sum(not t.done() for t in tasks)
     if still != count:
         raise RuntimeError(f"only {still} of {count} long-polls stayed parked")
@@ -96,11 +109,12 @@ async def _timed_enqueues(url: str, count: int) -> float:
 def one_run(waiters: int, enqueues: int, plain: bool) -> float:
     """Seconds for ``enqueues`` enqueues with ``waiters`` parked long-polls."""
     with tempfile.TemporaryDirectory(prefix="agentq-herd-") as tmp:
+        targets = _targets(Path(tmp), waiters)
         proc, url = _start(Path(tmp), plain)
         try:
 
             async def run() -> float:
-                parked = await _parked(url, waiters) if waiters else []
+                parked = await _parked(url, targets) if waiters else []
                 took = await _timed_enqueues(url, enqueues)
                 for task in parked:
                     task.cancel()
