@@ -107,6 +107,9 @@ class Listener:
         self._checker: threading.Thread | None = None
         #: Set once the first LISTEN is in place (a test's signal; receivers poll anyway).
         self.listening = threading.Event()
+        #: Notifications handled, and those another process sent (tests' signals).
+        self.heard = 0
+        self.foreign = 0
 
     def start(self) -> None:
         """Start listening if not yet started (idempotent, cheap when running)."""
@@ -179,7 +182,9 @@ class Listener:
                 queues, own = _parse(note.payload)
                 self._receivers.notify(queues or None)
                 if not own:
+                    self.foreign += 1
                     self._check.set()
+                self.heard += 1
                 if self._stop.is_set():
                     return
             if time.monotonic() - checked >= _CHECK_SECONDS:
