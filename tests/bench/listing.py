@@ -19,7 +19,7 @@ machine's speed moves). Kinds:
   the ledger in the database, past rows that do not match).
 
 Prints per kind the median milliseconds at each size (min-max over the
-rounds' medians) and the ratio large/small.
+rounds' medians) and the median (and range) of the rounds' ratios large/small.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=1000)
     parser.add_argument("--large", type=int, default=100_000)
     parser.add_argument("--requests", type=int, default=21)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agentq-listing-") as tmp:
         folder = Path(tmp)
@@ -131,8 +131,9 @@ def main() -> None:
             for _ in range(args.rounds):
                 for kind, (token, params) in KINDS.items():
                     times: dict[str, list[float]] = {"small": [], "large": []}
-                    for _ in range(args.requests):
-                        for name in ("small", "large"):
+                    for i in range(args.requests):
+                        # Alternating which goes first, too.
+                        for name in ("small", "large") if i % 2 else ("large", "small"):
                             took, count = _timed(clients[name], token, params)
                             times[name].append(took)
                             shown[kind][name] = count
@@ -148,12 +149,16 @@ def main() -> None:
                               "requests": args.requests, "rounds": args.rounds}  # fmt: skip
     for kind, by_size in medians.items():
         small, large = statistics.median(by_size["small"]), statistics.median(by_size["large"])
+        # Each round's ratio of its two medians (the machine's speed moves between rounds).
+        ratios = [lg / sm for sm, lg in zip(by_size["small"], by_size["large"], strict=True)]
         report[kind] = {
             "small_ms": round(small, 2), "small_range": [round(min(by_size["small"]), 2),
                                                          round(max(by_size["small"]), 2)],
             "large_ms": round(large, 2), "large_range": [round(min(by_size["large"]), 2),
                                                          round(max(by_size["large"]), 2)],
-            "ratio": round(large / small, 2), "tasks_shown": shown[kind],
+            "ratio_median": round(statistics.median(ratios), 2),
+            "ratio_range": [round(min(ratios), 2), round(max(ratios), 2)],
+            "tasks_shown": shown[kind],
         }  # fmt: skip
     print(json.dumps(report, indent=2))
 
