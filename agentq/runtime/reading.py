@@ -49,6 +49,24 @@ def _with_default(values: Iterable[str], default: str) -> list[str | None]:
     return [*wanted, None] if default in wanted else wanted
 
 
+def _chunk(
+    backend: Backend,
+    table: str,
+    want: int | None,
+    after: str,
+    newest_first: bool,
+    where: dict[str, list[str | None]],
+) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
+    """The next ``want`` records of a listing (a chunk of :data:`SCAN_PAGE`
+    without), and whether more follow: one more is read to know."""
+    size = SCAN_PAGE if want is None else want
+    rows = backend.list_records(
+        table, limit=size if want is None else size + 1, after=after,
+        descending=newest_first, where=where or None,
+    )  # fmt: skip
+    return rows[:size], len(rows) > size or (want is None and len(rows) == size)
+
+
 def task_info(rec: dict[str, Any], read: payloads.Reader) -> TaskInfo:
     """A ledger record as a :class:`TaskInfo`, with its out-of-band arguments
     read (none if an earlier release deleted them with the task's end)."""
@@ -170,15 +188,8 @@ class ReadingMixin(RuntimeCore):
         found: list[TaskInfo] = []
         cursor = after or ""
         while True:
-            # A page and one more (is there a next page?), or a scan's chunk.
-            want = SCAN_PAGE if limit is None else limit - len(found)
-            ask = SCAN_PAGE if limit is None else want + 1
-            rows = self.backend.list_records(
-                Tables.TASKS, limit=ask, after=cursor, descending=newest_first,
-                where=where or None,
-            )  # fmt: skip
-            more = len(rows) > want or (limit is None and len(rows) == ask)
-            rows = rows[:want]
+            rows, more = _chunk(self.backend, Tables.TASKS, None if limit is None
+                                else limit - len(found), cursor, newest_first, where)  # fmt: skip
             read = _payload_reader(self.backend, [v for _, v in rows])
             for key, value in rows:
                 cursor = key
@@ -230,22 +241,13 @@ class ReadingMixin(RuntimeCore):
         found: list[ApprovalInfo] = []
         cursor = after or ""
         while True:
-            # A page and one more (is there a next page?), or a scan's chunk.
-            want = SCAN_PAGE if limit is None else limit - len(found)
-            ask = SCAN_PAGE if limit is None else want + 1
-            rows = self.backend.list_records(
-                Tables.APPROVALS, limit=ask, after=cursor, descending=newest_first,
-                where=where or None,
-            )  # fmt: skip
-            more = len(rows) > want or (limit is None and len(rows) == ask)
-            for key, value in rows[:want]:
+            rows, more = _chunk(self.backend, Tables.APPROVALS, limit, cursor, newest_first, where)
+            for key, value in rows:
                 cursor = key
                 version = approval_events.version(value)
                 found.append(ApprovalInfo.model_validate({**value, "version": version}))
-            if not more:
-                return ApprovalPage(found, None)
-            if limit is not None and len(found) >= limit:
-                return ApprovalPage(found, cursor)
+            if not more or limit is not None:  # no filter here drops any: the page is full
+                return ApprovalPage(found, cursor if more else None)
 
     def decidable_by(self, by: str, approvals: Iterable[ApprovalInfo]) -> set[str]:
         """The ids of ``approvals`` whose rule lets ``by`` decide them (at their
