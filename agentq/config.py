@@ -13,6 +13,10 @@
     [settings]              # handed to tool handlers
     payments_url = "https://payments.example.com"
 
+    [servers]               # agentq serve, ui, mcp --transport http, worker --metrics-port
+    header_timeout = 10     # seconds to send a request's line and headers
+    max_waits_per_principal = 100
+
 Every path is relative to the file: ``tools``, ``policies`` and the path of a
 ``sqlite:///`` URL in ``db``. Command-line flags win over the file; the
 ``AGENTQ_DB`` environment variable wins over the file's ``db``.
@@ -31,7 +35,10 @@ from agentq.policies import parse_duration
 from agentq.retention import RetentionValue, parse_retention
 from agentq.tomlfiles import read_toml, validation_problems
 
-__all__ = ["Config", "load_config"]
+__all__ = ["CONFIG_FILE", "Config", "ServerLimits", "load_config", "load_given_config"]
+
+#: The config file read from the working directory when ``--config`` is not given.
+CONFIG_FILE = "agentq.toml"
 
 
 class _Section(BaseModel):
@@ -79,6 +86,35 @@ class _Section(BaseModel):
         return None if v is None else parse_retention(v, parse_duration)
 
 
+class ServerLimits(BaseModel):
+    """What the HTTP servers (``agentq serve``, ``agentq ui``, ``agentq mcp
+    --transport http``, ``agentq worker --metrics-port``) allow a client: slow or
+    idle clients are cut off, and no principal parks more than its share of
+    waits (see docs/security.md, "The servers' limits")."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    header_timeout: float = Field(default=10.0, ge=0.5, le=300)
+    """Seconds a client has to send a request's line and headers, counted from
+    the connection (or the end of the previous answer); then it is closed (a
+    408 if it sent part of them). uvicorn alone waits for ever."""
+    body_timeout: float = Field(default=30.0, ge=0.5, le=3600)
+    """Seconds a client has to send a request's whole body, counted from the end
+    of its headers; then 408 and the connection is closed."""
+    keep_alive_timeout: float = Field(default=5.0, ge=0.5, le=300)
+    """Seconds an idle keep-alive connection is kept open between requests."""
+    max_connections: int = Field(default=1000, ge=1, le=100_000)
+    """Connections (and requests in progress) one server takes at once; beyond,
+    a request is answered 503. The worker's metrics port holds at most this many
+    idle connections, too."""
+    max_waits_per_principal: int = Field(default=100, ge=1, le=100_000)
+    """``Prefer: wait`` long-polls and event streams one principal may have open
+    at once on one server; one more is answered 429 with ``Retry-After``."""
+    metrics_threads: int = Field(default=4, ge=1, le=64)
+    """Threads that answer the worker's metrics port: a connection holds one only
+    while it sends a request (idle connections wait in a selector)."""
+
+
 class Config(BaseModel):
     """The validated contents of ``agentq.toml``."""
 
@@ -86,6 +122,8 @@ class Config(BaseModel):
 
     agentq: _Section = _Section()
     """The database, tools and policies."""
+    servers: ServerLimits = ServerLimits()
+    """The HTTP servers' limits against slow, idle and numerous clients."""
     settings: dict[str, Any] = {}
     """Any keys, handed to tool handlers as ``ctx.settings`` (API base
     URLs and the like); ``--setting KEY=VALUE`` wins over them."""
@@ -116,6 +154,14 @@ def load_config(path: str | Path = "agentq.toml", *, required: bool = False) -> 
     if section.db is not None:
         section.db = _sqlite_relative_to(section.db, base)
     return config
+
+
+def load_given_config(given: str | Path | None) -> Config:
+    """The config a command uses: ``given`` (``--config``, which must exist), else
+    ``./agentq.toml`` if there is one, else the defaults."""
+    if given is not None:
+        return load_config(given, required=True)
+    return load_config(CONFIG_FILE)
 
 
 def _sqlite_relative_to(url: str, base: Path) -> str:

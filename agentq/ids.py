@@ -29,7 +29,7 @@ from datetime import datetime
 
 from agentq.clock import to_micros
 
-__all__ = ["new_task_id"]
+__all__ = ["new_approval_id", "new_task_id"]
 
 _PREFIX = "tsk_"
 _TAIL_BITS = 72
@@ -88,8 +88,19 @@ def new_task_id(now: datetime | None = None) -> str:
     and none can be worked out from another. Without ``now``,
     all 32 are random (128 bits).
     """
+    return _new_id(_PREFIX, now)
+
+
+def new_approval_id(now: datetime | None = None) -> str:
+    """A new approval id: ``apr_`` and 32 hex digits, made as :func:`new_task_id`
+    makes task ids (with ``now``, they sort by creation time: the newest
+    approvals are one keyset page away)."""
+    return _new_id("apr_", now)
+
+
+def _new_id(prefix: str, now: datetime | None) -> str:
     if now is None:
-        return f"{_PREFIX}{os.urandom(16).hex()}"
+        return f"{prefix}{os.urandom(16).hex()}"
     global _last
     micros = to_micros(now)
     with _last_lock:
@@ -101,4 +112,4 @@ def new_task_id(now: datetime | None = None) -> str:
             # Half the tail space: room to count up from it before the next microsecond.
             tail = _random_tail()
         _last = (micros, tail)
-    return f"{_PREFIX}{micros:014x}{tail:018x}"
+    return f"{prefix}{micros:014x}{tail:018x}"

@@ -21,14 +21,15 @@ Semantics (mirroring Spanner queues):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import re
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 import orjson
 
-from agentq.backends.notify import Wake
+from agentq.backends.notify import RecordTopic, Wake
 from agentq.clock import Clock
 from agentq.spec import Key, QueueSpec
 
@@ -39,6 +40,7 @@ __all__ = [
     "EncodedRecord",
     "Message",
     "QueueStats",
+    "RecordFilter",
     "RedeliveryPolicy",
     "Renewal",
     "StoredRecord",
@@ -49,6 +51,10 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+#: :meth:`Backend.list_records`' filter: field name → the values it may hold
+#: (strings; ``None``: missing or null). Field names are identifiers.
+RecordFilter = Mapping[str, Collection[str | None]]
 
 #: Lease length on receive and on renew; fixed, as in Spanner.
 LEASE_SECONDS = 10.0
@@ -132,6 +138,25 @@ class EncodedRecord(str):
     lock that every other writer waits for."""
 
     __slots__ = ()
+
+
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def check_record_filter(where: RecordFilter | None) -> list[tuple[str, list[str], bool]]:
+    """``where`` as ``(field, string values, whether missing/null matches)``, in a
+    fixed order; a field name that is not an identifier (it is spliced into a JSON
+    path) or a value that is not a string raises ValueError."""
+    out = []
+    for name in sorted(where or {}):
+        if not _FIELD.match(name):
+            raise ValueError(f"record field name {name!r} is not an identifier")
+        values = list((where or {})[name])
+        strings = sorted({v for v in values if v is not None})
+        if any(not isinstance(v, str) for v in strings):
+            raise ValueError(f"values of record field {name!r} must be strings or None")
+        out.append((name, strings, None in values))
+    return out
 
 
 def check_stream_args(max_batch_size: int, max_duration: float) -> None:
@@ -361,10 +386,23 @@ class Backend(Protocol):
         ...
 
     def list_records(
-        self, table: str, prefix: str = "", limit: int | None = None, after: str = ""
+        self,
+        table: str,
+        prefix: str = "",
+        limit: int | None = None,
+        after: str = "",
+        *,
+        descending: bool = False,
+        where: RecordFilter | None = None,
     ) -> list[tuple[str, dict[str, Any]]]:
-        """Records of a table whose key starts with ``prefix``, in key order;
-        with ``after``, only keys above it (pass a page's last key for the next)."""
+        """Records of a table whose key starts with ``prefix``, in key order
+        (``descending``: from the highest key down); with ``after``, only keys
+        past it in that order (pass a page's last key for the next page).
+
+        ``where`` keeps only records whose top-level string fields hold one of
+        the values given for them (``None`` among the values: the field is
+        missing or null), checked in the query: ``limit`` counts the records
+        that match, and the ones that do not are never sent back."""
         ...
 
     def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
@@ -380,10 +418,14 @@ class Backend(Protocol):
         database that manages its own storage (Spanner) returns 0."""
         ...
 
-    def subscribe_commits(self, wake: Wake) -> None:
+    def subscribe_commits(self, wake: Wake, record: RecordTopic | None = None) -> None:
         """Call ``wake.set()`` after every commit that may have changed a record:
         this process's, and other processes' unless :attr:`commit_poll_interval`
-        is set. Subscribe before reading, so no commit after the read is missed."""
+        is set. With ``record`` (:func:`~agentq.backends.notify.record_topic`),
+        only after those that may have changed that record: this process's
+        commits that wrote it, and other processes' commits after which it is
+        found changed (a spurious wake-up is allowed, a missed one is not).
+        Subscribe before reading, so no commit after the read is missed."""
         ...
 
     def unsubscribe_commits(self, wake: Wake) -> None:

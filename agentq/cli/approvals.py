@@ -11,12 +11,13 @@ not changed since it was read here).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from typing import Any
 
 from agentq import jsontext
 from agentq.approvals import ApprovalStatus
-from agentq.cli.common import add_db_args, open_ledger
+from agentq.cli.common import add_db_args, open_ledger, positive
 from agentq.cli.exits import EXIT_OK
 from agentq.cli.output import add_format_args, age, emit, print_json
 from agentq.errors import ApprovalNotFound, ConfigError, TaskNotFound
@@ -28,28 +29,33 @@ _OPEN = ("pending", "escalated")
 
 
 def _cmd_approvals(args: argparse.Namespace) -> int:
+    statuses = {"open": _OPEN, "all": None}.get(args.status, (args.status,))
     rt = open_ledger(args)
     try:
         now = rt.clock.now()
-        found = rt.approvals(args.status) if args.status != "open" else [
-            a for a in rt.approvals() if a.status in _OPEN
-        ]  # fmt: skip
-        # An empty inbox says what exists (only when it is empty: it reads them all).
-        others = Counter() if found else Counter(str(a.status) for a in rt.approvals())
+        # One page, the statuses asked for in the query: never every approval.
+        page = rt.approval_page(statuses, limit=args.limit, after=args.after,
+                                newest_first=not args.oldest_first)  # fmt: skip
+        # An empty first page says what exists instead (only then: it reads them all).
+        empty = not page.approvals and args.after is None and not (args.json or args.jsonl)
+        others = Counter(str(a.status) for a in rt.approvals()) if empty else Counter()
     finally:
         rt.close()
-    # Undecided first (the inbox), then the oldest first.
-    found.sort(key=lambda a: (a.status not in _OPEN, a.requested_at))
-    rows = [{**a.model_dump(mode="json"), "age_s": age(now, a.requested_at)} for a in found]
-    if rows or args.json or args.jsonl:
-        emit(args, "approvals", rows, _COLUMNS)
-    else:
+    if empty:
         print(_none_found(args.status, others))
+        return EXIT_OK
+    rows = [{**a.model_dump(mode="json"), "age_s": age(now, a.requested_at)}
+            for a in page.approvals]  # fmt: skip
+    emit(args, "approvals", rows, _COLUMNS, {"next_after": page.next_after})
+    if page.next_after is not None and args.jsonl:
+        print(f"agentq: more approvals: --after {page.next_after}", file=sys.stderr)
     return EXIT_OK
 
 
 def _none_found(status: str, others: Counter[str]) -> str:
     """The inbox's empty state: which approvals there are instead, and how to list them."""
+    if status == "all":
+        return "no approvals yet"
     which = "open (pending or escalated)" if status == "open" else status
     if not others:
         return f"no {which} approvals, and no others"
@@ -136,12 +142,15 @@ def _decide(args: argparse.Namespace, verdict: str) -> int:
 
 def register(sub: Any) -> None:
     """Add ``approvals``, ``approve`` and ``reject``."""
-    inbox = sub.add_parser("approvals", help="approval requests, undecided first")
+    inbox = sub.add_parser("approvals", help="approval requests, newest first, a page at a time")
     inbox.add_argument(
         "--status", default="open",
-        choices=["open", *(s.value for s in ApprovalStatus)],
-        help="open (pending or escalated, the default) or one status",
+        choices=["open", "all", *(s.value for s in ApprovalStatus)],
+        help="open (pending or escalated, the default), all, or one status",
     )  # fmt: skip
+    inbox.add_argument("--limit", type=positive, default=100, help="page size (default 100)")
+    inbox.add_argument("--after", help="the next page: the cursor the last page printed")
+    inbox.add_argument("--oldest-first", action="store_true", help="oldest first instead")
     add_format_args(inbox)
     add_db_args(inbox)
     inbox.set_defaults(func=_cmd_approvals)

@@ -35,6 +35,7 @@ __all__ = [
     "add_actor_arg",
     "add_db_args",
     "add_runtime_args",
+    "args_config",
     "config_retention",
     "find_project",
     "int_in",
@@ -139,14 +140,9 @@ def _settings(pairs: Sequence[str]) -> dict[str, str]:
 
 def args_config(args: argparse.Namespace) -> Config:
     """``--config`` (which must exist), else ``./agentq.toml`` if there is one."""
-    from agentq.config import Config, load_config
+    from agentq.config import load_given_config
 
-    given = getattr(args, "config", None)
-    if given is not None:
-        return load_config(given, required=True)
-    if Path(CONFIG_FILE).exists():
-        return load_config(CONFIG_FILE)
-    return Config()
+    return load_given_config(getattr(args, "config", None))
 
 
 def resolve_db(args: argparse.Namespace, config: Config | None = None) -> str:

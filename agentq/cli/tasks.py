@@ -138,9 +138,11 @@ def _cmd_task(args: argparse.Namespace) -> int:
 def _cmd_tasks(args: argparse.Namespace) -> int:
     rt = open_ledger(args)
     try:
+        status = None if args.status in (None, "all") else args.status
         page = rt.task_page(
-            args.status, tool=args.tool, since=args.since, limit=args.limit, after=args.after
-        )
+            status, tool=args.tool, since=args.since, limit=args.limit, after=args.after,
+            newest_first=not args.oldest_first,
+        )  # fmt: skip
     finally:
         rt.close()
     rows = [t.model_dump(mode="json") for t in page.tasks]
@@ -192,14 +194,15 @@ def register(sub: Any) -> None:
     add_db_args(task)
     task.set_defaults(func=_cmd_task)
 
-    tasks = sub.add_parser("tasks", help="list the ledger, filtered, a page at a time")
-    tasks.add_argument("--status", choices=[s.value for s in TaskStatus],
-                       help="only tasks with this status")  # fmt: skip
+    tasks = sub.add_parser("tasks", help="list the ledger, newest first, a page at a time")
+    tasks.add_argument("--status", choices=[*(s.value for s in TaskStatus), "all"],
+                       help="only tasks with this status (default all)")  # fmt: skip
     tasks.add_argument("--tool", help="only tasks of this tool")
     tasks.add_argument("--since", type=_timestamp, help="only tasks created at or after this time")
     tasks.add_argument("--limit", type=positive, default=100, help="page size (default 100)")
     tasks.add_argument("--after", type=_cursor, metavar="CURSOR",
                        help="the next page: the next_after the last page printed")  # fmt: skip
+    tasks.add_argument("--oldest-first", action="store_true", help="oldest first instead")
     add_format_args(tasks)
     add_db_args(tasks)
     tasks.set_defaults(func=_cmd_tasks)

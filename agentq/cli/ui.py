@@ -17,7 +17,7 @@ import getpass
 import os
 from typing import Any
 
-from agentq.cli.common import add_runtime_args, open_runtime, positive
+from agentq.cli.common import add_runtime_args, args_config, open_runtime, positive
 from agentq.errors import ConfigError
 
 __all__ = ["register"]
@@ -71,6 +71,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     from agentq.console.serve import serve
 
     auth, told, principal = _auth(args)
+    limits = args_config(args).servers  # [servers] of agentq.toml
     rt: Any = open_runtime(args, catalog=True)  # the console runs no tool code
     console = Console(rt, auth=auth, read_only=args.read_only, refresh_seconds=args.refresh)
     mode = " (read-only)" if args.read_only else ""
@@ -87,8 +88,10 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 
     try:
         serve(
-            create_app(console, api=args.api), host=args.host, port=args.port,
-            allow_remote=args.allow_remote, ready=ready,
+            create_app(console, api=args.api,
+                       max_waits_per_principal=limits.max_waits_per_principal),
+            host=args.host, port=args.port, allow_remote=args.allow_remote, ready=ready,
+            limits=limits,
         )  # fmt: skip
     except KeyboardInterrupt:
         pass  # uvicorn stopped cleanly, then re-raised the SIGINT it caught

@@ -73,6 +73,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             metrics = MetricsServer(
                 args.metrics_host, args.metrics_port, worker,
                 healthy=lambda: not stop.is_set(), insecure_local=args.metrics_insecure_local,
+                limits=args_config(args).servers,
             ).start()  # fmt: skip
             log.info("metrics on %s/metrics, health on %s/healthz", metrics.url, metrics.url)
         print(f"agentq worker on {redact_text(str(args.db))}: queues {', '.join(worker.queues)}",

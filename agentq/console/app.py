@@ -171,10 +171,10 @@ class Console:
         flashes = self.sessions.take_flashes(who.session.session_id) if who and who.session else []
         open_approvals = 0
         if who is not None:
-            shown = access.visible_approvals(self.runtime, who.principal, self.runtime.approvals())
-            open_approvals = sum(
-                a.status in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED) for a in shown
-            )
+            waiting = (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED)
+            # Only the open ones are read (their status is in the query), not every approval.
+            found = self.runtime.approval_page(waiting).approvals
+            open_approvals = len(access.visible_approvals(self.runtime, who.principal, found))
         # Relative times on the page are told from this moment (the runtime's clock).
         context.setdefault("now", self.runtime.clock.now())
         html = self.templates.get_template(template).render(
@@ -230,16 +230,21 @@ async def _home(request: Request) -> Response:
     return RedirectResponse(request.url_for("console:overview").path, status_code=303)
 
 
-def create_app(console: Console, *, path: str = "/console", api: bool = False) -> Starlette:
+def create_app(
+    console: Console, *, path: str = "/console", api: bool = False,
+    max_waits_per_principal: int = 100,
+) -> Starlette:  # fmt: skip
     """An app serving the console (``agentq ui``), ``/`` leading to it; with
-    ``api``, the HTTP API's app with the console mounted, behind the same auth."""
+    ``api``, the HTTP API's app with the console mounted, behind the same auth
+    (``max_waits_per_principal``: its cap on open long-polls and event streams)."""
     routes = [Route("/", _home), console_mount(console, path=path)]
     if api:
         from agentq.server.app import create_app as create_api
 
         # A read-only console serves a read-only API: no approve or cancel by /v1.
         return create_api(console.runtime, auth=console.auth, mounts=routes,
-                          read_only=console.read_only)  # fmt: skip
+                          read_only=console.read_only,
+                          max_waits_per_principal=max_waits_per_principal)  # fmt: skip
     # Loopback-only authentication admits every local client: not a web page's.
     middleware = [Middleware(LocalOnly)] if console.auth.loopback_only else []
     return Starlette(routes=routes, middleware=middleware)

@@ -73,16 +73,19 @@ def routes(console: Console) -> list[Route]:
         status, tool, search = q.get("status", ""), q.get("tool", ""), q.get("q", "")
         if status and status not in {s.value for s in TaskStatus}:
             return console.message(request, who, 400, f"unknown status {status!r}")
+        after = q.get("after") or None
         # The runtime's own tasks (timers, notices) only on request, and only to
         # those who may see them at all (operate, admin): docs/security.md.
         internal = q.get("internal") == "1" and access.sees_all(who.principal)
-        rows, matched = views.task_rows(console.runtime, status=status, tool=tool, search=search,
-                                        principal=who.principal, internal=internal)  # fmt: skip
-        tools = sorted({t.tool for t in access.visible_tasks(
-            who.principal, console.runtime.tasks(), internal=internal)})  # fmt: skip
+        # One page (the filters in the query, a keyset cursor): never the whole ledger.
+        rows, next_after = views.task_rows(console.runtime, status=status, tool=tool,
+                                           search=search, principal=who.principal,
+                                           internal=internal, after=after)  # fmt: skip
+        tools = sorted(t.name for t in console.runtime.known_tools()  # not the ledger
+                       if internal or not console.runtime.is_internal(t.name))  # fmt: skip
         return console.render(
-            request, "tasks.html", who, rows=rows, matched=matched, status=status, tool=tool,
-            search=search, statuses=[s.value for s in TaskStatus], tools=tools,
+            request, "tasks.html", who, rows=rows, next_after=next_after, status=status,
+            tool=tool, search=search, statuses=[s.value for s in TaskStatus], tools=tools,
             internal=internal, may_see_internal=access.sees_all(who.principal),
         )  # fmt: skip
 

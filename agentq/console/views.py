@@ -19,7 +19,11 @@ from agentq.ledger import Tables, TaskInfo, TaskStatus
 from agentq.redact import REDACTED, is_secret_name, redact_data, redact_text
 from agentq.runtime import Runtime
 from agentq.server import access
-from agentq.server.auth import Principal
+from agentq.server.auth import Principal, Scope
+
+#: The statuses of an approval that waits for a decision, and of a decided one.
+OPEN_STATUSES = (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED)
+DECIDED_STATUSES = tuple(s for s in ApprovalStatus if s not in OPEN_STATUSES)
 
 __all__ = [
     "approval_inbox",
@@ -40,6 +44,10 @@ TASK_PAGE = 200
 DECIDED_SHOWN = 50
 #: Longest search text accepted (longer is cut).
 SEARCH_CHARS = 200
+#: Most tasks a searching page looks at (the next page goes on from there).
+SEARCH_SCAN = 2000
+#: Most open approvals the inbox shows (longest waiting first).
+OPEN_SHOWN = 200
 
 
 def shown(value: Any) -> Any:
@@ -117,24 +125,58 @@ def task_rows(
     limit: int = TASK_PAGE,
     principal: Principal | None = None,
     internal: bool = True,
-) -> tuple[list[TaskInfo], int]:
-    """Tasks matching the filters, newest first, at most ``limit``; and how many matched.
+    after: str | None = None,
+) -> tuple[list[TaskInfo], str | None]:
+    """A page of the tasks matching the filters, newest first, at most ``limit``;
+    and the cursor of the next page (``None`` after the last).
 
+    Status, tool and what ``principal`` may see (:mod:`agentq.server.access`)
+    are part of the query: the page reads what it shows, not the ledger.
     ``search`` matches (case-insensitively) the id, tool, error, approval id,
-    keys and the arguments' JSON text. An unknown ``status`` raises ValueError.
-    With ``principal``, only the tasks it may see (:mod:`agentq.server.access`);
-    ``internal=False`` leaves out the runtime's own (timers, notices, webhooks).
+    keys and the arguments' JSON text; it is checked here, over at most
+    :data:`SEARCH_SCAN` tasks a page (the cursor then goes on from the last one
+    looked at). ``internal=False`` leaves out the runtime's own tasks (timers,
+    notices, webhooks). An unknown ``status`` raises ValueError.
     """
-    tasks = rt.tasks(TaskStatus(status) if status else None, tool=tool or None)
-    if principal is not None:
-        tasks = access.visible_tasks(principal, tasks, internal=internal)
-    elif not internal:
-        tasks = [t for t in tasks if not access.is_internal(t)]
+    wanted = TaskStatus(status) if status else None
+    sees_all = principal is None or access.sees_all(principal)
+    query: dict[str, Any] = {"tool": tool or None, "newest_first": True,
+             "kinds": None if sees_all and internal else ("action",),
+             "owner": None if sees_all or principal is None else principal.name}  # fmt: skip
     needle = search.strip().lower()[:SEARCH_CHARS]
-    if needle:
-        tasks = [t for t in tasks if _matches(t, needle)]
-    tasks.reverse()
-    return tasks[:limit], len(tasks)
+    if not needle:
+        page = rt.task_page(wanted, limit=limit, after=after, **query)
+        shown = page.tasks
+        if principal is not None:
+            shown = access.visible_tasks(principal, shown, internal=internal)
+        return shown, page.next_after
+    found, cursor = _search(rt, needle, wanted, query, limit, after)
+    if principal is not None:
+        found = access.visible_tasks(principal, found, internal=internal)
+    return found, cursor
+
+
+def _search(
+    rt: Runtime, needle: str, status: TaskStatus | None, query: dict[str, Any], limit: int,
+    after: str | None,
+) -> tuple[list[TaskInfo], str | None]:  # fmt: skip
+    """Up to ``limit`` tasks matching ``needle`` among the next :data:`SEARCH_SCAN`
+    after ``after``; and where the next page goes on (``None``: the ledger's end)."""
+    found: list[TaskInfo] = []
+    cursor, looked = after, 0
+    while True:
+        page = rt.task_page(status, limit=min(SEARCH_SCAN - looked, 500), after=cursor, **query)
+        for task in page.tasks:
+            looked += 1
+            cursor = task.task_id
+            if _matches(task, needle):
+                found.append(task)
+                if len(found) == limit:
+                    return found, cursor
+        if page.next_after is None:
+            return found, None
+        if looked >= SEARCH_SCAN:
+            return found, cursor
 
 
 def task_detail(rt: Runtime, task_id: str, principal: Principal | None = None) -> dict[str, Any]:
@@ -167,18 +209,23 @@ def approval_inbox(
     rt: Runtime, principal: Principal | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Open approvals (pending or escalated), longest waiting first; and the
-    most recently decided ones, newest first (with ``principal``, those it may see)."""
-    approvals = rt.approvals()
+    most recently requested decided ones, the latest decision first (with
+    ``principal``, those it may see). Each is one page of the statuses asked
+    for (:data:`OPEN_SHOWN`, :data:`DECIDED_SHOWN`): never every approval."""
+    # A principal that neither sees all nor approves sees only its own: in the query.
+    own = principal is not None and not (
+        access.sees_all(principal) or principal.may(Scope.APPROVE)
+    )
+    owner = principal.name if own and principal is not None else None
+    open_ = rt.approval_page(OPEN_STATUSES, limit=OPEN_SHOWN, owner=owner).approvals
+    decided = rt.approval_page(DECIDED_STATUSES, limit=DECIDED_SHOWN, newest_first=True,
+                               owner=owner).approvals  # fmt: skip
     if principal is not None:
-        approvals = access.visible_approvals(rt, principal, approvals)
-    waiting = (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED)
+        open_ = access.visible_approvals(rt, principal, open_)
+        decided = access.visible_approvals(rt, principal, decided)
     far_past = datetime.min.replace(tzinfo=UTC)
-    decided = sorted(
-        (a for a in approvals if a.status not in waiting),
-        key=lambda a: a.decided_at or far_past,
-        reverse=True,
-    )[:DECIDED_SHOWN]
-    open_ = [a for a in approvals if a.status in waiting]
+    open_.sort(key=lambda a: a.requested_at)  # key order is creation order but on Spanner
+    decided.sort(key=lambda a: a.decided_at or far_past, reverse=True)
     return (
         [{"approval": a, "args": pretty(a.args)} for a in open_],
         [{"approval": a, "args": pretty(a.args)} for a in decided],

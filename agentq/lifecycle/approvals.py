@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -29,6 +28,7 @@ from agentq.errors import (
     ApproverNotAllowed,
     SelfApprovalRefused,
 )
+from agentq.ids import new_approval_id
 from agentq.ledger import Tables
 from agentq.lifecycle import approval_timers, tasks
 from agentq.lifecycle.states import Event, next_approval_state
@@ -67,7 +67,8 @@ def request(
     """Record a call that waits for a human, with its notification and timers
     (``plan``: :func:`~agentq.lifecycle.approval_timers.plan`); ``created_by``
     asked for it (the four-eyes rule of :func:`decide`)."""
-    approval_id = f"apr_{os.urandom(16).hex()}"
+    # Ordered by creation where keys may grow with time (listings page newest first).
+    approval_id = new_approval_id(tx.now if env.backend.ordered_keys else None)
     next_approval_state(approval_id, None, Event.REQUEST_APPROVAL)
     task = tasks.create(
         env, tx, tool=tool, queue=queue, args=args, kind="action",

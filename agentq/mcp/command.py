@@ -63,13 +63,16 @@ def register(
             finally:
                 rt.close()
             return 0
+        from agentq.config import load_given_config
+
         auth = transports.load_authenticator(args.tokens, args.insecure_local, args.host)
+        limits = load_given_config(args.config).servers  # [servers] of agentq.toml
         import uvicorn  # noqa: F401  (before the runtime opens: a missing extra is told first)
 
         rt = open_runtime(args, catalog=True)  # no tool code runs here
         try:
             transports.serve_http(
-                rt, auth, host=args.host, port=args.port, wait_seconds=args.wait
+                rt, auth, host=args.host, port=args.port, wait_seconds=args.wait, limits=limits
             )
         finally:
             rt.close()

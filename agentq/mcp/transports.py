@@ -19,6 +19,7 @@ from mcp.server.context import ServerRequestContext
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agentq.config import ServerLimits
 from agentq.errors import ConfigError
 from agentq.mcp.server import PrincipalLookup, build_server
 from agentq.mcp.sessions import SessionOwners
@@ -92,9 +93,11 @@ def serve_http(
     port: int,
     wait_seconds: float = 1.0,
     path: str = "/mcp",
+    limits: ServerLimits | None = None,
 ) -> None:
-    """Serve streamable HTTP with uvicorn until interrupted; once the port is
-    bound, tell the endpoint's URL (path included) on stderr."""
+    """Serve streamable HTTP with uvicorn until interrupted, with ``limits``
+    against slow and idle clients (:mod:`agentq.server.limits`); once the port
+    is bound, tell the endpoint's URL (path included) on stderr."""
     import sys
 
     from agentq.server.listen import bind, run, url_of
@@ -102,7 +105,7 @@ def serve_http(
     app = http_app(rt, auth, host=host, wait_seconds=wait_seconds, path=path)
     sock = bind(host, port)
     print(f"agentq mcp: serving on {url_of(host, sock, path)}", file=sys.stderr, flush=True)
-    run(app, sock)
+    run(app, sock, limits)
 
 
 def run_stdio(rt: Runtime, principal: Principal, *, wait_seconds: float = 1.0) -> None:

@@ -29,13 +29,14 @@ from agentq.runtime.dead_letter_queue import REPLAY_REFUSALS, DeadLettersMixin, 
 from agentq.runtime.decisions import DecisionsMixin, Submission
 from agentq.runtime.operations import OperationsMixin
 from agentq.runtime.reading import SCAN_PAGE as SCAN_PAGE  # the page size, as before
-from agentq.runtime.reading import ReadingMixin, TaskPage
+from agentq.runtime.reading import ApprovalPage, ReadingMixin, TaskPage
 from agentq.runtime.retention import PruneReport, RetentionMixin
 from agentq.runtime.schedules import ScheduleInfo, SchedulesMixin
 
 __all__ = [
     "ESCALATION_QUEUE",
     "REPLAY_REFUSALS",
+    "ApprovalPage",
     "Decision",
     "PruneReport",
     "ReplayReport",

@@ -3,7 +3,7 @@ the audit log. Nothing here writes."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,10 +16,11 @@ from agentq.ledger import Tables, TaskInfo, TaskStatus
 from agentq.lifecycle import approval_timers, audit, payloads
 from agentq.lifecycle import approvals as approval_events
 from agentq.lifecycle.audit import AuditEntry
+from agentq.lifecycle.tasks import LOCAL
 from agentq.notebook.html import ApprovalList, TaskList
 from agentq.runtime.core import RuntimeCore
 
-#: Ledger records read per query by :meth:`Runtime.task_page`.
+#: Ledger records read per query by :meth:`Runtime.task_page` without a ``limit``.
 SCAN_PAGE = 500
 
 
@@ -30,6 +31,40 @@ class TaskPage:
 
     tasks: list[TaskInfo]
     next_after: str | None
+
+
+@dataclass
+class ApprovalPage:
+    """One page of :meth:`Runtime.approval_page`: the approvals, and the cursor of
+    the next page (``None`` when there are no more)."""
+
+    approvals: list[ApprovalInfo]
+    next_after: str | None
+
+
+def _with_default(values: Iterable[str], default: str) -> list[str | None]:
+    """Filter values for a field that older records may lack: a missing field
+    reads as ``default``, so asking for ``default`` takes the missing ones too."""
+    wanted: list[str | None] = list(values)
+    return [*wanted, None] if default in wanted else wanted
+
+
+def _chunk(
+    backend: Backend,
+    table: str,
+    want: int | None,
+    after: str,
+    newest_first: bool,
+    where: dict[str, list[str | None]],
+) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
+    """The next ``want`` records of a listing (a chunk of :data:`SCAN_PAGE`
+    without), and whether more follow: one more is read to know."""
+    size = SCAN_PAGE if want is None else want
+    rows = backend.list_records(
+        table, limit=size if want is None else size + 1, after=after,
+        descending=newest_first, where=where or None,
+    )  # fmt: skip
+    return rows[:size], len(rows) > size or (want is None and len(rows) == size)
 
 
 def task_info(rec: dict[str, Any], read: payloads.Reader) -> TaskInfo:
@@ -120,34 +155,53 @@ class ReadingMixin(RuntimeCore):
         since: datetime | None = None,
         limit: int | None = None,
         after: str | None = None,
+        newest_first: bool = False,
+        kinds: Collection[str] | None = None,
+        owner: str | None = None,
     ) -> TaskPage:
-        """One page of the ledger in key order (creation order on SQLite, whose
-        task ids grow with time; any fixed order on Spanner), filtered as in
-        :meth:`tasks`. Pass the page's ``next_after`` as ``after`` for the next
-        page; it is ``None`` after the last. The ledger is read
+        """One page of the ledger in key order (creation order on SQLite and
+        PostgreSQL, whose task ids grow with time; any fixed order on Spanner),
+        ``newest_first`` from the other end, filtered as in :meth:`tasks` and to
+        the ``kinds`` of task (``"action"``: the callers' own, not the runtime's
+        timers and notices) and the tasks ``owner`` created. Pass the page's
+        ``next_after`` as ``after`` for the next page; it is ``None`` after the
+        last.
+
+        The filters (but ``since``) are part of the query: a page of ``limit``
+        reads ``limit + 1`` records (the one more says whether a next page
+        exists), however large the ledger; without ``limit`` the ledger is read
         :data:`SCAN_PAGE` records at a time, never all at once."""
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
-        wanted = None if status is None else TaskStatus(status)
+        where: dict[str, list[str | None]] = {}
+        if status is not None:
+            where["status"] = [TaskStatus(status).value]
+        if tool is not None:
+            where["tool"] = [tool]
+        if kinds is not None:
+            where["kind"] = _with_default(kinds, "action")
+        if owner is not None:
+            where["created_by"] = _with_default([owner], LOCAL)
+        # Ids grow with time here: newest first, the first task older than
+        # ``since`` ends the listing.
+        since_ends = since is not None and newest_first and self.backend.ordered_keys
         found: list[TaskInfo] = []
         cursor = after or ""
-        while limit is None or len(found) < limit:
-            rows = self.backend.list_records(Tables.TASKS, limit=SCAN_PAGE, after=cursor)
+        while True:
+            rows, more = _chunk(self.backend, Tables.TASKS, None if limit is None
+                                else limit - len(found), cursor, newest_first, where)  # fmt: skip
             read = _payload_reader(self.backend, [v for _, v in rows])
             for key, value in rows:
                 cursor = key
                 task = task_info(value, read)
-                if (
-                    (wanted is None or task.status == wanted)
-                    and (tool is None or task.tool == tool)
-                    and (since is None or task.created_at >= since)
-                ):
+                if since is None or task.created_at >= since:
                     found.append(task)
-                    if limit is not None and len(found) == limit:
-                        return TaskPage(found, key)
-            if len(rows) < SCAN_PAGE:
+                elif since_ends:
+                    return TaskPage(found, None)
+            if not more:
                 return TaskPage(found, None)
-        return TaskPage(found, cursor)
+            if limit is not None and len(found) >= limit:
+                return TaskPage(found, cursor)
 
     def approval(self, approval_id: str) -> ApprovalInfo:
         """One approval request."""
@@ -158,14 +212,42 @@ class ReadingMixin(RuntimeCore):
 
     def approvals(self, status: ApprovalStatus | str | None = None) -> list[ApprovalInfo]:
         """Approval requests, optionally filtered by status (a list that shows as a
-        table in a notebook)."""
-        out = [
-            ApprovalInfo.model_validate({**v, "version": approval_events.version(v)})
-            for _, v in self.backend.list_records(Tables.APPROVALS)
-        ]
-        if status is not None:
-            out = [a for a in out if a.status == ApprovalStatus(status)]
-        return ApprovalList(sorted(out, key=lambda a: a.requested_at))
+        table in a notebook); only those of ``status`` are read."""
+        statuses = None if status is None else [ApprovalStatus(status)]
+        page = self.approval_page(statuses)
+        return ApprovalList(sorted(page.approvals, key=lambda a: a.requested_at))
+
+    def approval_page(
+        self,
+        statuses: Collection[ApprovalStatus | str] | None = None,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        newest_first: bool = False,
+        owner: str | None = None,
+    ) -> ApprovalPage:
+        """One page of approval requests with one of ``statuses`` (all without),
+        those ``owner`` asked for if given, in key order (creation order on
+        SQLite and PostgreSQL; ``newest_first`` from the other end). Pass the
+        page's ``next_after`` as ``after`` for the next page. The filters are
+        part of the query: a page reads what it shows, and one record more."""
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        where: dict[str, list[str | None]] = {}
+        if statuses is not None:
+            where["status"] = [ApprovalStatus(s).value for s in statuses]
+        if owner is not None:
+            where["created_by"] = _with_default([owner], LOCAL)
+        found: list[ApprovalInfo] = []
+        cursor = after or ""
+        while True:
+            rows, more = _chunk(self.backend, Tables.APPROVALS, limit, cursor, newest_first, where)
+            for key, value in rows:
+                cursor = key
+                version = approval_events.version(value)
+                found.append(ApprovalInfo.model_validate({**value, "version": version}))
+            if not more or limit is not None:  # no filter here drops any: the page is full
+                return ApprovalPage(found, cursor if more else None)
 
     def decidable_by(self, by: str, approvals: Iterable[ApprovalInfo]) -> set[str]:
         """The ids of ``approvals`` whose rule lets ``by`` decide them (at their

@@ -108,6 +108,7 @@ def create_app(
     stream_seconds: float = 300.0,
     read_only: bool = False,
     private_spec: bool = False,
+    max_waits_per_principal: int = 100,
 ) -> Starlette:
     """The HTTP API of ``runtime`` (routes in :mod:`agentq.server`'s docstring).
 
@@ -123,12 +124,15 @@ def create_app(
     (``agentq serve --private-spec``). Every other route needs a token.
     With a loopback-only ``auth`` (``InsecureLocal``) the app also refuses a
     ``Host`` that is no loopback name and a request from another origin
-    (:class:`~agentq.server.local.LocalOnly`).
+    (:class:`~agentq.server.local.LocalOnly`). ``max_waits_per_principal`` caps
+    one principal's open long-polls and event streams (429 with ``Retry-After``
+    beyond).
     """
     if not isinstance(auth, auth_module.Authenticator):
         raise ConfigError("create_app needs auth=TokenAuth(...) (or InsecureLocal() on loopback)")
     state = ServerState(runtime, auth, max_wait=max_wait, stream_seconds=stream_seconds,
-                        private_spec=private_spec)  # fmt: skip
+                        private_spec=private_spec,
+                        max_waits_per_principal=max_waits_per_principal)  # fmt: skip
     routes: list[BaseRoute] = [
         Route("/openapi.json", _openapi_json, methods=["GET"]),
         Route("/docs", _docs, methods=["GET"]),

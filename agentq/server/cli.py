@@ -161,7 +161,10 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
         raise ConfigError(f"--port must be 0-65535 (0: any free port), got {args.port}")
     if not 0 < args.max_wait <= 3600:
         raise ConfigError(f"--max-wait must be in (0, 3600] seconds, got {args.max_wait}")
+    from agentq.config import load_given_config
+
     auth = _auth(args)
+    limits = load_given_config(args.config).servers  # [servers] of agentq.toml
     # Before the runtime opens; a missing module is reported by the CLI (extra="http").
     import uvicorn  # noqa: F401
 
@@ -175,13 +178,14 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
     try:
         # Without a tools folder, the database's recorded tools; a worker runs their code.
         rt = make_runtime(args, catalog=args.worker == 0)
-        app = create_app(rt, auth=auth, max_wait=args.max_wait, private_spec=args.private_spec)
+        app = create_app(rt, auth=auth, max_wait=args.max_wait, private_spec=args.private_spec,
+                         max_waits_per_principal=limits.max_waits_per_principal)  # fmt: skip
         if args.worker > 0:
             worker = rt.worker(concurrency=args.worker)
             worker_thread = threading.Thread(target=worker.run, args=(stop,), name="agentq-worker")
             worker_thread.start()
         print(f"agentq serve: serving on {url_of(args.host, sock)}", file=sys.stderr, flush=True)
-        run(app, sock, lifespan="off")
+        run(app, sock, limits, lifespan="off")
     finally:
         stop.set()
         if worker_thread is not None:

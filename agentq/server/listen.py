@@ -5,16 +5,20 @@ The socket is bound here, before uvicorn starts, so that a port another process
 holds is one :class:`~agentq.errors.ConfigError` (``agentq: error: ...``, exit 2)
 instead of uvicorn's logged error and exit 3 (the CLI's "not found"), so that
 port 0 picks a free port and the address told is the real one, and so that
-nothing says "serving on" before the port is ours.
+nothing says "serving on" before the port is ours. :func:`run` serves with the
+limits against slow and idle clients of :mod:`agentq.server.limits`.
 """
 
 from __future__ import annotations
 
 import errno
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentq.config import ServerLimits
 
 __all__ = ["bind", "run", "url_of"]
 
@@ -38,13 +42,20 @@ def url_of(host: str, sock: socket.socket, path: str = "") -> str:
     return f"http://{_shown(host)}:{sock.getsockname()[1]}{path}"
 
 
-def run(app: Any, sock: socket.socket, **config: Any) -> None:
-    """Serve ``app`` with uvicorn on the bound ``sock`` until SIGINT/SIGTERM;
-    ``config`` goes to :class:`uvicorn.Config` (quiet by default)."""
+def run(app: Any, sock: socket.socket, limits: ServerLimits | None = None, **config: Any) -> None:
+    """Serve ``app`` with uvicorn on the bound ``sock`` until SIGINT/SIGTERM, with
+    ``limits`` (default: :class:`~agentq.config.ServerLimits`' defaults) against
+    slow and idle clients; ``config`` goes to :class:`uvicorn.Config` (quiet by
+    default)."""
     import uvicorn
 
+    from agentq.config import ServerLimits
+    from agentq.server.limits import BodyDeadline, uvicorn_options
+
+    limits = limits if limits is not None else ServerLimits()
     config.setdefault("log_level", "warning")
-    server = uvicorn.Server(uvicorn.Config(app, **config))
+    options = {**uvicorn_options(limits), **config}
+    server = uvicorn.Server(uvicorn.Config(BodyDeadline(app, limits.body_timeout), **options))
     try:
         server.run(sockets=[sock])
     finally:

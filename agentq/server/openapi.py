@@ -140,7 +140,8 @@ def _responses(ok: dict[str, Any], *errors: int) -> dict[str, Any]:
               404: "Not found", 409: "Conflict", 412: "Changed since read",
               413: "Body too large", 415: "Not JSON", 422: "Invalid request",
               428: "Precondition required", 503: "Database unavailable",
-              429: "Too many wrong tokens from this address: wait Retry-After seconds"}  # fmt: skip
+              429: "Too many requests (wrong tokens from this address, or open waits of "
+                   "this principal): wait Retry-After seconds"}  # fmt: skip
     # 429: any request with a token, while its address is locked out (agentq.server.guessing).
     for status in (401, 403, 429, 503, *errors):
         out[str(status)] = {
@@ -307,9 +308,12 @@ def openapi_document(
             {"name": "after", "in": "query", "required": False,
              "description": "the next_after of the previous page",
              "schema": {"type": "string", "pattern": "^tsk_[!-~]{1,196}$"}},
+            {"name": "order", "in": "query", "required": False,
+             "description": "newest first (the default) or oldest first",
+             "schema": {"type": "string", "enum": ["newest", "oldest"], "default": "newest"}},
         ],
-        "responses": _responses({"200": _json("TaskList", "a page of tasks, oldest first")},
-                                400),
+        "responses": _responses({"200": _json("TaskList", "a page of tasks, newest first "
+                                               "unless order=oldest")}, 400),
     }}  # fmt: skip
     paths["/v1/tasks/{task_id}"] = {"get": {
         "operationId": "get_task",
@@ -318,7 +322,7 @@ def openapi_document(
             "description": "wait=N (RFC 7240): answer when the task is final or N s passed",
             "schema": {"type": "string"},
         }],
-        "responses": _responses({"200": _json("TaskInfo", "the task")}, 404),
+        "responses": _responses({"200": _json("TaskInfo", "the task")}, 404, 429),
     }}  # fmt: skip
     paths["/v1/tasks/{task_id}/events"] = {"get": {
         "operationId": "task_events",
@@ -334,7 +338,7 @@ def openapi_document(
                                      {"type": "array", "items": _SSE_EVENT}]},
                 "itemSchema": _SSE_EVENT,
             }},
-        }}, 404),
+        }}, 404, 429),
     }}  # fmt: skip
     paths["/v1/tasks/{task_id}:cancel"] = {"post": {
         "operationId": "cancel_task",

@@ -1,8 +1,9 @@
-"""What every route shares: :class:`ServerState` (from :func:`server_state`)
-and :func:`read_json`."""
+"""What every route shares: :class:`ServerState` (from :func:`server_state`),
+:class:`WaitSlots` and :func:`read_json`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,11 +16,62 @@ from agentq.server.auth import Authenticator
 from agentq.server.openapi import openapi_document
 from agentq.server.problems import Problem
 
-__all__ = ["MAX_BODY_BYTES", "ServerState", "WithState", "read_json", "server_state"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "WAIT_RETRY_SECONDS",
+    "ServerState",
+    "WaitSlots",
+    "WithState",
+    "read_json",
+    "server_state",
+]
 
 #: The largest request body accepted (a task's envelope is at most 64 KiB).
 MAX_BODY_BYTES = 256 * 1024
+#: ``Retry-After`` of a wait refused because its principal has too many open.
+WAIT_RETRY_SECONDS = 5
 _STATE_KEY = "agentq.server"
+
+
+class WaitSlots:
+    """How many long-polls and event streams each principal has open, capped at
+    ``per_principal`` (issue 27 item 10: nothing bounded how many waits one token
+    could park). Used from the event loop's thread only."""
+
+    def __init__(self, per_principal: int) -> None:
+        self.per_principal = per_principal
+        self._open: dict[str, int] = {}
+
+    def open(self, principal: str) -> int:
+        """How many ``principal`` has open now."""
+        return self._open.get(principal, 0)
+
+    def take(self, principal: str) -> Callable[[], None]:
+        """A slot for one more wait of ``principal``, or the 429 problem; call the
+        returned function (once or more: only the first counts) when it ends."""
+        held = self._open.get(principal, 0)
+        if held >= self.per_principal:
+            raise Problem(
+                429, "Too many waits",
+                f"{principal!r} already has {held} long-polls and event streams open here "
+                f"(at most {self.per_principal}); retry once one has ended",
+                headers={"Retry-After": str(WAIT_RETRY_SECONDS)},
+            )  # fmt: skip
+        self._open[principal] = held + 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            left = self._open.get(principal, 1) - 1
+            if left > 0:
+                self._open[principal] = left
+            else:
+                self._open.pop(principal, None)
+
+        return release
 
 
 @dataclass
@@ -34,10 +86,16 @@ class ServerState:
     stream_seconds: float = 300.0
     #: ``/openapi.json`` and ``/docs`` need a token too (else they are public).
     private_spec: bool = False
+    #: Open long-polls and event streams per principal (beyond: 429).
+    max_waits_per_principal: int = 100
     #: Idempotency keys whose first request is being processed right now (409).
     in_flight: set[str] = field(default_factory=set)
     _openapi: dict[str, Any] | None = None
     _openapi_version: tuple[tuple[str, int], ...] = ()
+    waits: WaitSlots = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.waits = WaitSlots(self.max_waits_per_principal)
 
     def openapi(self) -> dict[str, Any]:
         """The OpenAPI document of the tools the runtime knows now (a runtime

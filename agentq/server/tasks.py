@@ -6,9 +6,16 @@
   ``Preference-Applied: wait=N``.
 * ``GET /v1/tasks/{id}/events`` — server-sent events: one ``task`` event with
   the task now and one at each change, ending when it is final.
-* ``GET /v1/tasks?status=&tool=&limit=&after=`` — a page of tasks, oldest first;
-  ``next_after`` in the answer is the ``after`` of the next page (``null``
-  after the last; a page may hold fewer than ``limit``).
+
+A principal may have ``max_waits_per_principal`` long-polls and event streams
+open at once (``[servers]`` in ``agentq.toml``); one more is 429 with
+``Retry-After`` (:class:`~agentq.server.state.WaitSlots`). A waiter is woken
+only by commits that wrote its task (:mod:`agentq.waiting`).
+* ``GET /v1/tasks?status=&tool=&limit=&after=&order=`` — a page of tasks,
+  newest first (``order=oldest``: oldest first); ``next_after`` in the answer
+  is the ``after`` of the next page (``null`` after the last). The filters and
+  what the principal may see are part of the query: a page reads ``limit + 1``
+  tasks however large the ledger.
 * ``POST /v1/tasks/{id}:cancel`` — cancel an unfinished task (409 if final).
 
 Each answers only about tasks the principal may see (its own; everyone's with
@@ -21,9 +28,10 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from sse_starlette import EventSourceResponse
+from starlette import types as asgi
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -35,7 +43,10 @@ from agentq.server.auth import Scope, require, require_any
 from agentq.server.problems import Problem
 from agentq.server.state import server_state
 
-__all__ = ["parse_prefer_wait", "routes"]
+__all__ = ["ORDERS", "parse_prefer_wait", "routes"]
+
+#: ``order=`` of ``GET /v1/tasks``: ``newest`` first (the default) or ``oldest``.
+ORDERS = ("newest", "oldest")
 
 _WAIT = re.compile(r"^\s*wait\s*=\s*\"?(\d{1,6})\"?\s*$", re.IGNORECASE)
 _MAX_ID = 200
@@ -70,11 +81,32 @@ async def get_task(request: Request) -> Response:
     wait = parse_prefer_wait(request.headers.get("prefer"))
     headers = {"Vary": "Prefer"}
     task = await run_in_threadpool(access.task_for, state.runtime, principal, task_id)
-    if wait:
+    if wait and not task.done:
         seconds = min(wait, int(state.max_wait))
-        task = await state.runtime.wait_async(task_id, seconds)
+        release = state.waits.take(principal.name)  # 429 beyond the principal's share
+        try:
+            task = await state.runtime.wait_async(task_id, seconds)
+        finally:
+            release()
         headers["Preference-Applied"] = f"wait={seconds}"
+    elif wait:
+        headers["Preference-Applied"] = f"wait={min(wait, int(state.max_wait))}"
     return JSONResponse(task.model_dump(mode="json"), headers=headers)
+
+
+class _Releasing(Response):
+    """An answer that gives its wait slot back once it has been sent (or the
+    client went away), however its stream ended."""
+
+    def __init__(self, answer: Response, release: Callable[[], None]) -> None:
+        self._answer = answer
+        self._release = release
+
+    async def __call__(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
+        try:
+            await self._answer(scope, receive, send)
+        finally:
+            self._release()
 
 
 async def task_events(request: Request) -> Response:
@@ -83,13 +115,14 @@ async def task_events(request: Request) -> Response:
     task_id = _task_id(request)
     # 404 before the stream starts (also for a task the principal may not see).
     await run_in_threadpool(access.task_for, state.runtime, principal, task_id)
+    release = state.waits.take(principal.name)  # 429 beyond the principal's share
 
     async def events() -> AsyncIterator[dict[str, str]]:
         async for task in state.runtime.task_changes(task_id, state.stream_seconds):
             yield {"event": "task", "id": task.updated_at.isoformat(),
                    "data": task.model_dump_json()}  # fmt: skip
 
-    return EventSourceResponse(events(), ping=15)
+    return _Releasing(EventSourceResponse(events(), ping=15), release)
 
 
 async def list_tasks(request: Request) -> Response:
@@ -113,12 +146,18 @@ async def list_tasks(request: Request) -> Response:
     if after is not None and not _CURSOR.match(after):
         raise Problem(400, "Invalid cursor", "after must be the next_after of an earlier page",
                       errors=[{"parameter": "after", "detail": "not a task cursor"}])  # fmt: skip
-    # One keyset page of the ledger (it is never read whole); the principal's view
-    # of it may be shorter than limit, and next_after still leads on.
+    order = params.get("order", "newest")
+    if order not in ORDERS:
+        raise Problem(400, "Invalid order", f"order must be one of {list(ORDERS)}",
+                      errors=[{"parameter": "order", "detail": "unknown order"}])  # fmt: skip
+    # One keyset page of the ledger, with what the principal may see in the query:
+    # callers' tasks only (never the runtime's timers), its own unless it sees all.
     page = await run_in_threadpool(functools.partial(
         state.runtime.task_page, status, tool=tool, limit=int(limit_text), after=after,
+        newest_first=order == "newest", kinds=("action",),
+        owner=None if access.sees_all(principal) else principal.name,
     ))  # fmt: skip
-    shown = access.visible_tasks(principal, page.tasks)
+    shown = access.visible_tasks(principal, page.tasks)  # the same rule, checked again
     return JSONResponse({"tasks": [t.model_dump(mode="json") for t in shown],
                          "next_after": page.next_after})  # fmt: skip
 

@@ -91,7 +91,9 @@ def test_approvals_approve_reject_and_cancel(project: Path) -> None:
     big_task, other_task = json.loads(big.stdout), json.loads(other.stdout)
     assert big_task["status"] == other_task["status"] == "awaiting_approval"
 
-    inbox = json.loads(agentq("approvals", "--json", cwd=project).stdout)["approvals"]
+    inbox = json.loads(agentq("approvals", "--oldest-first", "--json", cwd=project).stdout)[
+        "approvals"
+    ]  # fmt: skip
     assert [a["task_id"] for a in inbox] == [big_task["task_id"], other_task["task_id"]]
     assert all(a["status"] == "pending" and a["age_s"] >= 0 for a in inbox)
     table = agentq("approvals", cwd=project).stdout

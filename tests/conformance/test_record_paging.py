@@ -32,3 +32,58 @@ def test_pages_of_records_follow_each_other_in_key_order(harness: Harness) -> No
     assert [k for k, _ in b.list_records("ledger", prefix="t0", after="t04")] == ["t05", "t06"]
     assert b.list_records("ledger", after="t06") == []
     assert b.list_records("ledger", after="\udcff") == []
+
+
+@pytest.mark.needs("state")
+def test_pages_from_the_highest_key_down_follow_each_other(harness: Harness) -> None:
+    """``descending``: newest first where keys grow with time (issue 28 item 12)."""
+    b = harness.backend
+    keys = [f"t{i:02d}" for i in range(7)]
+    b.transact(lambda tx: [tx.put_record("ledger", k, {"k": k}) for k in keys])
+    seen: list[str] = []
+    after = ""
+    while True:
+        page = b.list_records("ledger", limit=3, after=after, descending=True)
+        if not page:
+            break
+        assert len(page) <= 3
+        seen += [k for k, _ in page]
+        after = page[-1][0]
+    assert seen == keys[::-1]
+    below = b.list_records("ledger", prefix="t0", after="t02", descending=True)
+    assert [k for k, _ in below] == ["t01", "t00"]
+    assert [k for k, _ in b.list_records("ledger", limit=2, descending=True)] == ["t06", "t05"]
+    assert b.list_records("ledger", after="t00", descending=True) == []
+
+
+@pytest.mark.needs("state")
+def test_a_filter_on_fields_is_part_of_the_page(harness: Harness) -> None:
+    """``where``: only records whose string fields hold one of the values; a page
+    of ``limit`` counts the matches, in either order (the listing reads what it
+    shows: issue 27 item 12)."""
+    b = harness.backend
+    rows = {
+        "r0": {"status": "queued", "kind": "action"},
+        "r1": {"status": "dead", "kind": "action"},
+        "r2": {"status": "queued"},  # no kind: missing
+        "r3": {"status": "queued", "kind": None},  # null
+        "r4": {"status": "dead", "kind": "timer"},
+        "r5": {"status": "queued", "kind": "action", "n": 1},
+        "r6": {"status": 7, "kind": "action"},  # not a string: matches no value
+    }
+    b.transact(lambda tx: [tx.put_record("ledger", k, v) for k, v in rows.items()])
+
+    def keys(**options: object) -> list[str]:
+        return [k for k, _ in b.list_records("ledger", **options)]  # type: ignore[arg-type]
+
+    assert keys(where={"status": ["queued"]}) == ["r0", "r2", "r3", "r5"]
+    assert keys(where={"status": ["queued"]}, limit=2, descending=True) == ["r5", "r3"]
+    assert keys(where={"status": ["queued"]}, limit=2, after="r3", descending=True) == ["r2", "r0"]
+    assert keys(where={"status": ["dead", "queued"], "kind": ["action"]}) == ["r0", "r1", "r5"]
+    assert keys(where={"kind": ["action", None]}) == ["r0", "r1", "r2", "r3", "r5", "r6"]
+    assert keys(where={"kind": [None]}) == ["r2", "r3"]
+    assert keys(where={"kind": []}) == []
+    assert keys(where={"status": ["dead"]}, after="r1") == ["r4"]
+    assert keys(where={"status": ["nothing"]}) == []
+    with pytest.raises(ValueError, match="not an identifier"):
+        b.list_records("ledger", where={"status') OR 1=1 --": ["x"]})

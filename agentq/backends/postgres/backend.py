@@ -14,13 +14,14 @@ import psycopg
 from agentq.backends.base import (
     Message,
     QueueStats,
+    RecordFilter,
     RedeliveryPolicy,
     Renewal,
     StoredRecord,
     Transaction,
     check_stream_args,
 )
-from agentq.backends.notify import Wake, notifier_for
+from agentq.backends.notify import RecordTopic, Wake, notifier_for
 from agentq.backends.postgres import queues
 from agentq.backends.postgres.bound import bind
 from agentq.backends.postgres.config import PostgresConfig, parse_url
@@ -71,7 +72,7 @@ class PostgresBackend:
         self._commits = notifier_for(where, "commits")
         self._db = Database(config)
         self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
-        self._listener = Listener(config, self._notifier, self._commits)
+        self._listener = Listener(config, self._notifier, self._commits, self._read_versions)
 
     @property
     def url(self) -> str:
@@ -118,9 +119,10 @@ class PostgresBackend:
 
     def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
         sent: set[str] = set()
+        written: set[tuple[str, str]] = set()
 
         def body(conn: Conn) -> T:
-            nonlocal sent
+            nonlocal sent, written
             tx = PostgresTransaction(conn, self._now(), self._queue_sql, self._records)
             try:
                 result = fn(tx)
@@ -134,14 +136,15 @@ class PostgresBackend:
                 raise tx.doomed
             if tx.sent:
                 # Delivered to listeners only if this transaction commits.
-                conn.execute("SELECT pg_notify(%s, %s)", (self._channel, payload(tx.sent)))
-            sent = tx.sent
+                notice = payload(tx.sent, own=True)
+                conn.execute("SELECT pg_notify(%s, %s)", (self._channel, notice))
+            sent, written = tx.sent, tx.written
             return result
 
         result = self._db.write(body, durable=durable, serializable=True)
         if sent:
             self._notifier.notify(sent)
-        self._commits.notify()
+        self._commits.notify(written)  # only the readers of these records
         return result
 
     def bind_transaction(self, connection: Any) -> Transaction:
@@ -155,9 +158,12 @@ class PostgresBackend:
             connection, self._now(), self.schema, self._queue_sql, self._records, self._channel
         )
 
-    def subscribe_commits(self, wake: Wake) -> None:
-        self._commits.subscribe(wake)
+    def subscribe_commits(self, wake: Wake, record: RecordTopic | None = None) -> None:
+        self._commits.subscribe(wake, record)
         self._listener.start()
+
+    def _read_versions(self, table: str, keys: Sequence[str]) -> dict[str, str]:
+        return self._records.read_texts(self._db, table, keys)
 
     def unsubscribe_commits(self, wake: Wake) -> None:
         self._commits.unsubscribe(wake)
@@ -212,9 +218,18 @@ class PostgresBackend:
         return self._records.read_versions(self._db, table, keys)
 
     def list_records(
-        self, table: str, prefix: str = "", limit: int | None = None, after: str = ""
+        self,
+        table: str,
+        prefix: str = "",
+        limit: int | None = None,
+        after: str = "",
+        *,
+        descending: bool = False,
+        where: RecordFilter | None = None,
     ) -> list[tuple[str, dict[str, Any]]]:
-        return self._records.list(self._db, table, prefix, limit, after)
+        return self._records.list(
+            self._db, table, prefix, limit, after, descending=descending, where=where
+        )
 
     def reclaim_space(self, max_bytes: int, *, keep_free: float = 0.0) -> int:
         # Autovacuum makes dead rows' space reusable; giving it back to the file

@@ -22,7 +22,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentq.backends.base import EncodedFields, EncodedRecord, StoredRecord, record_text
+from agentq.backends.base import (
+    EncodedFields,
+    EncodedRecord,
+    RecordFilter,
+    StoredRecord,
+    check_record_filter,
+    record_text,
+)
 from agentq.backends.postgres.connection import Conn, Database
 from agentq.errors import InvalidMessage
 from agentq.spec import validate_identifier
@@ -197,23 +204,49 @@ class Records:
         rows = db.read(lambda conn: self._select(conn, table, keys), f"reading {table!r}")
         return {k: StoredRecord(value=dict(json.loads(v)), version=v) for k, v in rows}
 
+    def read_texts(self, db: Database, table: str, keys: Sequence[str]) -> dict[str, str]:
+        """The versions (stored texts, not decoded) of the records of ``keys``."""
+        rows = db.read(lambda conn: self._select(conn, table, keys), f"reading {table!r}")
+        return dict(rows)
+
     def read_one(self, db: Database, table: str, key: str) -> dict[str, Any] | None:
         return db.read(lambda conn: self.get(conn, table, key), f"reading {table!r}")
 
     def list(
-        self, db: Database, table: str, prefix: str = "", limit: int | None = None, after: str = ""
+        self,
+        db: Database,
+        table: str,
+        prefix: str = "",
+        limit: int | None = None,
+        after: str = "",
+        *,
+        descending: bool = False,
+        where: RecordFilter | None = None,
     ) -> list[tuple[str, dict[str, Any]]]:
         if not _storable(prefix) or not _storable(after):
             return []  # no stored key starts with it (or: a cursor no key came from)
         if limit is not None and limit <= 0:
             return []
         # Keys with the prefix form one contiguous range of the primary key.
-        sql = f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k >= %s AND k > %s"
-        params: list[Any] = [table, prefix, after]
+        sql = f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k >= %s"
+        params: list[Any] = [table, prefix]
         if prefix:
             sql += " AND k < %s"
             params.append(prefix[:-1] + chr(ord(prefix[-1]) + 1))
-        sql += " ORDER BY k"
+        if after:
+            sql += " AND k < %s" if descending else " AND k > %s"
+            params.append(after)
+        for name, values, missing in check_record_filter(where):
+            # The text parsed as json (not jsonb, which refuses a \u0000 that a
+            # tool's argument may hold); ->> gives a string field's value.
+            field = f"(v::json ->> '{name}')"
+            either = [f"{field} = ANY (%s)"] if values else []
+            if values:
+                params.append(values)
+            if missing:
+                either.append(f"{field} IS NULL")
+            sql += f" AND ({' OR '.join(either) or 'false'})"
+        sql += " ORDER BY k DESC" if descending else " ORDER BY k"
         if limit is not None:
             sql += " LIMIT %s"
             params.append(limit)

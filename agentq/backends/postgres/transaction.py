@@ -49,6 +49,8 @@ class PostgresTransaction(Transaction):
         #: whatever ``fn`` does next (as on Spanner and SQLite).
         self.doomed: TransactionError | None = None
         self.sent: set[str] = set()
+        # The records it wrote, (table, key): their readers are woken after the commit.
+        self.written: set[tuple[str, str]] = set()
 
     @property
     def now(self) -> datetime:
@@ -145,14 +147,18 @@ class PostgresTransaction(Transaction):
 
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
         self._records.put(self._conn, table, key, value)
+        self.written.add((table, key))
 
     def update_records(self, table: str, items: Sequence[tuple[str, EncodedFields]]) -> list[str]:
+        self.written.update((table, key) for key, _ in items)
         return self._records.update(self._conn, table, items)
 
     def insert_record(self, table: str, key: str, value: Mapping[str, Any]) -> bool:
+        self.written.add((table, key))
         return self._records.insert(self._conn, table, key, value)
 
     def delete_record(self, table: str, key: str) -> bool:
+        self.written.add((table, key))
         return self._records.delete(self._conn, table, key)
 
     def replace_records(
@@ -160,4 +166,5 @@ class PostgresTransaction(Transaction):
         table: str,
         items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord | EncodedFields]],
     ) -> list[str]:
+        self.written.update((table, key) for key, _, _ in items)
         return self._records.replace(self._conn, table, items)

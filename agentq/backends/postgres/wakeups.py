@@ -11,11 +11,20 @@ are lost). Receivers also re-read every ``poll_interval`` seconds whatever
 happens, so a lost notification (PgBouncer in transaction mode, a listener
 reconnecting) delays a message by at most that long. A dropped connection that the socket does not
 report at once is found by a check every :data:`_CHECK_SECONDS` of quiet.
+
+Readers waiting for a record (:mod:`agentq.waiting`) are woken by this process's
+commits that wrote it (in process), and by another process's notification only
+if their record changed: one read of the waited-on records' versions per burst
+of notifications (:mod:`agentq.backends.record_changes`, on a thread of its
+own, so receivers' wake-ups never wait for it), not one read per reader. A
+notification carries its sender's process mark (an item ``~<mark>``, which no
+queue name can be): this process's own need no check.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -24,6 +33,7 @@ import psycopg
 from agentq.backends.notify import Notifier
 from agentq.backends.postgres.config import PostgresConfig
 from agentq.backends.postgres.connection import Conn, connect
+from agentq.backends.record_changes import ReadVersions, RecordChanges
 
 __all__ = ["LISTENER_NAME", "Listener", "channel", "payload"]
 
@@ -42,24 +52,64 @@ def channel(schema: str) -> str:
     return f"agentq_{schema}"[:63]
 
 
-def payload(queues: set[str]) -> str:
-    """The queues a commit sent to; empty (every receiver) when too many to name."""
+def _new_mark() -> str:
+    return "~" + os.urandom(8).hex()
+
+
+#: This process's mark on its notifications (a forked child draws its own).
+_mark = _new_mark()
+
+
+def _after_fork() -> None:
+    global _mark
+    _mark = _new_mark()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def payload(queues: set[str], *, own: bool = False) -> str:
+    """The queues a commit sent to; empty (every receiver) when too many to name.
+    ``own``: the commit's readers were woken in process (it adds this process's
+    mark, so that its listeners skip the check of what readers wait on)."""
     text = ",".join(sorted(queues))
+    if own:
+        text = f"{text},{_mark}" if text else _mark
     return text if len(text.encode()) <= _MAX_PAYLOAD else ""
+
+
+def _parse(note: str) -> tuple[set[str], bool]:
+    """The queues a notification names, and whether it came from this process."""
+    items = [item for item in note.split(",") if item]
+    return {q for q in items if not q.startswith("~")}, _mark in items
 
 
 class Listener:
     """One LISTENing connection of a backend, started when first needed."""
 
-    def __init__(self, config: PostgresConfig, receivers: Notifier, commits: Notifier) -> None:
+    def __init__(
+        self,
+        config: PostgresConfig,
+        receivers: Notifier,
+        commits: Notifier,
+        read_versions: ReadVersions,
+    ) -> None:
         self._config = config
         self._receivers = receivers
         self._commits = commits
+        self._records = RecordChanges(commits)
+        self._read_versions = read_versions
+        self._check = threading.Event()  # another process committed: check the readers
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._checker: threading.Thread | None = None
         #: Set once the first LISTEN is in place (a test's signal; receivers poll anyway).
         self.listening = threading.Event()
+        #: Notifications handled, and those another process sent (tests' signals).
+        self.heard = 0
+        self.foreign = 0
 
     def start(self) -> None:
         """Start listening if not yet started (idempotent, cheap when running)."""
@@ -70,6 +120,28 @@ class Listener:
                 target=self._run, name=f"agentq-listen {self._config.where}", daemon=True
             )
             self._thread.start()
+            self._checker = threading.Thread(
+                target=self._check_readers, name=f"agentq-readers {self._config.where}",
+                daemon=True,
+            )  # fmt: skip
+            self._checker.start()
+
+    @property
+    def reader_checks(self) -> int:
+        """Checks of the waited-on records made so far (a test's signal)."""
+        return self._records.checks
+
+    def _check_readers(self) -> None:
+        """Wake the readers whose record another process's commit changed; a
+        burst of notifications is one check."""
+        while not self._stop.is_set():
+            if not self._check.wait(_STOP_SECONDS):
+                continue
+            self._check.clear()
+            if not self._commits.topics():
+                self._commits.notify(())  # only subscribers without a record: no read
+                continue
+            self._records.check(self._read_versions)
 
     def _run(self) -> None:
         delay = 0.1
@@ -107,9 +179,12 @@ class Listener:
         checked = time.monotonic()
         while not self._stop.is_set():
             for note in conn.notifies(timeout=_STOP_SECONDS):
-                queues = {q for q in note.payload.split(",") if q}
+                queues, own = _parse(note.payload)
                 self._receivers.notify(queues or None)
-                self._commits.notify()
+                if not own:
+                    self.foreign += 1
+                    self._check.set()
+                self.heard += 1
                 if self._stop.is_set():
                     return
             if time.monotonic() - checked >= _CHECK_SECONDS:
@@ -123,6 +198,7 @@ class Listener:
         reconnection in progress may take up to its connect timeout: not waited for)."""
         self._stop.set()
         with self._lock:
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(_STOP_SECONDS + 1.0)
+            threads = [t for t in (self._thread, self._checker) if t is not None]
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(_STOP_SECONDS + 1.0)

@@ -58,13 +58,14 @@ from typing import Any, TypeVar
 
 from agentq.backends.base import (
     QueueStats,
+    RecordFilter,
     RedeliveryPolicy,
     Renewal,
     StoredRecord,
     Transaction,
     check_stream_args,
 )
-from agentq.backends.notify import Notifier, Wake
+from agentq.backends.notify import Notifier, RecordTopic, Wake
 from agentq.backends.spanner import records
 from agentq.backends.spanner.api_errors import API_ERRORS, api_error
 from agentq.backends.spanner.catalog import record_specs, stored_specs
@@ -76,6 +77,7 @@ from agentq.backends.spanner.receiving import ReceiveStream
 from agentq.backends.spanner.shape import check_shape
 from agentq.backends.spanner.sizing import sizing_warnings
 from agentq.backends.spanner.transact import transact
+from agentq.backends.spanner.transaction import SpannerTransaction
 from agentq.clock import Clock, SystemClock
 from agentq.errors import BackendUnavailable, ConfigError, QueueNotFound
 from agentq.spec import QueueSpec, check_new_queue_name, validate_identifier
@@ -221,12 +223,20 @@ class SpannerBackend:
 
     def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
         # Every Spanner commit is durable; ``durable`` is accepted for the contract.
-        result = transact(self, fn)
-        self._commits.notify()
+        written: list[set[tuple[str, str]]] = []
+
+        def body(tx: Transaction) -> T:
+            result = fn(tx)
+            # The run that commits is the last one (an abort re-runs the function).
+            written[:] = [tx.written if isinstance(tx, SpannerTransaction) else set()]
+            return result
+
+        result = transact(self, body)
+        self._commits.notify(written[0] if written else None)  # their readers only
         return result
 
-    def subscribe_commits(self, wake: Wake) -> None:
-        self._commits.subscribe(wake)
+    def subscribe_commits(self, wake: Wake, record: RecordTopic | None = None) -> None:
+        self._commits.subscribe(wake, record)
 
     def unsubscribe_commits(self, wake: Wake) -> None:
         self._commits.unsubscribe(wake)
@@ -274,9 +284,18 @@ class SpannerBackend:
         return records.read_records(self, table, keys)
 
     def list_records(
-        self, table: str, prefix: str = "", limit: int | None = None, after: str = ""
+        self,
+        table: str,
+        prefix: str = "",
+        limit: int | None = None,
+        after: str = "",
+        *,
+        descending: bool = False,
+        where: RecordFilter | None = None,
     ) -> list[tuple[str, dict[str, Any]]]:
-        return records.list_records(self, table, prefix, limit, after)
+        return records.list_records(
+            self, table, prefix, limit, after, descending=descending, where=where
+        )
 
     def reclaim_space(self, max_bytes: int, *, keep_free: float = 0.0) -> int:
         """Nothing to do: Spanner reclaims deleted rows' storage itself (after

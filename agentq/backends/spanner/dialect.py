@@ -89,16 +89,41 @@ class Dialect:
         t, k = self.params(["tbl", "prefix"])
         return f"SELECT k, v FROM {RECORDS} WHERE tbl = {t} AND k >= {k} ORDER BY k"
 
-    def record_page(self, bounded: bool, limit: int | None) -> str:
-        """A page of a table's records in key order: keys at or above ``prefix``
-        and above ``after`` (keyset paging), below ``upper`` when ``bounded`` (the
-        end of the prefix's range), at most ``limit`` rows."""
-        names = ["tbl", "prefix", "after", "upper"] if bounded else ["tbl", "prefix", "after"]
-        t, p, a, *u = self.params(names)
-        sql = f"SELECT k, v FROM {RECORDS} WHERE tbl = {t} AND k >= {p} AND k > {a}"
-        if u:
-            sql += f" AND k < {u[0]}"
-        sql += " ORDER BY k"
+    def record_page(
+        self,
+        bounded: bool,
+        limit: int | None,
+        *,
+        after: bool = True,
+        descending: bool = False,
+        where: Sequence[tuple[str, int, bool]] = (),
+    ) -> str:
+        """A page of a table's records in key order (``descending``: from the
+        highest key down): keys at or above ``prefix``, past ``after`` in that
+        order (keyset paging), below ``upper`` when ``bounded`` (the end of the
+        prefix's range), at most ``limit`` rows. ``where`` holds, per filtered
+        field, its name, whether an array parameter ``w<i>`` of string values is
+        given, and whether a missing or null field matches too."""
+        names = ["tbl", "prefix"] + (["after"] if after else []) + (["upper"] if bounded else [])
+        names += [f"w{i}" for i, (_, given, _) in enumerate(where) if given]
+        placeholders = dict(zip(names, self.params(names), strict=True))
+        t, p = placeholders["tbl"], placeholders["prefix"]
+        sql = f"SELECT k, v FROM {RECORDS} WHERE tbl = {t} AND k >= {p}"
+        if after:
+            sql += f" AND k {'<' if descending else '>'} {placeholders['after']}"
+        if bounded:
+            sql += f" AND k < {placeholders['upper']}"
+        for i, (name, given, missing) in enumerate(where):
+            # The record is JSON text: the field's string value, NULL if missing or null.
+            field = f"(v::jsonb ->> '{name}')" if self.postgres else f"JSON_VALUE(v, '$.{name}')"
+            either = []
+            if given:
+                w = placeholders[f"w{i}"]
+                either.append(f"{field} = ANY({w})" if self.postgres else f"{field} IN UNNEST({w})")
+            if missing:
+                either.append(f"{field} IS NULL")
+            sql += f" AND ({' OR '.join(either) or 'FALSE'})"
+        sql += " ORDER BY k DESC" if descending else " ORDER BY k"
         return sql if limit is None else f"{sql} LIMIT {int(limit)}"
 
     def stats_sql(self, spec: QueueSpec) -> str:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.cloud.spanner_v1 import param_types
 
-from agentq.backends.base import StoredRecord
+from agentq.backends.base import RecordFilter, StoredRecord, check_record_filter
 from agentq.backends.spanner.api_errors import mapped_errors
 from agentq.backends.spanner.wire import storable_key
 
@@ -70,34 +70,49 @@ def list_records(
     prefix: str = "",
     limit: int | None = None,
     after: str = "",
+    *,
+    descending: bool = False,
+    where: RecordFilter | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
-    """Records of a table whose key starts with ``prefix``, in key order; with
-    ``after``, only keys above it (the next page).
+    """Records of a table whose key starts with ``prefix``, in key order
+    (``descending``: from the highest key down); with ``after``, only keys past
+    it in that order (the next page); with ``where``, only records whose fields
+    hold the values given (see :meth:`agentq.backends.Backend.list_records`).
 
-    One query reads one page: the prefix's key range, keys above ``after`` and
-    ``LIMIT``, as on SQLite (a page used to re-read the rest of the table)."""
+    One query reads one page: the prefix's key range, keys past ``after``, the
+    filter and ``LIMIT``, as on SQLite (a page used to re-read the rest of the
+    table)."""
     if not storable_key(prefix) or not storable_key(after):
         return []
     if limit is not None and limit <= 0:
         return []
+    filters = check_record_filter(where)
     upper = _prefix_end(prefix)
     d = backend.dialect
-    names = ["tbl", "prefix", "after"] + ([] if upper is None else ["upper"])
-    values = [table, prefix, after] + ([] if upper is None else [upper])
+    names = ["tbl", "prefix"] + (["after"] if after else []) + ([] if upper is None else ["upper"])
+    values: list[Any] = [table, prefix] + ([after] if after else [])
+    values += [] if upper is None else [upper]
+    types: dict[str, Any] = {}
+    for i, (_, strings, _) in enumerate(filters):
+        if strings:
+            names.append(f"w{i}")
+            values.append(strings)
+    params = d.param_dict(names, values)
+    for key, name in zip(d.param_keys(names), names, strict=True):
+        is_array = name.startswith("w")
+        types[key] = param_types.Array(param_types.STRING) if is_array else param_types.STRING
+    sql = d.record_page(
+        upper is not None, limit, after=bool(after), descending=descending,
+        where=[(name, bool(strings), missing) for name, strings, missing in filters],
+    )  # fmt: skip
     with (
         mapped_errors(f"listing records of {table}", backend.endpoint),
         backend.database.snapshot() as snap,
     ):
-        rows = list(
-            snap.execute_sql(
-                d.record_page(upper is not None, limit), params=d.param_dict(names, values)
-            )
-        )
-    out = [
-        (str(k), dict(json.loads(v)))
-        for k, v in rows
-        if str(k).startswith(prefix) and str(k) > after
-    ]
+        rows = list(snap.execute_sql(sql, params=params, param_types=types))
+    out = [(str(k), dict(json.loads(v))) for k, v in rows if str(k).startswith(prefix)]
+    if after:
+        out = [(k, v) for k, v in out if (k < after if descending else k > after)]
     return out if limit is None else out[:limit]
 
 

@@ -45,6 +45,8 @@ class SpannerTransaction(Transaction):
         self.sent_queues: list[str] = []
         #: A failed ``ASSERT_ROWS_MODIFIED``: the transaction must not commit.
         self.failed_assert: MessageNotFound | None = None
+        #: The records it wrote, (table, key): their readers are woken after the commit.
+        self.written: set[tuple[str, str]] = set()
 
     @property
     def now(self) -> datetime:
@@ -133,6 +135,7 @@ class SpannerTransaction(Transaction):
         text = record_text(value)
         self._txn.insert_or_update(RECORDS, columns=("tbl", "k", "v"), values=[(table, key, text)])
         self._records[(table, key)] = json.loads(text)
+        self.written.add((table, key))
 
     def update_records(self, table: str, items: Sequence[tuple[str, EncodedFields]]) -> list[str]:
         missing = []
@@ -156,6 +159,7 @@ class SpannerTransaction(Transaction):
         if existed:
             self._txn.delete(RECORDS, KeySet(keys=[[table, key]]))
             self._records[(table, key)] = None
+            self.written.add((table, key))
         return existed
 
     def replace_records(

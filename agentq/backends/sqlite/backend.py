@@ -15,13 +15,14 @@ from urllib.parse import parse_qs, urlsplit
 from agentq.backends.base import (
     Message,
     QueueStats,
+    RecordFilter,
     RedeliveryPolicy,
     Renewal,
     StoredRecord,
     Transaction,
     check_stream_args,
 )
-from agentq.backends.notify import Wake
+from agentq.backends.notify import RecordTopic, Wake
 from agentq.backends.sqlite import queues, records, space
 from agentq.backends.sqlite.connection import Database
 from agentq.backends.sqlite.doorbell import Doorbell
@@ -93,8 +94,9 @@ class SQLiteBackend:
             if not memory:
                 self._bell = Doorbell.open(self._path, self.file_mode)
                 self._watcher = Watcher(
-                    self._db.connect(), self._path, (self._commits,), poll_interval,
+                    self._db.connect(), self._path, self._commits, poll_interval,
                     receivers=(self._notifier, self._changed_queues), bell=self._bell,
+                    others_version=self._others_version,
                 )  # fmt: skip
             self._db.setup(queues.SCHEMA + records.SCHEMA)
         except BaseException:
@@ -141,14 +143,15 @@ class SQLiteBackend:
 
     def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
         sent: set[str] = set()
+        written: set[tuple[str, str]] = set()
 
         def body(conn: sqlite3.Connection) -> T:
-            nonlocal sent
+            nonlocal sent, written
             tx = SQLiteTransaction(conn, self._now(), self._queue_sql)
             result = fn(tx)
             if tx.doomed is not None:
                 raise tx.doomed
-            sent = tx.sent
+            sent, written = tx.sent, tx.written
             return result
 
         result = self._db.write(body, durable)
@@ -156,11 +159,11 @@ class SQLiteBackend:
             self._notifier.notify(sent)  # only the receivers of these queues
             if self._bell is not None:
                 self._bell.ring(sent)  # and other processes' (committed: visible)
-        self._commits.notify()
+        self._commits.notify(written)  # only the readers of these records
         return result
 
-    def subscribe_commits(self, wake: Wake) -> None:
-        self._commits.subscribe(wake)
+    def subscribe_commits(self, wake: Wake, record: RecordTopic | None = None) -> None:
+        self._commits.subscribe(wake, record)
         if self._watcher is not None:
             self._watcher.enter()
 
@@ -209,6 +212,13 @@ class SQLiteBackend:
             if watching and self._watcher is not None:
                 self._watcher.leave(receiver=True)
             self._notifier.unsubscribe(event)
+
+    def _others_version(self) -> int:
+        """``PRAGMA data_version`` of this backend's connection: it changes when
+        any other connection commits (another process, another backend object),
+        never with this backend's own commits (the watcher's readers need a
+        check only then)."""
+        return self._db.read(lambda conn: int(conn.execute("PRAGMA data_version").fetchone()[0]))
 
     def _changed_queues(self, conn: sqlite3.Connection, waited_on: set[str]) -> set[str]:
         """Of the queues receivers wait on, those another commit may have given a
@@ -269,9 +279,18 @@ class SQLiteBackend:
         return records.read_records(self._db, table, keys)
 
     def list_records(
-        self, table: str, prefix: str = "", limit: int | None = None, after: str = ""
+        self,
+        table: str,
+        prefix: str = "",
+        limit: int | None = None,
+        after: str = "",
+        *,
+        descending: bool = False,
+        where: RecordFilter | None = None,
     ) -> list[tuple[str, dict[str, Any]]]:
-        return records.list_records(self._db, table, prefix, limit, after)
+        return records.list_records(
+            self._db, table, prefix, limit, after, descending=descending, where=where
+        )
 
     def reclaim_space(self, max_bytes: int, *, keep_free: float = 0.0) -> int:
         return space.reclaim(self._db, max_bytes, keep_free)

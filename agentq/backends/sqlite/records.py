@@ -21,7 +21,14 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache, partial
 from typing import Any
 
-from agentq.backends.base import EncodedFields, EncodedRecord, StoredRecord, record_text
+from agentq.backends.base import (
+    EncodedFields,
+    EncodedRecord,
+    RecordFilter,
+    StoredRecord,
+    check_record_filter,
+    record_text,
+)
 from agentq.backends.sqlite.connection import Database
 from agentq.errors import InvalidMessage
 from agentq.spec import validate_identifier
@@ -35,6 +42,7 @@ __all__ = [
     "list_records",
     "put_record",
     "read_records",
+    "read_versions",
     "replace_records",
     "update_records",
 ]
@@ -203,6 +211,16 @@ def read_records(db: Database, table: str, keys: Sequence[str]) -> dict[str, Sto
     return out
 
 
+def read_versions(conn: sqlite3.Connection, table: str, keys: Sequence[str]) -> dict[str, str]:
+    """The versions (stored texts, not decoded) of the records of ``keys`` that
+    exist, read on ``conn`` (the watcher's own: a check of what readers wait on)."""
+    out: dict[str, str] = {}
+    wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
+    for first in range(0, len(wanted), _IN_CHUNK):
+        out.update(_select_keys(conn, table, wanted[first : first + _IN_CHUNK]))
+    return out
+
+
 def _select_keys(conn: sqlite3.Connection, table: str, keys: list[str]) -> list[Any]:
     marks = ", ".join("?" * len(keys))
     return conn.execute(
@@ -211,17 +229,36 @@ def _select_keys(conn: sqlite3.Connection, table: str, keys: list[str]) -> list[
 
 
 def list_records(
-    db: Database, table: str, prefix: str = "", limit: int | None = None, after: str = ""
+    db: Database,
+    table: str,
+    prefix: str = "",
+    limit: int | None = None,
+    after: str = "",
+    *,
+    descending: bool = False,
+    where: RecordFilter | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
-    # Keys with the prefix form one contiguous range of the primary key.
-    sql = "SELECT k, v FROM agentq_records WHERE tbl = ? AND k >= ? AND k > ?"
-    params: list[Any] = [table, prefix, after]
     if not _storable(prefix) or not _storable(after):
         return []  # no stored key starts with it (or: a cursor no key came from)
+    # Keys with the prefix form one contiguous range of the primary key, walked
+    # forwards or backwards from the cursor: a page reads what it returns (and,
+    # with a filter, the rows in between that do not match: in SQLite, not here).
+    sql = "SELECT k, v FROM agentq_records WHERE tbl = ? AND k >= ?"
+    params: list[Any] = [table, prefix]
     if prefix:
         sql += " AND k < ?"
         params.append(prefix[:-1] + chr(ord(prefix[-1]) + 1))
-    sql += " ORDER BY k LIMIT ?"
+    if after:
+        sql += " AND k < ?" if descending else " AND k > ?"
+        params.append(after)
+    for name, values, missing in check_record_filter(where):
+        field = f"json_extract(v, '$.{name}')"
+        either = [f"{field} IN ({', '.join('?' * len(values))})"] if values else []
+        if missing:
+            either.append(f"{field} IS NULL")
+        sql += f" AND ({' OR '.join(either) or '0'})"
+        params += values
+    sql += " ORDER BY k DESC LIMIT ?" if descending else " ORDER BY k LIMIT ?"
     params.append(-1 if limit is None else limit)
     rows = db.read(lambda conn: conn.execute(sql, params).fetchall())
     return [(k, dict(json.loads(v))) for k, v in rows]

@@ -44,6 +44,8 @@ class SQLiteTransaction(Transaction):
         self._queue_sql = queue_sql
         self.doomed: TransactionError | None = None
         self.sent: set[str] = set()  # the queues this transaction sent to
+        # The records it wrote, (table, key): their readers are woken after the commit.
+        self.written: set[tuple[str, str]] = set()
 
     @property
     def now(self) -> datetime:
@@ -134,14 +136,18 @@ class SQLiteTransaction(Transaction):
 
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
         records.put_record(self._conn, table, key, value)
+        self.written.add((table, key))
 
     def update_records(self, table: str, items: Sequence[tuple[str, EncodedFields]]) -> list[str]:
+        self.written.update((table, key) for key, _ in items)
         return records.update_records(self._conn, table, items)
 
     def insert_record(self, table: str, key: str, value: Mapping[str, Any]) -> bool:
+        self.written.add((table, key))
         return records.insert_record(self._conn, table, key, value)
 
     def delete_record(self, table: str, key: str) -> bool:
+        self.written.add((table, key))
         return records.delete_record(self._conn, table, key)
 
     def replace_records(
@@ -149,4 +155,5 @@ class SQLiteTransaction(Transaction):
         table: str,
         items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord | EncodedFields]],
     ) -> list[str]:
+        self.written.update((table, key) for key, _, _ in items)
         return records.replace_records(self._conn, table, items)

@@ -15,7 +15,10 @@ receivers of the queues it sent to. Other processes are heard by the
   commit, and a worker serving every queue ran at about 0.9x one serving only
   the busy queue;
 * readers, from the WAL file, which every commit writes: they need every
-  change, not only sends;
+  change, not only sends. A change wakes only the readers whose record it
+  changed: one read of the waited-on records' versions per change, on the
+  watcher's own connection (:mod:`agentq.backends.record_changes`), instead of
+  every reader reading its own (500 parked long-polls were 500 reads a commit);
 * what no ring announces (a program writing without agentq, a sender killed
   between its commit and its ring), from a check of the WAL every safety poll:
   receivers only of the queues where, read on the watcher's own connection, a
@@ -40,6 +43,8 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from agentq.backends.notify import Notifier, notifier_for
+from agentq.backends.record_changes import RecordChanges
+from agentq.backends.sqlite import records
 from agentq.backends.sqlite.doorbell import Doorbell
 
 try:  # Linux: block on file events instead of polling (see Watcher)
@@ -63,6 +68,11 @@ ChangedQueues = Callable[[sqlite3.Connection, set[str]], set[str]]
 _SAFETY_POLL = 0.25  # seconds between checks of the WAL while an inotify watch is active
 _BUSY_GAP = 0.002  # under a stream of WAL events, the shortest time between two checks
 _SETTLE = 0.1  # longest wait, after a file event, for its commit to become visible
+
+
+def _queues(receivers: Notifier) -> set[str]:
+    """The queues receivers wait on (their topics)."""
+    return {t for t in receivers.topics() if isinstance(t, str)}
 
 
 class Watcher:
@@ -90,14 +100,19 @@ class Watcher:
         self,
         conn: sqlite3.Connection,
         path: str,
-        notifiers: Sequence[Notifier],
+        readers: Notifier,
         poll_interval: float,
         receivers: tuple[Notifier, ChangedQueues] | None = None,
         bell: Doorbell | None = None,
+        others_version: Callable[[], int] | None = None,
     ) -> None:
         self._conn = conn
         self._wal = path + "-wal"
-        self._notifiers = tuple(notifiers)
+        self._records = RecordChanges(readers)
+        # Changes when a connection other than the backend's own commits: its
+        # value at the readers' last check (see _notify).
+        self._others_version = others_version
+        self._readers_version: int | None = None
         self._receivers = receivers
         self._interval = poll_interval
         self._fast = min(0.001, poll_interval)
@@ -267,7 +282,8 @@ class Watcher:
         self.events += 1
         if any(e.mask & _LOST_FLAGS for e in events):
             self._watch()  # the WAL was deleted or replaced: watch the new one
-        # Readers now; receivers once the commit is visible (_settle), as their
+        # Readers now (their check reads nothing unless a commit is visible
+        # already); receivers once the commit is visible (_settle), as their
         # check would read the old state.
         self._notify(receivers=False)
         self._settle()
@@ -317,18 +333,53 @@ class Watcher:
         notifier = self._receivers[0]
         after = self._bell.read()
         before, self._bell_seen = self._bell_seen, after
-        changed = Doorbell.changed(before, after, notifier.topics())
+        changed = Doorbell.changed(before, after, _queues(notifier))
         self.rings += bool(changed)
         # Receivers without a queue hear every ring; with one, only their queue's.
         notifier.notify(changed)
 
+    @property
+    def reader_checks(self) -> int:
+        """Checks of the waited-on records made so far (a test's signal)."""
+        return self._records.checks
+
+    def _read_versions(self, table: str, keys: Sequence[str]) -> dict[str, str]:
+        with self._cond:
+            return records.read_versions(self._conn, table, keys)
+
     def _notify(self, receivers: bool = True) -> None:
-        for notifier in self._notifiers:
-            notifier.notify()
+        self._check_readers()
         if self._receivers is None or not receivers:
             return
+        self._check_receivers()
+
+    def _check_readers(self) -> None:
+        """Wake the readers whose record another connection's commit changed.
+
+        Their records' versions are read only if another connection committed
+        since the last check: ``PRAGMA data_version`` of the backend's own
+        connection (``others_version``) changes with every commit but its own,
+        whose readers it woke itself. So the server's own commits (each one a
+        file event here) cost parked readers no query; a foreign commit costs
+        one. Records not looked at yet are read either way (a new reader's
+        first look). A check reads that version before the records, so a
+        commit between the two is caught by the next check, which its own
+        file event brings."""
+        if not self._records.waited():
+            self._records.notify_untopical()  # no record waited on: nothing to read
+            return
+        try:
+            version = self._others_version() if self._others_version else self._version()
+        except Exception:  # closed meanwhile: read them all
+            version = None
+        unchanged = version is not None and version == self._readers_version
+        self._readers_version = version
+        self._records.check(self._read_versions, only_new=unchanged)
+
+    def _check_receivers(self) -> None:
+        assert self._receivers is not None
         notifier, changed_queues = self._receivers
-        waited_on = notifier.topics()
+        waited_on = _queues(notifier)
         if not waited_on:
             notifier.notify(())  # subscribers without a queue still hear every change
             return
