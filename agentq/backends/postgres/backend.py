@@ -29,6 +29,7 @@ from agentq.backends.postgres.leases import Leases
 from agentq.backends.postgres.queues import QueueSQL
 from agentq.backends.postgres.records import Records
 from agentq.backends.postgres.schema import qualified
+from agentq.backends.postgres.space import SpaceReclaimer
 from agentq.backends.postgres.transaction import PostgresTransaction
 from agentq.backends.postgres.wakeups import Listener, channel, payload
 from agentq.clock import Clock, SystemClock, to_micros
@@ -72,6 +73,7 @@ class PostgresBackend:
         self._db = Database(config)
         self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
         self._listener = Listener(config, self._notifier, self._commits)
+        self._space = SpaceReclaimer(config, qualified(config.schema, "records"))
 
     @property
     def url(self) -> str:
@@ -217,9 +219,11 @@ class PostgresBackend:
         return self._records.list(self._db, table, prefix, limit, after)
 
     def reclaim_space(self, max_bytes: int, *, keep_free: float = 0.0) -> int:
-        # Autovacuum makes dead rows' space reusable; giving it back to the file
-        # system needs VACUUM FULL (an exclusive lock): an operator's decision.
-        return 0
+        """A plain ``VACUUM`` of the records table gives back its empty tail (see
+        :mod:`agentq.backends.postgres.space`); ``VACUUM FULL`` is the operator's."""
+        if self._db.closed:
+            raise BackendUnavailable("backend is closed")
+        return self._space.reclaim(max_bytes, keep_free)
 
     def close(self) -> None:
         if self._db.closed:
