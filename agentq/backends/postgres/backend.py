@@ -72,7 +72,11 @@ class PostgresBackend:
         self._commits = notifier_for(where, "commits")
         self._db = Database(config)
         self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
-        self._listener = Listener(config, self._notifier, self._commits)
+        # Behind a transaction-pooling pooler LISTEN hears nothing: receivers poll.
+        self._listener: Listener | _PollOnly = (
+            _PollOnly() if config.transaction_pooler
+            else Listener(config, self._notifier, self._commits)
+        )  # fmt: skip
         self._space = SpaceReclaimer(config, qualified(config.schema, "records"))
 
     @property
@@ -243,6 +247,17 @@ class PostgresBackend:
         return f"PostgresBackend({self.config.safe_url!r})"
 
 
+class _PollOnly:
+    """The listener's place when ``LISTEN`` cannot work (``pooler=transaction``):
+    receivers and waiters re-read every ``poll_interval`` instead."""
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 _OPTIONS = ("redelivery", "ttl_sweep_interval")
 
 
@@ -250,7 +265,8 @@ def open_postgres(url: str, clock: Clock | None, options: Mapping[str, Any]) -> 
     """Open ``postgresql://user:password@host:port/database?schema=agentq``.
 
     URL options: ``schema`` (default ``agentq``), ``pool_size`` (10),
-    ``pool_timeout`` (30 s), ``poll_interval`` (1 s); the rest go to libpq.
+    ``pool_timeout`` (30 s), ``poll_interval`` (1 s), ``pooler`` (``session``, or
+    ``transaction`` behind PgBouncer in transaction mode); the rest go to libpq.
     """
     unknown = set(options) - set(_OPTIONS)
     if unknown:
