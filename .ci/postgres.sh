@@ -1,7 +1,8 @@
 # Sourced by .ci/run (bash): a throwaway PostgreSQL 15 cluster on loopback (and
 # Debian's PgBouncer, which the tests start themselves) for the PostgreSQL cases
-# of the suite (tests/postgres/server.py reads AGENTQ_TEST_POSTGRES_URL; with CI set, its absence fails them). Run as root: the
-# cluster belongs to the postgres user, and the tests connect as a role without
+# of the suite (tests/postgres/server.py reads AGENTQ_TEST_POSTGRES_URL; with CI
+# set, its absence fails them). Run as root: the cluster belongs to the postgres
+# user, and the tests connect as a role without
 # superuser (CREATEDB for a database per test, CREATEROLE for the permission
 # tests, pg_signal_backend so DROP DATABASE ... WITH (FORCE) ends its sessions).
 # fsync is off: these are correctness tests; the benchmarks start their own.
