@@ -101,9 +101,9 @@ def test_the_refund_bot_http_api_and_console_run_on_postgresql_as_the_readme_say
     log = (tmp_path / "serve.log").open("w")
     server = subprocess.Popen([*run(serve), "--port", str(server_port)], cwd=tmp_path,
                               env=env, stdout=log, stderr=log)  # fmt: skip
+    api = httpx.Client(base_url=f"http://127.0.0.1:{server_port}", timeout=30,
+                       headers={"Authorization": f"Bearer {token}"})  # fmt: skip
     try:
-        api = httpx.Client(base_url=f"http://127.0.0.1:{server_port}", timeout=30,
-                           headers={"Authorization": f"Bearer {token}"})  # fmt: skip
         _until_listening(api, server, tmp_path / "serve.log")
         listed = api.get("/v1/tasks", params={"tool": "execute_refund", "limit": 100})
         assert listed.status_code == 200, listed.text
@@ -116,6 +116,7 @@ def test_the_refund_bot_http_api_and_console_run_on_postgresql_as_the_readme_say
         assert approved.status_code == 200, approved.text
         assert approved.json()["status"] == "queued"  # the approved refund's task, sent
     finally:
+        api.close()
         server.terminate()
         server.wait(30)
         log.close()

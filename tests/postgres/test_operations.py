@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from agentq import Runtime
 from agentq.demo_server import DemoAPI
 from tests.postgres.server import as_role
 
@@ -133,9 +134,13 @@ def test_workers_and_inspect_show_live_workers_then_one_lost(
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
 
+    def status() -> dict[str, str]:  # read in this process while waiting
+        return {w.worker_id: w.status for w in rt.workers()}
+
+    rt = Runtime(db)
     watcher, doomed = worker("watcher"), worker("doomed")
     try:
-        _until(lambda: set(_workers(db)) == {"watcher", "doomed"}, "heartbeat of both")
+        _until(lambda: status() == {"watcher": "live", "doomed": "live"}, "heartbeat of both")
         assert {w["status"] for w in _workers(db).values()} == {"live"}
         inspected = json.loads(agentq("inspect", "--json", db=db).stdout)
         queues = {q["queue"]: q for q in inspected["queues"]}
@@ -145,10 +150,12 @@ def test_workers_and_inspect_show_live_workers_then_one_lost(
         assert inspected["workers"] == 2  # live ones
         doomed.kill()  # no clean stop: its heartbeat message stays, and comes due
         doomed.wait(30)
-        _until(lambda: _workers(db, "--all")["doomed"]["status"] == "lost", "lost report")
-        assert _workers(db, "--all")["watcher"]["status"] == "live"
+        _until(lambda: status().get("doomed") == "lost", "lost report")
+        listed = _workers(db, "--all")
+        assert (listed["doomed"]["status"], listed["watcher"]["status"]) == ("lost", "live")
     finally:
         for proc in (watcher, doomed):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+        rt.close()
