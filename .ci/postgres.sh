@@ -1,7 +1,8 @@
-# Sourced by .ci/run (bash): a throwaway PostgreSQL 15 cluster on loopback for the
-# PostgreSQL cases of the suite (tests/postgres/server.py reads
-# AGENTQ_TEST_POSTGRES_URL; with CI set, its absence fails them). Run as root: the
-# cluster belongs to the postgres user, and the tests connect as a role without
+# Sourced by .ci/run (bash): a throwaway PostgreSQL 15 cluster on loopback (and
+# Debian's PgBouncer, which the tests start themselves) for the PostgreSQL cases
+# of the suite (tests/postgres/server.py reads AGENTQ_TEST_POSTGRES_URL; with CI
+# set, its absence fails them). Run as root: the cluster belongs to the postgres
+# user, and the tests connect as a role without
 # superuser (CREATEDB for a database per test, CREATEROLE for the permission
 # tests, pg_signal_backend so DROP DATABASE ... WITH (FORCE) ends its sessions).
 # fsync is off: these are correctness tests; the benchmarks start their own.
@@ -10,6 +11,12 @@ PGPORT=${AGENTQ_CI_PGPORT:-54329}
 if [ ! -x "$PGBIN/initdb" ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null
+fi
+# PgBouncer, for the transaction-pooling cases (tests/postgres/pgbouncer.py starts
+# one per test process in front of this cluster; with CI set they fail without it).
+if ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
 fi
 PGDIR=$(mktemp -d /tmp/agentq-pg.XXXXXX)
 chown postgres "$PGDIR"

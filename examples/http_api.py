@@ -3,6 +3,9 @@
 A real uvicorn server on 127.0.0.1 serves the API (``agentq serve`` does the
 same from the command line); a worker runs in this process; everything talks
 HTTP through httpx, with bearer tokens.
+
+On PostgreSQL, by the URL alone: ``AGENTQ_DB=postgresql://user@host/db python
+examples/http_api.py`` (an empty database).
 """
 
 # expect: retried: 200, same task: True
@@ -12,6 +15,7 @@ HTTP through httpx, with bearer tokens.
 
 from __future__ import annotations
 
+import os
 import socket
 import tempfile
 import threading
@@ -44,7 +48,8 @@ def serve(app: object) -> tuple[str, uvicorn.Server]:
 
 def main() -> None:
     with LoopbackAPI() as payments, tempfile.TemporaryDirectory() as tmp:
-        rt = Runtime(f"sqlite:///{tmp}/agentq.db", tools=ROOT / "tools",
+        rt = Runtime(os.environ.get("AGENTQ_DB") or f"sqlite:///{tmp}/agentq.db",
+                     tools=ROOT / "tools",
                      policies=ROOT / "policies",
                      settings={"payments_url": payments.url})  # fmt: skip
         auth = TokenAuth.from_tokens({

@@ -3,6 +3,9 @@
 A small refund finishes within the call's wait; a large one comes back as a task
 handle with MCP status `input_required`, an operator approves it in agentq, and
 the client polls the same task to its result.
+
+On PostgreSQL, by the URL alone: ``AGENTQ_DB=postgresql://user@host/db python
+examples/mcp_server.py`` (an empty database).
 """
 
 # expect: small refund: completed
@@ -13,6 +16,7 @@ the client polls the same task to its result.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -47,7 +51,7 @@ async def agent(server: StdioServerParameters, rt: Runtime) -> None:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, LoopbackAPI() as api:
-        db = f"sqlite:///{Path(tmp) / 'agentq.db'}"
+        db = os.environ.get("AGENTQ_DB") or f"sqlite:///{Path(tmp) / 'agentq.db'}"
         settings = {"payments_url": api.url, "notifications_url": api.url}
         server = StdioServerParameters(
             command=str(Path(sys.executable).parent / "agentq"),

@@ -11,6 +11,9 @@ Only the key's first unfinished task has a queue message, so:
   without it (o-3). Pub/Sub says the same of dead-letter topics: a message
   written there no longer holds the order. A replayed dead letter queues
   again behind the key's waiting tasks.
+
+On PostgreSQL, by the URL alone: ``AGENTQ_DB=postgresql://user@host/db python
+examples/ordering.py`` (an empty database).
 """
 
 # expect: o-2 after its worker died: charge running, ship queued behind it
@@ -21,10 +24,15 @@ Only the key's first unfinished task has a queue message, so:
 
 from __future__ import annotations
 
+import os
+
 from pydantic import BaseModel
 
 from agentq import FakeClock, PermanentError, Runtime, ToolContext, tool
 from agentq.faults import WorkerCrash
+
+#: Where agentq keeps its state: sqlite:///:memory:, or AGENTQ_DB (a postgresql:// URL).
+DB = os.environ.get("AGENTQ_DB") or "sqlite:///:memory:"
 
 LOG: list[str] = []
 CRASHED: set[str] = set()
@@ -54,7 +62,7 @@ def steps(order: str) -> list[str]:
 
 def main() -> None:
     clock = FakeClock()
-    rt = Runtime("sqlite:///:memory:", tools=[order_step], clock=clock)
+    rt = Runtime(DB, tools=[order_step], clock=clock)
     ids: dict[tuple[str, str], str] = {}
 
     def decide(tx):

@@ -2,6 +2,9 @@
 
 Runs on an in-memory database with a fake clock, so the 72-hour escalation
 happens instantly. `agentq demo` is the full version with a real worker crash.
+
+On PostgreSQL, by the URL alone: ``AGENTQ_DB=postgresql://user@host/db python
+examples/refund_bot.py`` (an empty database).
 """
 
 # expect: small refund: succeeded
@@ -11,11 +14,15 @@ happens instantly. `agentq demo` is the full version with a real worker crash.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
 from agentq import Decision, FakeClock, Runtime
 from agentq.testing import LoopbackAPI
+
+#: Where agentq keeps its state: sqlite:///:memory:, or AGENTQ_DB (a postgresql:// URL).
+DB = os.environ.get("AGENTQ_DB") or "sqlite:///:memory:"
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,7 +31,7 @@ def main() -> None:
     clock = FakeClock()
     with LoopbackAPI() as api:
         urls = {"payments_url": api.url, "notifications_url": api.url}
-        rt = Runtime("sqlite:///:memory:", tools=ROOT / "tools", policies=ROOT / "policies",
+        rt = Runtime(DB, tools=ROOT / "tools", policies=ROOT / "policies",
                      clock=clock, settings=urls)  # fmt: skip
         rt.transact(lambda tx: tx.execute("CREATE TABLE orders (id TEXT PRIMARY KEY, state TEXT)"))
 

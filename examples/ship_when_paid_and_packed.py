@@ -5,6 +5,9 @@ The shipping task is enqueued with ``after=[payment, packing]``: it is ``waiting
 the last of them sends its message — no polling, and two prerequisites finishing
 at once in two workers send it exactly once. A second order's payment is refused:
 its shipment is cancelled in that same transaction, the reason naming the payment.
+
+On PostgreSQL, by the URL alone: ``AGENTQ_DB=postgresql://user@host/db python
+examples/ship_when_paid_and_packed.py`` (an empty database).
 """
 
 # expect: order 1 shipment after payment: waiting on 1 task(s)
@@ -14,9 +17,14 @@ its shipment is cancelled in that same transaction, the reason naming the paymen
 
 from __future__ import annotations
 
+import os
+
 from pydantic import BaseModel
 
 from agentq import FakeClock, PermanentError, Runtime, ToolContext, tool
+
+#: Where agentq keeps its state: sqlite:///:memory:, or AGENTQ_DB (a postgresql:// URL).
+DB = os.environ.get("AGENTQ_DB") or "sqlite:///:memory:"
 
 RAN: list[str] = []
 
@@ -57,7 +65,7 @@ def place(rt: Runtime, order_id: str) -> str:
 
 
 def main() -> None:
-    rt = Runtime("sqlite:///:memory:", tools=[confirm_payment, confirm_packing, ship],
+    rt = Runtime(DB, tools=[confirm_payment, confirm_packing, ship],
                  clock=FakeClock())  # fmt: skip
     shipment = place(rt, "o1")
     rt.worker(queues=["orders"]).drain()  # payment confirmed; packing not yet

@@ -3,6 +3,9 @@
 The decision inserts the user row and enqueues the welcome email in one
 transaction. The email is sent only after (and only if) the sign-up committed;
 an exception inside the decision rolls back both: no user, no email.
+
+On PostgreSQL, by the URL alone: ``AGENTQ_DB=postgresql://user@host/db python
+examples/signup_welcome.py`` (an empty database).
 """
 
 # expect: ada signed up: users=['ada'], welcome tasks=1
@@ -11,9 +14,14 @@ an exception inside the decision rolls back both: no user, no email.
 
 from __future__ import annotations
 
+import os
+
 from pydantic import BaseModel
 
 from agentq import Decision, FakeClock, Runtime, ToolContext, tool
+
+#: Where agentq keeps its state: sqlite:///:memory:, or AGENTQ_DB (a postgresql:// URL).
+DB = os.environ.get("AGENTQ_DB") or "sqlite:///:memory:"
 
 SENT: list[str] = []
 
@@ -40,7 +48,7 @@ def sign_up(rt: Runtime, user: str, email: str) -> None:
 
 
 def main() -> None:
-    rt = Runtime("sqlite:///:memory:", tools=[send_welcome], clock=FakeClock())
+    rt = Runtime(DB, tools=[send_welcome], clock=FakeClock())
     rt.transact(lambda tx: tx.execute("CREATE TABLE users (name TEXT, email TEXT UNIQUE)"))
 
     def users() -> list[str]:

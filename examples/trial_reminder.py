@@ -5,6 +5,9 @@ the same transaction that records the trial. A user who converts before then
 has the reminder cancelled in the transaction that records the conversion: it
 is deleted from the queue, so it can never be sent. A fake clock stands in
 for the 29 days.
+
+On PostgreSQL, by the URL alone: ``AGENTQ_DB=postgresql://user@host/db python
+examples/trial_reminder.py`` (an empty database).
 """
 
 # expect: day 28: reminders sent []
@@ -14,11 +17,15 @@ for the 29 days.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 from pydantic import BaseModel
 
 from agentq import Decision, FakeClock, Runtime, ToolContext, tool
+
+#: Where agentq keeps its state: sqlite:///:memory:, or AGENTQ_DB (a postgresql:// URL).
+DB = os.environ.get("AGENTQ_DB") or "sqlite:///:memory:"
 
 SENT: list[str] = []
 
@@ -45,8 +52,8 @@ def start_trial(rt: Runtime, user: str) -> None:
 
 def convert(rt: Runtime, user: str) -> None:
     def decide(tx: Decision) -> None:
-        ((reminder,),) = tx.execute("SELECT reminder FROM trials WHERE user = ?", (user,))
-        tx.execute("UPDATE trials SET plan = 'paid' WHERE user = ?", (user,))
+        ((reminder,),) = tx.execute("SELECT reminder FROM trials WHERE user_id = ?", (user,))
+        tx.execute("UPDATE trials SET plan = 'paid' WHERE user_id = ?", (user,))
         tx.cancel(reminder, reason=f"converted on day {day(rt)}")  # moot now: deleted
 
     rt.transact(decide)
@@ -61,8 +68,10 @@ START = FakeClock().now()
 
 def main() -> None:
     clock = FakeClock(START)
-    rt = Runtime("sqlite:///:memory:", tools=[trial_ending_reminder], clock=clock)
-    rt.transact(lambda tx: tx.execute("CREATE TABLE trials (user TEXT, plan TEXT, reminder TEXT)"))
+    rt = Runtime(DB, tools=[trial_ending_reminder], clock=clock)
+    rt.transact(
+        lambda tx: tx.execute("CREATE TABLE trials (user_id TEXT, plan TEXT, reminder TEXT)")
+    )
     start_trial(rt, "ada")
     start_trial(rt, "bob")
     worker = rt.worker()
@@ -77,7 +86,7 @@ def main() -> None:
     print(f"day {day(rt)}: reminders sent {SENT}")
     for user in ("ada", "bob"):
         ((reminder,),) = rt.transact(
-            lambda tx, u=user: tx.execute("SELECT reminder FROM trials WHERE user = ?", (u,))
+            lambda tx, u=user: tx.execute("SELECT reminder FROM trials WHERE user_id = ?", (u,))
         )
         info = rt.task(reminder)
         why = f" ({info.error})" if info.status == "cancelled" else ""

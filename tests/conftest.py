@@ -1,7 +1,8 @@
 """Fixtures shared by several suites: the Cloud Spanner emulator (see
 ``tests/spanner_emulator``) for the conformance, runtime and emulator tests, a
-fresh database on a real PostgreSQL server (``tests/postgres/server.py``), and
-a loopback port held for a server the test starts in another process."""
+fresh database on a real PostgreSQL server (``tests/postgres/server.py``), also
+through a real PgBouncer (``tests/postgres/pgbouncer.py``), and a loopback port
+held for a server the test starts in another process."""
 
 import os
 import threading
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.ports import held_port
+from tests.postgres.pgbouncer import pgbouncer, pgbouncer_url
 from tests.postgres.server import postgres_url, postgres_url_factory
 from tests.spanner_emulator.fixtures import (
     emulator_database,
@@ -21,6 +23,8 @@ from tests.spanner_emulator.fixtures import (
 __all__ = [
     "emulator_database",
     "emulator_database_factory",
+    "pgbouncer",
+    "pgbouncer_url",
     "postgres_url",
     "postgres_url_factory",
     "server_port",

@@ -63,27 +63,32 @@ def open_backend(url: str, *, clock: Clock | None = None, **options: Any) -> Bac
 
         return open_sqlite(url, clock, options)
     if scheme == "spanner":
-        try:
-            module = importlib.import_module("agentq.backends.spanner.connect")
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("agentq"):
-                raise ConfigError("this agentq build has no Spanner backend") from exc
-            raise MissingExtra.needed_by(
-                "the Spanner backend (google-cloud-spanner)", "spanner", exc.name
-            ) from exc
-        backend: Backend = module.open_spanner(url, clock, options)
+        spanner = _backend_module(
+            "agentq.backends.spanner.connect", "Spanner", "google-cloud-spanner", "spanner"
+        )
+        backend: Backend = spanner.open_spanner(url, clock, options)
         return backend
     if scheme in ("postgresql", "postgres"):
-        try:
-            module = importlib.import_module("agentq.backends.postgres")
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("agentq"):
-                raise ConfigError("this agentq build has no PostgreSQL backend") from exc
-            raise MissingExtra.needed_by(
-                "the PostgreSQL backend (psycopg 3 and psycopg-pool)", "postgres", exc.name
-            ) from exc
-        pg: Backend = module.open_postgres(url, clock, options)
+        # The module itself, not the package: the package imports it (and psycopg)
+        # only on first use, which would get past the check of the extra.
+        postgres = _backend_module(
+            "agentq.backends.postgres.backend", "PostgreSQL", "psycopg 3 and psycopg-pool",
+            "postgres",
+        )  # fmt: skip
+        pg: Backend = postgres.open_postgres(url, clock, options)
         return pg
     raise ConfigError(
         f"unknown database URL scheme {scheme!r} in {url!r} (known: sqlite, postgresql, spanner)"
     )
+
+
+def _backend_module(module: str, name: str, driver: str, extra: str) -> Any:
+    """Import a backend's module, which imports its driver: a missing driver is
+    :class:`MissingExtra` naming ``extra``; a missing agentq module, a build
+    without that backend."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("agentq"):
+            raise ConfigError(f"this agentq build has no {name} backend") from exc
+        raise MissingExtra.needed_by(f"the {name} backend ({driver})", extra, exc.name) from exc

@@ -42,9 +42,17 @@ def _progress(json_output: bool) -> Callable[[str], None]:
 
 
 def _print_kept(url: str, given: str | None, out: TextIO) -> None:
-    """Where the kept database is, and the commands that show it."""
-    flag = f" --db {shlex.quote(given)}" if given else ""
-    print(f"\nkept the demo's database: {url.removeprefix('sqlite:///')}", file=out)
+    """Where the kept database is, and the commands that show it (on PostgreSQL
+    naming the demo's schema, and never a password)."""
+    from agentq.demo import kept_database
+
+    if url.lower().startswith(("postgresql:", "postgres:")):
+        where = kept_database(url)
+        flag = f" --db {shlex.quote(where)}"
+    else:
+        where = url.removeprefix("sqlite:///")
+        flag = f" --db {shlex.quote(given)}" if given else ""
+    print(f"\nkept the demo's database: {where}", file=out)
     print("look at it from this folder:", file=out)
     print(f"  agentq ui --insecure-local{flag}    # the console, in a browser", file=out)
     print(f"  agentq tasks{flag}                  # or: approvals, inspect, task ID", file=out)
@@ -95,7 +103,7 @@ def _byte_sizes(text: str) -> list[int]:
 def register(sub: Any) -> None:
     """Add ``demo`` and ``bench``."""
     demo = sub.add_parser(
-        "demo", help="run the refund bot shipped with agentq end to end on SQLite, from any folder"
+        "demo", help="run the refund bot shipped with agentq end to end, from any folder"
     )
     demo.add_argument("--requests", type=positive, default=24, help="refund requests (default 24)")
     demo.add_argument("--seed", type=int, default=7,
@@ -109,10 +117,15 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     demo.add_argument(
         "--keep", action="store_true",
-        help="run in this folder's database (agentq.toml's db, else agentq.db; it must not "
-             "exist yet) and keep it, to look at with agentq ui or agentq tasks",
+        help="run in this folder's database ($AGENTQ_DB, agentq.toml's db, else agentq.db; "
+             "a SQLite file must not exist yet) and keep it, to look at with agentq ui or "
+             "agentq tasks",
     )  # fmt: skip
-    demo.add_argument("--db", help="with --keep: the new SQLite database to keep, sqlite:///PATH")
+    demo.add_argument(
+        "--db",
+        help="with --keep: the database to keep: a new SQLite file (sqlite:///PATH) or a "
+        "PostgreSQL database (postgresql://...; the demo keeps to schema agentq_demo)",
+    )
     demo.set_defaults(func=_cmd_demo)
 
     new = sub.add_parser(

@@ -1,4 +1,6 @@
-"""``agentq demo``: the refund bot end to end on the embedded SQLite backend.
+"""``agentq demo``: the refund bot end to end, on the embedded SQLite backend
+(a temporary file) or on a database given with ``--db`` (PostgreSQL: in a schema
+of its own, kept afterwards for ``agentq ui`` to show).
 
 What happens, in about fifteen seconds of real time:
 
@@ -39,6 +41,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from agentq.approvals import ApprovalStatus
 from agentq.backends.base import LEASE_SECONDS
@@ -62,6 +65,44 @@ __all__ = [
 ]
 
 ESCALATE_AFTER = timedelta(seconds=3)
+#: The schema of a demo on PostgreSQL when its URL names none.
+DEMO_SCHEMA = "agentq_demo"
+
+
+def _is_postgres(url: str) -> bool:
+    return urlsplit(url).scheme.lower() in ("postgresql", "postgres")
+
+
+def demo_database(db: str) -> str:
+    """``db`` as the demo uses it. On PostgreSQL, agentq's tables and the demo's
+    ``orders`` table go to one schema of their own (``agentq_demo`` unless the URL
+    says ``schema=``; its ``search_path``, unless the URL sets libpq's
+    ``options``), so the demo leaves the rest of the database alone."""
+    if not _is_postgres(db):
+        return db
+    parts = urlsplit(db)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = dict(query).get("schema") or DEMO_SCHEMA
+    query = [(k, v) for k, v in query if k != "schema"] + [("schema", schema)]
+    if "options" not in dict(query):
+        query.append(("options", f"-c search_path={schema}"))
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
+def kept_database(db: str) -> str:
+    """The URL that shows what a demo in ``db`` left (``agentq ui --db ...``):
+    without a password, and on PostgreSQL naming the demo's schema."""
+    parts = urlsplit(db)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, host = netloc.rsplit("@", 1)
+        netloc = f"{user.split(':', 1)[0]}@{host}"
+    if not _is_postgres(db):
+        return urlunsplit(parts._replace(netloc=netloc))
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = dict(query).get("schema") or DEMO_SCHEMA
+    query = [(k, v) for k, v in query if k != "schema"] + [("schema", schema)]
+    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, quote_via=quote)))
 
 
 def find_project_dir(name: str, given: str | None) -> Path:
@@ -101,9 +142,11 @@ def run_demo(
 ) -> DemoSummary:
     """Run the refund-bot demo and return its summary.
 
-    ``db``: a ``sqlite:///`` URL of a database that does not exist yet, which the
-    demo makes, runs in and leaves behind to look at (``agentq demo --keep``);
-    by default it runs in a temporary folder, removed after."""
+    ``db``: a database to run in and leave behind to look at (``agentq demo
+    --keep``): a ``sqlite:///`` file that does not exist yet, which the demo
+    makes, or a ``postgresql://`` database, where the demo keeps to a schema of
+    its own (see :func:`demo_database`) that must hold no tasks yet. By default
+    it runs in a temporary folder, removed after."""
     clock: Clock = SystemClock()
     started = clock.monotonic()
     tools_dir, policies_dir = _project_dirs(tools, policies)
@@ -116,12 +159,15 @@ def run_demo(
             )
         }
     )
-    if db is not None:
-        tmp, db_url = None, _new_sqlite_database(db)
-    else:
-        tmp = tempfile.TemporaryDirectory(prefix="agentq-demo-") if workdir is None else None
-        root = Path(workdir or (tmp.name if tmp else "."))
+    # The folder the killed worker runs in (and, by default, the database's).
+    tmp = tempfile.TemporaryDirectory(prefix="agentq-demo-") if workdir is None else None
+    root = Path(workdir or (tmp.name if tmp else "."))
+    if db is None:
         db_url = f"sqlite:///{root / 'demo.db'}"
+    elif _is_postgres(db):
+        db_url = demo_database(db)
+    else:
+        db_url = _new_sqlite_database(db)
     summary = DemoSummary()
     rng = random.Random(seed)
 
@@ -137,7 +183,14 @@ def run_demo(
         }
         rt = Runtime(db_url, tools=tools_dir, policies=policy, clock=clock, settings=settings)
         try:
-            say(f"database {db_url}; loopback API at {api.url}")
+            if rt.tasks(limit=1):  # a PostgreSQL schema: a SQLite file is new
+                schema = getattr(rt.backend, "schema", DEMO_SCHEMA)
+                raise ConfigError(
+                    f"agentq demo needs a database without tasks; {rt.backend.url} has tasks "
+                    f"of an earlier run: drop its schema (DROP SCHEMA {schema} CASCADE), or "
+                    "name another with ?schema="
+                )
+            say(f"database {rt.backend.url}; loopback API at {api.url}")
             rt.transact(
                 lambda tx: tx.execute(
                     "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount REAL, "
@@ -148,7 +201,7 @@ def run_demo(
             crashed_task: str | None = None
             if crash:
                 crashed_task = _crash_a_worker(
-                    rt, api, db_url, tools_dir, policies_dir, crash_order, say
+                    rt, api, db_url, root, tools_dir, policies_dir, crash_order, say
                 )
                 summary.worker_crashes = 1
             # A transient outage the runtime must ride out (503 with Retry-After).
@@ -252,6 +305,7 @@ def _crash_a_worker(
     rt: Runtime,
     api: LoopbackAPI,
     db_url: str,
+    workdir: Path,
     tools_dir: Path,
     policies_dir: Path,
     order: str,
@@ -261,14 +315,15 @@ def _crash_a_worker(
     received, release = api.stall_after_applying(order)
     cmd = [
         sys.executable, "-c", "import sys; from agentq.cli import main; sys.exit(main())",
-        "worker", "--db", db_url, "--tools", str(tools_dir),
+        "worker", "--tools", str(tools_dir),
         "--policies", str(policies_dir), "--queue", "payments", "--concurrency", "1",
         "--setting", f"payments_url={api.url}", "--setting", "orders_table=orders",
     ]  # fmt: skip
+    # The URL goes by the environment: a password in it stays out of the process list.
+    env = {**os.environ, "AGENTQ_DB": db_url}
     # Run in the demo's own folder: the user's folder (its agentq.toml) is not the demo's.
-    workdir = Path(db_url.removeprefix("sqlite:///")).parent
     proc = subprocess.Popen(
-        cmd, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     say(f"worker process {proc.pid} started")
     task = rt.transact(_decide(order, 42.0, ship=False))
@@ -310,7 +365,9 @@ def _new_sqlite_database(url: str) -> str:
     """The URL of the database ``--keep`` makes: SQLite, and not there yet (a demo
     never writes into a database someone may be using)."""
     if not url.lower().startswith("sqlite:///") or url.lower().startswith("sqlite:///:memory:"):
-        raise ConfigError(f"agentq demo --keep runs in a new SQLite file, not {url}")
+        raise ConfigError(
+            f"agentq demo --keep runs in a new SQLite file or a PostgreSQL database, not {url}"
+        )
     path = Path(url[len("sqlite:///"):].split("?", 1)[0])
     if path.exists():
         raise ConfigError(

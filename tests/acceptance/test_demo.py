@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _agentq(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -76,3 +77,18 @@ def test_demo_reports_a_missing_tools_folder_clearly(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "cannot find the tools/ folder" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_demo_on_a_database_that_has_tasks_refuses_to_start(postgres_url: str) -> None:
+    from agentq import Runtime
+
+    # An earlier demo's state, in the schema a demo on this database uses.
+    with Runtime(f"{postgres_url}?schema=agentq_demo", tools=ROOT / "tools") as rt:
+        rt.enqueue_action("execute_refund", {"order_id": "o-1", "amount": 5})
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentq.cli", "demo", "--keep", "--db", postgres_url],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("agentq: error: agentq demo needs a database without tasks")
+    assert "schema=agentq_demo" in proc.stderr and "Traceback" not in proc.stderr

@@ -20,6 +20,9 @@ not verified where:
   see ``tests/postgres/server.py``), one fresh database per test; skipped
   locally without a server, a failure under ``CI``. Time is the client's
   clock (as on SQLite), so fake-time tests run there too.
+* ``postgres-pgbouncer`` (only with ``AGENTQ_TEST_PGBOUNCER_CONFORMANCE`` set):
+  the same, through a real PgBouncer in transaction pooling mode with
+  ``pooler=transaction`` (no ``LISTEN``: receivers poll; no prepared statements).
 * ``spanner-live``: a real endpoint from ``AGENTQ_SPANNER_TEST_URL`` (an
   Enterprise-edition database, or an emulator once it supports queues); skipped
   when unset. Spanner's clock cannot be faked, so fake-time tests skip there.
@@ -109,7 +112,7 @@ class Harness:
         if self.kind.startswith("sqlite"):
             self.backend.transact(lambda tx: tx.execute(sqlite))
             return
-        if self.kind == "postgres":  # DDL is transactional there
+        if self.kind.startswith("postgres"):  # DDL is transactional there
             self.backend.transact(lambda tx: tx.execute(postgresql))
             return
         statement = postgresql if self.postgres else googlesql
@@ -126,6 +129,13 @@ class _Shared:
     def close(self) -> None:
         pass
 
+
+#: Set (``.ci/run`` does, in a step of its own, to keep the README's test command
+#: short): the suite runs once more on PostgreSQL through a real PgBouncer in
+#: transaction pooling mode (``pooler=transaction``, tests/postgres/pgbouncer.py).
+PGBOUNCER_ENV = "AGENTQ_TEST_PGBOUNCER_CONFORMANCE"
+if os.environ.get(PGBOUNCER_ENV):
+    CAPABILITIES["postgres-pgbouncer"] = _POSTGRES
 
 BACKENDS = list(CAPABILITIES)
 
@@ -177,6 +187,8 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         url = "sqlite:///:memory:"
     elif kind == "postgres":
         url = request.getfixturevalue("postgres_url")
+    elif kind == "postgres-pgbouncer":
+        url = request.getfixturevalue("pgbouncer_url") + "?pooler=transaction"
     elif kind == "spanner-mock":
         port = request.getfixturevalue("spanner_mock_port")
         url = f"spanner://projects/p/instances/i/databases/d?endpoint=127.0.0.1:{port}"

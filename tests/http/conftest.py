@@ -1,5 +1,6 @@
-"""Fixtures shared by the wait and HTTP tests: the loopback payments API, a
-worker in another process, and a real uvicorn server on 127.0.0.1."""
+"""Fixtures shared by the wait and HTTP tests: the database (SQLite, and PostgreSQL
+when a test server is there), the loopback payments API, a worker in another
+process, and a real uvicorn server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import pytest
 
 from agentq import Runtime, SystemClock
 from agentq.demo_server import DemoAPI
+from tests.postgres.server import BACKENDS, database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,9 +45,35 @@ def api() -> Iterator[DemoAPI]:
         yield server
 
 
-@pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'agentq.db'}"
+_KILLED_SERVER = (
+    "a killed server's webhook is redelivered by the queue path that "
+    "test_a_worker_killed_after_the_payments_call_charges_once runs on PostgreSQL"
+)
+#: HTTP tests that run on SQLite only, and why: what they test is above the backend,
+#: and running them twice would cost the suite more time than it shows. The rest
+#: (the API, long-polls, waits, a worker killed mid-task, owners and scopes, dedupe,
+#: paging, approval edits, webhooks) run on PostgreSQL as well.
+SQLITE_ONLY = {
+    "test_schemathesis.py": "fuzzes the HTTP layer against its spec for two minutes: the "
+    "same validation code on every backend",
+    "test_latency.py": "a measurement, not a check (50 long-polls); on PostgreSQL another "
+    "process's completion reaches a long-poll by the poll_interval (docs/postgres.md)",
+    "test_client_errors.py": "requests refused before the backend is reached",
+    "test_public_spec.py": "the spec and docs pages hold no data",
+    "test_a_redirect_is_a_failed_delivery_retried_then_dead": "the webhook client's handling "
+    "of a redirect; the webhooks' queue path runs on PostgreSQL in the other webhook tests",
+    "test_a_server_killed_between_the_completion_commit_and_the_webhook_delivers_once": (
+        _KILLED_SERVER
+    ),
+    "test_a_server_killed_while_delivering_the_webhook_delivers_it_once": _KILLED_SERVER,
+}
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The test's database: a SQLite file, or a fresh database on the test PostgreSQL
+    server (skipped without one; a failure under CI)."""
+    return database_url(request, tmp_path, SQLITE_ONLY)
 
 
 def settings_for(api: DemoAPI) -> dict[str, str]:

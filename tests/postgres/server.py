@@ -15,12 +15,21 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-__all__ = ["ENV", "DatabaseFactory", "as_role", "postgres_url", "postgres_url_factory"]
+__all__ = [
+    "BACKENDS",
+    "ENV",
+    "DatabaseFactory",
+    "as_role",
+    "database_url",
+    "postgres_url",
+    "postgres_url_factory",
+]
 
 ENV = "AGENTQ_TEST_POSTGRES_URL"
 _counter = itertools.count()
@@ -115,3 +124,21 @@ def postgres_url_factory() -> Iterator[DatabaseFactory]:
 def postgres_url(postgres_url_factory: DatabaseFactory) -> str:
     """The URL of a fresh database for this test."""
     return postgres_url_factory.create()
+
+
+#: The backends of the suites parametrised by :func:`database_url`.
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def database_url(
+    request: pytest.FixtureRequest, tmp_path: Path, sqlite_only: Mapping[str, str]
+) -> str:
+    """A fixture body for ``params=BACKENDS``: a SQLite file in ``tmp_path``, or a
+    fresh PostgreSQL database. A test named in ``sqlite_only`` (by its function or
+    its module's file name) is skipped on PostgreSQL with the reason given there."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'agentq.db'}"
+    reason = sqlite_only.get(request.node.originalname) or sqlite_only.get(request.node.path.name)
+    if reason:
+        pytest.skip(f"postgresql: {reason}")
+    return str(request.getfixturevalue("postgres_url"))

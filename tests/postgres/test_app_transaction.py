@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -198,29 +198,38 @@ def test_a_failed_send_dooms_the_applications_transaction(rt: Runtime, postgres_
     assert rt.backend.stats("work").depth == 0
 
 
-def test_two_threads_each_with_their_own_connection_both_commit(
-    rt: Runtime, postgres_url: str
-) -> None:
-    # Both enqueue before either commits: the two transactions are open side by side.
+def _in_two_threads(app: Callable[[str, Callable[[], object]], None]) -> None:
+    """``app(order, enqueued)`` for o1 and o2, each in a thread of its own;
+    ``enqueued()`` returns once both have enqueued, so neither commits before the
+    other's transaction is open beside it. Fails with the first thread's error."""
     both_enqueued = threading.Barrier(2, timeout=30)
     errors: list[BaseException] = []
 
-    def app(order: str) -> None:
+    def run(order: str) -> None:
         try:
-            with psycopg.connect(postgres_url) as conn:
-                _decide(conn, rt, order)
-                both_enqueued.wait()
-                conn.commit()
+            app(order, both_enqueued.wait)
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
             both_enqueued.abort()
 
-    threads = [threading.Thread(target=app, args=(o,)) for o in ("o1", "o2")]
+    threads = [threading.Thread(target=run, args=(o,)) for o in ("o1", "o2")]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads) and errors == []
+
+
+def test_two_threads_each_with_their_own_connection_both_commit(
+    rt: Runtime, postgres_url: str
+) -> None:
+    def app(order: str, enqueued: Callable[[], object]) -> None:
+        with psycopg.connect(postgres_url) as conn:
+            _decide(conn, rt, order)
+            enqueued()
+            conn.commit()
+
+    _in_two_threads(app)
     assert len(rt.approvals()) == 2
     assert rt.worker().drain() == 2
     assert sorted(RAN) == ["o1", "o2"]
@@ -263,27 +272,15 @@ def test_an_sqlalchemy_session_commits_and_rolls_back_with_the_decision(
 def test_two_threads_each_with_their_own_session_both_commit(rt: Runtime, engine: Any) -> None:
     from sqlalchemy.orm import Session
 
-    both_enqueued = threading.Barrier(2, timeout=30)
-    errors: list[BaseException] = []
+    def app(order: str, enqueued: Callable[[], object]) -> None:
+        with Session(engine) as session, engine.connect() as conn:
+            # One thread through a Session, the other through a Connection.
+            target: Any = session if order == "o1" else conn
+            rt.decision(target).enqueue("refund", {"order_id": order, "amount": 1})
+            enqueued()
+            target.commit()
 
-    def app(order: str) -> None:
-        try:
-            with Session(engine) as session, engine.connect() as conn:
-                # One thread through a Session, the other through a Connection.
-                target: Any = session if order == "o1" else conn
-                rt.decision(target).enqueue("refund", {"order_id": order, "amount": 1})
-                both_enqueued.wait()
-                target.commit()
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-            both_enqueued.abort()
-
-    threads = [threading.Thread(target=app, args=(o,)) for o in ("o1", "o2")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in threads) and errors == []
+    _in_two_threads(app)
     assert rt.worker().drain() == 2 and sorted(RAN) == ["o1", "o2"]
 
 

@@ -55,15 +55,11 @@ NOT_ON_SPANNER = {
         "counts leased messages (the no-redelivery half runs in the conformance suite)"
     ),
 }
-#: Runtime tests that cannot run on PostgreSQL, and why.
+#: Runtime tests that cannot run on PostgreSQL, and why (each names what it lacks).
 NOT_ON_POSTGRES = {
-    name: reason
-    for name, reason in NOT_ON_SPANNER.items()
-    if reason in (_SQLITE_SQL, _SQLITE_QUEUE_TABLE)
-} | {
     "test_claims_are_swapped_in_unless_the_record_changed_since_the_read": (
-        "the read-then-swap claim is for single-writer backends; PostgreSQL claims in the "
-        "transaction"
+        "PostgreSQL has no single writer, so no read-then-swap claim: it claims inside the "
+        "transaction (test_backends_with_concurrent_writers_claim_inside_the_transaction)"
     ),
 }
 
@@ -88,6 +84,19 @@ def backend_url(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
     clock.set(max(clock.now(), datetime.now(UTC)))
     database.use_clock(clock)
     return str(database.url)
+
+
+def queue_table(rt: Runtime, queue: str) -> str:
+    """The table of ``queue`` as the application's SQL names it: PostgreSQL keeps
+    the queue tables in agentq's schema, SQLite beside the application's."""
+    schema = getattr(rt.backend, "schema", None)
+    return f'"{schema}"."{queue}"' if schema else f'"{queue}"'
+
+
+def types_key_columns(rt: Runtime) -> bool:
+    """Whether the engine refuses a key of the wrong type in a queue table (a
+    PostgreSQL ``bigint`` column refuses the text 'two'; SQLite stores it)."""
+    return not rt.backend.url.startswith("sqlite")
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from agentq import (
 from agentq.demo_server import DemoAPI
 from agentq.envelope import envelope_of
 from agentq.ledger import Tables
+from tests.runtime.conftest import queue_table
 
 
 def refund(rt: Runtime, amount: float, order: str = "o1", **kw: Any) -> Any:
@@ -323,8 +324,8 @@ def test_corrupt_envelope_goes_to_the_dead_letter_queue(rt: Runtime) -> None:
 def test_payload_that_is_not_json_goes_to_the_dead_letter_queue(rt: Runtime) -> None:
     # Written around agentq (a manual fix gone wrong): the lease must not fail forever.
     rt.transact(lambda tx: tx.execute(
-        'INSERT INTO "payments" (task_id, attempt, payload, deliver_time, agentq_visible_at, '
-        "agentq_lease_seq) VALUES ('tsk_raw', 1, CAST('{not json' AS BLOB), 0, 0, 7)"
+        f"INSERT INTO {queue_table(rt, 'payments')} (task_id, attempt, payload, deliver_time, "
+        "agentq_visible_at, agentq_lease_seq) VALUES ('tsk_raw', 1, ?, 0, 0, 7)", (b"{not json",)
     ))  # fmt: skip
     good = refund(rt, 10)
     rt.worker().drain()

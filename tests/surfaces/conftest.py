@@ -1,5 +1,6 @@
 """Shared by the MCP server and framework adapter tests: the project's own tools
-and policies, a real SQLite file, the loopback payments API, and a worker thread."""
+and policies, the database (a real SQLite file, and a PostgreSQL database when a
+test server is there), the loopback payments API, and a worker thread."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from agentq import Runtime
 from agentq.demo_server import DemoAPI
+from tests.postgres.server import BACKENDS, database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,9 +24,26 @@ def api() -> Iterator[DemoAPI]:
         yield server
 
 
-@pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'agentq.db'}"
+_ADAPTER = (
+    "an agent framework's adapter over Runtime's Python API, which the runtime and MCP "
+    "tests run on PostgreSQL"
+)
+#: Surface tests that run on SQLite only, and why: what they test is above the
+#: backend. The MCP server's tests run on PostgreSQL as well.
+SQLITE_ONLY = {
+    "test_langchain.py": _ADAPTER,
+    "test_openai_agents.py": _ADAPTER,
+    "test_pydantic_ai.py": _ADAPTER,
+    "test_the_http_transport_will_not_start_without_authentication": "refused before a "
+    "database is opened",
+}
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The test's database: a SQLite file, or a fresh database on the test PostgreSQL
+    server (skipped without one; a failure under CI)."""
+    return database_url(request, tmp_path, SQLITE_ONLY)
 
 
 @pytest.fixture

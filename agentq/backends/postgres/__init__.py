@@ -6,11 +6,8 @@ application's own rows. Where to find what:
 
 * :mod:`.backend` -- :class:`PostgresBackend`, the contract put together, and
   :func:`open_postgres`.
-The URL parser (:mod:`.config`) and the DDL (:func:`.queues.ddl_statements`)
-import without psycopg: ``agentq init --print-ddl`` needs neither a server nor
-the extra.
-
-* :mod:`.config` -- the URL and agentq's options in it (schema, pool size).
+* :mod:`.config` -- the URL and agentq's options in it (schema, pool size,
+  pooler).
 * :mod:`.connection` -- the pool, the write path, retries on serialization
   failures and deadlocks.
 * :mod:`.driver_errors` -- which psycopg error becomes which agentq error.
@@ -19,8 +16,16 @@ the extra.
 * :mod:`.leases` -- leasing (``FOR UPDATE SKIP LOCKED``), tokens, renewal,
   TTL drops, counters, stats.
 * :mod:`.transaction` -- the ``tx`` of ``transact``: send, ack, records, SQL.
+* :mod:`.placeholders` -- SQLite's ``?`` in the application's SQL.
+* :mod:`.bound` -- a ``tx`` on the application's own connection
+  (``Runtime.decision(conn)``).
 * :mod:`.records` -- the runtime's records table.
 * :mod:`.wakeups` -- ``LISTEN/NOTIFY`` and the bounded poll behind it.
+* :mod:`.space` -- ``reclaim_space``: a plain ``VACUUM`` of the records table.
+
+The URL parser (:mod:`.config`) and the DDL (:func:`.queues.ddl_statements`)
+import without psycopg: ``agentq init --print-ddl`` needs neither a server nor
+the extra.
 """
 
 from __future__ import annotations

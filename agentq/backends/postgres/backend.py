@@ -30,6 +30,7 @@ from agentq.backends.postgres.leases import Leases
 from agentq.backends.postgres.queues import QueueSQL
 from agentq.backends.postgres.records import Records
 from agentq.backends.postgres.schema import qualified
+from agentq.backends.postgres.space import SpaceReclaimer
 from agentq.backends.postgres.transaction import PostgresTransaction
 from agentq.backends.postgres.wakeups import Listener, channel, payload
 from agentq.clock import Clock, SystemClock, to_micros
@@ -72,7 +73,12 @@ class PostgresBackend:
         self._commits = notifier_for(where, "commits")
         self._db = Database(config)
         self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
-        self._listener = Listener(config, self._notifier, self._commits, self._read_versions)
+        # Behind a transaction-pooling pooler LISTEN hears nothing: receivers poll.
+        self._listener: Listener | _PollOnly = (
+            _PollOnly() if config.transaction_pooler
+            else Listener(config, self._notifier, self._commits, self._read_versions)
+        )  # fmt: skip
+        self._space = SpaceReclaimer(config, qualified(config.schema, "records"))
 
     @property
     def url(self) -> str:
@@ -232,9 +238,11 @@ class PostgresBackend:
         )
 
     def reclaim_space(self, max_bytes: int, *, keep_free: float = 0.0) -> int:
-        # Autovacuum makes dead rows' space reusable; giving it back to the file
-        # system needs VACUUM FULL (an exclusive lock): an operator's decision.
-        return 0
+        """A plain ``VACUUM`` of the records table gives back its empty tail (see
+        :mod:`agentq.backends.postgres.space`); ``VACUUM FULL`` is the operator's."""
+        if self._db.closed:
+            raise BackendUnavailable("backend is closed")
+        return self._space.reclaim(max_bytes, keep_free)
 
     def close(self) -> None:
         if self._db.closed:
@@ -254,6 +262,17 @@ class PostgresBackend:
         return f"PostgresBackend({self.config.safe_url!r})"
 
 
+class _PollOnly:
+    """The listener's place when ``LISTEN`` cannot work (``pooler=transaction``):
+    receivers and waiters re-read every ``poll_interval`` instead."""
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 _OPTIONS = ("redelivery", "ttl_sweep_interval")
 
 
@@ -261,7 +280,8 @@ def open_postgres(url: str, clock: Clock | None, options: Mapping[str, Any]) -> 
     """Open ``postgresql://user:password@host:port/database?schema=agentq``.
 
     URL options: ``schema`` (default ``agentq``), ``pool_size`` (10),
-    ``pool_timeout`` (30 s), ``poll_interval`` (1 s); the rest go to libpq.
+    ``pool_timeout`` (30 s), ``poll_interval`` (1 s), ``pooler`` (``session``, or
+    ``transaction`` behind PgBouncer in transaction mode); the rest go to libpq.
     """
     unknown = set(options) - set(_OPTIONS)
     if unknown:

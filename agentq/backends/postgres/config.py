@@ -1,23 +1,28 @@
 """The ``postgresql://`` URL: what it names and which options are agentq's own.
 
 Plain Python (no psycopg import). agentq's options (``schema``, ``pool_size``,
-``pool_timeout``, ``poll_interval``) are taken out of the query; everything
-else (``sslmode``, ``application_name``, ``connect_timeout``, ...) is libpq's and
-goes to the server connection as it is.
+``pool_timeout``, ``poll_interval``, ``pooler``) are taken out of the query;
+everything else (``sslmode``, ``application_name``, ``connect_timeout``, ...) is
+libpq's and goes to the server connection as it is.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from agentq.errors import ConfigError
 
-__all__ = ["DEFAULT_SCHEMA", "PostgresConfig", "parse_url"]
+__all__ = ["DEFAULT_SCHEMA", "POOLERS", "PostgresConfig", "parse_url"]
 
 DEFAULT_SCHEMA = "agentq"
-_OWN_OPTIONS = ("schema", "pool_size", "pool_timeout", "poll_interval")
+_OWN_OPTIONS = ("schema", "pool_size", "pool_timeout", "poll_interval", "pooler")
+#: ``pooler=``: what sits between agentq and the server. ``session``: the server
+#: itself, or a pooler that gives each client one server connection for its whole
+#: session. ``transaction``: a pooler that may hand each transaction another server
+#: connection (PgBouncer's pool_mode = transaction, Supavisor's transaction mode).
+POOLERS = ("session", "transaction")
 # A lowercase identifier: unquoted, it means the same in every tool (psql, an ORM).
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -36,6 +41,11 @@ class PostgresConfig:
     pool_timeout: float
     #: Seconds between a waiting receiver's re-reads when no notification came.
     poll_interval: float
+    #: Behind a transaction-pooling pooler: no ``LISTEN`` (a server connection is
+    #: the client's only during a transaction, so notifications go astray; receivers
+    #: poll every ``poll_interval``) and no server-side prepared statements (one
+    #: prepared on a server connection is not on the next).
+    transaction_pooler: bool
     #: The URL without the password, for logs and ``Backend.url``.
     safe_url: str
     #: ``host:port/database``, to name the server in error messages.
@@ -51,26 +61,33 @@ def parse_url(url: str) -> PostgresConfig:
     own = {k: v for k, v in pairs if k in _OWN_OPTIONS}
     rest = [(k, v) for k, v in pairs if k not in _OWN_OPTIONS]
     schema = own.get("schema", DEFAULT_SCHEMA)
+    pooler = own.get("pooler", "session")
+    if pooler not in POOLERS:
+        raise ConfigError(f"pooler must be one of {', '.join(POOLERS)}, not {pooler!r}")
     if not _SCHEMA.match(schema):
         raise ConfigError(
             f"schema {schema!r} is not a lowercase PostgreSQL identifier (a letter or "
             "underscore, then up to 62 lowercase letters, digits or underscores)"
         )
-    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(rest), ""))
+    # %20 for a space, not a form's "+": libpq reads "+" as itself, and a space is
+    # common in its options (options=-c statement_timeout=5s).
+    query = urlencode(rest, quote_via=quote)
+    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, query, ""))
     host = parts.hostname or "localhost (socket)"
     port = parts.port if _port_ok(parts) else None
     database = parts.path.lstrip("/") or "(default database)"
-    safe = urlunsplit(
-        ("postgresql", _netloc_without_password(parts), parts.path, urlencode(rest), "")
-    )
-    if schema != DEFAULT_SCHEMA:
-        safe += ("&" if rest else "?") + f"schema={schema}"
+    safe = urlunsplit(("postgresql", _netloc_without_password(parts), parts.path, query, ""))
+    shown = [("schema", schema)] if schema != DEFAULT_SCHEMA else []
+    shown += [("pooler", pooler)] if pooler != "session" else []
+    if shown:
+        safe += ("&" if rest else "?") + urlencode(shown)
     return PostgresConfig(
         conninfo=conninfo,
         schema=schema,
         pool_size=int(_number(own, "pool_size", 10, low=1, high=1000)),
         pool_timeout=_number(own, "pool_timeout", 30.0, low=0.1, high=3600),
         poll_interval=_number(own, "poll_interval", 1.0, low=0.01, high=60),
+        transaction_pooler=pooler == "transaction",
         safe_url=safe,
         where=f"{host}:{port or 5432}/{database}",
     )

@@ -48,10 +48,19 @@ def connect(config: PostgresConfig, *, autocommit: bool = True, name: str | None
         extra["application_name"] = name
     if "connect_timeout" not in config.conninfo:
         extra["connect_timeout"] = _CONNECT_TIMEOUT
+    extra.update(_pooler_options(config))
     try:
         return psycopg.connect(config.conninfo, autocommit=autocommit, **extra)
     except psycopg.Error as exc:
         raise mapped(exc, config.where, "connecting") from exc
+
+
+def _pooler_options(config: PostgresConfig) -> dict[str, Any]:
+    """psycopg's options for what sits in front of the server: behind a
+    transaction-pooling pooler, no server-side prepared statements (psycopg
+    prepares a statement run often, on one server connection; the next
+    transaction may get another, without it)."""
+    return {"prepare_threshold": None} if config.transaction_pooler else {}
 
 
 class Database:
@@ -67,7 +76,9 @@ class Database:
             raise mapped(exc, config.where, f"creating schema {config.schema!r}") from exc
         finally:
             setup.close()
-        extra = {} if "connect_timeout" in config.conninfo else {"connect_timeout": 10}
+        extra = _pooler_options(config)
+        if "connect_timeout" not in config.conninfo:
+            extra["connect_timeout"] = 10
         self._pool = psycopg_pool.ConnectionPool(
             config.conninfo,
             min_size=1,

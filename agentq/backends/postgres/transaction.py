@@ -1,6 +1,7 @@
 """The transaction object ``transact(fn)`` hands to ``fn``: send, ack, records and
-the application's own SQL (psycopg placeholders: ``%s`` or ``%(name)s``), all on
-the one connection of the running transaction.
+the application's own SQL (psycopg placeholders: ``%s`` or ``%(name)s``, or
+SQLite's ``?``: :mod:`~agentq.backends.postgres.placeholders`), all on the one
+connection of the running transaction.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from psycopg import errors as pgerr
 
 from agentq.backends.base import EncodedFields, EncodedRecord, Transaction
 from agentq.backends.postgres.connection import Conn
+from agentq.backends.postgres.placeholders import psycopg_placeholders
 from agentq.backends.postgres.queues import QueueSQL
 from agentq.backends.postgres.records import Records
 from agentq.clock import from_micros, to_micros
@@ -134,7 +136,8 @@ class PostgresTransaction(Transaction):
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[tuple[Any, ...]]:
         # No parameters: the text is sent as it is (a literal % needs no escaping).
-        cur = self._conn.execute(sql, params or None)
+        # SQL written for SQLite (``?`` marks) runs too: only the URL changes.
+        cur = self._conn.execute(psycopg_placeholders(sql, params), params or None)
         if cur.description is None:
             return []
         return list(cur.fetchall())
