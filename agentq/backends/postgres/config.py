@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from agentq.errors import ConfigError
 
@@ -56,12 +56,15 @@ def parse_url(url: str) -> PostgresConfig:
             f"schema {schema!r} is not a lowercase PostgreSQL identifier (a letter or "
             "underscore, then up to 62 lowercase letters, digits or underscores)"
         )
-    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(rest), ""))
+    # quote, not urlencode's quote_plus: libpq reads "+" as a plus sign, not a space
+    # (options=-c%20statement_timeout%3D5000 must reach the server as written).
+    query = urlencode(rest, quote_via=quote)
+    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, query, ""))
     host = parts.hostname or "localhost (socket)"
     port = parts.port if _port_ok(parts) else None
     database = parts.path.lstrip("/") or "(default database)"
     safe = urlunsplit(
-        ("postgresql", _netloc_without_password(parts), parts.path, urlencode(rest), "")
+        ("postgresql", _netloc_without_password(parts), parts.path, query, "")
     )
     if schema != DEFAULT_SCHEMA:
         safe += ("&" if rest else "?") + f"schema={schema}"
