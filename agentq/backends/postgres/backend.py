@@ -24,7 +24,7 @@ from agentq.backends.notify import Wake, notifier_for
 from agentq.backends.postgres import queues
 from agentq.backends.postgres.bound import bind
 from agentq.backends.postgres.config import PostgresConfig, parse_url
-from agentq.backends.postgres.connection import Conn, Database
+from agentq.backends.postgres.connection import Conn, Database, TxConn
 from agentq.backends.postgres.leases import Leases
 from agentq.backends.postgres.queues import QueueSQL
 from agentq.backends.postgres.records import Records
@@ -88,7 +88,7 @@ class PostgresBackend:
 
     def create_queue(self, spec: QueueSpec) -> None:
         self._db.write(
-            lambda conn: queues.create_queue(conn, self.schema, spec),
+            lambda tx: queues.create_queue(tx.sql, self.schema, spec),
             f"creating queue {spec.name!r}",
         )
         self._specs[spec.name] = QueueSQL(spec, self.schema)
@@ -119,9 +119,9 @@ class PostgresBackend:
     def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
         sent: set[str] = set()
 
-        def body(conn: Conn) -> T:
+        def body(conn: TxConn) -> T:
             nonlocal sent
-            tx = PostgresTransaction(conn, self._now(), self._queue_sql, self._records)
+            tx = PostgresTransaction(conn.sql, self._now(), self._queue_sql, self._records)
             try:
                 result = fn(tx)
             except psycopg.Error:
@@ -133,8 +133,9 @@ class PostgresBackend:
             if tx.doomed is not None:
                 raise tx.doomed
             if tx.sent:
-                # Delivered to listeners only if this transaction commits.
-                conn.execute("SELECT pg_notify(%s, %s)", (self._channel, payload(tx.sent)))
+                # Delivered to listeners only if this transaction commits; sent with
+                # the COMMIT, in its round trip.
+                conn.before_commit("SELECT pg_notify(%s, %s)", (self._channel, payload(tx.sent)))
             sent = tx.sent
             return result
 

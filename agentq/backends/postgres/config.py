@@ -63,9 +63,7 @@ def parse_url(url: str) -> PostgresConfig:
     host = parts.hostname or "localhost (socket)"
     port = parts.port if _port_ok(parts) else None
     database = parts.path.lstrip("/") or "(default database)"
-    safe = urlunsplit(
-        ("postgresql", _netloc_without_password(parts), parts.path, query, "")
-    )
+    safe = urlunsplit(("postgresql", _netloc_without_password(parts), parts.path, query, ""))
     if schema != DEFAULT_SCHEMA:
         safe += ("&" if rest else "?") + f"schema={schema}"
     return PostgresConfig(

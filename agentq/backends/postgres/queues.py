@@ -76,6 +76,14 @@ class QueueSQL:
             f"UPDATE {q} SET agentq_lease_seq = %s, agentq_lease_expiry = %s, "
             "agentq_visible_at = %s, agentq_expirations = %s WHERE agentq_msg_id = %s"
         )
+        # Every leased row of a batch in one statement: arrays of the new lease
+        # sequence, expiry, visible-at time and expiry count, by message id.
+        self.update_leases = (
+            f"UPDATE {q} AS t SET agentq_lease_seq = x.seq, agentq_lease_expiry = x.expiry, "
+            "agentq_visible_at = x.visible, agentq_expirations = x.expirations "
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::integer[], %s::bigint[]) "
+            "AS x(seq, expiry, visible, expirations, id) WHERE t.agentq_msg_id = x.id"
+        )
         self.select_for_renew = (
             f"SELECT agentq_lease_seq, deliver_time, agentq_expirations FROM {q} "
             "WHERE agentq_msg_id = %s FOR UPDATE"
