@@ -60,6 +60,7 @@ class PostgresBackend:
         self.redelivery = redelivery or RedeliveryPolicy()
         self.ordered_keys = True  # B-tree indexes: keys growing with time share pages
         self.single_writer = False  # transactions run side by side
+        self.swaps_in_sets = True  # replace_records / update_records: one statement a set
         # Other processes' record-only commits send no notification: re-read this often.
         self.commit_poll_interval: float | None = config.poll_interval
         self.schema = config.schema

@@ -64,6 +64,13 @@ class QueueSQL:
             f"ON CONFLICT ({self.key_list}) DO NOTHING"
         )
         self.delete = f"DELETE FROM {q} WHERE {self.key_where}"
+        # A set of keys in one statement: one array per key column, zipped by unnest.
+        arrays = ", ".join(f"%s::{_SQL_TYPES[c.type]}[]" for c in spec.key)
+        names = ", ".join(f"k{i}" for i in range(len(keys)))
+        matches = " AND ".join(f"t.{k} = x.k{i}" for i, k in enumerate(keys))
+        self.delete_many = (
+            f"DELETE FROM {q} AS t USING unnest({arrays}) AS x({names}) WHERE {matches} RETURNING 1"
+        )
         # SKIP LOCKED: a message another receiver is leasing right now is passed
         # over, never handed out twice and never waited for.
         self.select_ready = (

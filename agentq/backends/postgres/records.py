@@ -132,9 +132,11 @@ class Records:
         """Compare-and-swap each ``(key, version, value)``; return the keys whose
         stored version differed (nothing written for them). At READ COMMITTED the
         ``UPDATE`` re-checks ``v = version`` on the newest row after waiting for
-        a concurrent writer, so two swaps from one version never both win."""
+        a concurrent writer, so two swaps from one version never both win. The
+        whole set is one statement (a key given twice: one at a time, in order)."""
         _record_table(table)
-        changed = []
+        changed: list[str] = []
+        rows: list[tuple[str, str, str]] = []  # key, version, new text
         for key, version, value in items:
             if not _storable(key):
                 changed.append(key)
@@ -147,9 +149,25 @@ class Records:
                     continue
             else:
                 text = _text(value)
+            rows.append((key, version, text))
+        if len({key for key, _, _ in rows}) < len(rows):
             sql = f"UPDATE {self.table} SET v = %s WHERE tbl = %s AND k = %s AND v = %s"
-            if conn.execute(sql, (text, table, key, version)).rowcount == 0:
-                changed.append(key)
+            for key, version, text in rows:
+                if conn.execute(sql, (text, table, key, version)).rowcount == 0:
+                    changed.append(key)
+            return changed
+        if rows:
+            keys, versions, texts = (list(col) for col in zip(*rows, strict=True))
+            swapped = {
+                r[0]
+                for r in conn.execute(
+                    f"UPDATE {self.table} AS r SET v = x.v "
+                    "FROM unnest(%s::text[], %s::text[], %s::text[]) AS x(k, old, v) "
+                    "WHERE r.tbl = %s AND r.k = x.k AND r.v = x.old RETURNING r.k",
+                    (keys, versions, texts, table),
+                ).fetchall()
+            }
+            changed.extend(key for key in keys if key not in swapped)
         return changed
 
     def update(
@@ -166,18 +184,20 @@ class Records:
             ).fetchall()
         )
         missing: list[str] = []
-        rows: list[tuple[str, str, str]] = []
+        written: dict[str, str] = {}
         for key, fields in items:
             text = stored.get(key)
             if text is None:
                 missing.append(key)
                 continue
             text = _merged(text, fields)
-            stored[key] = text  # a key given twice: the second sees the first
-            rows.append((text, table, key))
-        if rows:
-            with conn.cursor() as cur:
-                cur.executemany(f"UPDATE {self.table} SET v = %s WHERE tbl = %s AND k = %s", rows)
+            stored[key] = written[key] = text  # a key given twice: the second sees the first
+        if written:
+            conn.execute(
+                f"UPDATE {self.table} AS r SET v = x.v "
+                "FROM unnest(%s::text[], %s::text[]) AS x(k, v) WHERE r.tbl = %s AND r.k = x.k",
+                (list(written), list(written.values()), table),
+            )
         return missing
 
     def _select(self, conn: Conn, table: str, keys: Sequence[str]) -> list[tuple[str, str]]:

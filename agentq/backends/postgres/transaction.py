@@ -109,13 +109,8 @@ class PostgresTransaction(Transaction):
         rows = [sql.spec.check_key(key) for key in keys]
         deleted = 0
         if rows:
-            with self._conn.cursor() as cur:
-                # returning=True: executemany's rowcount then counts every statement.
-                cur.executemany(sql.delete + " RETURNING 1", rows, returning=True)
-                while True:
-                    deleted += len(cur.fetchall())
-                    if not cur.nextset():
-                        break
+            columns = [list(col) for col in zip(*rows, strict=True)]
+            deleted = len(self._conn.execute(sql.delete_many, columns).fetchall())
         if deleted != len(rows):
             raise self._doom(
                 MessageNotFound(
