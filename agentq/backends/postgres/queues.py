@@ -65,7 +65,7 @@ class QueueSQL:
         )
         self.delete = f"DELETE FROM {q} WHERE {self.key_where}"
         # A set of keys in one statement: one array per key column, zipped by unnest.
-        arrays = ", ".join(f"%s::{_SQL_TYPES[c.type]}[]" for c in spec.key)
+        arrays = ", ".join(f"%b::{_SQL_TYPES[c.type]}[]" for c in spec.key)
         names = ", ".join(f"k{i}" for i in range(len(keys)))
         matches = " AND ".join(f"t.{k} = x.k{i}" for i, k in enumerate(keys))
         self.delete_many = (
@@ -88,7 +88,7 @@ class QueueSQL:
         self.update_leases = (
             f"UPDATE {q} AS t SET agentq_lease_seq = x.seq, agentq_lease_expiry = x.expiry, "
             "agentq_visible_at = x.visible, agentq_expirations = x.expirations "
-            "FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::integer[], %s::bigint[]) "
+            "FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[], %b::integer[], %b::bigint[]) "
             "AS x(seq, expiry, visible, expirations, id) WHERE t.agentq_msg_id = x.id"
         )
         self.select_for_renew = (

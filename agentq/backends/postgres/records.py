@@ -162,7 +162,7 @@ class Records:
                 r[0]
                 for r in conn.execute(
                     f"UPDATE {self.table} AS r SET v = x.v "
-                    "FROM unnest(%s::text[], %s::text[], %s::text[]) AS x(k, old, v) "
+                    "FROM unnest(%b::text[], %b::text[], %b::text[]) AS x(k, old, v) "
                     "WHERE r.tbl = %s AND r.k = x.k AND r.v = x.old RETURNING r.k",
                     (keys, versions, texts, table),
                 ).fetchall()
@@ -179,7 +179,7 @@ class Records:
         # Locked as read: no other transaction writes them until this one ends.
         stored: dict[str, str] = dict(
             conn.execute(
-                f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%s) FOR UPDATE",
+                f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[]) FOR UPDATE",
                 (table, wanted),
             ).fetchall()
         )
@@ -195,7 +195,7 @@ class Records:
         if written:
             conn.execute(
                 f"UPDATE {self.table} AS r SET v = x.v "
-                "FROM unnest(%s::text[], %s::text[]) AS x(k, v) WHERE r.tbl = %s AND r.k = x.k",
+                "FROM unnest(%b::text[], %b::text[]) AS x(k, v) WHERE r.tbl = %s AND r.k = x.k",
                 (list(written), list(written.values()), table),
             )
         return missing
@@ -205,7 +205,7 @@ class Records:
         if not wanted:
             return []
         rows = conn.execute(
-            f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%s)", (table, wanted)
+            f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[])", (table, wanted)
         ).fetchall()
         return [(r[0], r[1]) for r in rows]
 
