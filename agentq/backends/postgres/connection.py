@@ -87,7 +87,14 @@ class Database:
             raise mapped(exc, config.where, f"creating schema {config.schema!r}") from exc
         finally:
             setup.close()
-        extra: dict[str, Any] = {"autocommit": True}
+        # No server-side prepared statements: psycopg prepares a statement in the
+        # pipeline of its fifth run, and when a pipeline aborts (a serialization
+        # failure of the statement before it) and the ROLLBACK makes psycopg clear
+        # its cache, its DEALLOCATE ALL can drop a statement it prepared since:
+        # "prepared statement _pg3_3 does not exist" (seen in the conformance
+        # suite's concurrent read-then-write test). A transaction here is a few
+        # statements over whole sets, so parsing each costs little.
+        extra: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
         if "connect_timeout" not in config.conninfo:
             extra["connect_timeout"] = _CONNECT_TIMEOUT
         self._returned: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()

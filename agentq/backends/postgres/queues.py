@@ -56,13 +56,16 @@ class QueueSQL:
         self.key_list = ", ".join(keys)
         self.key_where = " AND ".join(f"{k} = %s" for k in keys)
         marks = ", ".join(["%s"] * len(keys))
-        # ON CONFLICT DO NOTHING: a duplicate key is reported without aborting the
-        # server's transaction (the backend then refuses to commit it).
-        self.insert = (
+        # Sent at once (the application's own transaction), ON CONFLICT DO NOTHING: a
+        # duplicate key is reported without aborting the server's transaction (the
+        # backend then refuses to commit it).
+        # Held back for the transaction's next round trip (pipeline.TxConn.defer): a
+        # duplicate key fails the statement, and with it the transaction.
+        self.insert_strict = (
             f"INSERT INTO {q} ({self.key_list}, payload, deliver_time, agentq_visible_at, "
-            f"agentq_lease_seq) VALUES ({marks}, %s, %s, %s, %s) "
-            f"ON CONFLICT ({self.key_list}) DO NOTHING"
+            f"agentq_lease_seq) VALUES ({marks}, %s, %s, %s, %s)"
         )
+        self.insert = f"{self.insert_strict} ON CONFLICT ({self.key_list}) DO NOTHING"
         self.delete = f"DELETE FROM {q} WHERE {self.key_where}"
         # A set of keys in one statement: one array per key column, zipped by unnest.
         arrays = ", ".join(f"%b::{_SQL_TYPES[c.type]}[]" for c in spec.key)

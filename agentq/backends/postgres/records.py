@@ -24,6 +24,7 @@ from typing import Any
 
 from agentq.backends.base import EncodedFields, EncodedRecord, StoredRecord, record_text
 from agentq.backends.postgres.connection import Conn, Database
+from agentq.backends.postgres.pipeline import run_or_defer
 from agentq.errors import InvalidMessage
 from agentq.spec import validate_identifier
 
@@ -102,7 +103,8 @@ class Records:
         self, conn: Conn, table: str, key: str, value: Mapping[str, Any] | EncodedRecord
     ) -> None:
         _check_storable(_record_table(table), key)
-        conn.execute(
+        run_or_defer(  # nothing to read back: sent with the transaction's next round trip
+            conn,
             f"INSERT INTO {self.table} (tbl, k, v) VALUES (%s, %s, %s) "
             "ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v",
             (table, key, _text(value)),
@@ -205,7 +207,8 @@ class Records:
         if not wanted:
             return []
         rows = conn.execute(
-            f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[])", (table, wanted)
+            f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[])",
+            (table, wanted),
         ).fetchall()
         return [(r[0], r[1]) for r in rows]
 
