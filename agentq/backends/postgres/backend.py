@@ -25,14 +25,23 @@ from agentq.backends.postgres import queues
 from agentq.backends.postgres.bound import bind
 from agentq.backends.postgres.config import PostgresConfig, parse_url
 from agentq.backends.postgres.connection import Conn, Database, TxConn
+from agentq.backends.postgres.driver_errors import RETRYABLE
+from agentq.backends.postgres.grouping import GroupCommit
 from agentq.backends.postgres.leases import Leases
+from agentq.backends.postgres.pipeline import NeighbourFailed
 from agentq.backends.postgres.queues import QueueSQL
 from agentq.backends.postgres.records import Records
 from agentq.backends.postgres.schema import qualified
 from agentq.backends.postgres.transaction import PostgresTransaction
 from agentq.backends.postgres.wakeups import Listener, channel, payload
 from agentq.clock import Clock, SystemClock, to_micros
-from agentq.errors import BackendUnavailable, ConfigError, QueueNotFound
+from agentq.errors import (
+    AgentQError,
+    BackendUnavailable,
+    ConfigError,
+    QueueNotFound,
+    TransactionAborted,
+)
 from agentq.spec import QueueSpec, validate_identifier
 
 __all__ = ["PostgresBackend", "open_postgres"]
@@ -71,6 +80,7 @@ class PostgresBackend:
         self._notifier = notifier_for(where)
         self._commits = notifier_for(where, "commits")
         self._db = Database(config)
+        self._group = GroupCommit(self._db)  # transact's write path: group commit
         self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
         self._listener = Listener(config, self._notifier, self._commits)
 
@@ -123,14 +133,20 @@ class PostgresBackend:
         def body(conn: TxConn) -> T:
             nonlocal sent
             tx = PostgresTransaction(conn.sql, self._now(), self._queue_sql, self._records)
+            mark = conn.deferred  # what was held back before this function: its neighbours'
             try:
                 result = fn(tx)
             except psycopg.Error:
+                _neighbour_failed(conn, mark)
                 # After a failed send the server refuses every later statement:
                 # the failure that doomed the transaction is the one to report.
                 if tx.doomed is not None:
                     raise tx.doomed from None
                 raise
+            except AgentQError:
+                _neighbour_failed(conn, mark)
+                raise
+            _neighbour_failed(conn, mark)
             if tx.doomed is not None:
                 raise tx.doomed
             if tx.sent:
@@ -140,11 +156,23 @@ class PostgresBackend:
             sent = tx.sent
             return result
 
-        result = self._db.write(body, durable=durable, serializable=True)
+        result = self._write(body, durable)
         if sent:
             self._notifier.notify(sent)
         self._commits.notify()
         return result
+
+    def _write(self, body: Callable[[TxConn], T], durable: bool) -> T:
+        """``body`` on a connection of its own, side by side with the others; after
+        a conflict, and while they keep coming, in a commit group (.grouping)."""
+        if not self._group.contended:
+            try:
+                return self._db.write(body, durable=durable, serializable=True, attempts=1)
+            except TransactionAborted as exc:
+                if not isinstance(exc.__cause__, RETRYABLE):
+                    raise
+                self._group.conflicted()
+        return self._group.write(body, durable)
 
     def bind_transaction(self, connection: Any) -> Transaction:
         """A transaction on the application's own ``connection`` (psycopg 3, or an
@@ -239,6 +267,15 @@ class PostgresBackend:
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self.config.safe_url!r})"
+
+
+def _neighbour_failed(conn: TxConn, mark: int) -> None:
+    """Raise :class:`NeighbourFailed` if a write of an earlier transaction of the
+    commit group failed in this one's round trip (this one then runs again)."""
+    if conn.failed_before(mark):
+        raise NeighbourFailed(
+            "a transaction that shares this one's commit failed; this one runs again"
+        )
 
 
 _OPTIONS = ("redelivery", "ttl_sweep_interval")

@@ -47,14 +47,22 @@ from agentq.backends.postgres.pipeline import (
 from agentq.backends.postgres.schema import ensure_schema
 from agentq.errors import AgentQError, BackendUnavailable
 
-__all__ = ["Conn", "Database", "TxConn"]
+__all__ = ["ATTEMPTS", "Conn", "Database", "TxConn", "backoff"]
 
 T = TypeVar("T")
 
 #: Runs of one function on serialization failures and deadlocks.
-_ATTEMPTS = 8
+ATTEMPTS = 8
 _BACKOFF_BASE = 0.005  # real seconds: contention is between real transactions
 _BACKOFF_MAX = 0.5
+
+
+def backoff(attempt: int) -> float:
+    """The longest wait (seconds) after failed attempt ``attempt`` (full jitter:
+    wait a uniform fraction of it)."""
+    return float(min(_BACKOFF_BASE * 2 ** (attempt - 1), _BACKOFF_MAX))
+
+
 _CONNECT_TIMEOUT = 10  # seconds, when the URL sets no connect_timeout
 #: A pooled connection idle for longer is checked with a round trip on checkout.
 _CHECK_AFTER_IDLE = 1.0
@@ -124,7 +132,8 @@ class Database:
         psycopg_pool.ConnectionPool.check_connection(conn)
 
     @contextmanager
-    def _checkout(self, doing: str) -> Iterator[Conn]:
+    def checkout(self, doing: str) -> Iterator[Conn]:
+        """A pooled connection (in autocommit mode) for the block."""
         if self.closed:
             raise BackendUnavailable("backend is closed")
         with self._pool.connection() as conn:
@@ -141,6 +150,7 @@ class Database:
         *,
         durable: bool = True,
         serializable: bool = False,
+        attempts: int = ATTEMPTS,
     ) -> T:
         """Run ``fn(tx)`` inside one transaction, re-run on transient conflicts.
 
@@ -148,12 +158,13 @@ class Database:
         (``synchronous_commit = off`` for this transaction only): still atomic,
         lost only in a server crash, for bookkeeping whose loss only causes an
         earlier redelivery (leases, renewals). ``serializable`` runs it at
-        SERIALIZABLE instead of READ COMMITTED (in its BEGIN).
+        SERIALIZABLE instead of READ COMMITTED (in its BEGIN). After ``attempts``
+        conflicts the last is raised as :class:`~agentq.errors.TransactionAborted`.
         """
         begin = BEGIN_SERIALIZABLE if serializable else BEGIN_READ_COMMITTED
-        for attempt in range(1, _ATTEMPTS + 1):
+        for attempt in range(1, attempts + 1):
             try:
-                with self._checkout(doing) as conn:
+                with self.checkout(doing) as conn:
                     tx = TxConn(conn, begin)
                     try:
                         result = fn(tx)
@@ -166,16 +177,15 @@ class Database:
                         raise
                     return result
             except RETRYABLE as exc:
-                if attempt == _ATTEMPTS:
+                if attempt == attempts:
                     raise mapped(exc, self.config.where, doing) from exc
-                delay = min(_BACKOFF_BASE * 2 ** (attempt - 1), _BACKOFF_MAX)
                 # Real time, not the backend's clock: the conflict is between real
                 # transactions, and a test's fake clock does not move while it waits.
-                time.sleep(random.uniform(0, delay))  # noqa: TID251  # full jitter
+                time.sleep(random.uniform(0, backoff(attempt)))  # noqa: TID251  # full jitter
             except AgentQError:
                 raise
             except psycopg_pool.PoolTimeout as exc:
-                raise self._pool_exhausted(exc) from exc
+                raise self.pool_exhausted(exc) from exc
             except psycopg.Error as exc:
                 raise mapped(exc, self.config.where, doing) from exc
         raise AssertionError("unreachable")  # the loop returns or raises
@@ -184,16 +194,17 @@ class Database:
         """Run ``fn(conn)`` on a pooled connection in autocommit mode: each of its
         statements reads what was committed when it started (no transaction)."""
         try:
-            with self._checkout(doing) as conn:
+            with self.checkout(doing) as conn:
                 return fn(conn)
         except AgentQError:
             raise
         except psycopg_pool.PoolTimeout as exc:
-            raise self._pool_exhausted(exc) from exc
+            raise self.pool_exhausted(exc) from exc
         except psycopg.Error as exc:
             raise mapped(exc, self.config.where, doing) from exc
 
-    def _pool_exhausted(self, exc: psycopg_pool.PoolTimeout) -> BackendUnavailable:
+    def pool_exhausted(self, exc: psycopg_pool.PoolTimeout) -> BackendUnavailable:
+        """The error for a pool with no connection free in time."""
         return BackendUnavailable(
             f"PostgreSQL at {self.config.where}: no pooled connection free within "
             f"{self.config.pool_timeout:g} s (pool_size={self.config.pool_size}; "

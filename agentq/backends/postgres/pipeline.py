@@ -39,12 +39,13 @@ from typing import Any, NamedTuple, TypeVar, cast
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from agentq.errors import AgentQError, TransactionError
+from agentq.errors import AgentQError, TransactionAborted, TransactionError
 
 __all__ = [
     "BEGIN_READ_COMMITTED",
     "BEGIN_SERIALIZABLE",
     "Conn",
+    "NeighbourFailed",
     "Translate",
     "TxConn",
     "run_or_defer",
@@ -59,13 +60,22 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 Translate = Callable[[psycopg.Error], AgentQError | None]
 
 _PIPELINES = psycopg.Pipeline.is_supported()
+_SAVEPOINT = "SAVEPOINT agentq_member"
+_RELEASE = "RELEASE SAVEPOINT agentq_member"
 T = TypeVar("T")
+
+
+class NeighbourFailed(TransactionAborted):
+    """A write another transaction of the same commit group held back failed in
+    this one's round trip: this transaction did not run to its end, and runs
+    again (:mod:`agentq.backends.postgres.grouping`)."""
 
 
 class _Command(NamedTuple):
     query: str
     params: Sequence[Any] | None
     translate: Translate | None = None
+    seq: int = -1  # the how-manieth held-back write of this connection
 
 
 class TxConn:
@@ -74,9 +84,23 @@ class TxConn:
 
     def __init__(self, conn: Conn, begin: str) -> None:
         self.raw = conn
+        self._begin = begin
         self._pending: list[_Command] = [_Command(begin, None)]
         self._before_commit: list[_Command] = []
         self._began = False  # BEGIN has gone to the server
+        self._savepoint_at: int | None = None  # where in _pending a held-back SAVEPOINT is
+        #: Writes held back so far on this connection (a transaction's mark).
+        self.deferred = 0
+        #: Which held-back write the server refused, by its number (this transaction).
+        self._failed: int | None = None
+
+    def restart(self) -> None:
+        """Begin the next transaction on this connection (the last one ended)."""
+        self._pending = [_Command(self._begin, None)]
+        self._before_commit = []
+        self._began = False
+        self._savepoint_at = None
+        self._failed = None
 
     @property
     def sql(self) -> Conn:
@@ -89,8 +113,8 @@ class TxConn:
     ) -> psycopg.Cursor[tuple[Any, ...]]:
         """Execute ``query`` in the transaction, after what is held back."""
         if self._pending and params is not None and _PIPELINES:
-            pending, self._pending = self._pending, []
-            with _reported(pending):
+            pending, self._pending, self._savepoint_at = self._pending, [], None
+            with _reported(pending, self._refused):
                 cur = _pipelined(self.raw, pending, lambda: self.raw.execute(query, params, **kw))
             self._began = True
             return cur
@@ -107,7 +131,13 @@ class TxConn:
     ) -> None:
         """Send ``query`` with the next statement (its result is not read). If
         the server refuses it, ``translate`` may name the error to report."""
-        self._pending.append(_Command(query, params, translate))
+        self._pending.append(_Command(query, params, translate, self.deferred))
+        self.deferred += 1
+
+    def failed_before(self, mark: int) -> bool:
+        """Whether a write held back before ``mark`` (an earlier value of
+        :attr:`deferred`) is what the server refused."""
+        return self._failed is not None and self._failed < mark
 
     def before_commit(self, query: str, params: Sequence[Any] | None = None) -> None:
         """Run ``query`` just before ``COMMIT``, in the same round trip (its
@@ -133,8 +163,8 @@ class TxConn:
         tail = [*self._pending, *self._before_commit]
         if not durable:
             tail.append(_Command("SET LOCAL synchronous_commit = off", None))
-        self._pending, self._before_commit = [], []
-        with _reported(tail):
+        self._pending, self._before_commit, self._savepoint_at = [], [], None
+        with _reported(tail, self._refused):
             if _PIPELINES:
                 done = _pipelined(self.raw, tail, lambda: self.raw.execute("COMMIT"))
             else:
@@ -145,18 +175,53 @@ class TxConn:
 
     def rollback(self) -> None:
         """Roll back whatever was sent (nothing to do if nothing was)."""
-        self._pending, self._before_commit = [], []
+        self._pending, self._before_commit, self._savepoint_at = [], [], None
         if self.raw.closed or self.raw.broken:
             return
         if self.raw.info.transaction_status != TransactionStatus.IDLE:
             self.raw.execute("ROLLBACK")
 
+    # -- savepoints, for a commit group's members (agentq.backends.combining) ----
+
+    def savepoint(self) -> None:
+        """Mark where the next member starts (held back like a write)."""
+        self._pending.append(_Command(_SAVEPOINT, None))
+        self._savepoint_at = len(self._pending) - 1
+
+    def release(self) -> None:
+        """The member since :meth:`savepoint` succeeded."""
+        if self._savepoint_at is not None:  # never sent: nothing to release
+            del self._pending[self._savepoint_at]
+        else:
+            self._pending.append(_Command(_RELEASE, None))
+        self._savepoint_at = None
+
+    def rollback_to(self) -> None:
+        """Undo the member since :meth:`savepoint`: its held-back writes are
+        dropped, or what it sent is rolled back."""
+        if self._savepoint_at is not None:
+            del self._pending[self._savepoint_at :]
+        else:
+            self._pending = []  # all of it the member's: the savepoint went before
+            self.raw.execute(f"ROLLBACK TO {_SAVEPOINT}")
+            self.raw.execute(_RELEASE)
+        self._savepoint_at = None
+
+    def settle(self) -> None:
+        """Send what is held back now, so that its failure is reported to the
+        member that wrote it (see :mod:`agentq.backends.combining`)."""
+        self._flush()
+
+    def _refused(self, command: _Command) -> None:
+        if self._failed is None:
+            self._failed = command.seq
+
     def _flush(self) -> None:
         """Send what is held back now (one round trip)."""
         if not self._pending:
             return
-        pending, self._pending = self._pending, []
-        with _reported(pending):
+        pending, self._pending, self._savepoint_at = self._pending, [], None
+        with _reported(pending, self._refused):
             if _PIPELINES and len(pending) > 1:
                 _pipelined(self.raw, pending, lambda: None)
             else:
@@ -210,9 +275,9 @@ def _pipelined(conn: Conn, commands: Sequence[_Command], then: Callable[[], T]) 
 
 
 @contextmanager
-def _reported(commands: Sequence[_Command]) -> Iterator[None]:
+def _reported(commands: Sequence[_Command], refused: Callable[[_Command], None]) -> Iterator[None]:
     """Reraise the server's error as the one a held-back command's ``translate``
-    names, if one does."""
+    names, if one does (and tell ``refused`` which command that was)."""
     try:
         yield
     except psycopg.Error as exc:
@@ -220,5 +285,6 @@ def _reported(commands: Sequence[_Command]) -> Iterator[None]:
             if command.translate is not None:
                 error = command.translate(exc)
                 if error is not None:
+                    refused(command)
                     raise error from exc
         raise
