@@ -270,6 +270,12 @@ class Transaction(Protocol):
         """Delete a record; returns whether it existed."""
         ...
 
+    def delete_records(self, table: str, keys: Sequence[str]) -> list[str]:
+        """Delete several records, each as :meth:`delete_record`; returns the keys
+        that existed, in the order given, each once (a pruner's batch: one
+        statement, not one per record, where the engine allows)."""
+        ...
+
     def replace_records(
         self,
         table: str,

@@ -1,6 +1,6 @@
 """Group commit on PostgreSQL (:mod:`agentq.backends.postgres.grouping`): after a
-conflict, the transactions of one process run one after the other in commit
-groups, and each still gets its own outcome.
+conflict, the transactions of the threads that conflicted run one after the other
+in commit groups, and each still gets its own outcome.
 
 Threads and a real server; no test waits on a clock: a transaction holds the
 group open until the others are queued behind it (the queue's count says so).
@@ -51,13 +51,16 @@ def backend(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Post
 class Calls:
     """``transact`` calls in threads of their own, each outcome kept."""
 
-    def __init__(self, backend: PostgresBackend) -> None:
+    def __init__(self, backend: PostgresBackend, *, contended: bool) -> None:
         self.backend = backend
+        self.contended = contended  # each thread as if its transactions had conflicted
         self.outcomes: dict[str, Any] = {}
         self._threads: list[threading.Thread] = []
 
     def start(self, name: str, fn: Callable[[Transaction], Any]) -> None:
         def run() -> None:
+            if self.contended:
+                self.backend._group.conflicted()
             try:
                 self.outcomes[name] = self.backend.transact(fn)
             except BaseException as exc:  # the outcome under test
@@ -84,12 +87,12 @@ class Calls:
         raise AssertionError("the transaction never queued")
 
 
-def test_after_a_conflict_the_transactions_of_the_process_run_in_groups(
+def test_after_a_conflict_the_transactions_of_the_thread_run_in_groups(
     backend: PostgresBackend,
 ) -> None:
     # Two read-then-write transactions of one record, side by side: one of them
     # is aborted by the server (serialization failure) and runs again, in a
-    # group, and so does every transaction of the process for a while.
+    # group, and so does every transaction of its thread for a while.
     backend.transact(lambda tx: tx.put_record("counters", "c", {"n": 0}))
     both_read = threading.Barrier(2, timeout=30)
     first_runs: set[str] = set()
@@ -101,25 +104,27 @@ def test_after_a_conflict_the_transactions_of_the_process_run_in_groups(
             both_read.wait()
         tx.put_record("counters", "c", {"n": n + 1})
 
-    assert not backend._group.contended
-    threads = [
-        threading.Thread(target=lambda w=who: backend.transact(lambda tx: bump(tx, w)))
-        for who in ("a", "b")
-    ]
+    contended: dict[str, bool] = {}
+
+    def run(who: str) -> None:
+        assert not backend._group.contended
+        backend.transact(lambda tx: bump(tx, who))
+        contended[who] = backend._group.contended
+
+    threads = [threading.Thread(target=run, args=(who,)) for who in ("a", "b")]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
     assert backend.get_record("counters", "c") == {"n": 2}  # no lost update
-    assert backend._group.contended
+    assert sorted(contended.values()) in ([False, True], [True, True])  # the loser's thread
 
 
 def test_a_key_taken_is_reported_to_the_transaction_that_sent_it_not_its_neighbour(
     backend: PostgresBackend,
 ) -> None:
     backend.transact(lambda tx: tx.send("Jobs", "taken", b"x"))
-    backend._group.conflicted()  # as after a serialization failure: groups from now on
-    calls = Calls(backend)
+    calls = Calls(backend, contended=True)  # as after serialization failures: groups
     holding, release = threading.Event(), threading.Event()
 
     def leader(tx: Transaction) -> str:
@@ -150,8 +155,7 @@ def test_a_key_taken_is_reported_to_the_transaction_that_sent_it_not_its_neighbo
 
 
 def test_a_function_that_raises_leaves_its_group_committed(backend: PostgresBackend) -> None:
-    backend._group.conflicted()
-    calls = Calls(backend)
+    calls = Calls(backend, contended=True)
     holding, release = threading.Event(), threading.Event()
 
     def leader(tx: Transaction) -> None:

@@ -8,13 +8,13 @@ five transactions aborted and a caller ran out of retries
 (``TransactionAborted``) within a few thousand calls. So a transaction runs on a
 connection of its own first (side by side, the fastest way when nothing
 conflicts: each round trip overlaps the others'), and after a serialization
-failure or deadlock, and for :data:`CONTENDED_SECONDS` after the last one, every
-``transact`` of the process goes through a commit group instead: transactions
-that start while another runs wait in a queue, and the thread that runs (the
-leader) takes them into its own transaction, one after another on its one pooled
-connection, and commits them together (:mod:`agentq.backends.combining`,
-SQLite's group commit). They then run one after the other, serially by
-construction, and share one COMMIT.
+failure or deadlock, and for :data:`CONTENDED_SECONDS` after its thread's last
+one, through a commit group instead: transactions that start while another runs
+wait in a queue, and the thread that runs (the leader) takes them into its own
+transaction, one after another on its one pooled connection, and commits them
+together (:mod:`agentq.backends.combining`, SQLite's group commit). The threads
+that conflict then run one after the other, serially by construction, and share
+one COMMIT.
 
 Each member keeps its own outcome: one that raises rolls the transaction back,
 and the members before it run again, each in a savepoint from then on; a
@@ -27,6 +27,7 @@ the members, with backoff, as :meth:`Database.write` does.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -87,18 +88,20 @@ class GroupCommit:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._queue = combining.Queue()
-        self._contended_until = 0.0  # time.monotonic()
+        self._local = threading.local()  # contended_until, per thread (time.monotonic())
 
     @property
     def contended(self) -> bool:
-        """Whether a transaction of this process met a conflict in the last
-        :data:`CONTENDED_SECONDS`: until then every ``transact`` goes through
-        the group, so the ones that would conflict run one after the other."""
-        return time.monotonic() < self._contended_until
+        """Whether a transaction of this thread met a conflict in the last
+        :data:`CONTENDED_SECONDS`: until then its transactions go through the
+        group, so the threads that conflict run one after the other. (Per
+        thread: a worker's committer that meets another process's leaves its
+        receiver and pruner side by side.)"""
+        return time.monotonic() < getattr(self._local, "contended_until", 0.0)
 
     def conflicted(self) -> None:
-        """A transaction met a serialization failure or a deadlock just now."""
-        self._contended_until = time.monotonic() + CONTENDED_SECONDS
+        """A transaction of this thread met a serialization failure or a deadlock."""
+        self._local.contended_until = time.monotonic() + CONTENDED_SECONDS
 
     def write(self, body: Callable[[TxConn], T], durable: bool) -> T:
         """Run ``body(tx)`` at SERIALIZABLE in a commit group; its result once

@@ -125,6 +125,21 @@ class Records:
         cur = conn.execute(f"DELETE FROM {self.table} WHERE tbl = %s AND k = %s", (table, key))
         return cur.rowcount > 0
 
+    def delete_many(self, conn: Conn, table: str, keys: Sequence[str]) -> list[str]:
+        """Delete the records of ``keys`` in one statement; the keys that existed,
+        in the order given, each once."""
+        wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
+        if not wanted:
+            return []
+        gone = {
+            r[0]
+            for r in conn.execute(
+                f"DELETE FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[]) RETURNING k",
+                (table, wanted),
+            ).fetchall()
+        }
+        return [key for key in wanted if key in gone]
+
     def replace(
         self,
         conn: Conn,

@@ -182,6 +182,9 @@ class PostgresTransaction(Transaction):
     def delete_record(self, table: str, key: str) -> bool:
         return self._records.delete(self._conn, table, key)
 
+    def delete_records(self, table: str, keys: Sequence[str]) -> list[str]:
+        return self._records.delete_many(self._conn, table, keys)
+
     def replace_records(
         self,
         table: str,
