@@ -29,6 +29,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -91,15 +92,24 @@ def _bytes(s: dict[str, Any]) -> int:
     return sum(s[t]["heap_bytes"] + s[t]["index_bytes"] for t in ("records", "queue") if t in s)
 
 
+def _dead_share(s: dict[str, Any]) -> float:
+    dead = sum(s[t]["dead"] for t in ("records", "queue") if t in s)
+    live = sum(s[t]["live"] for t in ("records", "queue") if t in s)
+    return round(dead / (dead + live), 3) if dead + live else 0.0
+
+
 def verdict(samples: list[dict[str, Any]], retention_s: float) -> dict[str, Any]:
-    """Growth of the two tables after one retention window, and the bloat at the end."""
+    """Growth of the two tables after one retention window, and the bloat: the
+    share of dead rows, which rises between autovacuum runs and falls at each
+    (its range over the samples after the window says how far it lets it go)."""
     settled = [s for s in samples if s["seconds"] >= retention_s + _SETTLE_SECONDS]
     last = samples[-1]
-    dead = sum(last[t]["dead"] for t in ("records", "queue") if t in last)
-    live = sum(last[t]["live"] for t in ("records", "queue") if t in last)
+    shares = [_dead_share(s) for s in (settled or [last])]
     out: dict[str, Any] = {
-        "dead_share_at_end": round(dead / (dead + live), 3) if dead + live else 0
-    }
+        "dead_share": {"min": min(shares), "median": statistics.median(shares),
+                       "max": max(shares)},
+        "autovacuums": {t: last[t]["autovacuums"] for t in ("records", "queue") if t in last},
+    }  # fmt: skip
     if len(settled) >= 2:
         first = settled[0]
         out["bytes_after_window"] = _bytes(first)
@@ -136,7 +146,8 @@ def markdown(doc: dict[str, Any]) -> str:
         "",
         "growth after one retention window: "
         + ("n/a (run shorter than a window)" if growth is None else f"{growth:+.1%}")
-        + f"; dead rows at the end: {v['dead_share_at_end']:.1%}",
+        + f"; dead rows after it (autovacuum's bloat): {v['dead_share']['median']:.0%} "
+        f"(min {v['dead_share']['min']:.0%}, max {v['dead_share']['max']:.0%})",
     ]
     return "\n".join(lines)
 
