@@ -306,6 +306,12 @@ class Transaction(Protocol):
         """Delete a record; returns whether it existed."""
         ...
 
+    def delete_records(self, table: str, keys: Sequence[str]) -> list[str]:
+        """Delete several records, each as :meth:`delete_record`; returns the keys
+        that existed, in the order given, each once (a pruner's batch: one
+        statement, not one per record, where the engine allows)."""
+        ...
+
     def replace_records(
         self,
         table: str,
@@ -329,10 +335,15 @@ class Backend(Protocol):
     #: Whether keys that grow with time are cheap here (B-tree locality: SQLite)
     #: rather than a write hotspot (key-range splits: Spanner).
     ordered_keys: bool
-    #: Whether writes are serialised, one transaction at a time (SQLite): then work
-    #: moved out of a write transaction (read first, swap in) speeds every writer
-    #: up; where transactions run side by side (Spanner) it only adds reads.
+    #: Whether writes are serialised, one transaction at a time (SQLite).
     single_writer: bool
+    #: Whether a worker should prepare its claims from one read outside the
+    #: transaction and swap them in as a set, and write only a success's changed
+    #: fields. It pays where writes are serialised (SQLite: the write lock is held
+    #: for the swap alone) and where a set of swaps is one statement (PostgreSQL:
+    #: a batch's claim takes a few round trips instead of two per task); where
+    #: each swap costs a round trip of its own (Spanner) it only adds reads.
+    swaps_in_sets: bool
     #: ``None`` when :meth:`subscribe_commits` also sees other processes' commits;
     #: otherwise how often (seconds) a waiting reader must re-read instead.
     commit_poll_interval: float | None

@@ -51,11 +51,12 @@ def decisions(env: BenchEnv, n: int, pad: str, callers: int = 1) -> float:
     """Transactions that each write one application row and enqueue one task, from
     ``callers`` threads (several agents deciding at once share commits)."""
     rt = env.runtime()
-    rt.transact(lambda tx: tx.execute("CREATE TABLE app (id INTEGER PRIMARY KEY, v TEXT)"))
+    rt.transact(lambda tx: tx.execute(f"CREATE TABLE app ({env.id_column}, v TEXT)"))
+    insert = f"INSERT INTO app (v) VALUES ({env.placeholder})"
 
     def decide(i: int) -> Callable[[Any], Any]:
         def fn(tx: Any) -> Any:
-            tx.execute("INSERT INTO app (v) VALUES (?)", (f"decision-{i}",))
+            tx.execute(insert, (f"decision-{i}",))
             return tx.enqueue("noop", {"n": i, "pad": pad})
 
         return fn

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from agentq.bench.env import BENCH_QUEUE, BenchEnv, enqueue_burst, spawn_workers, stop_workers
 
-__all__ = ["end_to_end"]
+__all__ = ["drain", "end_to_end"]
 
 _DEADLINE_SECONDS = 600.0
 
@@ -40,18 +41,32 @@ def end_to_end(
     rt = env.runtime()
     try:
         enqueue_burst(rt, n, pad)
-        procs = spawn_workers(env, workers, concurrency, batch, queues)
-        try:
-            deadline = time.monotonic() + _DEADLINE_SECONDS
-            while rt.backend.stats(BENCH_QUEUE).depth > 0:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"bench tasks did not finish in {_DEADLINE_SECONDS:.0f} s")
-                time.sleep(0.005)
-        finally:
-            stop_workers(procs)
-        starts = sorted(t.result["started"] for t in rt.tasks("succeeded"))
+        return drain(env, rt, n, workers, concurrency, batch, queues)
     finally:
         rt.close()
+
+
+def drain(
+    env: BenchEnv,
+    rt: Any,
+    n: int,
+    workers: int,
+    concurrency: int,
+    batch: int,
+    queues: Sequence[str] | None = (BENCH_QUEUE,),
+) -> float:
+    """Start ``workers`` processes on the ``n`` tasks already enqueued, wait until
+    the bench queue is empty, stop them; tasks/s from the handlers' start times."""
+    procs = spawn_workers(env, workers, concurrency, batch, queues)
+    try:
+        deadline = time.monotonic() + _DEADLINE_SECONDS
+        while rt.backend.stats(BENCH_QUEUE).depth > 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"bench tasks did not finish in {_DEADLINE_SECONDS:.0f} s")
+            time.sleep(0.05)  # the rate is read off start times: no need to look often
+    finally:
+        stop_workers(procs)
+    starts = sorted(t.result["started"] for t in rt.tasks("succeeded"))
     if len(starts) != n:
         raise RuntimeError(f"only {len(starts)} of {n} bench tasks succeeded")
     span = starts[-1] - starts[0] if n > 1 else 0.0

@@ -1,24 +1,28 @@
 """The bench's fixtures: a fresh database with no-op tools, and worker processes.
 
 Every measurement gets its own :class:`BenchEnv` (a temporary directory with a
-new database file and a tools folder), so no figure is read off a database an
-earlier one has grown. Workers run in processes of their own, as in production.
+tools folder, and a new database file, or on PostgreSQL a new schema of the
+given database), so no figure is read off a database an earlier one has
+grown. Workers run in processes of their own, as in production.
 """
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 __all__ = [
     "BENCH_QUEUE",
     "OTHER_QUEUES",
     "BenchEnv",
     "enqueue_burst",
+    "postgres_url_with",
     "spawn_workers",
     "stop_workers",
 ]
@@ -70,21 +74,72 @@ rt.close()
 """
 
 
-class BenchEnv:
-    """A fresh database file and the no-op tools, in a temporary directory."""
+def postgres_url_with(url: str, **params: str) -> str:
+    """``url`` with query ``params`` set (replacing any of the same name)."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in params]
+    return urlunsplit(parts._replace(query=urlencode([*query, *params.items()], quote_via=quote)))
 
-    def __init__(self, root: Path, durability: str, name: str) -> None:
+
+class BenchEnv:
+    """The no-op tools in a temporary directory, and a fresh database: a new
+    file under ``root``, or with ``server`` (a ``postgresql://`` URL) a new
+    schema in that database, dropped by :meth:`close`.
+
+    On PostgreSQL the schema is also the connections' ``search_path``, so the
+    application table a measurement creates lives beside agentq's tables.
+    ``placeholder`` is the dialect's parameter mark for that SQL.
+    """
+
+    def __init__(self, root: Path, durability: str, name: str, server: str | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))
         self.tools = self.dir / "tools"
         self.tools.mkdir()
         (self.tools / "noop.py").write_text(_NOOP_TOOL)
         self.path = self.dir / "bench.db"
-        self.url = f"sqlite:///{self.path}?durability={durability}"
+        self.server = server
+        self.schema: str | None = None
+        if server is None:
+            self.url = f"sqlite:///{self.path}?durability={durability}"
+            self.placeholder = "?"
+            self.id_column = "id INTEGER PRIMARY KEY"
+        else:
+            self.schema = f"bench_{name}_{secrets.token_hex(4)}".lower()
+            self.url = postgres_url_with(
+                server, schema=self.schema, options=f"-c search_path={self.schema}"
+            )
+            self.placeholder = "%s"
+            self.id_column = "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+            self._admin(f'CREATE SCHEMA "{self.schema}"')
+
+    @property
+    def libpq_url(self) -> str:
+        """The PostgreSQL URL without agentq's own options (for psycopg itself)."""
+        from agentq.backends.postgres.config import parse_url
+
+        return parse_url(self.url).conninfo
 
     def runtime(self) -> Any:
         from agentq.runtime import Runtime
 
         return Runtime(self.url, tools=self.tools)
+
+    def close(self) -> None:
+        """Drop the PostgreSQL schema (a file is removed with its directory)."""
+        if self.server is not None and self.schema is not None:
+            self._admin(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.libpq_url, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def __enter__(self) -> BenchEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def enqueue_burst(rt: Any, n: int, pad: str) -> None:

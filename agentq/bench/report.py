@@ -12,10 +12,17 @@ def format_table(result: dict[str, Any]) -> str:
     ratios, latency and idle CPU."""
     s = result["settings"]
     load = s.get("load_average")
+    pg = s.get("postgresql")
+    engine = (
+        f"PostgreSQL {pg['server_version']} (fsync={pg['fsync']}, "
+        f"synchronous_commit={pg['synchronous_commit']})"
+        if pg
+        else f"synchronous={s['durability'].upper()}, SQLite {s['sqlite']}"
+    )
     lines = [
         f"agentq bench: {s['tasks']} tasks, {s['workers']} workers x {s['concurrency']} handlers, "
-        f"batch {s['batch']}, payload {s['payload_bytes']} B, synchronous={s['durability'].upper()}, "
-        f"{s['repeats']} repeats, Python {s['python']}, SQLite {s['sqlite']}, {s['cpus']} CPUs"
+        f"batch {s['batch']}, payload {s['payload_bytes']} B, {engine}, "
+        f"{s['repeats']} repeats, Python {s['python']}, {s['cpus']} CPUs"
         + (f", load average {load[0]:.1f}" if load else ""),
         "",
         f"{'measure':<38}{'median':>12}{'min':>12}{'max':>12}{'x raw':>9}",

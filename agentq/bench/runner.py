@@ -8,6 +8,7 @@ the ones the project's targets name.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import statistics
@@ -31,27 +32,34 @@ def _stats(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def _check_target(db: str | None, durability: str) -> Path:
-    """The directory the fresh databases go in; a clear error for anything but SQLite."""
+def _check_target(db: str | None, durability: str) -> tuple[Path, str | None]:
+    """Where the fresh databases go: a directory for SQLite files, and for
+    PostgreSQL the server's database (each measurement gets a schema of its own
+    there); a clear error for anything else."""
+    if durability not in ("full", "normal"):
+        raise ConfigError("--durability must be full or normal")
+    if db is not None and db.split("://", 1)[0].lower() in ("postgresql", "postgres"):
+        from agentq.backends import open_backend
+
+        open_backend(db).close()  # a clear error now if the server is not there
+        return Path(tempfile.mkdtemp(prefix="agentq-bench-")), db
     if db is not None and not db.startswith("sqlite:"):
         if db.startswith("spanner:"):
             from agentq.backends import open_backend
 
             open_backend(db).close()  # a clear error without credentials
             raise ConfigError(
-                "agentq bench measures the embedded engine; a Spanner database is measured "
-                "by its own metrics (this run would bill a real instance)"
+                "agentq bench measures the embedded engine and PostgreSQL; a Spanner "
+                "database is measured by its own metrics (this run would bill a real instance)"
             )
-        raise ConfigError(f"agentq bench needs a sqlite:/// URL, not {db!r}")
-    if durability not in ("full", "normal"):
-        raise ConfigError("--durability must be full or normal")
+        raise ConfigError(f"agentq bench needs a sqlite:/// or postgresql:// URL, not {db!r}")
     root = (
         Path(db[len("sqlite:///") :]).parent
         if db
         else Path(tempfile.mkdtemp(prefix="agentq-bench-"))
     )
     root.mkdir(parents=True, exist_ok=True)
-    return root
+    return root, None
 
 
 def run_bench(
@@ -78,58 +86,80 @@ def run_bench(
     with that many bytes of arguments per task; ``multi_queue`` the figure of
     one worker serving every queue.
     """
-    root = _check_target(db, durability)
+    root, server = _check_target(db, durability)
     pad = "x" * payload_bytes
     results: dict[str, list[float]] = {}
     lat_same: list[float] = []
     lat_other: list[float] = []
 
-    def env(name: str) -> BenchEnv:
-        return BenchEnv(root, durability, name)
-
-    def record(name: str, value: float) -> None:
+    def measure(name: str, where: str, fn: Callable[[BenchEnv], float]) -> None:
+        with BenchEnv(root, durability, where, server) as env:
+            value = fn(env)
         results.setdefault(name, []).append(value)
         progress(f"  {name}: {value:,.1f}")
+
+    def sample(into: list[float], where: str, in_process: bool) -> None:
+        with BenchEnv(root, durability, where, server) as env:
+            into += latency(env, samples, in_process)
 
     n = min(tasks, 2000)
     samples = latency_samples // repeats or 1
     for r in range(repeats):
         progress(f"repeat {r + 1}/{repeats}")
-        record("raw_commits_per_s", raw_commits(env("raw"), n, durability))
-        record("queue_send_per_s", queue_send(env("qs"), n, pad.encode()))
-        record("queue_recv_ack_per_s", queue_receive_ack(env("qr"), tasks, batch, pad.encode()))
-        record("decisions_per_s", decisions(env("dec"), n, pad))
-        record("enqueue_per_s", enqueues(env("enq"), n, pad))
-        record("enqueue_action_per_s", enqueue_actions(env("act"), n, pad))
+        measure("raw_commits_per_s", "raw", lambda e: raw_commits(e, n, durability))
+        if server is not None and callers > 1:
+            # The server flushes concurrent clients' commits together: the floor
+            # that group commit in agentq is compared with, beside the lone client's.
+            measure(
+                f"raw_commits_per_s_{callers}_callers", "rawn",
+                lambda e: raw_commits(e, 2 * n, durability, callers),
+            )  # fmt: skip
+        measure("queue_send_per_s", "qs", lambda e: queue_send(e, n, pad.encode()))
+        measure(
+            "queue_recv_ack_per_s", "qr",
+            lambda e: queue_receive_ack(e, tasks, batch, pad.encode()),
+        )  # fmt: skip
+        measure("decisions_per_s", "dec", lambda e: decisions(e, n, pad))
+        measure("enqueue_per_s", "enq", lambda e: enqueues(e, n, pad))
+        measure("enqueue_action_per_s", "act", lambda e: enqueue_actions(e, n, pad))
         if callers > 1:
-            record(
-                f"decisions_per_s_{callers}_callers", decisions(env("decn"), 2 * n, pad, callers)
-            )
-            record(
-                f"enqueue_action_per_s_{callers}_callers",
-                enqueue_actions(env("actn"), 2 * n, pad, callers),
-            )
+            measure(
+                f"decisions_per_s_{callers}_callers", "decn",
+                lambda e: decisions(e, 2 * n, pad, callers),
+            )  # fmt: skip
+            measure(
+                f"enqueue_action_per_s_{callers}_callers", "actn",
+                lambda e: enqueue_actions(e, 2 * n, pad, callers),
+            )  # fmt: skip
         for w in sorted({1, workers}):
-            record(
-                f"tasks_per_s_{w}w", end_to_end(env(f"e2e{w}"), tasks, w, concurrency, batch, pad)
-            )
+            measure(
+                f"tasks_per_s_{w}w", f"e2e{w}",
+                functools.partial(end_to_end, n=tasks, workers=w, concurrency=concurrency,
+                                  batch=batch, pad=pad),
+            )  # fmt: skip
         if multi_queue:
-            rate = end_to_end(env("e2eall"), tasks, 1, concurrency, batch, pad, queues=None)
-            record("tasks_per_s_multi_queue", rate)
+            measure(
+                "tasks_per_s_multi_queue", "e2eall",
+                lambda e: end_to_end(e, tasks, 1, concurrency, batch, pad, queues=None),
+            )  # fmt: skip
         for size in args_sizes:
-            rate = end_to_end(env(f"e2eargs{size}"), tasks, workers, concurrency, batch, "x" * size)
-            record(f"tasks_per_s_{workers}w_args_{size}B", rate)
-        lat_same += latency(env("lat1"), samples, True)
-        lat_other += latency(env("lat2"), samples, False)
+            measure(
+                f"tasks_per_s_{workers}w_args_{size}B", f"e2eargs{size}",
+                functools.partial(end_to_end, n=tasks, workers=workers, concurrency=concurrency,
+                                  batch=batch, pad="x" * size),
+            )  # fmt: skip
+        sample(lat_same, "lat1", True)
+        sample(lat_other, "lat2", False)
     progress("idle worker CPU")
-    idle = idle_cpu(env("idle"))
+    with BenchEnv(root, durability, "idle", server) as idle_env:
+        idle = idle_cpu(idle_env)
     out: dict[str, Any] = {
         "settings": {
             "tasks": tasks, "workers": workers, "concurrency": concurrency, "batch": batch,
             "callers": callers, "payload_bytes": payload_bytes, "args_sizes": list(args_sizes),
             "durability": durability, "repeats": repeats, "python": sys.version.split()[0],
             "sqlite": sqlite3.sqlite_version, "cpus": os.cpu_count(),
-            "load_average": _load_average(),
+            "load_average": _load_average(), **_server_settings(server),
         },
         "throughput": {name: _stats(vals) for name, vals in results.items()},
         "latency_ms": {
@@ -172,9 +202,30 @@ def _ratios(results: dict[str, list[float]], workers: int, callers: int) -> dict
             "raw_commits_per_s",
         ),
         "enqueue_over_raw": ("enqueue_per_s", "raw_commits_per_s"),
+        f"decisions_{callers}_callers_over_raw_{callers}_callers": (
+            f"decisions_per_s_{callers}_callers",
+            f"raw_commits_per_s_{callers}_callers",
+        ),
     }
     out = {name: ratio(top, bottom) for name, (top, bottom) in wanted.items()}
     return {name: value for name, value in out.items() if value is not None}
+
+
+def _server_settings(server: str | None) -> dict[str, Any]:
+    """On PostgreSQL: the server's version and the settings that decide what a
+    commit costs (none on SQLite, whose durability is ``--durability``)."""
+    if server is None:
+        return {}
+    import psycopg
+
+    from agentq.backends.postgres.config import parse_url
+
+    names = ("server_version", "fsync", "synchronous_commit", "wal_sync_method", "commit_delay")
+    with psycopg.connect(parse_url(server).conninfo, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT " + ", ".join(f"current_setting('{n}')" for n in names)
+        ).fetchone()
+    return {"backend": "postgresql", "postgresql": dict(zip(names, row or (), strict=True))}
 
 
 def _load_average() -> list[float] | None:

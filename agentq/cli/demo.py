@@ -136,7 +136,9 @@ def register(sub: Any) -> None:
 
     bench = sub.add_parser("bench", help="measure throughput and latency on a fresh database")
     bench.add_argument(
-        "--db", help="sqlite:///DIR/x.db: where the fresh databases go (default: temp)"
+        "--db",
+        help="sqlite:///DIR/x.db: where the fresh databases go (default: temp); or "
+        "postgresql://...: a database on that server (a fresh schema per measurement)",
     )
     bench.add_argument("--tasks", type=positive, default=2000,
                        help="tasks per end-to-end measurement (default 2000)")  # fmt: skip

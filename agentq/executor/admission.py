@@ -7,13 +7,15 @@ complete is a poison task; the tool must exist, not be held back by a
 Retry-After, and a call that needs approval must have an approved approval; a
 tool with a per-key limit must get a slot of its key (:mod:`.keyslots`).
 
-On a single-writer backend (SQLite) the common case is prepared outside any
-write transaction (the *fast path*): the ledger records are read, checked and
-updated in memory, then swapped in with one compare-and-swap write, so the
-write lock that every other writer waits for is held only for the swap.
-Anything unusual (a record changed since the read, a stale or poison message, a
-hold, an approval to check, a corrupt envelope), and every claim on other
-backends, is decided the careful way: read and written inside the transaction.
+Where the backend swaps records in sets (``backend.swaps_in_sets``: SQLite,
+PostgreSQL) the common case is prepared outside any write transaction (the
+*fast path*): the ledger records are read, checked and updated in memory, then
+swapped in with one compare-and-swap write of the set, so SQLite's write lock,
+which every other writer waits for, is held only for the swap, and a batch
+costs PostgreSQL a few round trips rather than two per task. Anything unusual
+(a record changed since the read, a stale or poison message, a hold, an
+approval to check, a corrupt envelope), and every claim on Spanner, is decided
+the careful way: read and written inside the transaction.
 
 What a message is, decided on the careful path (:mod:`.careful_claims`, whose
 checks are :mod:`.claim_checks`):
@@ -105,7 +107,7 @@ class Admission(CarefulClaims):
         and the claim's changed fields, encoded) and messages to claim inside a
         transaction."""
         rt = self.runtime
-        if not rt.backend.single_writer:
+        if not rt.backend.swaps_in_sets:
             return [], list(batch)  # reading first would only add a read per task
         checked = [(m, looks_like_envelope(m.payload, m.key)) for m in batch]
         keys = [str(m.key[0]) for m, wellformed in checked if wellformed]

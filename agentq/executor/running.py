@@ -236,8 +236,9 @@ class Running(WorkerState):
         ):  # fmt: skip
             return
         now = self.clock.now()
-        if self.runtime.backend.single_writer:
-            # Only the changed fields: SQLite sets them inside the stored record.
+        if self.runtime.backend.swaps_in_sets:
+            # Only the changed fields: SQLite sets them inside the stored record,
+            # PostgreSQL merges them into it, a set of records in one statement.
             outcome.final = succeeded_fields(rec, now, outcome.result)
         if outcome.final is None:
             outcome.final = succeeded_record(rec, now, outcome.result)

@@ -245,6 +245,7 @@ def _prune_tasks(
 
     def delete(tx: Transaction) -> PruneCounts:
         counts = PruneCounts()
+        going: list[tuple[str, dict[str, Any]]] = []
         for key, rec in old:
             if rec.get("status") in _REVIVABLE:
                 # A replay may have taken it back since the read: decide on what is
@@ -258,14 +259,26 @@ def _prune_tasks(
                 ):
                     continue
                 rec = current
+            going.append((key, rec))
+        # As sets (one statement each where the engine allows): a batch's tasks,
+        # then what goes with the ones deleted here (another pruner may have been
+        # first with some).
+        deleted = set(tx.delete_records(Tables.TASKS, [key for key, _ in going]))
+        rows_of: dict[str, list[str]] = {}
+        offloaded = []
+        for key, rec in going:
+            if key not in deleted:
+                continue
             rows = _belongings(tx.get_record, key, rec)
-            if not tx.delete_record(Tables.TASKS, key):
-                continue  # another pruner was first
             for table, row in rows:
-                tx.delete_record(table, row)
+                rows_of.setdefault(table, []).append(row)
             _count(counts, rows)
             if payloads.is_offloaded(rec):
-                counts.payloads += tx.delete_record(Tables.PAYLOADS, key)
+                offloaded.append(key)
+        for table, rows_in_table in rows_of.items():
+            tx.delete_records(table, rows_in_table)
+        if offloaded:
+            counts.payloads += len(tx.delete_records(Tables.PAYLOADS, offloaded))
         return counts
 
     # Not durable: a delete lost to a power failure is simply made again.
@@ -286,7 +299,7 @@ def _prune_audit(
     if gone and not dry_run:
 
         def delete(tx: Transaction) -> int:
-            return sum(tx.delete_record(Tables.AUDIT, k) for k in gone)
+            return len(tx.delete_records(Tables.AUDIT, gone))
 
         return PruneCounts(audit_entries=backend.transact(delete, durable=False)), next_after, done
     return PruneCounts(audit_entries=len(gone)), next_after, done

@@ -86,3 +86,21 @@ def test_get_records_of_more_keys_than_one_read_takes(harness: Harness) -> None:
     found = b.transact(lambda tx: tx.get_records("things", wanted))
     assert sorted(found) == present
     assert all(found[k] == {"k": k} for k in present)
+
+
+@pytest.mark.needs("state")
+def test_delete_records_deletes_those_there_and_says_which(harness: Harness) -> None:
+    # A pruner's batch: what one delete_record per key would do and return.
+    b = harness.backend
+    b.transact(lambda tx: [tx.put_record("things", k, {"k": k}) for k in "abcd"])
+    b.transact(lambda tx: tx.put_record("other", "a", {"k": "a"}))
+
+    def delete(tx: Transaction) -> list[str]:
+        tx.put_record("things", "new", {"k": "new"})  # this transaction's own write
+        tx.delete_record("things", "d")
+        return tx.delete_records("things", ["c", "missing", "a", "d", "a", "new", "x\x00y"])
+
+    assert b.transact(delete) == ["c", "a", "new"]
+    assert b.list_records("things") == [("b", {"k": "b"})]
+    assert b.get_record("other", "a") == {"k": "a"}
+    assert b.transact(lambda tx: tx.delete_records("things", [])) == []

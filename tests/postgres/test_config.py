@@ -26,6 +26,16 @@ def test_agentq_options_are_taken_out_and_libpq_ones_kept() -> None:
     assert c.where == "db.example:6432/shop"
 
 
+def test_a_libpq_option_with_a_space_reaches_libpq_as_written() -> None:
+    # urlencode's default spelled the space of "-c search_path=x" as "+", which
+    # libpq's URL parser keeps: the server then refused "+search_path".
+    from psycopg.conninfo import conninfo_to_dict
+
+    c = parse_url("postgresql://localhost/db?schema=jobs&options=-c%20statement_timeout%3D5000")
+    assert conninfo_to_dict(c.conninfo)["options"] == "-c statement_timeout=5000"
+    assert "options=-c%20statement_timeout" in c.safe_url
+
+
 def test_the_default_schema_is_agentq() -> None:
     assert parse_url("postgres://localhost/db").schema == "agentq"
 

@@ -457,11 +457,11 @@ def test_a_plain_success_commits_the_record_encoded_by_its_handler_thread(
         assert done.next_attempt_at is None and done.deliveries == 1
 
 
-def test_backends_with_concurrent_writers_claim_inside_the_transaction(
+def test_backends_without_set_swaps_claim_inside_the_transaction(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # On Spanner reading first would add a read per task and save nothing.
-    monkeypatch.setattr(rt.backend, "single_writer", False)
+    monkeypatch.setattr(rt.backend, "swaps_in_sets", False)
     monkeypatch.setattr(
         rt.backend, "read_records", lambda *a: pytest.fail("read outside the transaction")
     )

@@ -235,18 +235,18 @@ def test_a_group_commit_that_fails_after_running_falls_back_without_double_count
     assert (info.attempt, info.failures) == (2, 1)
 
 
-@pytest.mark.parametrize("single_writer", [True, False], ids=["fast-claim", "claim-in-tx"])
+@pytest.mark.parametrize("swaps_in_sets", [True, False], ids=["fast-claim", "claim-in-tx"])
 def test_claims_stay_exact_when_the_claim_transactions_abort(
     flaky: tuple[Runtime, FlakyCommits],
     clock: FakeClock,
     monkeypatch: pytest.MonkeyPatch,
-    single_writer: bool,
+    swaps_in_sets: bool,
 ) -> None:
     """Aborts on the claim's fast path (compare-and-swap), on the claim of a whole
     batch in a transaction and on its one-at-a-time fallback: each delivery is
     counted once, and so is the stale message beside them."""
     rt, backend = flaky
-    monkeypatch.setattr(backend._inner, "single_writer", single_writer)
+    monkeypatch.setattr(backend._inner, "swaps_in_sets", swaps_in_sets)
     good = rt.transact(lambda tx: [tx.enqueue("fine", {"name": f"g{i}"}) for i in range(3)])
 
     def stale_copy(tx: Decision) -> None:

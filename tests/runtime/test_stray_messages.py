@@ -229,7 +229,7 @@ def test_a_claim_that_fails_unexpectedly_does_not_hold_up_the_batch(
     tasks = rt.transact(lambda tx: [tx.enqueue("job", {"name": f"n{i}"}) for i in range(3)])
     victim = tasks[1].task_id
     real = Admission._claim_one
-    monkeypatch.setattr(rt.backend, "single_writer", False)  # every claim in a transaction
+    monkeypatch.setattr(rt.backend, "swaps_in_sets", False)  # every claim in a transaction
 
     def claim_one(self: Admission, tx: Decision, msg: Any, labels: list[str]) -> Any:
         if msg.key[0] == victim:

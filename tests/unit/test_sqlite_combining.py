@@ -1,5 +1,5 @@
 """Group commit by combining: the leader runs the functions of the transactions
-queued behind it (:mod:`agentq.backends.sqlite.combining`). What that changes for
+queued behind it (:mod:`agentq.backends.combining`). What that changes for
 a function: the thread it runs on (not its context), and how a failure of one
 member is undone (all roll back, the others run again)."""
 
@@ -238,7 +238,7 @@ def test_an_error_copied_for_another_member_keeps_the_drivers_error_code() -> No
     """When BEGIN fails for a group, each member raises its own copy of the
     error: the copy must keep the driver's error code, which decides the agentq
     error it becomes (:mod:`agentq.backends.sqlite.driver_errors`)."""
-    from agentq.backends.sqlite import combining
+    from agentq.backends import combining
 
     failure: sqlite3.OperationalError | None = None
     try:

@@ -1,6 +1,6 @@
 """SQLite group commit: transactions queued behind a running one are run by its
 thread and share its COMMIT, and stay atomic and isolated
-(:mod:`agentq.backends.sqlite.combining`)."""
+(:mod:`agentq.backends.combining`)."""
 
 from __future__ import annotations
 

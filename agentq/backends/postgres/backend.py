@@ -25,8 +25,11 @@ from agentq.backends.notify import RecordTopic, Wake, notifier_for
 from agentq.backends.postgres import queues
 from agentq.backends.postgres.bound import bind
 from agentq.backends.postgres.config import PostgresConfig, parse_url
-from agentq.backends.postgres.connection import Conn, Database
+from agentq.backends.postgres.connection import Conn, Database, TxConn
+from agentq.backends.postgres.driver_errors import RETRYABLE
+from agentq.backends.postgres.grouping import GroupCommit
 from agentq.backends.postgres.leases import Leases
+from agentq.backends.postgres.pipeline import NeighbourFailed
 from agentq.backends.postgres.queues import QueueSQL
 from agentq.backends.postgres.records import Records
 from agentq.backends.postgres.schema import qualified
@@ -34,7 +37,13 @@ from agentq.backends.postgres.space import SpaceReclaimer
 from agentq.backends.postgres.transaction import PostgresTransaction
 from agentq.backends.postgres.wakeups import Listener, channel, payload
 from agentq.clock import Clock, SystemClock, to_micros
-from agentq.errors import BackendUnavailable, ConfigError, QueueNotFound
+from agentq.errors import (
+    AgentQError,
+    BackendUnavailable,
+    ConfigError,
+    QueueNotFound,
+    TransactionAborted,
+)
 from agentq.spec import QueueSpec, validate_identifier
 
 __all__ = ["PostgresBackend", "open_postgres"]
@@ -62,6 +71,7 @@ class PostgresBackend:
         self.redelivery = redelivery or RedeliveryPolicy()
         self.ordered_keys = True  # B-tree indexes: keys growing with time share pages
         self.single_writer = False  # transactions run side by side
+        self.swaps_in_sets = True  # replace_records / update_records: one statement a set
         # Other processes' record-only commits send no notification: re-read this often.
         self.commit_poll_interval: float | None = config.poll_interval
         self.schema = config.schema
@@ -72,6 +82,7 @@ class PostgresBackend:
         self._notifier = notifier_for(where)
         self._commits = notifier_for(where, "commits")
         self._db = Database(config)
+        self._group = GroupCommit(self._db)  # transact's write path: group commit
         self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
         # Behind a transaction-pooling pooler LISTEN hears nothing: receivers poll.
         self._listener: Listener | _PollOnly = (
@@ -95,7 +106,7 @@ class PostgresBackend:
 
     def create_queue(self, spec: QueueSpec) -> None:
         self._db.write(
-            lambda conn: queues.create_queue(conn, self.schema, spec),
+            lambda tx: queues.create_queue(tx.sql, self.schema, spec),
             f"creating queue {spec.name!r}",
         )
         self._specs[spec.name] = QueueSQL(spec, self.schema)
@@ -127,31 +138,50 @@ class PostgresBackend:
         sent: set[str] = set()
         written: set[tuple[str, str]] = set()
 
-        def body(conn: Conn) -> T:
+        def body(conn: TxConn) -> T:
             nonlocal sent, written
-            tx = PostgresTransaction(conn, self._now(), self._queue_sql, self._records)
+            tx = PostgresTransaction(conn.sql, self._now(), self._queue_sql, self._records)
+            mark = conn.deferred  # what was held back before this function: its neighbours'
             try:
                 result = fn(tx)
             except psycopg.Error:
+                _neighbour_failed(conn, mark)
                 # After a failed send the server refuses every later statement:
                 # the failure that doomed the transaction is the one to report.
                 if tx.doomed is not None:
                     raise tx.doomed from None
                 raise
+            except AgentQError:
+                _neighbour_failed(conn, mark)
+                raise
+            _neighbour_failed(conn, mark)
             if tx.doomed is not None:
                 raise tx.doomed
             if tx.sent:
-                # Delivered to listeners only if this transaction commits.
+                # Delivered to listeners only if this transaction commits; sent with
+                # the COMMIT, in its round trip.
                 notice = payload(tx.sent, own=True)
-                conn.execute("SELECT pg_notify(%s, %s)", (self._channel, notice))
+                conn.before_commit("SELECT pg_notify(%s, %s)", (self._channel, notice))
             sent, written = tx.sent, tx.written
             return result
 
-        result = self._db.write(body, durable=durable, serializable=True)
+        result = self._write(body, durable)
         if sent:
             self._notifier.notify(sent)
         self._commits.notify(written)  # only the readers of these records
         return result
+
+    def _write(self, body: Callable[[TxConn], T], durable: bool) -> T:
+        """``body`` on a connection of its own, side by side with the others; after
+        a conflict, and while they keep coming, in a commit group (.grouping)."""
+        if not self._group.contended:
+            try:
+                return self._db.write(body, durable=durable, serializable=True, attempts=1)
+            except TransactionAborted as exc:
+                if not isinstance(exc.__cause__, RETRYABLE):
+                    raise
+                self._group.conflicted()
+        return self._group.write(body, durable)
 
     def bind_transaction(self, connection: Any) -> Transaction:
         """A transaction on the application's own ``connection`` (psycopg 3, or an
@@ -271,6 +301,15 @@ class _PollOnly:
 
     def close(self) -> None:
         pass
+
+
+def _neighbour_failed(conn: TxConn, mark: int) -> None:
+    """Raise :class:`NeighbourFailed` if a write of an earlier transaction of the
+    commit group failed in this one's round trip (this one then runs again)."""
+    if conn.failed_before(mark):
+        raise NeighbourFailed(
+            "a transaction that shares this one's commit failed; this one runs again"
+        )
 
 
 _OPTIONS = ("redelivery", "ttl_sweep_interval")

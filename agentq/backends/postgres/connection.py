@@ -1,23 +1,36 @@
 """The connection pool and the write and read paths over it.
 
-One psycopg-pool :class:`~psycopg_pool.ConnectionPool` per backend. A
-transaction of ``transact`` runs at SERIALIZABLE, as a Spanner read-write
-transaction is: a record read and then written by two transactions side by
-side is never a lost update, and the application's SQL gets the same
-guarantee. Leasing and renewal run at READ COMMITTED: they touch only rows they
-lock themselves (``FOR UPDATE [SKIP LOCKED]``), and SERIALIZABLE would only add
-aborts between receivers. A serialization failure or deadlock re-runs the whole
-function with jittered backoff, then surfaces as
-:class:`~agentq.errors.TransactionAborted`. A connection the server dropped
-while it sat in the pool is noticed when it is checked out (the pool's check),
-so a restart of the server costs one failed check, not a failed transaction.
+One psycopg-pool :class:`~psycopg_pool.ConnectionPool` per backend, of
+connections in autocommit mode: a transaction is an explicit ``BEGIN`` ...
+``COMMIT`` that :class:`~agentq.backends.postgres.pipeline.TxConn` sends with
+as few round trips as it can, and a read is one statement on its own (at READ
+COMMITTED every statement of a transaction takes a new snapshot anyway, so a
+transaction around reads would only add two round trips). A transaction of
+``transact`` runs at SERIALIZABLE, as a Spanner read-write transaction is: a
+record read and then written by two transactions side by side is never a lost
+update, and the application's SQL gets the same guarantee. Leasing and renewal
+run at READ COMMITTED: they touch only rows they lock themselves (``FOR UPDATE
+[SKIP LOCKED]``), and SERIALIZABLE would only add aborts between receivers. A
+serialization failure or deadlock re-runs the whole function with jittered
+backoff, then surfaces as :class:`~agentq.errors.TransactionAborted`.
+
+A connection the server dropped while it sat in the pool is noticed when it is
+checked out, so a restart of the server costs one failed check, not a failed
+transaction. The check costs a round trip only when it can find something: the
+connection has been idle for a while, or its socket has something to read (a
+server that shuts down or ends the session says so before it closes the
+socket); a connection handed back a moment ago with nothing to read is used as it is.
 """
 
 from __future__ import annotations
 
 import random
+import select
+import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
@@ -25,19 +38,34 @@ import psycopg_pool
 
 from agentq.backends.postgres.config import PostgresConfig
 from agentq.backends.postgres.driver_errors import RETRYABLE, mapped
+from agentq.backends.postgres.pipeline import (
+    BEGIN_READ_COMMITTED,
+    BEGIN_SERIALIZABLE,
+    Conn,
+    TxConn,
+)
 from agentq.backends.postgres.schema import ensure_schema
 from agentq.errors import AgentQError, BackendUnavailable
 
-__all__ = ["Conn", "Database"]
+__all__ = ["ATTEMPTS", "Conn", "Database", "TxConn", "backoff"]
 
 T = TypeVar("T")
-Conn = psycopg.Connection[tuple[Any, ...]]
 
 #: Runs of one function on serialization failures and deadlocks.
-_ATTEMPTS = 8
+ATTEMPTS = 8
 _BACKOFF_BASE = 0.005  # real seconds: contention is between real transactions
 _BACKOFF_MAX = 0.5
+
+
+def backoff(attempt: int) -> float:
+    """The longest wait (seconds) after failed attempt ``attempt`` (full jitter:
+    wait a uniform fraction of it)."""
+    return float(min(_BACKOFF_BASE * 2 ** (attempt - 1), _BACKOFF_MAX))
+
+
 _CONNECT_TIMEOUT = 10  # seconds, when the URL sets no connect_timeout
+#: A pooled connection idle for longer is checked with a round trip on checkout.
+_CHECK_AFTER_IDLE = 1.0
 
 
 def connect(config: PostgresConfig, *, autocommit: bool = True, name: str | None = None) -> Conn:
@@ -76,77 +104,121 @@ class Database:
             raise mapped(exc, config.where, f"creating schema {config.schema!r}") from exc
         finally:
             setup.close()
-        extra = _pooler_options(config)
+        # No server-side prepared statements: psycopg prepares a statement in the
+        # pipeline of its fifth run, and when a pipeline aborts (a serialization
+        # failure of the statement before it) and the ROLLBACK makes psycopg clear
+        # its cache, its DEALLOCATE ALL can drop a statement it prepared since:
+        # "prepared statement _pg3_3 does not exist" (seen in the conformance
+        # suite's concurrent read-then-write test). A transaction here is a few
+        # statements over whole sets, so parsing each costs little.
+        extra: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
         if "connect_timeout" not in config.conninfo:
-            extra["connect_timeout"] = 10
+            extra["connect_timeout"] = _CONNECT_TIMEOUT
+        self._returned: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
+        self._returned_lock = threading.Lock()
         self._pool = psycopg_pool.ConnectionPool(
             config.conninfo,
             min_size=1,
             max_size=config.pool_size,
             timeout=config.pool_timeout,
             kwargs=extra,
-            check=psycopg_pool.ConnectionPool.check_connection,
+            check=self._check,
             open=True,
             name=f"agentq {config.where}",
         )
 
-    def _checkout(self, doing: str) -> Any:
+    def _check(self, conn: Conn) -> None:
+        """The pool's check on checkout (see the module docstring)."""
+        with self._returned_lock:
+            returned = self._returned.get(conn)
+        if returned is not None and time.monotonic() - returned < _CHECK_AFTER_IDLE:
+            try:
+                readable, _, _ = select.select([conn.fileno()], [], [], 0)
+            except (OSError, ValueError, psycopg.Error):
+                readable = [True]
+            if not readable:
+                return  # used a moment ago, and the server has said nothing since
+        psycopg_pool.ConnectionPool.check_connection(conn)
+
+    @contextmanager
+    def checkout(self, doing: str) -> Iterator[Conn]:
+        """A pooled connection (in autocommit mode) for the block."""
         if self.closed:
             raise BackendUnavailable("backend is closed")
-        return self._pool.connection()
+        with self._pool.connection() as conn:
+            try:
+                yield conn
+            finally:
+                with self._returned_lock:
+                    self._returned[conn] = time.monotonic()
 
     def write(
         self,
-        fn: Callable[[Conn], T],
+        fn: Callable[[TxConn], T],
         doing: str = "running a transaction",
         *,
         durable: bool = True,
         serializable: bool = False,
+        attempts: int = ATTEMPTS,
     ) -> T:
-        """Run ``fn(conn)`` inside one transaction, re-run on transient conflicts.
+        """Run ``fn(tx)`` inside one transaction, re-run on transient conflicts.
 
         ``durable=False`` commits without waiting for the WAL flush
         (``synchronous_commit = off`` for this transaction only): still atomic,
         lost only in a server crash, for bookkeeping whose loss only causes an
         earlier redelivery (leases, renewals). ``serializable`` runs it at
-        SERIALIZABLE instead of READ COMMITTED (set in its BEGIN: no round trip).
+        SERIALIZABLE instead of READ COMMITTED (in its BEGIN). After ``attempts``
+        conflicts the last is raised as :class:`~agentq.errors.TransactionAborted`.
         """
-        level = (
-            psycopg.IsolationLevel.SERIALIZABLE
-            if serializable
-            else psycopg.IsolationLevel.READ_COMMITTED
-        )
-        for attempt in range(1, _ATTEMPTS + 1):
+        begin = BEGIN_SERIALIZABLE if serializable else BEGIN_READ_COMMITTED
+        for attempt in range(1, attempts + 1):
             try:
-                with self._checkout(doing) as conn:
-                    if conn.isolation_level != level:
-                        conn.isolation_level = level
-                    with conn.transaction():
-                        if not durable:
-                            conn.execute("SET LOCAL synchronous_commit = off")
-                        return fn(conn)
+                with self.checkout(doing) as conn:
+                    tx = TxConn(conn, begin)
+                    try:
+                        result = fn(tx)
+                        tx.commit(durable=durable)
+                    except BaseException:
+                        try:
+                            tx.rollback()
+                        except psycopg.Error:
+                            pass  # a broken connection: the server rolled back, the pool drops it
+                        raise
+                    return result
             except RETRYABLE as exc:
-                if attempt == _ATTEMPTS:
+                if attempt == attempts:
                     raise mapped(exc, self.config.where, doing) from exc
-                delay = min(_BACKOFF_BASE * 2 ** (attempt - 1), _BACKOFF_MAX)
                 # Real time, not the backend's clock: the conflict is between real
                 # transactions, and a test's fake clock does not move while it waits.
-                time.sleep(random.uniform(0, delay))  # noqa: TID251  # full jitter
+                time.sleep(random.uniform(0, backoff(attempt)))  # noqa: TID251  # full jitter
             except AgentQError:
                 raise
             except psycopg_pool.PoolTimeout as exc:
-                raise BackendUnavailable(
-                    f"PostgreSQL at {self.config.where}: no pooled connection free within "
-                    f"{self.config.pool_timeout:g} s (pool_size={self.config.pool_size}; "
-                    f"raise it in the URL, or the server is unreachable): {exc}"
-                ) from exc
+                raise self.pool_exhausted(exc) from exc
             except psycopg.Error as exc:
                 raise mapped(exc, self.config.where, doing) from exc
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def read(self, fn: Callable[[Conn], T], doing: str = "reading") -> T:
-        """Run ``fn(conn)`` in a read-only moment of one pooled connection."""
-        return self.write(fn, doing)
+        """Run ``fn(conn)`` on a pooled connection in autocommit mode: each of its
+        statements reads what was committed when it started (no transaction)."""
+        try:
+            with self.checkout(doing) as conn:
+                return fn(conn)
+        except AgentQError:
+            raise
+        except psycopg_pool.PoolTimeout as exc:
+            raise self.pool_exhausted(exc) from exc
+        except psycopg.Error as exc:
+            raise mapped(exc, self.config.where, doing) from exc
+
+    def pool_exhausted(self, exc: psycopg_pool.PoolTimeout) -> BackendUnavailable:
+        """The error for a pool with no connection free in time."""
+        return BackendUnavailable(
+            f"PostgreSQL at {self.config.where}: no pooled connection free within "
+            f"{self.config.pool_timeout:g} s (pool_size={self.config.pool_size}; "
+            f"raise it in the URL, or the server is unreachable): {exc}"
+        )
 
     def close(self) -> None:
         if self.closed:

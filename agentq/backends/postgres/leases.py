@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentq.backends.base import LEASE_SECONDS, Message, QueueStats, RedeliveryPolicy, Renewal
-from agentq.backends.postgres.connection import Conn, Database
+from agentq.backends.postgres.connection import Conn, Database, TxConn
 from agentq.backends.postgres.queues import QueueSQL, decode_or_raw
 from agentq.backends.postgres.schema import qualified
 from agentq.clock import Clock, from_micros, to_micros
@@ -47,13 +47,17 @@ def _decode_token(queue: str, token: object) -> tuple[int, int, int] | None:
         return None
 
 
-def _count(conn: Conn, schema: str, queue: str, column: str, n: int) -> None:
+def _count_sql(schema: str, queue: str, column: str, n: int) -> tuple[str, tuple[str, int]]:
     table = qualified(schema, "queue_counters")
-    conn.execute(
+    return (
         f"INSERT INTO {table} AS c (queue, {column}) VALUES (%s, %s) "
         f"ON CONFLICT (queue) DO UPDATE SET {column} = c.{column} + excluded.{column}",
         (queue, n),
     )
+
+
+def _count(conn: Conn, schema: str, queue: str, column: str, n: int) -> None:
+    conn.execute(*_count_sql(schema, queue, column, n))
 
 
 class Leases:
@@ -79,7 +83,8 @@ class Leases:
         nkeys = len(spec.key)
         policy = self._redelivery
 
-        def body(conn: Conn) -> tuple[list[Any], int, int | None]:
+        def body(tx: TxConn) -> tuple[list[Any], int, int | None]:
+            conn = tx.sql
             now = self._now()
             self._maybe_sweep_ttl(conn, sql, now)
             rows = conn.execute(sql.select_ready, (now, max_batch_size)).fetchall()
@@ -98,10 +103,10 @@ class Leases:
                 backoff = policy.delay(expirations + 1, (now - deliver) / 1e6)
                 visible = expiry + int(backoff * 1_000_000)
                 updates.append((seq + 1, expiry, visible, expirations, row[0]))
-            with conn.cursor() as cur:
-                cur.executemany(sql.update_lease, updates)
+            # One statement for the batch, sent with the COMMIT (one round trip).
+            tx.before_commit(sql.update_leases, [list(col) for col in zip(*updates, strict=True)])
             if expired:
-                _count(conn, sql.schema, queue, "lease_expirations", expired)
+                tx.before_commit(*_count_sql(sql.schema, queue, "lease_expirations", expired))
             return rows, expiry, None
 
         rows, expiry, next_visible = self._db.write(
@@ -143,7 +148,8 @@ class Leases:
         parsed = [(t, _decode_token(queue, t)) for t in tokens]
         policy = self._redelivery
 
-        def body(conn: Conn) -> list[Renewal]:
+        def body(tx: TxConn) -> list[Renewal]:
+            conn = tx.sql
             now = self._now()
             out: list[Renewal] = []
             for token, info in parsed:

@@ -56,14 +56,24 @@ class QueueSQL:
         self.key_list = ", ".join(keys)
         self.key_where = " AND ".join(f"{k} = %s" for k in keys)
         marks = ", ".join(["%s"] * len(keys))
-        # ON CONFLICT DO NOTHING: a duplicate key is reported without aborting the
-        # server's transaction (the backend then refuses to commit it).
-        self.insert = (
+        # Sent at once (the application's own transaction), ON CONFLICT DO NOTHING: a
+        # duplicate key is reported without aborting the server's transaction (the
+        # backend then refuses to commit it).
+        # Held back for the transaction's next round trip (pipeline.TxConn.defer): a
+        # duplicate key fails the statement, and with it the transaction.
+        self.insert_strict = (
             f"INSERT INTO {q} ({self.key_list}, payload, deliver_time, agentq_visible_at, "
-            f"agentq_lease_seq) VALUES ({marks}, %s, %s, %s, %s) "
-            f"ON CONFLICT ({self.key_list}) DO NOTHING"
+            f"agentq_lease_seq) VALUES ({marks}, %s, %s, %s, %s)"
         )
+        self.insert = f"{self.insert_strict} ON CONFLICT ({self.key_list}) DO NOTHING"
         self.delete = f"DELETE FROM {q} WHERE {self.key_where}"
+        # A set of keys in one statement: one array per key column, zipped by unnest.
+        arrays = ", ".join(f"%b::{_SQL_TYPES[c.type]}[]" for c in spec.key)
+        names = ", ".join(f"k{i}" for i in range(len(keys)))
+        matches = " AND ".join(f"t.{k} = x.k{i}" for i, k in enumerate(keys))
+        self.delete_many = (
+            f"DELETE FROM {q} AS t USING unnest({arrays}) AS x({names}) WHERE {matches} RETURNING 1"
+        )
         # SKIP LOCKED: a message another receiver is leasing right now is passed
         # over, never handed out twice and never waited for.
         self.select_ready = (
@@ -75,6 +85,14 @@ class QueueSQL:
         self.update_lease = (
             f"UPDATE {q} SET agentq_lease_seq = %s, agentq_lease_expiry = %s, "
             "agentq_visible_at = %s, agentq_expirations = %s WHERE agentq_msg_id = %s"
+        )
+        # Every leased row of a batch in one statement: arrays of the new lease
+        # sequence, expiry, visible-at time and expiry count, by message id.
+        self.update_leases = (
+            f"UPDATE {q} AS t SET agentq_lease_seq = x.seq, agentq_lease_expiry = x.expiry, "
+            "agentq_visible_at = x.visible, agentq_expirations = x.expirations "
+            "FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[], %b::integer[], %b::bigint[]) "
+            "AS x(seq, expiry, visible, expirations, id) WHERE t.agentq_msg_id = x.id"
         )
         self.select_for_renew = (
             f"SELECT agentq_lease_seq, deliver_time, agentq_expirations FROM {q} "

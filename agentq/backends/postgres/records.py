@@ -31,6 +31,7 @@ from agentq.backends.base import (
     record_text,
 )
 from agentq.backends.postgres.connection import Conn, Database
+from agentq.backends.postgres.pipeline import run_or_defer
 from agentq.errors import InvalidMessage
 from agentq.spec import validate_identifier
 
@@ -109,7 +110,8 @@ class Records:
         self, conn: Conn, table: str, key: str, value: Mapping[str, Any] | EncodedRecord
     ) -> None:
         _check_storable(_record_table(table), key)
-        conn.execute(
+        run_or_defer(  # nothing to read back: sent with the transaction's next round trip
+            conn,
             f"INSERT INTO {self.table} (tbl, k, v) VALUES (%s, %s, %s) "
             "ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v",
             (table, key, _text(value)),
@@ -130,6 +132,21 @@ class Records:
         cur = conn.execute(f"DELETE FROM {self.table} WHERE tbl = %s AND k = %s", (table, key))
         return cur.rowcount > 0
 
+    def delete_many(self, conn: Conn, table: str, keys: Sequence[str]) -> list[str]:
+        """Delete the records of ``keys`` in one statement; the keys that existed,
+        in the order given, each once."""
+        wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
+        if not wanted:
+            return []
+        gone = {
+            r[0]
+            for r in conn.execute(
+                f"DELETE FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[]) RETURNING k",
+                (table, wanted),
+            ).fetchall()
+        }
+        return [key for key in wanted if key in gone]
+
     def replace(
         self,
         conn: Conn,
@@ -139,9 +156,11 @@ class Records:
         """Compare-and-swap each ``(key, version, value)``; return the keys whose
         stored version differed (nothing written for them). At READ COMMITTED the
         ``UPDATE`` re-checks ``v = version`` on the newest row after waiting for
-        a concurrent writer, so two swaps from one version never both win."""
+        a concurrent writer, so two swaps from one version never both win. The
+        whole set is one statement (a key given twice: one at a time, in order)."""
         _record_table(table)
-        changed = []
+        changed: list[str] = []
+        rows: list[tuple[str, str, str]] = []  # key, version, new text
         for key, version, value in items:
             if not _storable(key):
                 changed.append(key)
@@ -154,9 +173,25 @@ class Records:
                     continue
             else:
                 text = _text(value)
+            rows.append((key, version, text))
+        if len({key for key, _, _ in rows}) < len(rows):
             sql = f"UPDATE {self.table} SET v = %s WHERE tbl = %s AND k = %s AND v = %s"
-            if conn.execute(sql, (text, table, key, version)).rowcount == 0:
-                changed.append(key)
+            for key, version, text in rows:
+                if conn.execute(sql, (text, table, key, version)).rowcount == 0:
+                    changed.append(key)
+            return changed
+        if rows:
+            keys, versions, texts = (list(col) for col in zip(*rows, strict=True))
+            swapped = {
+                r[0]
+                for r in conn.execute(
+                    f"UPDATE {self.table} AS r SET v = x.v "
+                    "FROM unnest(%b::text[], %b::text[], %b::text[]) AS x(k, old, v) "
+                    "WHERE r.tbl = %s AND r.k = x.k AND r.v = x.old RETURNING r.k",
+                    (keys, versions, texts, table),
+                ).fetchall()
+            }
+            changed.extend(key for key in keys if key not in swapped)
         return changed
 
     def update(
@@ -168,23 +203,25 @@ class Records:
         # Locked as read: no other transaction writes them until this one ends.
         stored: dict[str, str] = dict(
             conn.execute(
-                f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%s) FOR UPDATE",
+                f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[]) FOR UPDATE",
                 (table, wanted),
             ).fetchall()
         )
         missing: list[str] = []
-        rows: list[tuple[str, str, str]] = []
+        written: dict[str, str] = {}
         for key, fields in items:
             text = stored.get(key)
             if text is None:
                 missing.append(key)
                 continue
             text = _merged(text, fields)
-            stored[key] = text  # a key given twice: the second sees the first
-            rows.append((text, table, key))
-        if rows:
-            with conn.cursor() as cur:
-                cur.executemany(f"UPDATE {self.table} SET v = %s WHERE tbl = %s AND k = %s", rows)
+            stored[key] = written[key] = text  # a key given twice: the second sees the first
+        if written:
+            conn.execute(
+                f"UPDATE {self.table} AS r SET v = x.v "
+                "FROM unnest(%b::text[], %b::text[]) AS x(k, v) WHERE r.tbl = %s AND r.k = x.k",
+                (list(written), list(written.values()), table),
+            )
         return missing
 
     def _select(self, conn: Conn, table: str, keys: Sequence[str]) -> list[tuple[str, str]]:
@@ -192,7 +229,8 @@ class Records:
         if not wanted:
             return []
         rows = conn.execute(
-            f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%s)", (table, wanted)
+            f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[])",
+            (table, wanted),
         ).fetchall()
         return [(r[0], r[1]) for r in rows]
 

@@ -29,9 +29,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE {s}.queue_counters (queue text PRIMARY KEY, "
         "lease_expirations bigint NOT NULL DEFAULT 0, ttl_dropped bigint NOT NULL DEFAULT 0)",
         # The records as JSON text: the stored text is also the version compared by
-        # replace_records, and text keeps exactly what the runtime encoded.
+        # replace_records, and text keeps exactly what the runtime encoded. Half of
+        # each page is left free: a task's record is written once and then updated
+        # in place (its claim, its outcome), and with room on its page an update is
+        # HOT (no new index entry: less WAL, and no index page shared with another
+        # worker's serializable transaction; measured 8% HOT at the default 100,
+        # 78% at 50, and 1.5-2x the tasks/s with two workers).
         'CREATE TABLE {s}.records (tbl text NOT NULL, k text COLLATE "C" NOT NULL, '
-        "v text NOT NULL, PRIMARY KEY (tbl, k))",
+        "v text NOT NULL, PRIMARY KEY (tbl, k)) WITH (fillfactor = 50)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

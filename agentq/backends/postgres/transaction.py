@@ -12,15 +12,23 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from psycopg import errors as pgerr
 
 from agentq.backends.base import EncodedFields, EncodedRecord, Transaction
 from agentq.backends.postgres.connection import Conn
+from agentq.backends.postgres.pipeline import Translate, TxConn
 from agentq.backends.postgres.placeholders import psycopg_placeholders
 from agentq.backends.postgres.queues import QueueSQL
 from agentq.backends.postgres.records import Records
 from agentq.clock import from_micros, to_micros
-from agentq.errors import DuplicateKey, InvalidMessage, MessageNotFound, TransactionError
+from agentq.errors import (
+    AgentQError,
+    DuplicateKey,
+    InvalidMessage,
+    MessageNotFound,
+    TransactionError,
+)
 
 __all__ = ["PostgresTransaction"]
 
@@ -80,10 +88,15 @@ class PostgresTransaction(Transaction):
         data = spec.encode_payload(payload)
         when = self._now if deliver_time is None else to_micros(deliver_time)
         when = max(when, self._now)  # a past delivery time is clamped to now, as Spanner does
+        row = (*parts, data, when, when, _random.getrandbits(62))
+        if isinstance(self._conn, TxConn):
+            # Sent with the transaction's next round trip; a key already taken is
+            # reported then, at the latest by the commit (as Spanner does).
+            self._conn.defer(sql.insert_strict, row, self._send_failure(sql, parts))
+            self.sent.add(queue)
+            return
         try:
-            cur = self._conn.execute(
-                sql.insert, (*parts, data, when, when, _random.getrandbits(62))
-            )
+            cur = self._conn.execute(sql.insert, row)
         except pgerr.ForeignKeyViolation as exc:
             raise self._doom(
                 TransactionError(
@@ -95,6 +108,29 @@ class PostgresTransaction(Transaction):
                 DuplicateKey(f"queue {queue!r} already has a message with key {parts!r}")
             )
         self.sent.add(queue)
+
+    def _send_failure(self, sql: QueueSQL, parts: tuple[Any, ...]) -> Translate:
+        """What a held-back send's failure means (None: not about its queue)."""
+        queue = sql.spec.name
+
+        def translate(exc: psycopg.Error) -> AgentQError | None:
+            diag = exc.diag
+            if diag.schema_name != sql.schema or diag.table_name != queue:
+                return None
+            detail = diag.message_detail or f"key {parts!r}"
+            if isinstance(exc, pgerr.UniqueViolation):
+                return self._doom(
+                    DuplicateKey(f"queue {queue!r} already has a message with this key: {detail}")
+                )
+            if isinstance(exc, pgerr.ForeignKeyViolation):
+                return self._doom(
+                    TransactionError(
+                        f"queue {queue!r}: no parent row in {sql.spec.parent!r}: {detail}"
+                    )
+                )
+            return None
+
+        return translate
 
     def ack(self, queue: str, key: Sequence[Any] | Any, must_exist: bool = True) -> bool:
         sql = self._queue_sql(queue, self._conn)
@@ -117,13 +153,8 @@ class PostgresTransaction(Transaction):
         rows = [sql.spec.check_key(key) for key in keys]
         deleted = 0
         if rows:
-            with self._conn.cursor() as cur:
-                # returning=True: executemany's rowcount then counts every statement.
-                cur.executemany(sql.delete + " RETURNING 1", rows, returning=True)
-                while True:
-                    deleted += len(cur.fetchall())
-                    if not cur.nextset():
-                        break
+            columns = [list(col) for col in zip(*rows, strict=True)]
+            deleted = len(self._conn.execute(sql.delete_many, columns).fetchall())
         if deleted != len(rows):
             raise self._doom(
                 MessageNotFound(
@@ -163,6 +194,9 @@ class PostgresTransaction(Transaction):
     def delete_record(self, table: str, key: str) -> bool:
         self.written.add((table, key))
         return self._records.delete(self._conn, table, key)
+
+    def delete_records(self, table: str, keys: Sequence[str]) -> list[str]:
+        return self._records.delete_many(self._conn, table, keys)
 
     def replace_records(
         self,

@@ -111,6 +111,7 @@ class SpannerBackend:
         self.redelivery = redelivery or RedeliveryPolicy()
         self.ordered_keys = False  # keys growing with time would hotspot one split
         self.single_writer = False
+        self.swaps_in_sets = False
         self.database = database
         self.dialect = Dialect(postgres)
         self.transaction_timeout = transaction_timeout

@@ -162,6 +162,16 @@ class SpannerTransaction(Transaction):
             self.written.add((table, key))
         return existed
 
+    def delete_records(self, table: str, keys: Sequence[str]) -> list[str]:
+        unique = list(dict.fromkeys(keys))
+        found = self.get_records(table, unique)  # one read for all of them
+        gone = [k for k in unique if k in found]
+        if gone:
+            self._txn.delete(RECORDS, KeySet(keys=[[table, k] for k in gone]))
+            for k in gone:
+                self._records[(table, k)] = None
+        return gone
+
     def replace_records(
         self,
         table: str,

@@ -68,6 +68,7 @@ class SQLiteBackend:
         self.redelivery = redelivery or RedeliveryPolicy()
         self.ordered_keys = True  # one B-tree per table: locality, no hotspot
         self.single_writer = True
+        self.swaps_in_sets = True
         self.durability = durability
         self.poll_interval = poll_interval
         self.ttl_sweep_interval = ttl_sweep_interval

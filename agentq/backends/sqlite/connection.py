@@ -24,7 +24,7 @@ Settings, and why:
 * Group commit: transactions that queue for that connection while one runs are
   run by its thread after it, in the same transaction, and committed with one
   fsync; a failing one is undone alone (the others run again, then savepoints:
-  :mod:`.combining`). Many agents deciding at once therefore commit faster
+  :mod:`agentq.backends.combining`). Many agents deciding at once therefore commit faster
   than the disk's single-commit rate; a lone caller is unaffected.
 """
 
@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from agentq.backends.sqlite import combining
+from agentq.backends import combining
 from agentq.backends.sqlite.driver_errors import translate, translate_os_error
 from agentq.backends.sqlite.files import create_file
 from agentq.backends.sqlite.writer_lock import WriterLock
@@ -81,7 +81,7 @@ class Database:
         self._clock = clock
         self._lock = threading.RLock()
         self._local = threading.local()
-        # Group commit: the transactions queued for the connection (.combining).
+        # Group commit: the transactions queued for the connection (agentq.backends.combining).
         self._queue = combining.Queue()
         if not self.memory:
             # Created here, not by SQLite (always 0644 less the umask); its -wal and
@@ -208,7 +208,7 @@ class Database:
 
         The caller either leads (nobody held the connection: it runs its own
         ``body`` and those of whoever queues meanwhile) or sleeps until the
-        leader has run and committed its ``body`` (:mod:`.combining`). A lone
+        leader has run and committed its ``body`` (:mod:`agentq.backends.combining`). A lone
         caller pays two uncontended lock round trips.
         """
         me = combining.Member(body, durable)

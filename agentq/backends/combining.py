@@ -17,6 +17,14 @@ A function therefore may run on the leader's thread, not its caller's: it runs
 in its caller's :mod:`contextvars` context (tracing spans, request ids), and
 whatever it raises is raised in its caller. Thread-local state of its caller is
 not visible to it; agentq keeps none there.
+
+SQLite runs every transaction of a backend this way (it has one writer
+connection); PostgreSQL runs ``transact`` this way among the threads of one
+process, on one pooled connection. PostgreSQL holds writes back for the next
+round trip, so one member's failed write can surface in the next member's
+statement: :meth:`Control.settle` sends the last member's before the shared
+COMMIT, and between members once a member has failed (the backend re-runs a
+member that met its neighbour's failure).
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from typing import Any
 
 from agentq.errors import TransactionAborted
 
-__all__ = ["Group", "Member", "Queue"]
+__all__ = ["Control", "Group", "Member", "Queue"]
 
 
 class Member:
@@ -148,6 +156,39 @@ def _copy(exc: BaseException) -> BaseException:
         return exc
 
 
+class Control:
+    """How a group ends its members and its transaction: by SQL statements on the
+    connection (SQLite's). A backend that holds statements back overrides it."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self.conn.in_transaction)
+
+    def savepoint(self) -> None:
+        self.conn.execute("SAVEPOINT agentq_member")
+
+    def release(self) -> None:
+        self.conn.execute("RELEASE agentq_member")
+
+    def rollback_to(self) -> None:
+        """Undo the member since :meth:`savepoint`, and release the savepoint."""
+        self.conn.execute("ROLLBACK TO agentq_member")
+        self.conn.execute("RELEASE agentq_member")
+
+    def settle(self) -> None:
+        """Finish the last member's statements, so that a failure is its own
+        (nothing to do where every statement runs when it is executed)."""
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        self.conn.execute("ROLLBACK")
+
+
 class Group:
     """The members one leader runs in one transaction: those it takes from the
     queue at the start, and those that queue while it runs (up to ``limit``)."""
@@ -171,19 +212,22 @@ class Group:
         conn: Any,
         begin: Callable[[bool], bool],
         end: Callable[[bool], None],
+        control: Control | None = None,
     ) -> None:
-        """Run every member's function and commit them together.
+        """Run every member's function on ``conn`` and commit them together.
 
         ``begin(durable)`` opens the transaction (returning what ``end`` needs
-        to close it); ``end`` closes it after COMMIT or ROLLBACK. The functions
-        run back to back with no savepoints between them (two statements per
-        member, measured at an eighth of a decision's cost with eight callers).
-        When one raises, the whole transaction rolls back, the ones before it
-        run again (a transaction function may be re-run: it must not have
-        outside effects) and from then on each member runs in a savepoint, so a
-        stream of failing functions cannot make the group run the others again
-        and again.
+        to close it); ``end`` closes it after COMMIT or ROLLBACK; ``control``
+        (default: SQL on ``conn``) commits, rolls back and makes savepoints. The
+        functions run back to back with no savepoints between them (two
+        statements per member, measured at an eighth of a decision's cost with
+        eight callers). When one raises, the whole transaction rolls back, the
+        ones before it run again (a transaction function may be re-run: it must
+        not have outside effects) and from then on each member runs in a
+        savepoint, so a stream of failing functions cannot make the group run
+        the others again and again.
         """
+        ctl = control or Control(conn)
         durable = self._leader.durable
         written: list[Member] = []  # succeeded, in the open transaction
         state: bool | None = None  # begin's answer while a transaction is open
@@ -191,6 +235,20 @@ class Group:
         todo = deque(self._queue.take(durable, self._limit))
         assert todo and todo[0] is self._leader, "the leader heads its group"
         self.members.extend(todo)
+
+        def undo() -> None:
+            # Roll back what is open, and run the members written so far again.
+            nonlocal written, careful, state
+            todo.extendleft(reversed(written))
+            written, careful = [], True
+            try:
+                if ctl.in_transaction:
+                    ctl.rollback()
+            finally:
+                opened, state = state, None
+                if opened is not None:
+                    end(opened)
+
         try:
             while todo:
                 member = todo.popleft()
@@ -201,24 +259,29 @@ class Group:
                         for rest in (member, *todo):
                             rest.fail(exc if rest is self._leader else _copy(exc))
                         return
-                if not self._run_one(conn, member, written, careful):
+                if careful and written and not self._settle(ctl, written):
+                    todo.appendleft(member)  # the last one written failed: not this one
+                    undo()
+                    continue
+                if not self._run_one(ctl, conn, member, written, careful):
                     # Its work (and maybe SQLite's whole transaction: disk full, I/O
                     # error) must go: roll back, and run the members before it again.
-                    todo.extendleft(reversed(written))
-                    written, careful = [], True
-                    try:
-                        if conn.in_transaction:
-                            conn.execute("ROLLBACK")
-                    finally:
-                        opened, state = state, None
-                        end(opened)
+                    undo()
                 if not todo:
                     room = self._limit - len(self.members)
                     joined = self._queue.take(durable, room) if room > 0 else []
                     self.members.extend(joined)
                     todo.extend(joined)
+                # Before the shared COMMIT: the last member's own failure is its own.
+                if (
+                    not todo
+                    and state is not None
+                    and len(written) > 1
+                    and not self._settle(ctl, written)
+                ):
+                    undo()
             if state is not None:
-                self._commit(conn, written)
+                self._commit(ctl, written)
                 written = []
                 opened, state = state, None
                 end(opened)
@@ -227,46 +290,58 @@ class Group:
             self._abort(written, exc)
             if state is not None:
                 try:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
+                    if ctl.in_transaction:
+                        ctl.rollback()
                 finally:
                     end(state)
             raise
 
-    def _run_one(self, conn: Any, member: Member, written: list[Member], careful: bool) -> bool:
+    @staticmethod
+    def _settle(ctl: Control, written: list[Member]) -> bool:
+        """:meth:`Control.settle`; False (the last member written failed with its
+        error, and the transaction must roll back) if that fails."""
+        try:
+            ctl.settle()
+        except BaseException as exc:
+            written.pop().fail(exc)
+            return False
+        return True
+
+    def _run_one(
+        self, ctl: Control, conn: Any, member: Member, written: list[Member], careful: bool
+    ) -> bool:
         """Run one member's function; False if the transaction must roll back."""
         savepoint = careful and bool(written)
         if savepoint:
-            conn.execute("SAVEPOINT agentq_member")
+            ctl.savepoint()
         try:
             result = member.body(conn) if member is self._leader else member.run(conn)
         except BaseException as exc:
             member.fail(exc)
             if isinstance(exc, KeyboardInterrupt) and member is not self._leader:
                 self.interrupted = exc
-            if savepoint and conn.in_transaction:
-                conn.execute("ROLLBACK TO agentq_member")
-                conn.execute("RELEASE agentq_member")
+            if savepoint and ctl.in_transaction:
+                ctl.rollback_to()
                 return True
             return False
         if savepoint:
-            conn.execute("RELEASE agentq_member")
+            ctl.release()
         member.succeed(result)
         written.append(member)
         return True
 
-    def _commit(self, conn: Any, written: list[Member]) -> None:
+    def _commit(self, ctl: Control, written: list[Member]) -> None:
         """COMMIT. If it fails, nothing was written: the leader (or, if its own
         function had failed, the first member written) reports the error, and
         the others run again alone."""
         try:
-            conn.execute("COMMIT")
+            ctl.commit()
         except BaseException as exc:
             reporter = self._leader if self._leader in written else written[0]
             reporter.fail(exc)
             self._abort([m for m in written if m is not reporter], exc, shared=True)
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            if ctl.in_transaction:
+                ctl.rollback()
 
     @staticmethod
     def _abort(written: list[Member], exc: BaseException | None, *, shared: bool = False) -> None:
