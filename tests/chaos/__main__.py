@@ -1,4 +1,13 @@
-"""``python -m tests.chaos --minutes N``: a longer chaos run, from the project root."""
+"""``python -m tests.chaos --minutes N [--backend sqlite|postgresql|spanner]``: a
+longer chaos run, from the project root.
+
+``--backend postgresql`` makes a throwaway cluster (PostgreSQL 15's binaries,
+``$PGBIN`` or Debian's; as root the server runs as ``postgres``), restarts it
+twice during the run (``pg_ctl stop -m fast``, then ``-m immediate``) and runs
+``agentq serve`` fed by an HTTP producer; ``--backend spanner`` starts the Cloud
+Spanner emulator (``$SPANNER_EMULATOR_BINARY`` or Debian's) behind the queue
+stand-in. Exit status 0 only when every check held.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.chaos.appsql import BACKENDS
 from tests.chaos.controller import ChaosConfig, run_chaos
 
 
@@ -15,14 +25,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=1.0, help="length of the kill phase")
     parser.add_argument("--workers", type=int, default=3, help="worker processes")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--backend", choices=BACKENDS, default="sqlite")
+    parser.add_argument(
+        "--restarts", default=None,
+        help="database server restarts, comma-separated pg_ctl stop modes "
+             "(postgresql only; default fast,immediate; 'none' for none)",
+    )  # fmt: skip
+    parser.add_argument("--down-seconds", type=float, default=3.0,
+                        help="how long the server stays down at each restart")  # fmt: skip
+    parser.add_argument(
+        "--no-http", action="store_true",
+        help="no agentq serve and HTTP producer (default: on with postgresql)",
+    )  # fmt: skip
     parser.add_argument("--workdir", help="keep the database here (default: a temporary dir)")
     parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
     ns = parser.parse_args(argv)
     seconds = ns.minutes * 60
+    postgres = ns.backend == "postgresql"
+    restarts = ns.restarts if ns.restarts is not None else "fast,immediate" if postgres else ""
+    modes = tuple(m for m in restarts.split(",") if m and m != "none")
+    if modes and not postgres:
+        parser.error("--restarts needs --backend postgresql")
+    if set(modes) - {"smart", "fast", "immediate"}:
+        parser.error(f"--restarts: modes are smart, fast, immediate; got {restarts!r}")
     config = ChaosConfig(
         min_kill_seconds=seconds, max_kill_seconds=seconds, target_kills=0,
         settle_seconds=max(60.0, seconds / 4), workers=ns.workers, seed=ns.seed,
-        freezes=max(1, int(ns.minutes * 4)),
+        freezes=max(1, int(ns.minutes * 4)), backend=ns.backend, restarts=modes,
+        http=postgres and not ns.no_http, down_seconds=ns.down_seconds,
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="agentq-chaos-") as tmp:
         workdir = Path(ns.workdir or tmp)
