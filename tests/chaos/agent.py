@@ -6,10 +6,11 @@ PostgreSQL server restarts) or that the transaction aborted and nothing of it
 committed (:class:`~agentq.errors.TransactionAborted`: the Spanner emulator
 runs one transaction at a time and aborts the others). After the first the
 call's outcome may be unknown (the connection broke during the commit), and the
-agent does what an application must: it retries until it gets an answer, and every action is written so that a
-repeat after an unknown outcome does what one call would have done (the order
-row is inserted only if missing, the enqueue carries its idempotency key, an
-approval or a cancel first reads whether it happened already).
+agent does what an application must: it retries until it gets an answer, and
+every action is written so that a repeat after an unknown outcome does what one
+call would have done (the order row is inserted only if missing, the enqueue
+carries its idempotency key, an approval or a cancel first reads whether it
+happened already).
 """
 
 from __future__ import annotations
