@@ -11,6 +11,13 @@ function with jittered backoff, then surfaces as
 :class:`~agentq.errors.TransactionAborted`. A connection the server dropped
 while it sat in the pool is noticed when it is checked out (the pool's check),
 so a restart of the server costs one failed check, not a failed transaction.
+
+A connection lost while a transaction runs on it (the server restarted, failed
+over, or ended the session) is told apart by *when*: before the COMMIT was sent,
+the server rolls back everything the connection held, so the whole function is
+re-run on another connection (the pool waits for the server to come back);
+during the COMMIT the outcome is unknown, so it is never re-run and
+:class:`~agentq.errors.BackendUnavailable` says the outcome is unknown.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import psycopg
 import psycopg_pool
 
 from agentq.backends.postgres.config import PostgresConfig
-from agentq.backends.postgres.driver_errors import RETRYABLE, mapped
+from agentq.backends.postgres.driver_errors import RETRYABLE, first_line, mapped
 from agentq.backends.postgres.schema import ensure_schema
 from agentq.errors import AgentQError, BackendUnavailable
 
@@ -35,6 +42,8 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 
 #: Runs of one function on serialization failures and deadlocks.
 _ATTEMPTS = 8
+#: Runs of one function whose connection was lost before its commit.
+_LOST_ATTEMPTS = 4
 _BACKOFF_BASE = 0.005  # real seconds: contention is between real transactions
 _BACKOFF_MAX = 0.5
 _CONNECT_TIMEOUT = 10  # seconds, when the URL sets no connect_timeout
@@ -52,6 +61,13 @@ def connect(config: PostgresConfig, *, autocommit: bool = True, name: str | None
         return psycopg.connect(config.conninfo, autocommit=autocommit, **extra)
     except psycopg.Error as exc:
         raise mapped(exc, config.where, "connecting") from exc
+
+
+def _backoff(attempt: int) -> None:
+    delay = min(_BACKOFF_BASE * 2 ** (attempt - 1), _BACKOFF_MAX)
+    # Real time, not the backend's clock: the conflict is between real
+    # transactions, and a test's fake clock does not move while it waits.
+    time.sleep(random.uniform(0, delay))  # noqa: TID251  # full jitter
 
 
 class Database:
@@ -105,7 +121,11 @@ class Database:
             if serializable
             else psycopg.IsolationLevel.READ_COMMITTED
         )
-        for attempt in range(1, _ATTEMPTS + 1):
+        attempt = lost = 0
+        while True:
+            attempt += 1
+            conn: Conn | None = None
+            committing = False
             try:
                 with self._checkout(doing) as conn:
                     if conn.isolation_level != level:
@@ -113,14 +133,13 @@ class Database:
                     with conn.transaction():
                         if not durable:
                             conn.execute("SET LOCAL synchronous_commit = off")
-                        return fn(conn)
+                        result = fn(conn)
+                        committing = True  # the block's end sends COMMIT
+                    return result
             except RETRYABLE as exc:
-                if attempt == _ATTEMPTS:
+                if attempt >= _ATTEMPTS:
                     raise mapped(exc, self.config.where, doing) from exc
-                delay = min(_BACKOFF_BASE * 2 ** (attempt - 1), _BACKOFF_MAX)
-                # Real time, not the backend's clock: the conflict is between real
-                # transactions, and a test's fake clock does not move while it waits.
-                time.sleep(random.uniform(0, delay))  # noqa: TID251  # full jitter
+                _backoff(attempt)
             except AgentQError:
                 raise
             except psycopg_pool.PoolTimeout as exc:
@@ -129,9 +148,22 @@ class Database:
                     f"{self.config.pool_timeout:g} s (pool_size={self.config.pool_size}; "
                     f"raise it in the URL, or the server is unreachable): {exc}"
                 ) from exc
+            except psycopg.OperationalError as exc:
+                if conn is None or not conn.closed:
+                    raise mapped(exc, self.config.where, doing) from exc
+                # The connection is gone (the server restarted or ended it).
+                if committing:
+                    raise BackendUnavailable(
+                        f"PostgreSQL at {self.config.where}: connection lost during the "
+                        f"commit of {doing}; its outcome is unknown (it may have "
+                        f"committed): {first_line(exc)}"
+                    ) from exc
+                lost += 1
+                if lost >= _LOST_ATTEMPTS:
+                    raise mapped(exc, self.config.where, doing) from exc
+                _backoff(lost)  # then the pool gives a new connection, or waits for one
             except psycopg.Error as exc:
                 raise mapped(exc, self.config.where, doing) from exc
-        raise AssertionError("unreachable")  # the loop returns or raises
 
     def read(self, fn: Callable[[Conn], T], doing: str = "reading") -> T:
         """Run ``fn(conn)`` in a read-only moment of one pooled connection."""
