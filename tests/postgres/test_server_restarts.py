@@ -10,6 +10,8 @@ outcome is unknown: it is never run again, and the error says so.
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -78,5 +80,49 @@ def test_a_connection_lost_during_the_commit_is_not_run_again_and_says_so(
         assert admin.execute("SELECT count(*) FROM doomed").fetchone() == (0,)
         b.transact(lambda tx: tx.put_record("ledger", "after", {"ok": True}))  # pool recovered
     finally:
+        admin.close()
+        b.close()
+
+
+def test_the_pool_reconnects_soon_after_a_long_outage_ends(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # psycopg-pool waits 1, 2, 4, 8 ... s between attempts to replace a lost
+    # connection: after an outage of T s its next attempt came up to T s after
+    # the server was back (a 40 s restart: 19 s more of "no pooled connection").
+    # The wait is capped; at 50 ms here, so the outage can be short.
+    from agentq.backends.postgres import connection
+
+    monkeypatch.setattr(connection, "_RECONNECT_MAX", 0.05, raising=False)
+    database = postgres_url.rsplit("/", 1)[1]
+    b = open_backend(postgres_url + "?pool_size=2")
+    admin: Any = psycopg.connect(postgres_url, autocommit=True)
+    try:
+        b.transact(lambda tx: tx.put_record("ledger", "k", {"v": 0}))
+        # The outage: no new connection to the database, and the pooled ones ended.
+        admin.execute(f'ALTER DATABASE "{database}" CONNECTION LIMIT 0')
+        admin.execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (database,),
+        )
+        waiting: list[float] = []
+
+        def transact() -> None:  # waits in the pool for a connection meanwhile
+            b.transact(lambda tx: tx.put_record("ledger", "k", {"v": 1}))
+            waiting.append(time.monotonic())
+
+        blocked = threading.Thread(target=transact)
+        blocked.start()
+        time.sleep(3.5)  # real time: the pool's own reconnection schedule is the subject
+        admin.execute(f'ALTER DATABASE "{database}" CONNECTION LIMIT -1')
+        back = time.monotonic()
+        blocked.join(30)
+        assert waiting, "the waiting transaction never got a connection"
+        # Uncapped, the attempts after the first failure came at 1, 3 and 7 s.
+        assert waiting[0] - back < 1.5
+        assert b.get_record("ledger", "k") == {"v": 1}
+    finally:
+        admin.execute(f'ALTER DATABASE "{database}" CONNECTION LIMIT -1')
         admin.close()
         b.close()

@@ -12,6 +12,12 @@ function with jittered backoff, then surfaces as
 while it sat in the pool is noticed when it is checked out (the pool's check),
 so a restart of the server costs one failed check, not a failed transaction.
 
+psycopg-pool replaces a lost connection in the background, waiting 1, 2, 4, 8 ...
+seconds between failed attempts; uncapped, after an outage of T seconds its next
+attempt came up to T seconds after the server was back (a 40 s restart left
+every transaction failing for 19 s more). :class:`_Pool` caps that wait at
+:data:`_RECONNECT_MAX`.
+
 A connection lost while a transaction runs on it (the server restarted, failed
 over, or ended the session) is told apart by *when*: before the COMMIT was sent,
 the server rolls back everything the connection held, so the whole function is
@@ -29,6 +35,7 @@ from typing import Any, TypeVar
 
 import psycopg
 import psycopg_pool
+from psycopg_pool.pool import AddConnection
 
 from agentq.backends.postgres.config import PostgresConfig
 from agentq.backends.postgres.driver_errors import RETRYABLE, first_line, mapped
@@ -44,6 +51,8 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 _ATTEMPTS = 8
 #: Runs of one function whose connection was lost before its commit.
 _LOST_ATTEMPTS = 4
+#: Longest wait between the pool's attempts to replace a lost connection.
+_RECONNECT_MAX = 1.0
 _BACKOFF_BASE = 0.005  # real seconds: contention is between real transactions
 _BACKOFF_MAX = 0.5
 _CONNECT_TIMEOUT = 10  # seconds, when the URL sets no connect_timeout
@@ -61,6 +70,20 @@ def connect(config: PostgresConfig, *, autocommit: bool = True, name: str | None
         return psycopg.connect(config.conninfo, autocommit=autocommit, **extra)
     except psycopg.Error as exc:
         raise mapped(exc, config.where, "connecting") from exc
+
+
+class _Pool(psycopg_pool.ConnectionPool):
+    """psycopg-pool's pool, its waits between reconnection attempts capped.
+
+    ``schedule_task`` is how the pool defers its next attempt to add a
+    connection (``AddConnection``) after a failed one; other maintenance (the
+    periodic shrink of idle connections) keeps its own schedule. The attempt's
+    give-up time (``reconnect_timeout``) is unchanged."""
+
+    def schedule_task(self, task: Any, delay: float) -> None:
+        if isinstance(task, AddConnection):
+            delay = min(delay, _RECONNECT_MAX)
+        super().schedule_task(task, delay)
 
 
 def _backoff(attempt: int) -> None:
@@ -84,7 +107,7 @@ class Database:
         finally:
             setup.close()
         extra = {} if "connect_timeout" in config.conninfo else {"connect_timeout": 10}
-        self._pool = psycopg_pool.ConnectionPool(
+        self._pool = _Pool(
             config.conninfo,
             min_size=1,
             max_size=config.pool_size,
