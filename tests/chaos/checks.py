@@ -72,6 +72,10 @@ class ChaosReport:
     restarts: list[str] = field(default_factory=list)  # database server restarts
     http_tasks: int = 0  # refunds enqueued through agentq serve
     http_retries: int = 0  # HTTP enqueues repeated (503, refused connection, ...)
+    # Enqueue to completion of succeeded refunds that needed no approval, in s.
+    latency_p50: float | None = None
+    latency_max: float | None = None
+    dead_reasons: list[str] = field(default_factory=list)  # the first few distinct
     kill_phase_seconds: float = 0.0
     elapsed_seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
@@ -129,6 +133,15 @@ def check_run(
     r.rejected = sum(d.rejected for d in decided.values())
     r.cancels = sum(d.cancelled for d in decided.values())
     r.redelivered = sum(1 for t in tasks.values() if t.deliveries > 1)
+    took = sorted(
+        (t.finished_at - t.created_at).total_seconds()
+        for t in tasks.values()
+        if t.status == TaskStatus.SUCCEEDED and t.finished_at and not t.approval_id
+    )
+    if took:
+        r.latency_p50, r.latency_max = round(took[len(took) // 2], 2), round(took[-1], 2)
+    reasons = {(t.error or "")[:200] for t in tasks.values() if t.status == TaskStatus.DEAD}
+    r.dead_reasons = sorted(reasons)[:5]
     if r.stuck:
         problems.append(f"{r.stuck} decided task(s) never became final: {sorted(not_final)[:5]}")
     missing = set(decided) - set(tasks)

@@ -251,11 +251,17 @@ def _kill_phase(
 
 def _settle(rt: Runtime, task_ids: set[str], bound: float, log: Log) -> set[str]:
     """Wait until every task in ``task_ids`` is final; returns those that are not."""
-    deadline = time.monotonic() + bound
+    started = time.monotonic()
+    last_log = started
+    open_ = set(task_ids)
     while True:
-        open_ = {t.task_id for t in rt.tasks() if t.task_id in task_ids and not t.done}
-        if not open_ or time.monotonic() > deadline:
+        open_ = {t.task_id for t in rt.tasks() if t.task_id in open_ and not t.done}
+        now = time.monotonic()
+        if not open_ or now - started > bound:
             if open_:
                 log(f"{len(open_)} task(s) not final after {bound:g} s")
             return open_
-        time.sleep(0.2)
+        if now - last_log >= 10:
+            log(f"settling: {len(open_)} task(s) not final yet")
+            last_log = now
+        time.sleep(1.0)
