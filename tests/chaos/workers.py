@@ -66,6 +66,13 @@ def refund_bot_tools(kind: str) -> ToolRegistry:
     )
 
 
+#: The queues a worker serves, by backend (unlisted: every queue of the refund
+#: bot). On the emulator each open RECEIVE costs the stand-in a read-write
+#: transaction per poll, and the emulator runs one at a time: there workers serve
+#: only the queues the run puts tasks on (refunds, and approval notices).
+QUEUES = {"spanner": ["payments", "notifications"]}
+
+
 def serve(db_url: str, api_url: str, kind: str) -> None:
     """Entry point of one worker process: serve every queue until SIGTERM."""
     from agentq import Runtime, SystemClock
@@ -83,7 +90,8 @@ def serve(db_url: str, api_url: str, kind: str) -> None:
     try:
         # No prefetch: a killed worker strands only the tasks it is running, each of
         # which then waits out its 10 s lease before another worker gets it.
-        rt.worker(concurrency=4, prefetch=0, receive_timeout=0.2).run(stop)
+        worker = rt.worker(concurrency=4, prefetch=0, receive_timeout=0.2, queues=QUEUES.get(kind))
+        worker.run(stop)
     finally:
         rt.close()
 
