@@ -75,6 +75,7 @@ class ChaosConfig:
     down_seconds: float = 3.0  # how long the server stays down
     recovery_bound: float = 60.0  # survivors and the HTTP server must be back by then
     http: bool = False  # agentq serve, fed by a producer over HTTP
+    pace: float = 0.02  # the agent's pause between two of its actions
 
 
 Log = Callable[[str], None]
@@ -246,7 +247,7 @@ def _kill_phase(
         if now - last_log >= 5:
             log(f"[{elapsed:5.1f}s] kills={sup.counts.kills} tasks={len(agent.decided)}")
             last_log = now
-        time.sleep(0.02)
+        time.sleep(cfg.pace)
 
 
 def _settle(rt: Runtime, task_ids: set[str], bound: float, log: Log) -> set[str]:
