@@ -38,6 +38,7 @@ from pathlib import Path
 from agentq import Runtime, SystemClock
 from agentq.backends import LEASE_SECONDS
 from agentq.demo_server import DemoAPI
+from agentq.errors import BackendUnavailable, TransactionAborted
 from tests.chaos.agent import Agent, retrying
 from tests.chaos.checks import ChaosReport, check_run
 from tests.chaos.http_producer import HttpProducer
@@ -76,6 +77,9 @@ class ChaosConfig:
     recovery_bound: float = 60.0  # survivors and the HTTP server must be back by then
     http: bool = False  # agentq serve, fed by a producer over HTTP
     pace: float = 0.02  # the agent's pause between two of its actions
+    # New refunds wait while the refunds queue holds more messages than this, so
+    # that kills hit work under way rather than a backlog that drains only after.
+    max_backlog: int = 60
 
 
 Log = Callable[[str], None]
@@ -102,6 +106,7 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
     producer: HttpProducer | None = None
     charged_at: dict[str, tuple[float, int | None]] = {}  # task id -> (when, worker pid)
     last_charge: dict[int, float] = {}  # worker pid -> when it last applied a charge
+    backlog = threading.Event()  # set: the refunds queue is full, decide no new ones
 
     def after_charge(path: str, headers: Mapping[str, str]) -> None:
         # Runs in the API's handler thread: the charge is applied, the answer not sent.
@@ -133,7 +138,7 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
                 cfg.workers, target.worker_url, api.url, seed=cfg.seed + 2, kind=target.kind
             )
             if cfg.http:
-                producer = _producer(rt, agent, target.url, workdir, cfg).start()
+                producer = _producer(rt, agent, target.url, workdir, cfg, backlog).start()
             outages = Outages(
                 target, supervisor, producer, last_charge,
                 [((i + 1) * cfg.min_kill_seconds / (len(cfg.restarts) + 1), mode)
@@ -141,7 +146,7 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
                 down_seconds=cfg.down_seconds, recovery_bound=cfg.recovery_bound, log=log,
             )  # fmt: skip
             killing.set()
-            kill_phase_end = _kill_phase(agent, api, supervisor, outages, cfg, rng, log)
+            kill_phase_end = _kill_phase(agent, api, supervisor, outages, cfg, rng, log, backlog)
             killing.clear()
             if producer is not None:
                 producer.stop()
@@ -188,12 +193,14 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
     return report
 
 
-def _producer(rt: Runtime, agent: Agent, url: str, workdir: Path, cfg: ChaosConfig) -> HttpProducer:
+def _producer(
+    rt: Runtime, agent: Agent, url: str, workdir: Path, cfg: ChaosConfig, backlog: threading.Event
+) -> HttpProducer:
     def insert_order(order: str, amount: float) -> None:
         retrying(lambda: rt.transact(lambda tx: agent.insert_order(tx, order, amount)),
                  lambda _: None)  # fmt: skip
 
-    return HttpProducer(url, workdir, insert_order, seed=cfg.seed)
+    return HttpProducer(url, workdir, insert_order, seed=cfg.seed, backlog=backlog)
 
 
 def _kill_phase(
@@ -204,6 +211,7 @@ def _kill_phase(
     cfg: ChaosConfig,
     rng: random.Random,
     log: Log,
+    backlog: threading.Event,
 ) -> float:
     start = time.monotonic()
     next_kill = start + rng.uniform(*cfg.kill_interval)
@@ -212,7 +220,7 @@ def _kill_phase(
         start + rng.uniform(1.0, max(cfg.min_kill_seconds - LEASE_SECONDS - 2, 1.0))
         for _ in range(cfg.freezes)
     )
-    last_log = start
+    last_log = next_depth = start
     while True:
         now = time.monotonic()
         elapsed = now - start
@@ -232,10 +240,16 @@ def _kill_phase(
         if now >= next_kill and not overtime:
             sup.kill_random(cfg.min_life)
             next_kill = now + rng.uniform(*cfg.kill_interval)
+        if now >= next_depth:
+            if _backlog(agent.rt) > cfg.max_backlog:
+                backlog.set()
+            else:
+                backlog.clear()
+            next_depth = now + 1.0
         # The controller is never killed: any error of its decisions is a finding
         # (but for BackendUnavailable during a server restart: retried, see Agent).
         roll = rng.random()
-        if roll < 0.55 or not agent.orders:
+        if (roll < 0.55 and not backlog.is_set()) or not agent.orders:
             agent.new_refund()
         elif roll < 0.62:
             agent.resend()
@@ -248,6 +262,14 @@ def _kill_phase(
             log(f"[{elapsed:5.1f}s] kills={sup.counts.kills} tasks={len(agent.decided)}")
             last_log = now
         time.sleep(cfg.pace)
+
+
+def _backlog(rt: Runtime) -> int:
+    """Messages in the refunds queue (0 while the database is unreachable)."""
+    try:
+        return rt.backend.stats("payments").depth
+    except (BackendUnavailable, TransactionAborted):
+        return 0
 
 
 def _settle(rt: Runtime, task_ids: set[str], bound: float, log: Log) -> set[str]:

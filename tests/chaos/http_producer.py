@@ -47,9 +47,11 @@ class HttpProducer:
         *,
         interval: float = 0.25,
         seed: int = 7,
+        backlog: threading.Event | None = None,
     ) -> None:
         self._insert_order = insert_order  # (order_id, amount) -> None, retried by the caller
         self._interval = interval
+        self._backlog = backlog or threading.Event()  # set: produce nothing meanwhile
         self._seed = seed
         token = secrets.token_urlsafe(24)
         tokens = workdir / "tokens.toml"
@@ -124,6 +126,8 @@ class HttpProducer:
     def _run(self) -> None:
         n = 0
         while not self._stop.wait(self._interval):
+            if self._backlog.is_set():
+                continue
             order = f"http-{self._seed}-{n:05}"
             n += 1
             amount = float(5 + n % 90)
