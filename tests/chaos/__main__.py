@@ -20,16 +20,16 @@ from tests.chaos.appsql import BACKENDS
 from tests.chaos.controller import ChaosConfig, run_chaos
 
 #: Per backend: worker processes, the seconds a worker lives before a random kill
-#: may pick it, the agent's pause between actions, and the least bound on
-#: settling. The emulator runs one read-write transaction at a time, so a task
-#: takes seconds there: a worker must live long enough to finish some, or every
-#: task is leased and stranded again and again and its redelivery backoff grows
-#: with each expiry (doubled by the stand-in); and an agent deciding as fast as
-#: it can would leave the workers few transactions.
+#: may pick it, the agent's pause between actions, the most refunds waiting in
+#: the queue before the agent decides new ones, and the least bound on settling.
+#: The emulator runs one read-write transaction at a time, so a task takes
+#: seconds there: a worker must live long enough to finish some, or every task is
+#: leased and stranded again and again, and its redelivery backoff grows with
+#: each expiry (the stand-in doubles it, up to 10 minutes: hence the settling).
 _DEFAULTS = {
-    "sqlite": (3, 0.3, 0.02, 60.0),
-    "postgresql": (3, 0.3, 0.02, 60.0),
-    "spanner": (3, 3.0, 0.25, 300.0),
+    "sqlite": (3, 0.3, 0.02, 60, 60.0),
+    "postgresql": (3, 0.3, 0.02, 60, 60.0),
+    "spanner": (3, 3.0, 0.25, 15, 600.0),
 }
 
 
@@ -64,11 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--restarts needs --backend postgresql")
     if set(modes) - {"smart", "fast", "immediate"}:
         parser.error(f"--restarts: modes are smart, fast, immediate; got {restarts!r}")
-    workers, min_life, pace, settle = _DEFAULTS[ns.backend]
+    workers, min_life, pace, backlog, settle = _DEFAULTS[ns.backend]
     config = ChaosConfig(
         min_kill_seconds=seconds, max_kill_seconds=seconds, target_kills=0,
         settle_seconds=max(settle, seconds / 4), workers=ns.workers or workers,
-        min_life=min_life if ns.min_life is None else ns.min_life, pace=pace, seed=ns.seed,
+        min_life=min_life if ns.min_life is None else ns.min_life, pace=pace,
+        max_backlog=backlog, seed=ns.seed,
         freezes=max(1, int(ns.minutes * 4)), backend=ns.backend, restarts=modes,
         http=postgres and not ns.no_http, down_seconds=ns.down_seconds,
     )  # fmt: skip
