@@ -249,7 +249,9 @@ def _kill_phase(
         # The controller is never killed: any error of its decisions is a finding
         # (but for BackendUnavailable during a server restart: retried, see Agent).
         roll = rng.random()
-        if (roll < 0.55 and not backlog.is_set()) or not agent.orders:
+        if backlog.is_set() and agent.orders:
+            pass  # the workers are behind: no new refunds, and nothing else either
+        elif roll < 0.55 or not agent.orders:
             agent.new_refund()
         elif roll < 0.62:
             agent.resend()
