@@ -37,6 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
     parser.add_argument("--minutes", type=float, default=1.0, help="length of the kill phase")
     parser.add_argument("--workers", type=int, help="worker processes (default: 3)")
+    parser.add_argument(
+        "--kill-interval",
+        default="0.2,0.6",
+        metavar="MIN,MAX",
+        help="seconds between random kills, drawn uniformly (default 0.2,0.6)",
+    )
     parser.add_argument("--min-life", type=float,
                         help="seconds a worker lives before a random kill may pick it "
                              "(default: 0.3; spanner 3)")  # fmt: skip
@@ -65,11 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     if set(modes) - {"smart", "fast", "immediate"}:
         parser.error(f"--restarts: modes are smart, fast, immediate; got {restarts!r}")
     workers, min_life, pace, backlog, settle = _DEFAULTS[ns.backend]
+    try:
+        low, high = (float(x) for x in ns.kill_interval.split(","))
+    except ValueError:
+        parser.error(f"--kill-interval: two numbers MIN,MAX, got {ns.kill_interval!r}")
     config = ChaosConfig(
         min_kill_seconds=seconds, max_kill_seconds=seconds, target_kills=0,
         settle_seconds=max(settle, seconds / 4), workers=ns.workers or workers,
         min_life=min_life if ns.min_life is None else ns.min_life, pace=pace,
-        max_backlog=backlog, seed=ns.seed,
+        max_backlog=backlog, seed=ns.seed, kill_interval=(low, high),
         freezes=max(1, int(ns.minutes * 4)), backend=ns.backend, restarts=modes,
         http=postgres and not ns.no_http, down_seconds=ns.down_seconds,
     )  # fmt: skip
