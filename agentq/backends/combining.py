@@ -185,6 +185,12 @@ class Control:
     def commit(self) -> None:
         self.conn.execute("COMMIT")
 
+    def commit_outcome_unknown(self, exc: BaseException) -> BaseException | None:
+        """The error every member gets if ``exc`` from :meth:`commit` leaves it
+        unknown whether the transaction committed (a server connection lost
+        during it), or None: nothing was written (SQLite's COMMIT, always)."""
+        return None
+
     def rollback(self) -> None:
         self.conn.execute("ROLLBACK")
 
@@ -337,6 +343,11 @@ class Group:
         try:
             ctl.commit()
         except BaseException as exc:
+            unknown = ctl.commit_outcome_unknown(exc)
+            if unknown is not None:  # not to be run again: it may have committed
+                for member in written:
+                    member.fail(_copy(unknown))
+                return
             reporter = self._leader if self._leader in written else written[0]
             reporter.fail(exc)
             self._abort([m for m in written if m is not reporter], exc, shared=True)

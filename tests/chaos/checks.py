@@ -1,7 +1,8 @@
 """What a chaos run must show, checked from the ledger, the orders table and the API.
 
-* every decided task is final: succeeded, dead with a reason, or cancelled (``lost``
-  counts those that are not);
+* every decided task is in the ledger (``lost`` counts those that are not) and
+  final: succeeded, dead with a reason, or cancelled (``stuck`` counts those that
+  are not once the run settled), and the refunds queue holds no message for it;
 * no completion is recorded twice (``doubled``: an order whose refund completion, the
   tool's ``on_commit``, was written more than once), and none is recorded for a task
   that did not succeed;
@@ -56,6 +57,7 @@ class ChaosReport:
     rejected: int = 0
     cancels: int = 0
     lost: int = 0
+    stuck: int = 0
     doubled: int = 0
     charged_twice: int = 0
     charges: int = 0
@@ -63,6 +65,17 @@ class ChaosReport:
     duplicate_charges_prevented: int = 0
     redelivered: int = 0
     dedup_mismatches: int = 0
+    backend: str = "sqlite"
+    worker_exits: int = 0  # workers that died without being killed
+    agent_retries: int = 0  # the agent's calls repeated after BackendUnavailable
+    agent_retry_reasons: list[str] = field(default_factory=list)  # the first few
+    restarts: list[str] = field(default_factory=list)  # database server restarts
+    http_tasks: int = 0  # refunds enqueued through agentq serve
+    http_retries: int = 0  # HTTP enqueues repeated (503, refused connection, ...)
+    # Enqueue to completion of succeeded refunds that needed no approval, in s.
+    latency_p50: float | None = None
+    latency_max: float | None = None
+    dead_reasons: list[str] = field(default_factory=list)  # the first few distinct
     kill_phase_seconds: float = 0.0
     elapsed_seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
@@ -74,10 +87,14 @@ class ChaosReport:
 
     def summary(self) -> str:
         """One line for people: kills, tasks, lost, doubled, charged twice."""
+        restarts = f"restarts={len(self.restarts)} " if self.restarts else ""
+        http = f"http_tasks={self.http_tasks} " if self.http_tasks else ""
         return (
+            f"backend={self.backend} "
             f"kills={self.kills} (after a charge: {self.kills_after_charge}) "
+            f"{restarts}{http}"
             f"freezes={self.freezes} "
-            f"tasks={self.tasks} lost={self.lost} doubled={self.doubled} "
+            f"tasks={self.tasks} lost={self.lost} stuck={self.stuck} doubled={self.doubled} "
             f"charged_twice={self.charged_twice} outcomes={self.outcomes} "
             f"elapsed={self.elapsed_seconds}s"
         )
@@ -95,7 +112,7 @@ def check_run(
     charged_at: Mapping[str, tuple[float, int | None]],
 ) -> ChaosReport:
     """Compare the ledger, the orders table and the API's books."""
-    r = ChaosReport(tasks=len(decided), lost=len(not_final))
+    r = ChaosReport(tasks=len(decided), stuck=len(not_final))
     problems = r.problems
     tasks = {t.task_id: t for t in rt.tasks() if t.task_id in decided}
     commits = Counter(
@@ -116,11 +133,24 @@ def check_run(
     r.rejected = sum(d.rejected for d in decided.values())
     r.cancels = sum(d.cancelled for d in decided.values())
     r.redelivered = sum(1 for t in tasks.values() if t.deliveries > 1)
-    if r.lost:
-        problems.append(f"{r.lost} decided task(s) never became final: {sorted(not_final)[:5]}")
+    took = sorted(
+        (t.finished_at - t.created_at).total_seconds()
+        for t in tasks.values()
+        if t.status == TaskStatus.SUCCEEDED and t.finished_at and not t.approval_id
+    )
+    if took:
+        r.latency_p50, r.latency_max = round(took[len(took) // 2], 2), round(took[-1], 2)
+    reasons = {(t.error or "")[:200] for t in tasks.values() if t.status == TaskStatus.DEAD}
+    r.dead_reasons = sorted(reasons)[:5]
+    if r.stuck:
+        problems.append(f"{r.stuck} decided task(s) never became final: {sorted(not_final)[:5]}")
     missing = set(decided) - set(tasks)
+    r.lost = len(missing)
     if missing:
         problems.append(f"{len(missing)} decided task(s) missing from the ledger")
+    left = rt.backend.stats("payments").depth
+    if left and not r.stuck:
+        problems.append(f"every task is final, yet the refunds queue holds {left} message(s)")
     if r.doubled:
         problems.append(f"{r.doubled} completion(s) recorded more than once")
     if r.charged_twice:

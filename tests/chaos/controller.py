@@ -1,19 +1,26 @@
 """The chaos run: an agent deciding refunds while workers are SIGKILLed at random.
 
-:func:`run_chaos` starts the loopback payments API (:class:`agentq.demo_server.DemoAPI`,
-which applies each ``Idempotency-Key`` once and counts attempts), a few worker processes
-on one SQLite file (:mod:`tests.chaos.workers`), and then, for the kill phase:
+:func:`run_chaos` makes the run's database (:mod:`tests.chaos.targets`: a SQLite
+file, a throwaway PostgreSQL cluster, or the Spanner emulator behind the queue
+stand-in, all on the real clock), starts the loopback payments API
+(:class:`agentq.demo_server.DemoAPI`, which applies each ``Idempotency-Key`` once
+and counts attempts) and a few worker processes (:mod:`tests.chaos.workers`), and
+then, for the kill phase:
 
 * decides refunds (half as a decision transaction that writes the order row and
   enqueues the refund, half as ``enqueue_action`` after the row exists), some large
   enough to need a human (``policies/refunds.toml``: above 100), and re-sends some
-  idempotency keys, which must return the same task;
+  idempotency keys, which must return the same task (:mod:`tests.chaos.agent`);
 * cancels some tasks, whatever their state, noting the state the cancel saw inside
   its own transaction;
 * approves or rejects the refunds waiting for a human;
 * SIGKILLs a random worker every fraction of a second, and, from the payments API's
   hook, the worker whose charge was just applied (before it gets the answer);
-* answers a few charges with 503 + Retry-After.
+* answers a few charges with 503 + Retry-After;
+* with ``restarts`` (PostgreSQL), restarts the database server, fast then
+  immediate, while ``agentq serve`` takes enqueues from a producer over HTTP
+  (``http``): workers and server must come back by themselves
+  (:mod:`tests.chaos.outages`, :mod:`tests.chaos.http_producer`).
 
 Then it decides every approval still open, stops killing, waits (bounded) until every
 decided task is final and checks the outcome (:mod:`tests.chaos.checks`).
@@ -25,27 +32,21 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from agentq import IllegalTransition, Runtime, SystemClock
+from agentq import Runtime, SystemClock
 from agentq.backends import LEASE_SECONDS
 from agentq.demo_server import DemoAPI
-from agentq.ledger import Tables, TaskInfo
-from agentq.runtime import Decision
-from tests.chaos.checks import ChaosReport, Decided, check_run
+from agentq.errors import BackendUnavailable, TransactionAborted
+from tests.chaos.agent import Agent, retrying
+from tests.chaos.checks import ChaosReport, check_run
+from tests.chaos.http_producer import HttpProducer
+from tests.chaos.outages import Outages, outage_problems
+from tests.chaos.targets import Target, open_target
 from tests.chaos.workers import ROOT, Supervisor, requesting_pid, worker_settings
 
-#: Application schema: each recorded completion of a refund (the tool's ``on_commit``
-#: sets the order 'refunded') adds a row, so a completion recorded twice shows as two.
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount REAL, state TEXT NOT NULL,
-                                   refund_id TEXT);
-CREATE TABLE IF NOT EXISTS refund_commits (order_id TEXT NOT NULL, refund_id TEXT);
-CREATE TRIGGER IF NOT EXISTS count_refund_commits AFTER UPDATE OF state ON orders
-WHEN NEW.state = 'refunded'
-BEGIN INSERT INTO refund_commits (order_id, refund_id) VALUES (NEW.id, NEW.refund_id); END;
-"""
+__all__ = ["ChaosConfig", "run_chaos"]
 
 
 @dataclass
@@ -68,81 +69,17 @@ class ChaosConfig:
     kill_after_charge: float = 0.25  # chance the charging worker dies right after a charge
     freezes: int = 1  # workers stopped past their leases (SIGSTOP, SIGCONT 11 s later)
     seed: int = 1
-
-
-@dataclass
-class _Agent:
-    """The controller's own view of what it decided."""
-
-    rt: Runtime
-    rng: random.Random
-    decided: dict[str, Decided] = field(default_factory=dict)  # task id -> what we did
-    orders: dict[str, tuple[str, float]] = field(default_factory=dict)  # order -> (task, amt)
-    pending: list[tuple[str, str, float]] = field(default_factory=list)  # (approval, task, t)
-    dedup_mismatches: int = 0
-    n: int = 0
-
-    def new_refund(self) -> None:
-        order = f"order-{self.n:05}"
-        self.n += 1
-        big = self.rng.random() < 0.3
-        amount = round(self.rng.uniform(150, 900) if big else self.rng.uniform(5, 100), 2)
-        args = {"order_id": order, "amount": amount, "reason": "chaos"}
-        key = f"chaos:{order}"
-        insert = "INSERT INTO orders (id, amount, state) VALUES (?, ?, 'refund_decided')"
-        if self.rng.random() < 0.5:
-
-            def decide(tx: Decision) -> TaskInfo:
-                tx.execute(insert, (order, amount))
-                return tx.enqueue("execute_refund", args, idempotency_key=key)
-
-            task = self.rt.transact(decide)
-        else:
-            self.rt.transact(lambda tx: tx.execute(insert, (order, amount)))
-            task = self.rt.enqueue_action("execute_refund", args, idempotency_key=key)
-        self.decided[task.task_id] = Decided(task.task_id, order, amount)
-        self.orders[order] = (task.task_id, amount)
-        if task.approval_id is not None:
-            self.pending.append((task.approval_id, task.task_id, time.monotonic()))
-
-    def resend(self) -> None:
-        """The agent retries a call it already made: same key, same args, same task."""
-        order = self.rng.choice(list(self.orders))
-        task_id, amount = self.orders[order]
-        args = {"order_id": order, "amount": amount, "reason": "chaos"}
-        again = self.rt.enqueue_action("execute_refund", args, idempotency_key=f"chaos:{order}")
-        self.dedup_mismatches += again.task_id != task_id
-
-    def cancel_one(self) -> None:
-        candidates = [d for d in self.decided.values() if d.cancel_saw is None]
-        if not candidates:
-            return
-        d = self.rng.choice(candidates)
-
-        def cancel(tx: Decision) -> tuple[str, bool]:
-            rec = tx.tx.get_record(Tables.TASKS, d.task_id) or {}
-            tx.cancel(d.task_id)
-            return str(rec.get("status")), True
-
-        try:
-            d.cancel_saw, d.cancelled = self.rt.transact(cancel)
-        except IllegalTransition as exc:  # it had finished: the lifecycle refuses
-            d.cancel_saw, d.cancelled = str(exc), False
-        d.cancelled_at = time.monotonic()
-        if d.cancelled:
-            self.pending = [p for p in self.pending if p[1] != d.task_id]
-
-    def decide_approvals(self, older_than: float) -> None:
-        now = time.monotonic()
-        ripe = [p for p in self.pending if now - p[2] >= older_than]
-        for approval_id, task_id, _ in ripe:
-            self.pending.remove((approval_id, task_id, _))
-            if self.rng.random() < 0.75:
-                self.rt.approve(approval_id, by="chaos-approver")
-                self.decided[task_id].approved = True
-            else:
-                self.rt.reject(approval_id, by="chaos-approver", note="not eligible")
-                self.decided[task_id].rejected = True
+    backend: str = "sqlite"  # sqlite | postgresql | spanner
+    # Database server restarts, spread over the kill phase's minimum (PostgreSQL):
+    # each mode is pg_ctl stop's (fast, immediate).
+    restarts: tuple[str, ...] = ()
+    down_seconds: float = 3.0  # how long the server stays down
+    recovery_bound: float = 60.0  # survivors and the HTTP server must be back by then
+    http: bool = False  # agentq serve, fed by a producer over HTTP
+    pace: float = 0.02  # the agent's pause between two of its actions
+    # New refunds wait while the refunds queue holds more messages than this, so
+    # that kills hit work under way rather than a backlog that drains only after.
+    max_backlog: int = 60
 
 
 Log = Callable[[str], None]
@@ -151,23 +88,37 @@ Log = Callable[[str], None]
 def run_chaos(workdir: Path, config: ChaosConfig | None = None, log: Log = print) -> ChaosReport:
     """One chaos run in ``workdir``; returns what happened and every problem found."""
     cfg = config or ChaosConfig()
+    started = time.monotonic()
+    target = open_target(cfg.backend, workdir)
+    try:
+        report = _run(target, workdir, cfg, log)
+    finally:
+        target.close()
+    report.elapsed_seconds = round(time.monotonic() - started, 1)
+    return report
+
+
+def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosReport:
     rng = random.Random(cfg.seed)
     started = time.monotonic()
-    db_url = f"sqlite:///{workdir / 'chaos.db'}"
     killing = threading.Event()
     supervisor: Supervisor | None = None
-
+    producer: HttpProducer | None = None
     charged_at: dict[str, tuple[float, int | None]] = {}  # task id -> (when, worker pid)
+    last_charge: dict[int, float] = {}  # worker pid -> when it last applied a charge
+    backlog = threading.Event()  # set: the refunds queue is full, decide no new ones
 
     def after_charge(path: str, headers: Mapping[str, str]) -> None:
         # Runs in the API's handler thread: the charge is applied, the answer not sent.
         if path != "/refunds":
             return
         key = {k.lower(): v for k, v in headers.items()}.get("idempotency-key", "")
-        charged_at[key] = (time.monotonic(), requesting_pid(headers))
+        pid = requesting_pid(headers)
+        charged_at[key] = (time.monotonic(), pid)
+        if pid is not None:
+            last_charge[pid] = time.monotonic()
         if not killing.is_set() or supervisor is None:
             return
-        pid = requesting_pid(headers)
         # Until one charging worker has died in this window, every charge kills its
         # worker: on a loaded machine workers may charge seldom before random kills
         # take them, and the run must still exercise the window it exists for.
@@ -177,54 +128,90 @@ def run_chaos(workdir: Path, config: ChaosConfig | None = None, log: Log = print
 
     with DemoAPI(on_applied=after_charge) as api:
         rt = Runtime(
-            db_url, tools=ROOT / "tools", policies=ROOT / "policies", clock=SystemClock(),
+            target.url, tools=ROOT / "tools", policies=ROOT / "policies", clock=SystemClock(),
             settings=worker_settings(api.url),
         )  # fmt: skip
         try:
-            rt.backend.transact(lambda tx: [tx.execute(s) for s in _statements(SCHEMA)])
-            agent = _Agent(rt, random.Random(cfg.seed + 1))
-            supervisor = Supervisor(cfg.workers, db_url, api.url, seed=cfg.seed + 2)
+            target.create_app_tables(rt)
+            agent = Agent(rt, random.Random(cfg.seed + 1), kind=target.kind)
+            supervisor = Supervisor(
+                cfg.workers, target.worker_url, api.url, seed=cfg.seed + 2, kind=target.kind
+            )
+            if cfg.http:
+                producer = _producer(rt, agent, target.url, workdir, cfg, backlog).start()
+            outages = Outages(
+                target, supervisor, producer, last_charge,
+                [((i + 1) * cfg.min_kill_seconds / (len(cfg.restarts) + 1), mode)
+                 for i, mode in enumerate(cfg.restarts)],
+                down_seconds=cfg.down_seconds, recovery_bound=cfg.recovery_bound, log=log,
+            )  # fmt: skip
             killing.set()
-            kill_phase_end = _kill_phase(agent, api, supervisor, cfg, rng, log)
+            kill_phase_end = _kill_phase(agent, api, supervisor, outages, cfg, rng, log, backlog)
             killing.clear()
+            if producer is not None:
+                producer.stop()
             agent.decide_approvals(older_than=0.0)
-            lost = _settle(rt, set(agent.decided), cfg.settle_seconds, log)
+            decided = agent.decided | (producer.decided if producer else {})
+            lost = _settle(rt, set(decided), cfg.settle_seconds, log)
             supervisor.close()
-            supervisor_counts = supervisor.counts
+            counts, exit_codes = supervisor.counts, supervisor.exit_codes
             supervisor = None
-            report = check_run(rt, api, agent.decided, lost, charged_at)
-            report.kills = supervisor_counts.kills
-            report.kills_after_charge = supervisor_counts.kills_after_charge
-            report.freezes = supervisor_counts.freezes
-            report.workers_started = supervisor_counts.started
+            report = check_run(rt, api, decided, lost, charged_at)
+            report.backend = target.kind
+            report.kills = counts.kills
+            report.kills_after_charge = counts.kills_after_charge
+            report.freezes = counts.freezes
+            report.workers_started = counts.started
+            report.worker_exits = counts.exits
+            if counts.exits:
+                report.problems.append(
+                    f"{counts.exits} worker(s) exited without being killed "
+                    f"(exit codes {exit_codes[:10]})"
+                )
             report.dedup_mismatches = agent.dedup_mismatches
             if agent.dedup_mismatches:
                 report.problems.append(
                     f"{agent.dedup_mismatches} re-sent idempotency key(s) made another task"
                 )
+            report.agent_retries = agent.retries
+            report.agent_retry_reasons = agent.retry_reasons
+            report.restarts = [o.summary() for o in outages.done]
+            report.problems += outage_problems(outages.done, http=producer is not None)
+            if producer is not None:
+                report.http_tasks = len(producer.decided)
+                report.http_retries = producer.retried
+                report.problems += [f"HTTP producer: {e}" for e in producer.errors[:10]]
+                if not producer.alive:
+                    report.problems.append("agentq serve exited during the run")
             report.kill_phase_seconds = round(kill_phase_end - started, 1)
         finally:
+            if producer is not None:
+                producer.close()
             if supervisor is not None:
                 supervisor.close()
             rt.close()
-    report.elapsed_seconds = round(time.monotonic() - started, 1)
     return report
 
 
-def _statements(script: str) -> list[str]:
-    """The SQL statements of ``script`` (the trigger body holds its own ``;``)."""
-    parts, current = [], ""
-    for piece in script.split(";"):
-        current += piece + ";"
-        if current.count("BEGIN") == current.count("END;"):
-            if current.strip(" \n;"):
-                parts.append(current.strip())
-            current = ""
-    return parts
+def _producer(
+    rt: Runtime, agent: Agent, url: str, workdir: Path, cfg: ChaosConfig, backlog: threading.Event
+) -> HttpProducer:
+    def insert_order(order: str, amount: float) -> None:
+        retrying(lambda: rt.transact(lambda tx: agent.insert_order(tx, order, amount)),
+                 lambda _: None)  # fmt: skip
+
+    return HttpProducer(url, workdir, insert_order, seed=cfg.seed, backlog=backlog)
 
 
 def _kill_phase(
-    agent: _Agent, api: DemoAPI, sup: Supervisor, cfg: ChaosConfig, rng: random.Random, log: Log
+    agent: Agent,
+    api: DemoAPI,
+    sup: Supervisor,
+    outages: Outages,
+    cfg: ChaosConfig,
+    rng: random.Random,
+    log: Log,
+    backlog: threading.Event,
 ) -> float:
     start = time.monotonic()
     next_kill = start + rng.uniform(*cfg.kill_interval)
@@ -233,25 +220,38 @@ def _kill_phase(
         start + rng.uniform(1.0, max(cfg.min_kill_seconds - LEASE_SECONDS - 2, 1.0))
         for _ in range(cfg.freezes)
     )
-    last_log = start
+    last_log = next_depth = start
     while True:
         now = time.monotonic()
         elapsed = now - start
+        outages.due(elapsed)
         overtime = elapsed >= cfg.max_kill_seconds
         enough = overtime or (
             elapsed >= cfg.min_kill_seconds and sup.counts.kills >= cfg.target_kills
         )
         charge_killed = sup.counts.kills_after_charge >= 1
-        if (enough and charge_killed) or elapsed >= cfg.max_kill_seconds + cfg.charge_kill_wait:
+        restarted = not outages.pending
+        if (enough and charge_killed and restarted) or (
+            elapsed >= cfg.max_kill_seconds + cfg.charge_kill_wait and not outages.busy
+        ):
             return now
         if freezes and now >= freezes[0] and sup.freeze_random(LEASE_SECONDS + 1):
             freezes.pop(0)
         if now >= next_kill and not overtime:
             sup.kill_random(cfg.min_life)
             next_kill = now + rng.uniform(*cfg.kill_interval)
-        # The controller is never killed: any error of its decisions is a finding.
+        if now >= next_depth:
+            if _backlog(agent.rt) > cfg.max_backlog:
+                backlog.set()
+            else:
+                backlog.clear()
+            next_depth = now + 1.0
+        # The controller is never killed: any error of its decisions is a finding
+        # (but for BackendUnavailable during a server restart: retried, see Agent).
         roll = rng.random()
-        if roll < 0.55 or not agent.orders:
+        if backlog.is_set() and agent.orders:
+            pass  # the workers are behind: no new refunds, and nothing else either
+        elif roll < 0.55 or not agent.orders:
             agent.new_refund()
         elif roll < 0.62:
             agent.resend()
@@ -263,16 +263,30 @@ def _kill_phase(
         if now - last_log >= 5:
             log(f"[{elapsed:5.1f}s] kills={sup.counts.kills} tasks={len(agent.decided)}")
             last_log = now
-        time.sleep(0.02)
+        time.sleep(cfg.pace)
+
+
+def _backlog(rt: Runtime) -> int:
+    """Messages in the refunds queue (0 while the database is unreachable)."""
+    try:
+        return rt.backend.stats("payments").depth
+    except (BackendUnavailable, TransactionAborted):
+        return 0
 
 
 def _settle(rt: Runtime, task_ids: set[str], bound: float, log: Log) -> set[str]:
     """Wait until every task in ``task_ids`` is final; returns those that are not."""
-    deadline = time.monotonic() + bound
+    started = time.monotonic()
+    last_log = started
+    open_ = set(task_ids)
     while True:
-        open_ = {t.task_id for t in rt.tasks() if t.task_id in task_ids and not t.done}
-        if not open_ or time.monotonic() > deadline:
+        open_ = {t.task_id for t in rt.tasks() if t.task_id in open_ and not t.done}
+        now = time.monotonic()
+        if not open_ or now - started > bound:
             if open_:
                 log(f"{len(open_)} task(s) not final after {bound:g} s")
             return open_
-        time.sleep(0.2)
+        if now - last_log >= 10:
+            log(f"settling: {len(open_)} task(s) not final yet")
+            last_log = now
+        time.sleep(1.0)

@@ -26,6 +26,9 @@ from typing import Any
 
 import httpx
 
+from agentq.tools import ToolRegistry
+from tests.chaos.appsql import portable_refund_tool
+
 ROOT = Path(__file__).resolve().parents[2]
 PID_HEADER = "X-Chaos-Worker"
 
@@ -54,7 +57,23 @@ def worker_settings(api_url: str) -> dict[str, str]:
     }
 
 
-def serve(db_url: str, api_url: str) -> None:
+def refund_bot_tools(kind: str) -> ToolRegistry:
+    """The refund bot's tools, ``execute_refund``'s completion SQL in ``kind``'s dialect."""
+    loaded = ToolRegistry()
+    loaded.load_dir(ROOT / "tools")
+    return ToolRegistry(
+        portable_refund_tool(t, kind) if t.name == "execute_refund" else t for t in loaded
+    )
+
+
+#: The queues a worker serves, by backend (unlisted: every queue of the refund
+#: bot). On the emulator each open RECEIVE costs the stand-in a read-write
+#: transaction per poll, and the emulator runs one at a time: there workers serve
+#: only the queues the run puts tasks on (refunds, and approval notices).
+QUEUES = {"spanner": ["payments", "notifications"]}
+
+
+def serve(db_url: str, api_url: str, kind: str) -> None:
     """Entry point of one worker process: serve every queue until SIGTERM."""
     from agentq import Runtime, SystemClock
 
@@ -62,7 +81,7 @@ def serve(db_url: str, api_url: str) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     rt = Runtime(
         db_url,
-        tools=ROOT / "tools",
+        tools=refund_bot_tools(kind),
         policies=ROOT / "policies",
         clock=SystemClock(),
         settings=worker_settings(api_url),
@@ -71,7 +90,8 @@ def serve(db_url: str, api_url: str) -> None:
     try:
         # No prefetch: a killed worker strands only the tasks it is running, each of
         # which then waits out its 10 s lease before another worker gets it.
-        rt.worker(concurrency=4, prefetch=0, receive_timeout=0.2).run(stop)
+        worker = rt.worker(concurrency=4, prefetch=0, receive_timeout=0.2, queues=QUEUES.get(kind))
+        worker.run(stop)
     finally:
         rt.close()
 
@@ -84,6 +104,7 @@ class KillCounts:
     kills: int = 0
     kills_after_charge: int = 0
     freezes: int = 0
+    exits: int = 0  # workers that died without being killed (a finding)
 
 
 class Supervisor:
@@ -95,16 +116,20 @@ class Supervisor:
     background thread restarts every worker that died, until :meth:`close`.
     """
 
-    def __init__(self, n: int, db_url: str, api_url: str, *, seed: int) -> None:
+    def __init__(self, n: int, db_url: str, api_url: str, *, seed: int, kind: str) -> None:
         self._ctx = multiprocessing.get_context("forkserver")
         self._ctx.set_forkserver_preload(["agentq.runtime", "agentq.executor", __name__])
-        self._args = (db_url, api_url)
+        self._args = (db_url, api_url, kind)
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._procs: list[tuple[BaseProcess, float]] = []
         self._doomed: set[int] = set()  # pids already killed (not yet reaped)
         self._frozen: list[tuple[int, float]] = []  # (pid, when to SIGCONT it)
         self.counts = KillCounts()
+        self.exit_codes: list[int | None] = []  # of the workers counted in counts.exits
+        #: While set, nothing is killed or frozen (a database server restart is
+        #: under way: the workers alive now must come back by themselves).
+        self.paused = threading.Event()
         self._closing = threading.Event()
         with self._lock:
             for _ in range(n):
@@ -125,6 +150,9 @@ class Supervisor:
                 for i, (proc, _) in enumerate(self._procs):
                     if not proc.is_alive():
                         proc.join()
+                        if proc.pid not in self._doomed:
+                            self.counts.exits += 1
+                            self.exit_codes.append(proc.exitcode)
                         self._doomed.discard(proc.pid or 0)
                         proc.close()
                         self._procs[i] = self._spawn()
@@ -147,6 +175,8 @@ class Supervisor:
         """SIGKILL one worker that has lived ``min_life`` s; False if none has."""
         now = time.monotonic()
         with self._lock:
+            if self.paused.is_set():
+                return False
             ripe = [p for p, born in self._alive() if now - born >= min_life]
             if not ripe:
                 return False
@@ -156,6 +186,8 @@ class Supervisor:
     def kill_pid(self, pid: int) -> bool:
         """SIGKILL the worker with this pid, if it is one of ours and alive."""
         with self._lock:
+            if self.paused.is_set():
+                return False
             for proc, _ in self._alive():
                 if proc.pid == pid:
                     self._kill(proc)
@@ -170,6 +202,8 @@ class Supervisor:
         wakes, its completions must be refused, not recorded a second time.
         """
         with self._lock:
+            if self.paused.is_set():
+                return False
             frozen = {pid for pid, _ in self._frozen}
             candidates = [p for p, _ in self._alive() if p.pid not in frozen]
             if not candidates:
@@ -179,6 +213,12 @@ class Supervisor:
             self._frozen.append((proc.pid or 0, time.monotonic() + seconds))
             self.counts.freezes += 1
             return True
+
+    def alive_since(self) -> dict[int, float]:
+        """The workers alive now, not doomed and not frozen: pid -> when started."""
+        with self._lock:
+            frozen = {pid for pid, _ in self._frozen}
+            return {p.pid: born for p, born in self._alive() if p.pid and p.pid not in frozen}
 
     def close(self, timeout: float = 20.0) -> None:
         """Stop restarting; SIGTERM every worker, SIGKILL what has not exited in time."""

@@ -20,7 +20,7 @@ psycopg = pytest.importorskip("psycopg", reason="postgres: psycopg is not instal
 from agentq import Runtime  # noqa: E402
 from agentq.backends import Transaction, open_backend  # noqa: E402
 from agentq.backends.postgres import PostgresBackend, grouping  # noqa: E402
-from agentq.errors import DuplicateKey  # noqa: E402
+from agentq.errors import BackendUnavailable, DuplicateKey  # noqa: E402
 from agentq.spec import QueueSpec  # noqa: E402
 
 _TOOL = """
@@ -180,6 +180,58 @@ def test_a_function_that_raises_leaves_its_group_committed(backend: PostgresBack
     assert isinstance(calls.outcomes["fails"], RuntimeError)
     keys = sorted(m.key for batch in backend.stream("Jobs", 10) for m in batch)
     assert keys == [("a",), ("b",)]
+
+
+def test_a_group_whose_connection_is_lost_in_its_commit_runs_nobody_again(
+    backend: PostgresBackend, postgres_url: str
+) -> None:
+    # A deferred trigger ends the group's own session inside its COMMIT: whether
+    # the group committed is unknown to every member, so none may run again (an
+    # enqueue without a key would then exist twice). Before, the members other
+    # than the leader were told "nothing was written" and ran again alone.
+    admin: Any = psycopg.connect(postgres_url, autocommit=True)
+    admin.execute("CREATE TABLE doomed (id int)")
+    admin.execute(
+        "CREATE FUNCTION end_session() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NULL; END $$"
+    )
+    admin.execute(
+        "CREATE CONSTRAINT TRIGGER end_at_commit AFTER INSERT ON doomed "
+        "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION end_session()"
+    )
+    calls = Calls(backend, contended=True)
+    holding, release = threading.Event(), threading.Event()
+    runs: list[str] = []
+
+    def leader(tx: Transaction) -> None:
+        runs.append("leader")
+        tx.execute("INSERT INTO doomed VALUES (1)")
+        holding.set()
+        release.wait(30)
+
+    def sends(name: str) -> Callable[[Transaction], None]:
+        def fn(tx: Transaction) -> None:
+            runs.append(name)
+            tx.send("Jobs", name, b"x")
+
+        return fn
+
+    try:
+        calls.start("leader", leader, queues=False)
+        assert holding.wait(30)
+        calls.start("a", sends("a"))
+        calls.start("b", sends("b"))
+        release.set()
+        calls.join()
+        for name in ("leader", "a", "b"):
+            outcome = calls.outcomes[name]
+            assert isinstance(outcome, BackendUnavailable), calls.outcomes
+            assert "outcome is unknown" in str(outcome)
+        assert sorted(runs) == ["a", "b", "leader"]  # each ran once
+        assert admin.execute("SELECT count(*) FROM doomed").fetchone() == (0,)
+        backend.transact(lambda tx: tx.send("Jobs", "after", b"x"))  # the pool recovered
+    finally:
+        admin.close()
 
 
 def test_eight_threads_enqueueing_with_idempotency_keys_all_succeed(

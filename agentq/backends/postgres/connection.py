@@ -20,6 +20,20 @@ transaction. The check costs a round trip only when it can find something: the
 connection has been idle for a while, or its socket has something to read (a
 server that shuts down or ends the session says so before it closes the
 socket); a connection handed back a moment ago with nothing to read is used as it is.
+
+psycopg-pool replaces a lost connection in the background, waiting 1, 2, 4, 8 ...
+seconds between failed attempts; uncapped, after an outage of T seconds its next
+attempt came up to T seconds after the server was back (a 40 s restart left
+every transaction failing for 19 s more). :class:`_Pool` caps that wait at
+:data:`_RECONNECT_MAX`.
+
+A connection lost while a transaction runs on it (the server restarted, failed
+over, or ended the session) is told apart by *when*: before the COMMIT was sent,
+the server rolls back everything the connection held, so the whole function is
+re-run on another connection (the pool waits for the server to come back);
+during the COMMIT (which carries the writes held back for it) the outcome is
+unknown, so it is never re-run and :class:`~agentq.errors.BackendUnavailable`
+says the outcome is unknown. A read on a lost connection is simply read again.
 """
 
 from __future__ import annotations
@@ -35,9 +49,10 @@ from typing import Any, TypeVar
 
 import psycopg
 import psycopg_pool
+from psycopg_pool.pool import AddConnection
 
 from agentq.backends.postgres.config import PostgresConfig
-from agentq.backends.postgres.driver_errors import RETRYABLE, mapped
+from agentq.backends.postgres.driver_errors import RETRYABLE, first_line, mapped
 from agentq.backends.postgres.pipeline import (
     BEGIN_READ_COMMITTED,
     BEGIN_SERIALIZABLE,
@@ -47,12 +62,16 @@ from agentq.backends.postgres.pipeline import (
 from agentq.backends.postgres.schema import ensure_schema
 from agentq.errors import AgentQError, BackendUnavailable
 
-__all__ = ["ATTEMPTS", "Conn", "Database", "TxConn", "backoff"]
+__all__ = ["ATTEMPTS", "LOST_ATTEMPTS", "Conn", "Database", "TxConn", "backoff", "outcome_unknown"]
 
 T = TypeVar("T")
 
 #: Runs of one function on serialization failures and deadlocks.
 ATTEMPTS = 8
+#: Runs of one function whose connection was lost before its commit.
+LOST_ATTEMPTS = 4
+#: Longest wait between the pool's attempts to replace a lost connection.
+_RECONNECT_MAX = 1.0
 _BACKOFF_BASE = 0.005  # real seconds: contention is between real transactions
 _BACKOFF_MAX = 0.5
 
@@ -91,6 +110,31 @@ def _pooler_options(config: PostgresConfig) -> dict[str, Any]:
     return {"prepare_threshold": None} if config.transaction_pooler else {}
 
 
+def outcome_unknown(exc: BaseException, where: str, doing: str) -> BackendUnavailable:
+    """The error for a connection lost during the COMMIT of ``doing``."""
+    error = BackendUnavailable(
+        f"PostgreSQL at {where}: connection lost during the commit of {doing}; its "
+        f"outcome is unknown (it may have committed): {first_line(exc)}"
+    )
+    error.__cause__ = exc
+    return error
+
+
+class _Pool(psycopg_pool.ConnectionPool):
+    """psycopg-pool's pool, its waits between reconnection attempts capped.
+
+    ``schedule_task`` is how the pool defers its next attempt to add a
+    connection (``AddConnection``) after a failed one; other maintenance (the
+    periodic shrink of idle connections) keeps its own schedule. The attempt's
+    give-up time (``reconnect_timeout``) is unchanged. (A private hook: the
+    ``postgres`` extra pins psycopg-pool below 4, and a test checks it.)"""
+
+    def schedule_task(self, task: Any, delay: float) -> None:
+        if isinstance(task, AddConnection):
+            delay = min(delay, _RECONNECT_MAX)
+        super().schedule_task(task, delay)
+
+
 class Database:
     """The pool, the schema it was set up with, and the transaction runner."""
 
@@ -116,7 +160,7 @@ class Database:
             extra["connect_timeout"] = _CONNECT_TIMEOUT
         self._returned: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
         self._returned_lock = threading.Lock()
-        self._pool = psycopg_pool.ConnectionPool(
+        self._pool = _Pool(
             config.conninfo,
             min_size=1,
             max_size=config.pool_size,
@@ -171,22 +215,28 @@ class Database:
         conflicts the last is raised as :class:`~agentq.errors.TransactionAborted`.
         """
         begin = BEGIN_SERIALIZABLE if serializable else BEGIN_READ_COMMITTED
-        for attempt in range(1, attempts + 1):
+        attempt = lost = 0
+        while True:
+            attempt += 1
+            conn: Conn | None = None
+            committing = False
             try:
                 with self.checkout(doing) as conn:
                     tx = TxConn(conn, begin)
                     try:
                         result = fn(tx)
+                        committing = True  # the COMMIT, with what was held back for it
                         tx.commit(durable=durable)
                     except BaseException:
-                        try:
-                            tx.rollback()
-                        except psycopg.Error:
-                            pass  # a broken connection: the server rolled back, the pool drops it
+                        if not conn.closed:
+                            try:
+                                tx.rollback()
+                            except psycopg.Error:
+                                pass  # a broken connection: the server rolled back
                         raise
                     return result
             except RETRYABLE as exc:
-                if attempt == attempts:
+                if attempt >= attempts:
                     raise mapped(exc, self.config.where, doing) from exc
                 # Real time, not the backend's clock: the conflict is between real
                 # transactions, and a test's fake clock does not move while it waits.
@@ -195,22 +245,40 @@ class Database:
                 raise
             except psycopg_pool.PoolTimeout as exc:
                 raise self.pool_exhausted(exc) from exc
+            except psycopg.OperationalError as exc:
+                if conn is None or not conn.closed:
+                    raise mapped(exc, self.config.where, doing) from exc
+                # The connection is gone (the server restarted or ended it).
+                if committing:
+                    raise outcome_unknown(exc, self.config.where, doing) from exc
+                lost += 1
+                if lost >= LOST_ATTEMPTS:
+                    raise mapped(exc, self.config.where, doing) from exc
+                # Then the pool gives a new connection, or waits for one.
+                time.sleep(random.uniform(0, backoff(lost)))  # noqa: TID251
             except psycopg.Error as exc:
                 raise mapped(exc, self.config.where, doing) from exc
-        raise AssertionError("unreachable")  # the loop returns or raises
 
     def read(self, fn: Callable[[Conn], T], doing: str = "reading") -> T:
         """Run ``fn(conn)`` on a pooled connection in autocommit mode: each of its
-        statements reads what was committed when it started (no transaction)."""
-        try:
-            with self.checkout(doing) as conn:
-                return fn(conn)
-        except AgentQError:
-            raise
-        except psycopg_pool.PoolTimeout as exc:
-            raise self.pool_exhausted(exc) from exc
-        except psycopg.Error as exc:
-            raise mapped(exc, self.config.where, doing) from exc
+        statements reads what was committed when it started (no transaction). A
+        read whose connection was lost runs again on another."""
+        for lost in range(1, LOST_ATTEMPTS + 1):
+            conn: Conn | None = None
+            try:
+                with self.checkout(doing) as conn:
+                    return fn(conn)
+            except AgentQError:
+                raise
+            except psycopg_pool.PoolTimeout as exc:
+                raise self.pool_exhausted(exc) from exc
+            except psycopg.OperationalError as exc:
+                if conn is None or not conn.closed or lost == LOST_ATTEMPTS:
+                    raise mapped(exc, self.config.where, doing) from exc
+                time.sleep(random.uniform(0, backoff(lost)))  # noqa: TID251
+            except psycopg.Error as exc:
+                raise mapped(exc, self.config.where, doing) from exc
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def pool_exhausted(self, exc: psycopg_pool.PoolTimeout) -> BackendUnavailable:
         """The error for a pool with no connection free in time."""

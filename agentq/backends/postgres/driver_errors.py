@@ -24,7 +24,7 @@ from agentq.errors import (
     TransactionError,
 )
 
-__all__ = ["RETRYABLE", "mapped"]
+__all__ = ["RETRYABLE", "first_line", "mapped"]
 
 # What the server says when it refuses a connection (libpq passes no SQLSTATE).
 _AUTH = re.compile(
@@ -38,14 +38,14 @@ _NO_DATABASE = re.compile(r"database \S+ does not exist", re.I)
 RETRYABLE: tuple[type[Exception], ...] = (pgerr.SerializationFailure, pgerr.DeadlockDetected)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
 def mapped(exc: Exception, where: str, doing: str) -> AgentQError:
     """The agentq error for ``exc``, raised while ``doing`` on the server ``where``."""
-    message = _first_line(exc)
+    message = first_line(exc)
     state = getattr(exc, "sqlstate", None) or ""
     if isinstance(exc, RETRYABLE):
         kind = "deadlock" if isinstance(exc, pgerr.DeadlockDetected) else "serialization failure"

@@ -36,7 +36,13 @@ import psycopg
 import psycopg_pool
 
 from agentq.backends import combining
-from agentq.backends.postgres.connection import ATTEMPTS, Database, backoff
+from agentq.backends.postgres.connection import (
+    ATTEMPTS,
+    Conn,
+    Database,
+    backoff,
+    outcome_unknown,
+)
 from agentq.backends.postgres.driver_errors import RETRYABLE, mapped
 from agentq.backends.postgres.pipeline import BEGIN_SERIALIZABLE, NeighbourFailed, TxConn
 from agentq.errors import AgentQError, BackendUnavailable
@@ -54,10 +60,11 @@ CONTENDED_SECONDS = 1.0
 class _Control(combining.Control):
     """A group's transaction on a :class:`TxConn`."""
 
-    def __init__(self, tx: TxConn, durable: bool) -> None:
+    def __init__(self, tx: TxConn, durable: bool, where: str) -> None:
         super().__init__(tx)
         self.tx = tx
         self.durable = durable
+        self.where = where
 
     @property
     def in_transaction(self) -> bool:
@@ -80,6 +87,11 @@ class _Control(combining.Control):
 
     def rollback(self) -> None:
         self.tx.rollback()
+
+    def commit_outcome_unknown(self, exc: BaseException) -> BaseException | None:
+        if isinstance(exc, psycopg.OperationalError) and self.tx.raw.closed:
+            return outcome_unknown(exc, self.where, "a commit group")
+        return None
 
 
 class GroupCommit:
@@ -146,28 +158,42 @@ class GroupCommit:
 
     def _lead(self, me: combining.Member, doing: str) -> None:
         group = combining.Group(self._queue, me, _MAX_GROUP)
+        used: Conn | None = None
         try:
             if self._db.closed:
                 group.fail_all(BackendUnavailable("backend is closed"))
                 return
             try:
                 with self._db.checkout(doing) as conn:
+                    used = conn
                     tx = TxConn(conn, BEGIN_SERIALIZABLE)
 
                     def begin(durable: bool) -> bool:
                         tx.restart()
                         return durable
 
-                    group.run(tx, begin, _ignore, _Control(tx, me.durable))
+                    group.run(tx, begin, _ignore, _Control(tx, me.durable, self._db.config.where))
             except (psycopg.Error, psycopg_pool.PoolTimeout, AgentQError) as exc:
                 if not group.members:  # no connection: nobody ran
                     group.fail_all(exc)
                 # else: group.run settled every member it took (its own failure
                 # marked them retryable), and finish() fails the rest
+            if used is not None and used.closed:
+                _lost_before_commit(group.members)
         finally:
             group.finish()
         if group.interrupted is not None:
             raise group.interrupted  # Ctrl-C met the leader inside another's function
+
+
+def _lost_before_commit(members: list[combining.Member]) -> None:
+    """The group's connection was lost: a member that failed with the driver's
+    error failed before the COMMIT (one lost during it has
+    :func:`~.connection.outcome_unknown`'s error), so the server rolled it back and
+    it may run again."""
+    for member in members:
+        if isinstance(member.error, psycopg.OperationalError):
+            member.retryable = True
 
 
 def _ignore(_state: Any) -> None:
