@@ -85,6 +85,8 @@ class Interposer:
         self.leases = Leases(client)
         self._queues: dict[str, dict[str, QueueDef]] = {}
         self.calls: collections.Counter[str] = collections.Counter()  # unary RPCs by name
+        #: RECEIVE calls open now, by (database path, queue name in lower case).
+        self.receiving: collections.Counter[tuple[str, str]] = collections.Counter()
         self._lock = threading.Lock()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
         self._server.add_generic_rpc_handlers([_Handler(self)])
@@ -98,6 +100,16 @@ class Interposer:
     def use_clock(self, database_id: str, clock: QueueClock) -> None:
         """Run the queues of this database on ``clock`` (as if it were Spanner's)."""
         self.leases.clocks[database_path(database_id)] = clock
+
+    def open_receives(self, database_id: str, queue: str) -> int:
+        """How many RECEIVE calls on ``queue`` of this database are open now."""
+        with self._lock:
+            return self.receiving[(database_path(database_id), queue.lower())]
+
+    def leased(self, database_id: str, queue: str) -> int:
+        """How many messages of ``queue`` hold an unexpired lease now."""
+        db = database_path(database_id)
+        return self.leases.leased_count(db, self._queue(db, queue))
 
     def forget(self, database_id: str) -> None:
         """Drop what the interposer knows of a database that is gone."""

@@ -139,6 +139,15 @@ class Leases:
                 self._leases[token] = _Lease(db, q.name, row[: len(q.keys)], expiry)
         return leased
 
+    def leased_count(self, db: str, q: QueueDef) -> int:
+        """Messages of ``q`` whose lease has not expired (on the queue's clock)."""
+        (mark,), params, types = self._params(
+            q, ["now"], [self.clock(db).now()], [param_types.TIMESTAMP]
+        )
+        sql = f"SELECT COUNT(*) FROM {q.name} WHERE emu_lease_expiry > {mark}"
+        with self.database(db, q.postgres).snapshot() as snap:
+            return int(next(iter(snap.execute_sql(sql, params, types)))[0])
+
     def next_change(self, db: str, q: QueueDef) -> datetime | None:
         """When a message not leasable now becomes so (delivery time or lease end);
         now if one is leasable already."""

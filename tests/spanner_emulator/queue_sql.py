@@ -230,6 +230,17 @@ class Receive(_Statement):
         clock = interposer.leases.clock(self.db)
         end = clock.monotonic() + duration
         yield self._metadata()
+        opened = (self.db, self.queue.name.lower())
+        with interposer._lock:
+            interposer.receiving[opened] += 1
+        try:
+            yield from self._batches(interposer, context, batch, end)
+        finally:
+            with interposer._lock:
+                interposer.receiving[opened] -= 1
+
+    def _batches(self, interposer: Any, context: Any, batch: int, end: float) -> Iterator[Any]:
+        clock = interposer.leases.clock(self.db)
         n = 0
         while context.is_active():
             leased = interposer.leases.lease(self.db, self.queue, batch)

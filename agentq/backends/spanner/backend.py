@@ -22,10 +22,11 @@ and ``ack``) in both SQL dialects. One module per concern:
 
 Design of receiving (the documents' practice, see :mod:`.receiving` and
 :mod:`agentq.executor.receiving`): one RECEIVE of ``receive_duration`` (default
-20 minutes) per worker per queue, re-issued at once when it ends and with
-backoff after errors; batches are read as the worker has room; a worker full for
-``full_wait`` cancels its stream; rows whose lease expired before arrival are
-skipped; renewals run on the local monotonic clock from receipt.
+20 minutes) per worker per queue, open only while the worker has a free slot and
+asking for batches of at most the free slots, ended when a batch fills the
+worker, re-issued when it ends and with backoff after errors; rows whose lease
+expired before arrival are skipped; renewals run on the local monotonic clock
+from the lease's estimated grant.
 
 Failure modes, and what happens:
 

@@ -6,12 +6,12 @@ worker per queue, about 20 minutes long (``receive_duration``), in a loop.
 * A call is a strong single-use query on the raw gRPC stream
   (:mod:`.streaming`): rows reach the caller as they arrive, not when the
   client's resumer sees a resume token.
-* A batch is handed over when its ``SpannerLastBatchMessage`` row arrives; the
-  caller pulls the next batch only when it has room, so gRPC flow control keeps
-  the server from running far ahead. What the server already sent while the
-  caller is full sits in the client's buffer with its 10 s leases running: the
-  executor cancels the call after a bounded wait (``Worker`` counts it as
-  ``receive_cancelled_full``); those rows are redelivered after lease expiry.
+* A batch is handed over when its ``SpannerLastBatchMessage`` row arrives. The
+  server leases on while the call is open, read or not: the executor opens a
+  stream only when it has free slots, asks for batches of at most those, and
+  cancels it when a batch fills the worker (``Worker`` counts
+  ``receive_ended_full``); rows sent after that are redelivered after their
+  lease expires.
 * A call that ends normally (its duration is up) is re-issued at once while the
   requested ``max_duration`` lasts; UNAVAILABLE / INTERNAL re-issue it with
   exponential backoff (``unavailable_backoff``, capped at 10 s, given up after 8
