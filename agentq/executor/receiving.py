@@ -275,22 +275,38 @@ class Receiving(WorkerState):
 
     def _drain_rounds(self, max_rounds: int | None) -> int:
         """Receive from every queue until nothing is ready, in flight or uncommitted
-        (or ``max_rounds`` rounds ran); returns the number of tasks received."""
+        (or ``max_rounds`` rounds ran); returns the number of tasks received.
+
+        On a backend with long-lived receives (Spanner) a one-shot receive is a
+        RECEIVE the client cancels, and a message that became ready just as the
+        cancel left would be leased and never read (see
+        :mod:`agentq.backends.spanner.call_watch`): there, a round receives from
+        every queue before it runs anything, and the next one starts once
+        everything it ran has committed, so no commit of this worker's lands
+        while a RECEIVE is open."""
+        apart = isinstance(getattr(self.runtime.backend, "receive_duration", None), int | float)
         handled = 0
         rounds = 0
         while max_rounds is None or rounds < max_rounds:
             rounds += 1
             got = 0
+            if apart:
+                self._wait_settled()
             with self._lock:
                 commits_before = self._commits_finished
+            received: list[list[Message]] = []
             for name in self.queues:
-                n = self._room(block=False)
-                if not n:
+                n = self._room(block=False) - got if apart else self._room(block=False)
+                if n <= 0:
                     break
                 batch = self._receive(name, self._lease_size(name, n), 0.0)
                 got += len(batch)
-                if batch:
+                if batch and apart:
+                    received.append(batch)
+                elif batch:
                     self._dispatch(batch)
+            for batch in received:
+                self._dispatch(batch)
             handled += got
             if got:
                 continue
@@ -303,6 +319,12 @@ class Receiving(WorkerState):
                 if settled:
                     self._lock.wait(0.05)
         return handled
+
+    def _wait_settled(self) -> None:
+        """Wait until nothing runs or waits to commit."""
+        with self._lock:
+            while self._inflight or self._pending_commits:
+                self._lock.wait(0.05)
 
     def _dispatch(
         self, batch: list[Message], received: float | dict[str, float] | None = None

@@ -67,6 +67,8 @@ class WorkerStats(Counter[str]):
     ``released_short_lease`` (such a lease that could not be renewed: released
     unstarted), ``stranded_prefetch`` (rows the stream leased ahead of the
     handlers and the worker did not run: both kinds above); ``renew_errors``.
+    Heartbeats: ``heartbeat_timeouts`` (other workers reported lost),
+    ``heartbeat_check_errors`` (a check for them that failed, logged at WARNING).
     """
 
 

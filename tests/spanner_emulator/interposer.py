@@ -85,6 +85,10 @@ class Interposer:
         self.leases = Leases(client)
         self._queues: dict[str, dict[str, QueueDef]] = {}
         self.calls: collections.Counter[str] = collections.Counter()  # unary RPCs by name
+        #: Databases whose RECEIVEs may say '0s' (their URL has receive_short=0s).
+        self._zero_allowed: set[str] = set()
+        #: The max_duration of every RECEIVE the stand-in was sent, by database path.
+        self.durations: collections.defaultdict[str, list[str]] = collections.defaultdict(list)
         #: RECEIVE calls open now, by (database path, queue name in lower case).
         self.receiving: collections.Counter[tuple[str, str]] = collections.Counter()
         self._lock = threading.Lock()
@@ -101,6 +105,20 @@ class Interposer:
         """Run the queues of this database on ``clock`` (as if it were Spanner's)."""
         self.leases.clocks[database_path(database_id)] = clock
 
+    def allow_zero_duration(self, database_id: str) -> None:
+        """Take RECEIVEs of ``'0s'`` on this database (refused otherwise)."""
+        with self._lock:
+            self._zero_allowed.add(database_path(database_id))
+
+    def zero_allowed(self, db: str) -> bool:
+        with self._lock:
+            return db in self._zero_allowed
+
+    def receive_durations(self, database_id: str) -> list[str]:
+        """The ``max_duration`` of each RECEIVE sent on this database, as written."""
+        with self._lock:
+            return list(self.durations[database_path(database_id)])
+
     def open_receives(self, database_id: str, queue: str) -> int:
         """How many RECEIVE calls on ``queue`` of this database are open now."""
         with self._lock:
@@ -116,6 +134,8 @@ class Interposer:
         db = database_path(database_id)
         with self._lock:
             self._queues.pop(db, None)
+            self._zero_allowed.discard(db)
+            self.durations.pop(db, None)
         self.leases.forget(db)
 
     def _queue(self, db: str, name: str, kind: str = "Queue") -> QueueDef:

@@ -69,8 +69,10 @@ from agentq.backends.notify import Notifier, Wake
 from agentq.backends.spanner import records
 from agentq.backends.spanner.api_errors import API_ERRORS, api_error
 from agentq.backends.spanner.catalog import record_specs, stored_specs
+from agentq.backends.spanner.config import ReceiveShort
 from agentq.backends.spanner.ddl import ddl
 from agentq.backends.spanner.dialect import Dialect
+from agentq.backends.spanner.held import HeldLeases
 from agentq.backends.spanner.inspection import queue_stats
 from agentq.backends.spanner.leases import renew_leases
 from agentq.backends.spanner.receiving import ReceiveStream
@@ -104,6 +106,7 @@ class SpannerBackend:
         endpoint: str = "spanner.googleapis.com",
         call_timeout: float = 30.0,
         receive_duration: float = 1200.0,
+        receive_short: ReceiveShort | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         # Spanner decides redelivery itself; the policy here only documents it.
@@ -121,6 +124,12 @@ class SpannerBackend:
         self.call_timeout = call_timeout
         #: How long one long-lived RECEIVE of a worker lasts (seconds).
         self.receive_duration = receive_duration
+        #: How a one-shot receive is sent (URL option ``receive_short``).
+        self.receive_short = receive_short or ReceiveShort()
+        #: Queues whose due messages this role may not read (see :mod:`.due`).
+        self.undue_unknown: set[str] = set()
+        #: Leases handed out here and not known to be over (see :mod:`.held`).
+        self.held = HeldLeases()
         self._url = url
         #: Called by :meth:`close` to close the client's channels (set on open).
         self.channel_closers: list[Callable[[], None]] = []

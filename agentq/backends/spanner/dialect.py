@@ -6,15 +6,22 @@ the ``spanner`` extra.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from agentq.spec import QueueSpec
 
-__all__ = ["RECORDS", "Dialect"]
+__all__ = ["RECORDS", "Dialect", "minutes"]
 
 #: The one table holding the runtime's own state.
 RECORDS = "agentq_records"
+
+
+def minutes(seconds: float) -> str:
+    """A RECEIVE duration as the documents write one (``'20m'``): whole minutes,
+    rounded up, at least one. No document shows seconds or a zero duration."""
+    return f"{max(1, math.ceil(seconds / 60 - 1e-9))}m"
 
 
 class Dialect:
@@ -46,19 +53,20 @@ class Dialect:
         """The keys of :meth:`param_dict` for ``names``."""
         return [f"p{i}" for i in range(1, len(names) + 1)] if self.postgres else list(names)
 
-    def receive_sql(self, spec: QueueSpec, max_batch_size: int, seconds: int) -> str:
-        """A ``RECEIVE`` of up to ``max_batch_size`` messages a batch for ``seconds``."""
+    def receive_sql(self, spec: QueueSpec, max_batch_size: int, duration: str) -> str:
+        """A ``RECEIVE`` of up to ``max_batch_size`` messages a batch for ``duration``
+        (as written between the quotes: ``20m``, see :func:`minutes`)."""
         keys = ", ".join(self.ident(c.name) for c in spec.key)
         if self.postgres:
             return (
                 f"SELECT {keys}, payload, deliver_time, spanner_lease_expiration_timestamp, "
                 "spanner_lease_token, spanner_last_batch_message "
-                f"FROM spanner.receive_{self.ident(spec.name)}({max_batch_size}, NULL, '{seconds}s')"
+                f"FROM spanner.receive_{self.ident(spec.name)}({max_batch_size}, NULL, '{duration}')"
             )
         return (
             f"SELECT {keys}, Payload, DeliverTime, SpannerLeaseExpirationTimestamp, "
             "SpannerLeaseToken, SpannerLastBatchMessage "
-            f"FROM RECEIVE_{spec.name}(max_duration=>'{seconds}s', max_batch_size=>{max_batch_size})"
+            f"FROM RECEIVE_{spec.name}(max_duration=>'{duration}', max_batch_size=>{max_batch_size})"
         )
 
     def renew_sql(self, queue: str) -> str:
@@ -100,6 +108,20 @@ class Dialect:
             sql += f" AND k < {u[0]}"
         sql += " ORDER BY k"
         return sql if limit is None else f"{sql} LIMIT {int(limit)}"
+
+    def due_sql(self, spec: QueueSpec, limit: int) -> str:
+        """The keys of up to ``limit`` messages due by the server's clock or by
+        ``now`` (the client's, a parameter), oldest delivery time first: what a
+        short receive may find. Leased messages count too: SQL cannot see leases."""
+        deliver = "deliver_time" if self.postgres else "DeliverTime"
+        server_now = "CURRENT_TIMESTAMP" if self.postgres else "CURRENT_TIMESTAMP()"
+        (now,) = self.params(["now"])
+        keys = ", ".join(self.ident(c.name) for c in spec.key)
+        return (
+            f"SELECT {keys} FROM {self.ident(spec.name)} "
+            f"WHERE {deliver} <= {server_now} OR {deliver} <= {now} "
+            f"ORDER BY {deliver} LIMIT {int(limit)}"
+        )
 
     def stats_sql(self, spec: QueueSpec) -> str:
         """Depth, ready, scheduled and the oldest delivery time of a ready message."""

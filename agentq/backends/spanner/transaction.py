@@ -43,6 +43,8 @@ class SpannerTransaction(Transaction):
         self.strict_ack_queues: list[str] = []
         #: Queues this transaction sent to (named in a DuplicateKey error).
         self.sent_queues: list[str] = []
+        #: ``(queue, key)`` of every ack (the backend forgets their leases on commit).
+        self.acks: list[tuple[str, tuple[Any, ...]]] = []
         #: A failed ``ASSERT_ROWS_MODIFIED``: the transaction must not commit.
         self.failed_assert: MessageNotFound | None = None
 
@@ -72,6 +74,7 @@ class SpannerTransaction(Transaction):
         # the message is gone: nothing of this transaction is then committed. A blind
         # ack cannot tell whether a message existed; it reports True.
         self._txn.ack(queue, wire_key(spec, parts), ignore_not_found=not must_exist)
+        self.acks.append((queue, parts))
         if must_exist:
             self.strict_acks += 1
             if queue not in self.strict_ack_queues:
