@@ -53,14 +53,17 @@ REASONS = {
     "threads": "needs several backend objects on one database",
     "client_wait": "the test sees the receiver wait through the FakeClock's sleepers; a Spanner "
     "RECEIVE waits on the server, out of the client clock's sight",
+    "ordered_delivery": "Spanner's documents promise no delivery order (the stand-in draws one)",
+    "full_batches": "Spanner's documents promise batches of at most max_batch_size, grouped by "
+    "split, not full ones (the stand-in draws their sizes)",
 }
 
 _SQLITE = {"state", "fake_time", "sqlite_sql", "app_sql", "queue_metrics", "exact_ack_result",
-           "threads", "client_wait"}  # fmt: skip
+           "threads", "client_wait", "ordered_delivery", "full_batches"}  # fmt: skip
 _EMULATOR = {"state", "fake_time", "app_sql", "threads"}
 # The one sqlite_sql test's SQL (CREATE TABLE inside a transaction) is PostgreSQL's too.
 _POSTGRES = {"state", "fake_time", "sqlite_sql", "app_sql", "queue_metrics", "exact_ack_result",
-             "threads", "client_wait"}  # fmt: skip
+             "threads", "client_wait", "ordered_delivery", "full_batches"}  # fmt: skip
 CAPABILITIES = {
     "sqlite-file": _SQLITE,
     "sqlite-memory": _SQLITE,

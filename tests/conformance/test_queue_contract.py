@@ -279,6 +279,23 @@ def test_concurrent_thread_receivers_never_share_a_message(q: Harness) -> None:
     assert sorted(got) == sorted(keys)  # every message once, none twice
 
 
+@pytest.mark.needs("state", "fake_time", "threads")
+def test_an_expired_lease_is_redelivered_within_the_first_hour_not_before(q: Harness) -> None:
+    """What the documents promise: a lease lasts 10 s; a message whose lease ran
+    out is delivered again with back-off within the first hour (no figure)."""
+    send(q, (1, "a"))
+    [first] = receive(q)
+    other = q.reopen()  # another worker: it knows nothing of this one's lease
+    try:
+        q.clock.advance(LEASE_SECONDS - 1)
+        assert [m for b in other.stream("Tasks", 10, 0) for m in b] == []  # still leased
+    finally:
+        other.close()
+    q.clock.advance(1 + 3600)
+    [second] = receive(q)
+    assert second.key == (1, "a") and second.lease_token != first.lease_token
+
+
 @pytest.mark.needs("state", "fake_time", "queue_metrics")
 def test_lease_expiry_then_redelivery_after_backoff(q: Harness) -> None:
     send(q, (1, "a"))
@@ -378,14 +395,26 @@ def test_token_of_a_resent_key_does_not_renew_the_new_message(q: Harness) -> Non
 
 @pytest.mark.needs("state")
 def test_batches_honour_max_batch_size_and_mark_the_last(q: Harness) -> None:
-    send(q, *[(1, f"m{i:02}") for i in range(7)])
+    """What the documents promise of batches: at most max_batch_size messages,
+    the last one marked (SpannerLastBatchMessage); a one-shot receive brings every
+    ready message once."""
+    keys = [(1, f"m{i:02}") for i in range(7)]
+    send(q, *keys)
     batches = list(q.backend.stream("Tasks", max_batch_size=3, max_duration=0))
-    assert [len(b) for b in batches] == [3, 3, 1]
+    assert all(1 <= len(b) <= 3 for b in batches), [len(b) for b in batches]
+    assert sorted(m.key for b in batches for m in b) == keys
     for batch in batches:
         assert [m.last_in_batch for m in batch] == [False] * (len(batch) - 1) + [True]
 
 
-@pytest.mark.needs("state", "fake_time")
+@pytest.mark.needs("state", "full_batches")
+def test_batches_are_full_while_messages_are_ready(q: Harness) -> None:
+    send(q, *[(1, f"m{i:02}") for i in range(7)])
+    batches = list(q.backend.stream("Tasks", max_batch_size=3, max_duration=0))
+    assert [len(b) for b in batches] == [3, 3, 1]
+
+
+@pytest.mark.needs("state", "fake_time", "ordered_delivery")
 def test_delivery_ordered_by_delivery_time(q: Harness) -> None:
     now = q.clock.now()
     send(q, (1, "c"), deliver_time=now + timedelta(seconds=3))

@@ -117,7 +117,7 @@ class EmulatorDatabase:
 
 @pytest.fixture
 def emulator_database_factory(
-    spanner_emulator: EmulatorEnv, monkeypatch: pytest.MonkeyPatch
+    spanner_emulator: EmulatorEnv, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> Iterator[Callable[[bool], EmulatorDatabase]]:
     monkeypatch.setenv(*RW_SESSIONS)
     made: list[str] = []
@@ -125,6 +125,9 @@ def emulator_database_factory(
     def make(postgres: bool) -> EmulatorDatabase:
         database_id = spanner_emulator.emulator.create_database(postgres)
         made.append(database_id)
+        # The stand-in's random choices for this database follow from the run's
+        # seed and the test, whichever process runs it (see choices.py).
+        spanner_emulator.interposer.label(database_id, f"{request.node.nodeid}#{len(made)}")
         return EmulatorDatabase(spanner_emulator, database_id, postgres)
 
     yield make

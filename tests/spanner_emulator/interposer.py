@@ -27,11 +27,11 @@ the emulator, which rejects a wrong function name, column or argument.
 
 Time (delivery, leases, backoff) runs on one clock per database, Spanner's own
 (the system clock) unless a test registers a fake one. The lease length and the
-redelivery backoff are the stand-in's own, from the documents
-(:mod:`.timekeeping`), never agentq's: the stand-in imports nothing from agentq
-(``test_standin_independence.py`` checks it). Where Spanner's behaviour is
-unpublished the stand-in chooses: the backoff's first delay and growth, the PG
-RECEIVE's second argument is ignored, tokens live in this process's memory.
+shape of the redelivery backoff come from the documents (:mod:`.timekeeping`);
+what they leave open (batch sizes, order, splits, the backoff's figures) is
+drawn per database from the run's seed (:mod:`.choices`). ``README.md`` beside
+this module lists every behaviour and its source. The stand-in imports nothing
+from agentq (``test_standin_independence.py`` checks it).
 """
 
 from __future__ import annotations
@@ -104,6 +104,20 @@ class Interposer:
     def use_clock(self, database_id: str, clock: QueueClock) -> None:
         """Run the queues of this database on ``clock`` (as if it were Spanner's)."""
         self.leases.clocks[database_path(database_id)] = clock
+
+    def label(self, database_id: str, label: str) -> None:
+        """Draw this database's choices (:mod:`.choices`) from ``label`` (its test)."""
+        self.leases.labels[database_path(database_id)] = label
+
+    def choices(self, database_id: str) -> Any:
+        """This database's draw, for a failure message."""
+        return self.leases.choices(database_path(database_id))
+
+    def lease_expirations(self, database_id: str, queue: str) -> int:
+        """The documented ``lease_expiration_count`` metric of a queue: deliveries
+        whose lease ran out without an ack."""
+        with self.leases._lock:
+            return self.leases.expirations[(database_path(database_id), queue.lower())]
 
     def allow_zero_duration(self, database_id: str) -> None:
         """Take RECEIVEs of ``'0s'`` on this database (refused otherwise)."""

@@ -258,7 +258,7 @@ class Receive(_Statement):
         clock = interposer.leases.clock(self.db)
         n = 0
         while context.is_active():
-            leased = interposer.leases.lease(self.db, self.queue, batch)
+            leased = interposer.leases.lease(self.db, self.queue, batch, context.is_active)
             if leased:
                 n += 1
                 part = _PartialResultSet(resume_token=f"batch-{n}".encode())
