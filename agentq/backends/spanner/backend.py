@@ -107,6 +107,7 @@ class SpannerBackend:
         call_timeout: float = 30.0,
         receive_duration: float = 1200.0,
         receive_short: ReceiveShort | None = None,
+        namespace: str = "",
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         # Spanner decides redelivery itself; the policy here only documents it.
@@ -114,7 +115,7 @@ class SpannerBackend:
         self.ordered_keys = False  # keys growing with time would hotspot one split
         self.single_writer = False
         self.database = database
-        self.dialect = Dialect(postgres)
+        self.dialect = Dialect(postgres, namespace)
         self.transaction_timeout = transaction_timeout
         self.auto_ddl = auto_ddl
         self.unavailable_backoff = unavailable_backoff
@@ -163,20 +164,21 @@ class SpannerBackend:
         if existing is not None and existing != spec:
             raise ConfigError(f"queue {spec.name!r} already exists with a different spec")
         check_new_queue_name(spec.name, self._specs)
-        ddl([spec], postgres=self.dialect.postgres)  # validates what Spanner cannot express
+        self._ddl([spec])  # validates what Spanner cannot express
         self._specs[spec.name] = spec
         if self.auto_ddl:
             self.apply_ddl([spec])
 
     def ddl(self) -> list[str]:
         """DDL for every registered queue and the runtime's table."""
-        return ddl(
-            sorted(self._specs.values(), key=lambda s: s.name), postgres=self.dialect.postgres
-        )
+        return self._ddl(sorted(self._specs.values(), key=lambda s: s.name))
+
+    def _ddl(self, specs: Sequence[QueueSpec]) -> list[str]:
+        return ddl(specs, postgres=self.dialect.postgres, namespace=self.dialect.namespace)
 
     def apply_ddl(self, specs: Sequence[QueueSpec] | None = None, timeout: float = 600) -> None:
         """Apply the DDL with ``update_ddl`` and wait for the operation."""
-        statements = ddl(specs, postgres=self.dialect.postgres) if specs is not None else self.ddl()
+        statements = self._ddl(specs) if specs is not None else self.ddl()
         try:
             self.database.update_ddl(statements).result(timeout)
         except concurrent.futures.TimeoutError as exc:

@@ -16,8 +16,12 @@ __all__ = ["DEFAULT_QUIET", "ReceiveShort", "SpannerConfig", "parse_url"]
 _PATH = re.compile(r"^/?projects/([^/]+)/instances/([^/]+)/databases/([^/]+)$")
 _OPTIONS = (
     "dialect", "ddl", "endpoint", "database_role", "timeout", "receive_duration", "receive_short",
+    "namespace",
 )  # fmt: skip
 _ROLE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,127}$")
+#: A prefix of agentq's table and queue names: lower case, so that both dialects
+#: (PostgreSQL folds unquoted names) address the same name.
+_NAMESPACE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 #: Default deadline of one call (seconds); UNAVAILABLE is retried within it.
 DEFAULT_TIMEOUT = 30.0
 #: Default length of one long-lived RECEIVE (the documents recommend about 20 minutes).
@@ -67,6 +71,8 @@ class SpannerConfig:
     receive_duration: float
     #: How a one-shot receive is sent.
     receive_short: ReceiveShort
+    #: A prefix of the names of agentq's queues and records table in the database.
+    namespace: str
     #: The URL without secrets or client-only options, for logs and ``Backend.url``.
     safe_url: str
 
@@ -96,7 +102,14 @@ def parse_url(url: str) -> SpannerConfig:
             f"database_role {role!r} is not a Spanner role name (a letter, then up to 127 "
             "letters, digits or underscores)"
         )
+    namespace = query.get("namespace", "")
+    if namespace and not _NAMESPACE.match(namespace):
+        raise ConfigError(
+            f"namespace {namespace!r} is not a name prefix: a lower-case letter, then up to "
+            "39 lower-case letters, digits or underscores"
+        )
     shown = [f"dialect={dialect}"] if postgres else []
+    shown += [f"namespace={namespace}"] if namespace else []
     shown += [f"database_role={role}"] if role else []
     safe_url = url.split("?", 1)[0] + ("?" + "&".join(shown) if shown else "")
     return SpannerConfig(
@@ -105,7 +118,7 @@ def parse_url(url: str) -> SpannerConfig:
         database_role=role,
         timeout=_seconds(query, "timeout", DEFAULT_TIMEOUT, low=1.0),
         receive_duration=_seconds(query, "receive_duration", DEFAULT_RECEIVE_DURATION, low=1.0),
-        receive_short=_receive_short(query.get("receive_short")),
+        receive_short=_receive_short(query.get("receive_short")), namespace=namespace,
         safe_url=safe_url,
     )  # fmt: skip
 

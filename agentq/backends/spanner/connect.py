@@ -47,7 +47,8 @@ def open_spanner(url: str, clock: Clock | None, options: Mapping[str, Any]) -> S
     (fine-grained access control), ``timeout=SECONDS`` (per call),
     ``receive_duration=SECONDS`` (one worker RECEIVE), ``receive_short=cancel``
     (``cancel:SECONDS``, ``0s``: how a one-shot receive is sent, see
-    :class:`~.config.ReceiveShort`), ``endpoint=HOST:PORT``.
+    :class:`~.config.ReceiveShort`), ``namespace=PREFIX`` (a prefix of agentq's queue
+    and table names in the database), ``endpoint=HOST:PORT``.
 
     Credentials come from the environment (Application Default Credentials);
     ``SPANNER_EMULATOR_HOST`` is honoured by the client. ``endpoint=HOST:PORT``
@@ -81,6 +82,7 @@ def open_spanner(url: str, clock: Clock | None, options: Mapping[str, Any]) -> S
     backend_options = {
         "receive_duration": config.receive_duration,
         "receive_short": config.receive_short,
+        "namespace": config.namespace,
         **dict(options),
     }
     backend = SpannerBackend(

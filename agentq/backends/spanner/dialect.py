@@ -25,10 +25,25 @@ def minutes(seconds: float) -> str:
 
 
 class Dialect:
-    """SQL text that differs between GoogleSQL and PostgreSQL databases."""
+    """SQL text that differs between GoogleSQL and PostgreSQL databases, for the
+    queues and records of one ``namespace`` (a prefix of their names in the
+    database, URL option ``namespace``: Spanner has no named schemas for queues,
+    so several projects, or test runs, share a database this way)."""
 
-    def __init__(self, postgres: bool) -> None:
+    def __init__(self, postgres: bool, namespace: str = "") -> None:
         self.postgres = postgres
+        self.namespace = namespace
+        #: The runtime's records table as named in the database.
+        self.records = namespace + RECORDS
+
+    def physical(self, queue: str) -> str:
+        """A queue's name in the database (mutations, TVF names): the namespace's
+        prefix and the queue's own name."""
+        return self.namespace + queue
+
+    def queue_ident(self, queue: str) -> str:
+        """A queue's name as addressed in SQL."""
+        return self.ident(self.physical(queue))
 
     def ident(self, name: str) -> str:
         """A queue or column name as addressed in SQL."""
@@ -61,12 +76,13 @@ class Dialect:
             return (
                 f"SELECT {keys}, payload, deliver_time, spanner_lease_expiration_timestamp, "
                 "spanner_lease_token, spanner_last_batch_message "
-                f"FROM spanner.receive_{self.ident(spec.name)}({max_batch_size}, NULL, '{duration}')"
+                f"FROM spanner.receive_{self.queue_ident(spec.name)}({max_batch_size}, NULL, '{duration}')"
             )
         return (
             f"SELECT {keys}, Payload, DeliverTime, SpannerLeaseExpirationTimestamp, "
             "SpannerLeaseToken, SpannerLastBatchMessage "
-            f"FROM RECEIVE_{spec.name}(max_duration=>'{duration}', max_batch_size=>{max_batch_size})"
+            f"FROM RECEIVE_{self.physical(spec.name)}(max_duration=>'{duration}', "
+            f"max_batch_size=>{max_batch_size})"
         )
 
     def renew_sql(self, queue: str) -> str:
@@ -74,28 +90,28 @@ class Dialect:
         if self.postgres:
             return (
                 "SELECT spanner_old_lease_token, spanner_new_lease_token, "
-                f"spanner_lease_expiration_timestamp FROM spanner.renewlease_{self.ident(queue)}($1)"
+                f"spanner_lease_expiration_timestamp FROM spanner.renewlease_{self.queue_ident(queue)}($1)"
             )
         return (
             "SELECT SpannerOldLeaseToken, SpannerNewLeaseToken, SpannerLeaseExpirationTimestamp "
-            f"FROM RENEWLEASE_{queue}(lease_tokens => @tokens)"
+            f"FROM RENEWLEASE_{self.physical(queue)}(lease_tokens => @tokens)"
         )
 
     def record_select(self) -> str:
         """Read one record by table and key."""
         t, k = self.params(["tbl", "k"])
-        return f"SELECT v FROM {RECORDS} WHERE tbl = {t} AND k = {k}"
+        return f"SELECT v FROM {self.records} WHERE tbl = {t} AND k = {k}"
 
     def record_multi_select(self) -> str:
         """Read the records of many keys of one table (an array parameter)."""
         if self.postgres:
-            return f"SELECT k, v FROM {RECORDS} WHERE tbl = $1 AND k = ANY($2)"
-        return f"SELECT k, v FROM {RECORDS} WHERE tbl = @tbl AND k IN UNNEST(@keys)"
+            return f"SELECT k, v FROM {self.records} WHERE tbl = $1 AND k = ANY($2)"
+        return f"SELECT k, v FROM {self.records} WHERE tbl = @tbl AND k IN UNNEST(@keys)"
 
     def record_scan(self) -> str:
         """Read a table's records from a key prefix on, in key order."""
         t, k = self.params(["tbl", "prefix"])
-        return f"SELECT k, v FROM {RECORDS} WHERE tbl = {t} AND k >= {k} ORDER BY k"
+        return f"SELECT k, v FROM {self.records} WHERE tbl = {t} AND k >= {k} ORDER BY k"
 
     def record_page(self, bounded: bool, limit: int | None) -> str:
         """A page of a table's records in key order: keys at or above ``prefix``
@@ -103,7 +119,7 @@ class Dialect:
         end of the prefix's range), at most ``limit`` rows."""
         names = ["tbl", "prefix", "after", "upper"] if bounded else ["tbl", "prefix", "after"]
         t, p, a, *u = self.params(names)
-        sql = f"SELECT k, v FROM {RECORDS} WHERE tbl = {t} AND k >= {p} AND k > {a}"
+        sql = f"SELECT k, v FROM {self.records} WHERE tbl = {t} AND k >= {p} AND k > {a}"
         if u:
             sql += f" AND k < {u[0]}"
         sql += " ORDER BY k"
@@ -118,7 +134,7 @@ class Dialect:
         (now,) = self.params(["now"])
         keys = ", ".join(self.ident(c.name) for c in spec.key)
         return (
-            f"SELECT {keys} FROM {self.ident(spec.name)} "
+            f"SELECT {keys} FROM {self.queue_ident(spec.name)} "
             f"WHERE {deliver} <= {server_now} OR {deliver} <= {now} "
             f"ORDER BY {deliver} LIMIT {int(limit)}"
         )
@@ -130,4 +146,4 @@ class Dialect:
         ready = f"COALESCE(SUM(CASE WHEN {deliver} <= {now} THEN 1 ELSE 0 END), 0)"
         scheduled = f"COALESCE(SUM(CASE WHEN {deliver} > {now} THEN 1 ELSE 0 END), 0)"
         oldest = f"MIN(CASE WHEN {deliver} <= {now} THEN {deliver} END)"
-        return f"SELECT COUNT(*), {ready}, {scheduled}, {oldest} FROM {self.ident(spec.name)}"
+        return f"SELECT COUNT(*), {ready}, {scheduled}, {oldest} FROM {self.queue_ident(spec.name)}"

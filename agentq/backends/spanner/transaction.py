@@ -17,7 +17,6 @@ from google.api_core import exceptions as gexc
 from google.cloud.spanner_v1.keyset import KeySet
 
 from agentq.backends.base import EncodedFields, EncodedRecord, Transaction, record_text
-from agentq.backends.spanner.dialect import RECORDS
 from agentq.backends.spanner.wire import storable_key, unstorable_key, wire_key, wire_payload
 from agentq.errors import MessageNotFound
 from agentq.spec import validate_identifier
@@ -63,7 +62,8 @@ class SpannerTransaction(Transaction):
         parts = spec.check_key(key)
         wire = wire_payload(spec, spec.encode_payload(payload))
         when = None if deliver_time is None else max(deliver_time, self._now)
-        self._txn.send(queue, wire_key(spec, parts), payload=wire, deliver_time=when)
+        physical = self._backend.dialect.physical(queue)
+        self._txn.send(physical, wire_key(spec, parts), payload=wire, deliver_time=when)
         if queue not in self.sent_queues:
             self.sent_queues.append(queue)
 
@@ -73,7 +73,8 @@ class SpannerTransaction(Transaction):
         # An Ack mutation without ignore_not_found fails the commit with NOT_FOUND when
         # the message is gone: nothing of this transaction is then committed. A blind
         # ack cannot tell whether a message existed; it reports True.
-        self._txn.ack(queue, wire_key(spec, parts), ignore_not_found=not must_exist)
+        physical = self._backend.dialect.physical(queue)
+        self._txn.ack(physical, wire_key(spec, parts), ignore_not_found=not must_exist)
         self.acks.append((queue, parts))
         if must_exist:
             self.strict_acks += 1
@@ -130,7 +131,9 @@ class SpannerTransaction(Transaction):
         if not storable_key(key):
             raise unstorable_key(table, key)
         text = record_text(value)
-        self._txn.insert_or_update(RECORDS, columns=("tbl", "k", "v"), values=[(table, key, text)])
+        self._txn.insert_or_update(
+            self._backend.dialect.records, columns=("tbl", "k", "v"), values=[(table, key, text)]
+        )
         self._records[(table, key)] = json.loads(text)
 
     def update_records(self, table: str, items: Sequence[tuple[str, EncodedFields]]) -> list[str]:
@@ -153,7 +156,7 @@ class SpannerTransaction(Transaction):
     def delete_record(self, table: str, key: str) -> bool:
         existed = self.get_record(table, key) is not None
         if existed:
-            self._txn.delete(RECORDS, KeySet(keys=[[table, key]]))
+            self._txn.delete(self._backend.dialect.records, KeySet(keys=[[table, key]]))
             self._records[(table, key)] = None
         return existed
 
