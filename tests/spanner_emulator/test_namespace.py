@@ -43,7 +43,10 @@ def test_two_namespaces_share_a_database_without_seeing_each_other(
         assert one.queues() == ["Tasks"] and two.queues() == ["Tasks"]
         assert one.stats("Tasks").depth == 1 and two.stats("Tasks").depth == 1
         # In the database: prefixed names.
-        sql = "SELECT table_name FROM information_schema.tables WHERE table_schema IN ('', 'public')"
+        sql = (
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema IN ('', 'public')"
+        )
         with db.client_database().snapshot() as snap:  # type: ignore[attr-defined]
             names = {str(r[0]).lower() for r in snap.execute_sql(sql)}
         assert {"one_tasks", "two_tasks", "one_agentq_records", "two_agentq_records"} <= names
