@@ -65,6 +65,15 @@ def pytest_configure(config: pytest.Config) -> None:
     # per run (tests/spanner_emulator/choices.py): chosen here, before pytest-xdist
     # starts its workers, so that they inherit it.
     run_seed()
+    if os.environ.get("AGENTQ_SPANNER_LIVE"):
+        # The live mode (python -m tests.spanner_live) closes a Spanner client per
+        # test: Database.close() joins a maintenance thread that sleeps in
+        # 10-minute chunks, and the backend waits 2 s for it.
+        from datetime import timedelta
+
+        from google.cloud.spanner_v1.database_sessions_manager import DatabaseSessionsManager
+
+        DatabaseSessionsManager._MAINTENANCE_THREAD_POLLING_INTERVAL = timedelta(milliseconds=50)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -20,14 +20,16 @@ not verified where:
   see ``tests/postgres/server.py``), one fresh database per test; skipped
   locally without a server, a failure under ``CI``. Time is the client's
   clock (as on SQLite), so fake-time tests run there too.
-* ``spanner-live``: a real endpoint from ``AGENTQ_SPANNER_TEST_URL`` (an
-  Enterprise-edition database, or an emulator once it supports queues); skipped
-  when unset. Spanner's clock cannot be faked, so fake-time tests skip there.
+* ``spanner-live-googlesql``, ``spanner-live-postgresql``: the live mode, run by
+  ``python -m tests.spanner_live`` against a real Enterprise instance (or, in CI,
+  the emulator and the stand-in the same way): fresh databases made for the run,
+  each test with names of its own in them (``tests/spanner_live/harness.py``);
+  skipped otherwise. Spanner's clock cannot be faked, so fake-time tests skip
+  there.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,7 +43,7 @@ from agentq.clock import FakeClock, SystemClock
 
 REASONS = {
     "state": "the gRPC mock stores no messages: needs a real Spanner database "
-    "(set AGENTQ_SPANNER_TEST_URL)",
+    "(python -m tests.spanner_live)",
     "fake_time": "leases, delivery times and backoff run on Spanner's own clock, "
     "which a test cannot advance",
     "sqlite_sql": "the test's application SQL is SQLite's (tables created inside a transaction)",
@@ -71,7 +73,8 @@ CAPABILITIES = {
     "spanner-emulator-googlesql": _EMULATOR,
     "spanner-emulator-postgresql": _EMULATOR,
     "postgres": _POSTGRES,
-    "spanner-live": {"state", "app_sql", "threads"},
+    "spanner-live-googlesql": {"state", "app_sql", "threads"},
+    "spanner-live-postgresql": {"state", "app_sql", "threads"},
 }
 
 
@@ -82,6 +85,14 @@ class Harness:
     url: str
     kind: str
     capabilities: set[str] = field(default_factory=set)
+    #: Application tables' prefix: the test's own names in a live run's database.
+    table_prefix: str = ""
+    #: Application tables made by :meth:`create_table` (a live run drops them).
+    tables: list[str] = field(default_factory=list)
+
+    def table(self, name: str) -> str:
+        """The name of the test's application table ``name``."""
+        return self.table_prefix + name
 
     def reopen(self) -> Backend:
         """Another backend object on the same database (another 'worker').
@@ -95,7 +106,8 @@ class Harness:
             return open_backend(self.url, clock=self.clock)
         # Spanner keeps no queue specs: every worker declares its queues. The schema
         # is there already (the emulator refuses DDL beside a running transaction).
-        other = open_backend(self.url.replace("&ddl=auto", ""), clock=self.clock)
+        clock = SystemClock() if self.kind.startswith("spanner-live") else self.clock
+        other = open_backend(self.url.replace("&ddl=auto", ""), clock=clock)
         for name in self.backend.queues():
             other.create_queue(self.backend.queue_spec(name))
         return other
@@ -104,9 +116,14 @@ class Harness:
     def postgres(self) -> bool:
         return self.kind.endswith("postgresql") or "dialect=postgresql" in self.url
 
-    def create_table(self, sqlite: str, googlesql: str, postgresql: str) -> None:
-        """An application table: SQLite and PostgreSQL create it in a transaction,
-        Spanner by DDL."""
+    def create_table(self, sqlite: str, googlesql: str, postgresql: str, name: str) -> None:
+        """The application table ``name`` (``{t}`` in the statements):
+        SQLite and PostgreSQL create it in a transaction, Spanner by DDL."""
+        table = self.table(name)
+        self.tables.append(table)
+        sqlite, googlesql, postgresql = (
+            sql.format(t=table) for sql in (sqlite, googlesql, postgresql)
+        )
         if self.kind.startswith("sqlite"):
             self.backend.transact(lambda tx: tx.execute(sqlite))
             return
@@ -172,6 +189,17 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         yield Harness(backend, clock, database.url, kind, capabilities)
         backend.close()
         return
+    if kind.startswith("spanner-live"):
+        from tests.spanner_live.harness import drop_test_objects, live_database
+
+        live = live_database(kind, request.node.nodeid)
+        backend = open_backend(live.url, clock=SystemClock())
+        backend.apply_ddl([])  # type: ignore[attr-defined]  # the records table
+        h = Harness(backend, clock, live.url, kind, capabilities, table_prefix=live.namespace)
+        yield h
+        backend.close()
+        drop_test_objects(live, h.tables)
+        return
     if kind == "sqlite-file":
         url = f"sqlite:///{tmp_path / 'queue.db'}"
     elif kind == "sqlite-memory":
@@ -182,9 +210,7 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         port = request.getfixturevalue("spanner_mock_port")
         url = f"spanner://projects/p/instances/i/databases/d?endpoint=127.0.0.1:{port}"
     else:
-        url = os.environ.get("AGENTQ_SPANNER_TEST_URL", "")
-        if not url:
-            pytest.skip("spanner-live: set AGENTQ_SPANNER_TEST_URL to run against a real database")
-    backend = open_backend(url, clock=SystemClock() if kind == "spanner-live" else clock)
+        raise AssertionError(f"unknown backend kind {kind}")
+    backend = open_backend(url, clock=clock)
     yield Harness(backend, clock, url, kind, capabilities)
     backend.close()

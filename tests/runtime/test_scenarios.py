@@ -76,11 +76,6 @@ TOOLS = [send_email, thumbnail, notify]
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
 def api() -> Iterator[DemoAPI]:
     RUNS.clear()
     CRASH_ONCE.clear()
