@@ -37,6 +37,7 @@ from agentq (``test_standin_independence.py`` checks it).
 from __future__ import annotations
 
 import collections
+import re
 import threading
 from concurrent import futures
 from datetime import UTC, datetime, timedelta
@@ -68,6 +69,7 @@ _PB = {
         "ResultSet",
         "RollbackRequest",
         "ExecuteSqlRequest",
+        "ExecuteBatchDmlRequest",
         "PartialResultSet",
     )
 }
@@ -75,6 +77,7 @@ _Mutation = spanner_v1.Mutation.pb()
 _Code = type_pb.TypeCode
 _LEASE = timedelta(seconds=LEASE_SECONDS)
 _TOKEN = "emu-lease-"
+_UPDATE = re.compile(r"\s*UPDATE\s+(\w+)", re.I)
 
 
 class Interposer:
@@ -157,6 +160,23 @@ class Interposer:
         if queue is None:
             raise Rejected(grpc.StatusCode.NOT_FOUND, f"{kind} not found: {name}")
         return queue
+
+    def refuse_update(self, request: Any) -> None:
+        """Queues take no UPDATE (the examples' heartbeat pattern: "Spanner queues
+        don't support UPDATE DML statements"); the code is not documented."""
+        self.refuse_update_sql(request.session, request.sql)
+
+    def refuse_update_sql(self, session: str, sql: str) -> None:
+        match = _UPDATE.match(sql)
+        if match is None:
+            return
+        db = session.split("/sessions/")[0]
+        if match.group(1).lower() in self._queues.get(db, {}):
+            raise Rejected(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"UPDATE is not supported on queue {match.group(1)}: acknowledge the message and "
+                "send a new one",
+            )
 
     # -- forwarding ---------------------------------------------------------------
 
@@ -314,6 +334,12 @@ class _Handler(grpc.GenericRpcHandler):
                 return self._i.commit(request, context)
             if method == _SPANNER + "BeginTransaction":
                 return self._i.begin_transaction(request, context)
+            if method == _SPANNER + "ExecuteSql":
+                self._i.refuse_update(_PB["ExecuteSqlRequest"].FromString(request))
+            elif method == _SPANNER + "ExecuteBatchDml":
+                batch = _PB["ExecuteBatchDmlRequest"].FromString(request)
+                for statement in batch.statements:
+                    self._i.refuse_update_sql(batch.session, statement.sql)
             return self._i.call(method, request, context)
         except Rejected as exc:
             context.abort(exc.code, str(exc))
@@ -324,6 +350,7 @@ class _Handler(grpc.GenericRpcHandler):
         if method == _SPANNER + "ExecuteStreamingSql":
             pb = _PB["ExecuteSqlRequest"].FromString(request)
             try:
+                self._i.refuse_update(pb)
                 statement = queue_statement(self._i, pb)
             except Rejected as exc:
                 context.abort(exc.code, str(exc))

@@ -299,8 +299,8 @@ def queue_statement(interposer: Any, request: Any) -> Receive | Renew | None:
             continue
         parts = _split(m.group("args"))
         q = queue
+        selector = request.transaction.WhichOneof("selector")
         if kind == "RECEIVE":
-            selector = request.transaction.WhichOneof("selector")
             if selector not in (None, "single_use") or (
                 selector == "single_use" and not request.transaction.single_use.read_only.strong
             ):
@@ -321,6 +321,15 @@ def queue_statement(interposer: Any, request: Any) -> Receive | Renew | None:
                 _field(q.col("SpannerLastBatchMessage", "spanner_last_batch_message"), _Code.BOOL),
             ]
         else:
+            if selector not in (None, "single_use"):
+                # The documents renew in a single-use read (the Go sample's
+                # client.Single()); whether Spanner takes it in a read-write
+                # transaction is a question for a real instance.
+                raise Rejected(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "this stand-in takes RENEWLEASE only in a single-use read, as the "
+                    "documents send it",
+                )
             names = ["lease_tokens"]
             available = [
                 _field(q.col("SpannerOldLeaseToken", "spanner_old_lease_token"), _Code.STRING),
