@@ -174,7 +174,7 @@ def _print_answers(path: Path) -> None:
     for line in path.read_text().splitlines():
         item = json.loads(line)
         by_question[item["question"]][item["dialect"]] = item["answer"]
-    print("spanner-live: what this instance answered (tests/spanner_live/test_questions.py):")
+    print("spanner-live: what this instance answered (tests/spanner_live/test_questions_*.py):")
     for question in sorted(by_question):
         for dialect, answer in sorted(by_question[question].items()):
             print(f"  {question} [{dialect}]: {json.dumps(answer, default=str)}")
