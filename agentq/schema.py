@@ -35,7 +35,7 @@ def _specs(tools: str | Path) -> list[QueueSpec]:
 def spanner_ddl(url: str, tools: str | Path) -> list[str]:
     """The statements ``agentq init`` would apply to the database of ``url``."""
     config = parse_url(url)
-    return ddl(_specs(tools), postgres=config.postgres)
+    return ddl(_specs(tools), postgres=config.postgres, namespace=config.namespace)
 
 
 def postgres_ddl(url: str, tools: str | Path) -> list[str]:

@@ -8,12 +8,14 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from tests.ports import held_port
 from tests.postgres.pgbouncer import pgbouncer, pgbouncer_url
 from tests.postgres.server import postgres_url, postgres_url_factory
+from tests.spanner_emulator.choices import SEED_VARIABLE, run_seed
 from tests.spanner_emulator.fixtures import (
     emulator_database,
     emulator_database_factory,
@@ -60,6 +62,33 @@ CALENDAR_MODULES = {
     "runtime/test_joins.py",
     "runtime/test_retry_after_cap.py",
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The Spanner stand-in draws what the queue documents leave open from one seed
+    # per run (tests/spanner_emulator/choices.py): chosen here, before pytest-xdist
+    # starts its workers, so that they inherit it.
+    run_seed()
+    if os.environ.get("AGENTQ_SPANNER_LIVE"):
+        # The live mode (python -m tests.spanner_live) closes a Spanner client per
+        # test: Database.close() joins a maintenance thread that sleeps in
+        # 10-minute chunks, and the backend waits 2 s for it.
+        from datetime import timedelta
+
+        from google.cloud.spanner_v1.database_sessions_manager import DatabaseSessionsManager
+
+        DatabaseSessionsManager._MAINTENANCE_THREAD_POLLING_INTERVAL = timedelta(milliseconds=50)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"spanner stand-in seed: {SEED_VARIABLE}={run_seed()}"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    terminalreporter.write_line(
+        f"spanner stand-in seed: {SEED_VARIABLE}={run_seed()} (set it to repeat this run's "
+        "choices: batch shapes, delivery order, backoff)"
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -171,6 +171,18 @@ class Heartbeat:
         self.reported += found
         return found
 
+    def _check_others_logged(self) -> None:
+        """:meth:`check_others`; a failure is logged at WARNING and counted as
+        ``heartbeat_check_errors``: while checks fail, no lost worker is reported."""
+        try:
+            self.check_others()
+        except Exception as exc:
+            self.worker._count("heartbeat_check_errors")
+            log.warning(
+                "checking other workers' heartbeats failed (%s: %s); lost workers are not "
+                "reported until a check succeeds", type(exc).__name__, exc,
+            )  # fmt: skip
+
     def _forget_old(self) -> None:
         backend = self.worker.runtime.backend
         cutoff = self.worker.clock.now() - FORGET_AFTER
@@ -193,10 +205,11 @@ class Heartbeat:
         while True:
             try:
                 self.publish()
-                if not first:  # from the second beat on: a worker that starts beats first
-                    self.check_others()
             except Exception as exc:  # the database failing: the worker reports that itself
                 log.debug("heartbeat not written: %s", exc)
+            else:
+                if not first:  # from the second beat on: a worker that starts beats first
+                    self._check_others_logged()
             if self.stats_interval is not None and (
                 clock.monotonic() - last_stats >= self.stats_interval
             ):

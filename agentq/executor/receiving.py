@@ -9,22 +9,30 @@ run goes to the handler threads.
 
 On a backend with long-lived receives (``receive_duration``: Spanner, whose
 documents advise one RECEIVE of about 20 minutes per worker per queue, in a
-loop) the receiver keeps one stream open instead: it reads the next batch as
-soon as a slot is free (a batch may take the worker up to ``batch_size - 1``
-tasks past its capacity; those wait for a handler with their leases renewed),
-re-issues the stream at once
-when it ends, and with backoff after an error. If the worker stays full for
-``full_wait`` seconds (default 5, half a lease) with the stream open, the stream
-is cancelled (counted as ``receive_cancelled_full``): rows the server already
-sent on it are then redelivered after their leases expire, instead of waiting
-in the client's buffer while their leases run out unseen. A message whose lease
-had already expired when it arrived is skipped (``expired_on_receipt``), as the
-documents' Go sample does. A lease counts from when it was granted, estimated
-pessimistically (:mod:`agentq.executor.lease_clock`), not from when the row was
-read: one with ``renew_margin`` or less left is renewed before it is claimed,
-or released unstarted if that fails (``released_short_lease``); both kinds are
-counted as ``stranded_prefetch``. On stop, open streams are cancelled so the worker
-does not wait for the end of a 20-minute RECEIVE.
+loop) the receiver keeps one stream open instead, but only while the worker has
+a free slot: a stream's server leases batch after batch for as long as it is
+open and messages are ready, whether or not anybody reads them, and what it
+sent while the worker was full would wait in the client's buffer with its 10 s
+leases running (an unread stream leased 76 messages within a second). So:
+
+* a stream is opened when a slot is free, asking for batches of at most the
+  free slots (``max_batch_size``, the documents' one bound on a RECEIVE);
+* the batch that fills the worker ends its stream before it is claimed, and a
+  receiver whose worker another queue's receiver filled has its stream ended
+  too (both counted as ``receive_ended_full``); a new stream opens when a slot
+  frees. What a server sends between the filling batch and the cancel is all
+  that can strand (a batch or two; redelivered after its lease and backoff);
+* a stream that ends by itself is re-issued at once, and with backoff after an
+  error.
+
+A message whose lease had already expired when it arrived is skipped
+(``expired_on_receipt``), as the documents' Go sample does. A lease counts from
+when it was granted, estimated pessimistically
+(:mod:`agentq.executor.lease_clock`), not from when the row was read: one with
+``renew_margin`` or less left is renewed before it is claimed, or released
+unstarted if that fails (``released_short_lease``); both kinds are counted as
+``stranded_prefetch``. On stop, open streams are cancelled so the worker does
+not wait for the end of a 20-minute RECEIVE.
 
 A database that refuses writes (:class:`~agentq.errors.DatabaseNotWritable`:
 read-only, full, no permission) stops the worker: ``run()`` and ``drain()``
@@ -111,20 +119,19 @@ class Receiving(WorkerState):
                     return
 
     def _long_receive_loop(self, queue: str, stop: threading.Event, duration: float) -> None:
-        """One long-lived stream at a time (see the module docstring)."""
+        """One long-lived stream at a time, open only while the worker has room
+        (see the module docstring)."""
         failures = 0
-        # Read on as soon as one slot is free: rows the server already sent are
-        # then leased tasks waiting for a handler (their leases renewed), not rows
-        # in the client's buffer whose leases run out unseen. A batch may so take
-        # the worker up to batch_size - 1 tasks past its capacity.
         while not stop.is_set():
-            if not self._wait_room(1, stop, None):
+            room = self._free_slots(stop)
+            if not room:
                 continue
             stream: Any = None
             try:
+                # A batch never brings more than the free slots it was asked for.
                 stream = self.runtime.backend.stream(
                     queue,
-                    max_batch_size=self._lease_size(queue, self.batch_size),
+                    max_batch_size=self._lease_size(queue, min(self.batch_size, room)),
                     max_duration=duration,
                 )
                 self._track_stream(stream)
@@ -135,12 +142,13 @@ class Receiving(WorkerState):
                     except StopIteration:
                         break
                     failures = 0
+                    full = self._fills(len(batch))
+                    if full:
+                        # End the call before the claim: every moment it stays open
+                        # the server may lease more that nobody reads.
+                        self._end_stream(stream)
                     self._dispatch_fresh(batch, since)
-                    if stop.is_set():
-                        break
-                    if not self._wait_room(1, stop, self.full_wait):
-                        if not stop.is_set():
-                            self._count("receive_cancelled_full")
+                    if full or stop.is_set():
                         break
             except DatabaseNotWritable as exc:
                 self._count("receive_errors")
@@ -159,6 +167,41 @@ class Receiving(WorkerState):
                     close = getattr(stream, "close", None)
                     if close is not None:
                         close()
+
+    def _free_slots(self, stop: threading.Event) -> int:
+        """Wait until a slot is free; how many are (0 on stop)."""
+        with self._lock:
+            while self._outstanding >= self.capacity:
+                if stop.is_set():
+                    return 0
+                self._lock.wait(0.1)
+            return 0 if stop.is_set() else self.capacity - self._outstanding
+
+    def _fills(self, n: int) -> bool:
+        """Whether ``n`` more tasks leave the worker without a free slot."""
+        with self._lock:
+            return self._outstanding + n >= self.capacity
+
+    def _end_stream(self, stream: Any) -> None:
+        """Cancel a long-lived stream because the worker is full (counted once)."""
+        with self._lock:
+            if stream not in self._open_streams:
+                return  # ended already
+            self._open_streams.discard(stream)
+        self._count("receive_ended_full")
+        cancel = getattr(stream, "cancel", None)
+        if cancel is not None:
+            cancel()
+
+    def _end_streams_when_full(self) -> None:
+        """The worker just became full: end every open long-lived stream, so none
+        leases on while no receiver would read it (they reopen when a slot frees)."""
+        with self._lock:
+            if self._outstanding < self.capacity:
+                return
+            streams = list(self._open_streams)
+        for stream in streams:
+            self._end_stream(stream)
 
     def _dispatch_fresh(self, batch: list[Message], since: float | None = None) -> None:
         """Dispatch a streamed batch, its leases counted from ``since`` (the stream's
@@ -213,18 +256,6 @@ class Receiving(WorkerState):
             self._count("renewed_on_receipt")
         return out
 
-    def _wait_room(self, n: int, stop: threading.Event, timeout: float | None) -> bool:
-        """Wait until ``n`` more tasks fit (False on stop or after ``timeout`` s)."""
-        deadline = None if timeout is None else self.clock.monotonic() + timeout
-        with self._lock:
-            while self.capacity - self._outstanding < n:
-                if stop.is_set():
-                    return False
-                if deadline is not None and self.clock.monotonic() >= deadline:
-                    return False
-                self._lock.wait(0.1)
-            return not stop.is_set()
-
     def _track_stream(self, stream: Any) -> None:
         with self._lock:
             self._open_streams.add(stream)
@@ -244,22 +275,38 @@ class Receiving(WorkerState):
 
     def _drain_rounds(self, max_rounds: int | None) -> int:
         """Receive from every queue until nothing is ready, in flight or uncommitted
-        (or ``max_rounds`` rounds ran); returns the number of tasks received."""
+        (or ``max_rounds`` rounds ran); returns the number of tasks received.
+
+        On a backend with long-lived receives (Spanner) a one-shot receive is a
+        RECEIVE the client cancels, and a message that became ready just as the
+        cancel left would be leased and never read (see
+        :mod:`agentq.backends.spanner.call_watch`): there, a round receives from
+        every queue before it runs anything, and the next one starts once
+        everything it ran has committed, so no commit of this worker's lands
+        while a RECEIVE is open."""
+        apart = isinstance(getattr(self.runtime.backend, "receive_duration", None), int | float)
         handled = 0
         rounds = 0
         while max_rounds is None or rounds < max_rounds:
             rounds += 1
             got = 0
+            if apart:
+                self._wait_settled()
             with self._lock:
                 commits_before = self._commits_finished
+            received: list[list[Message]] = []
             for name in self.queues:
-                n = self._room(block=False)
-                if not n:
+                n = self._room(block=False) - got if apart else self._room(block=False)
+                if n <= 0:
                     break
                 batch = self._receive(name, self._lease_size(name, n), 0.0)
                 got += len(batch)
-                if batch:
+                if batch and apart:
+                    received.append(batch)
+                elif batch:
                     self._dispatch(batch)
+            for batch in received:
+                self._dispatch(batch)
             handled += got
             if got:
                 continue
@@ -273,6 +320,12 @@ class Receiving(WorkerState):
                     self._lock.wait(0.05)
         return handled
 
+    def _wait_settled(self) -> None:
+        """Wait until nothing runs or waits to commit."""
+        with self._lock:
+            while self._inflight or self._pending_commits:
+                self._lock.wait(0.05)
+
     def _dispatch(
         self, batch: list[Message], received: float | dict[str, float] | None = None
     ) -> None:
@@ -280,6 +333,7 @@ class Receiving(WorkerState):
         were granted (by lease token, or one time for all) on the monotonic clock."""
         with self._lock:
             self._outstanding += len(batch)
+        self._end_streams_when_full()
         try:
             with tagged("claim", queue=batch[0].queue if batch else None):
                 runnable = self.admission.claim(batch)

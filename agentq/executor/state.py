@@ -36,8 +36,6 @@ class WorkerState:
     batch_size: int
     group_commit: int
     receive_timeout: float
-    # How long a long-lived receive stream may stay open while the worker is full.
-    full_wait: float
     # Long-lived receive streams open now (cancelled on stop).
     _open_streams: set[Any]
     renew_margin: float

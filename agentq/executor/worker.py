@@ -61,13 +61,15 @@ class WorkerStats(Counter[str]):
     ``abandoned_threads``, ``abandoned_limit``, ``late_after_timeout``,
     ``still_hung`` (an attempt not called: the task's earlier call still hangs). Also
     ``group_commits``, ``commit_failed``, ``crashed`` and ``receive_errors``.
-    Long-lived receives (Spanner): ``receive_cancelled_full`` (a stream cancelled
-    after the worker stayed full for ``full_wait`` seconds), ``expired_on_receipt``
+    Long-lived receives (Spanner): ``receive_ended_full`` (a stream ended because
+    the worker became full, so it leases nothing nobody reads), ``expired_on_receipt``
     (messages skipped, their lease gone on arrival); ``renewed_on_receipt`` (a
     lease with the renewal margin or less left, renewed before the claim),
     ``released_short_lease`` (such a lease that could not be renewed: released
     unstarted), ``stranded_prefetch`` (rows the stream leased ahead of the
     handlers and the worker did not run: both kinds above); ``renew_errors``.
+    Heartbeats: ``heartbeat_timeouts`` (other workers reported lost),
+    ``heartbeat_check_errors`` (a check for them that failed, logged at WARNING).
     """
 
 
@@ -80,9 +82,7 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
     (a poison task that kills its worker); ``prefetch`` is how many leased tasks
     may wait for a free handler (their leases are renewed meanwhile; default:
     ``concurrency`` or ``batch_size``, whichever is larger, so a worker whose
-    handlers are all busy can still lease one whole batch);
-    ``full_wait`` is how long a long-lived receive stream stays open while the
-    worker is full (see :mod:`agentq.executor.receiving`); ``max_abandoned``
+    handlers are all busy can still lease one whole batch); ``max_abandoned``
     bounds the handler threads a worker gives up on when their
     calls overrun the tool's timeout (default: ``concurrency``; see
     :mod:`agentq.executor.running` for what a timeout does);
@@ -116,7 +116,6 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
         unknown_tool_grace: float | timedelta = DEFAULT_UNKNOWN_TOOL_GRACE,
         heartbeat_interval: float = 5.0,
         stats_interval: float | None = 60.0,
-        full_wait: float = 5.0,
         heartbeat_timeout: float | None = None,
         worker_id: str | None = None,
         prune: bool = True,
@@ -159,7 +158,6 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
         self.batch_size = batch_size or concurrency
         self.group_commit = group_commit
         self.receive_timeout = receive_timeout
-        self.full_wait = full_wait
         self._open_streams = set()
         self.max_deliveries = max_deliveries
         self.renew_margin = renew_margin

@@ -23,9 +23,12 @@ not verified where:
 * ``postgres-pgbouncer`` (only with ``AGENTQ_TEST_PGBOUNCER_CONFORMANCE`` set):
   the same, through a real PgBouncer in transaction pooling mode with
   ``pooler=transaction`` (no ``LISTEN``: receivers poll; no prepared statements).
-* ``spanner-live``: a real endpoint from ``AGENTQ_SPANNER_TEST_URL`` (an
-  Enterprise-edition database, or an emulator once it supports queues); skipped
-  when unset. Spanner's clock cannot be faked, so fake-time tests skip there.
+* ``spanner-live-googlesql``, ``spanner-live-postgresql``: the live mode, run by
+  ``python -m tests.spanner_live`` against a real Enterprise instance (or, in CI,
+  the emulator and the stand-in the same way): fresh databases made for the run,
+  each test with names of its own in them (``tests/spanner_live/harness.py``);
+  skipped otherwise. Spanner's clock cannot be faked, so fake-time tests skip
+  there.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from agentq.clock import FakeClock, SystemClock
 
 REASONS = {
     "state": "the gRPC mock stores no messages: needs a real Spanner database "
-    "(set AGENTQ_SPANNER_TEST_URL)",
+    "(python -m tests.spanner_live)",
     "fake_time": "leases, delivery times and backoff run on Spanner's own clock, "
     "which a test cannot advance",
     "sqlite_sql": "the test's application SQL is SQLite's (tables created inside a transaction)",
@@ -58,14 +61,18 @@ REASONS = {
     "RECEIVE waits on the server, out of the client clock's sight",
     "untyped_keys": "the engine keeps each key column's type: no row can hold a key of the "
     "wrong type, so there is none to remove (ack_stored is a plain ack there)",
+    "ordered_delivery": "Spanner's documents promise no delivery order (the stand-in draws one)",
+    "full_batches": "Spanner's documents promise batches of at most max_batch_size, grouped by "
+    "split, not full ones (the stand-in draws their sizes)",
 }
 
 _SQLITE = {"state", "fake_time", "sqlite_sql", "app_sql", "queue_metrics", "exact_ack_result",
-           "threads", "client_wait", "untyped_keys"}  # fmt: skip
+           "threads", "client_wait", "untyped_keys", "ordered_delivery",
+           "full_batches"}  # fmt: skip
 _EMULATOR = {"state", "fake_time", "app_sql", "threads"}
 # The one sqlite_sql test's SQL (CREATE TABLE inside a transaction) is PostgreSQL's too.
 _POSTGRES = {"state", "fake_time", "sqlite_sql", "app_sql", "queue_metrics", "exact_ack_result",
-             "threads", "client_wait"}  # fmt: skip
+             "threads", "client_wait", "ordered_delivery", "full_batches"}  # fmt: skip
 CAPABILITIES = {
     "sqlite-file": _SQLITE,
     "sqlite-memory": _SQLITE,
@@ -73,7 +80,8 @@ CAPABILITIES = {
     "spanner-emulator-googlesql": _EMULATOR,
     "spanner-emulator-postgresql": _EMULATOR,
     "postgres": _POSTGRES,
-    "spanner-live": {"state", "app_sql", "threads"},
+    "spanner-live-googlesql": {"state", "app_sql", "threads"},
+    "spanner-live-postgresql": {"state", "app_sql", "threads"},
 }
 
 
@@ -84,6 +92,14 @@ class Harness:
     url: str
     kind: str
     capabilities: set[str] = field(default_factory=set)
+    #: Application tables' prefix: the test's own names in a live run's database.
+    table_prefix: str = ""
+    #: Application tables made by :meth:`create_table` (a live run drops them).
+    tables: list[str] = field(default_factory=list)
+
+    def table(self, name: str) -> str:
+        """The name of the test's application table ``name``."""
+        return self.table_prefix + name
 
     def reopen(self) -> Backend:
         """Another backend object on the same database (another 'worker').
@@ -97,7 +113,8 @@ class Harness:
             return open_backend(self.url, clock=self.clock)
         # Spanner keeps no queue specs: every worker declares its queues. The schema
         # is there already (the emulator refuses DDL beside a running transaction).
-        other = open_backend(self.url.replace("&ddl=auto", ""), clock=self.clock)
+        clock = SystemClock() if self.kind.startswith("spanner-live") else self.clock
+        other = open_backend(self.url.replace("&ddl=auto", ""), clock=clock)
         for name in self.backend.queues():
             other.create_queue(self.backend.queue_spec(name))
         return other
@@ -106,9 +123,14 @@ class Harness:
     def postgres(self) -> bool:
         return self.kind.endswith("postgresql") or "dialect=postgresql" in self.url
 
-    def create_table(self, sqlite: str, googlesql: str, postgresql: str) -> None:
-        """An application table: SQLite and PostgreSQL create it in a transaction,
-        Spanner by DDL."""
+    def create_table(self, sqlite: str, googlesql: str, postgresql: str, name: str) -> None:
+        """The application table ``name`` (``{t}`` in the statements):
+        SQLite and PostgreSQL create it in a transaction, Spanner by DDL."""
+        table = self.table(name)
+        self.tables.append(table)
+        sqlite, googlesql, postgresql = (
+            sql.format(t=table) for sql in (sqlite, googlesql, postgresql)
+        )
         if self.kind.startswith("sqlite"):
             self.backend.transact(lambda tx: tx.execute(sqlite))
             return
@@ -181,6 +203,17 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         yield Harness(backend, clock, database.url, kind, capabilities)
         backend.close()
         return
+    if kind.startswith("spanner-live"):
+        from tests.spanner_live.harness import drop_test_objects, live_database
+
+        live = live_database(kind, request.node.nodeid)
+        backend = open_backend(live.url, clock=SystemClock())
+        backend.apply_ddl([])  # type: ignore[attr-defined]  # the records table
+        h = Harness(backend, clock, live.url, kind, capabilities, table_prefix=live.namespace)
+        yield h
+        backend.close()
+        drop_test_objects(live, h.tables)
+        return
     if kind == "sqlite-file":
         url = f"sqlite:///{tmp_path / 'queue.db'}"
     elif kind == "sqlite-memory":
@@ -193,9 +226,7 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         port = request.getfixturevalue("spanner_mock_port")
         url = f"spanner://projects/p/instances/i/databases/d?endpoint=127.0.0.1:{port}"
     else:
-        url = os.environ.get("AGENTQ_SPANNER_TEST_URL", "")
-        if not url:
-            pytest.skip("spanner-live: set AGENTQ_SPANNER_TEST_URL to run against a real database")
-    backend = open_backend(url, clock=SystemClock() if kind == "spanner-live" else clock)
+        raise AssertionError(f"unknown backend kind {kind}")
+    backend = open_backend(url, clock=clock)
     yield Harness(backend, clock, url, kind, capabilities)
     backend.close()

@@ -33,7 +33,7 @@ def test_ack_all_with_one_message_gone_rolls_back_everything_even_if_caught(q: H
     q.backend.transact(lambda tx: tx.ack("Tasks", (1, "b")))  # another delivery won this one
 
     def group(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders (id, state) VALUES (1, 'refunded')")
+        tx.execute(f"INSERT INTO {q.table('orders')} (id, state) VALUES (1, 'refunded')")
         try:
             tx.ack_all("Tasks", [(1, "a"), (1, "b")])
         except MessageNotFound:

@@ -53,15 +53,17 @@ def with_tasks_queue(harness: Harness) -> Harness:
     harness.backend.create_queue(TASKS)
     if "app_sql" in harness.capabilities:
         harness.create_table(
-            sqlite="CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, state TEXT)",
-            googlesql="CREATE TABLE orders (id INT64 NOT NULL, state STRING(MAX)) PRIMARY KEY (id)",
-            postgresql="CREATE TABLE orders (id bigint NOT NULL PRIMARY KEY, state varchar)",
+            sqlite="CREATE TABLE IF NOT EXISTS {t} (id INTEGER PRIMARY KEY, state TEXT)",
+            googlesql="CREATE TABLE {t} (id INT64 NOT NULL, state STRING(MAX)) PRIMARY KEY (id)",
+            postgresql="CREATE TABLE {t} (id bigint NOT NULL PRIMARY KEY, state varchar)",
+            name="orders",
         )
     return harness
 
 
 def orders(h: Harness) -> list[tuple[Any, ...]]:
-    return h.backend.transact(lambda tx: tx.execute("SELECT id, state FROM orders ORDER BY id"))
+    sql = f"SELECT id, state FROM {h.table('orders')} ORDER BY id"
+    return h.backend.transact(lambda tx: tx.execute(sql))
 
 
 @pytest.mark.needs("state", "fake_time")
@@ -93,7 +95,7 @@ def test_duplicate_key_fails_the_whole_transaction(q: Harness) -> None:
     send(q, (1, "a"))
 
     def fn(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders (id, state) VALUES (1, 'approved')")
+        tx.execute(f"INSERT INTO {q.table('orders')} (id, state) VALUES (1, 'approved')")
         tx.send("Tasks", (1, "b"), b"x")
         tx.send("Tasks", (1, "a"), b"again")
 
@@ -108,7 +110,7 @@ def test_caught_duplicate_still_fails_the_transaction(q: Harness) -> None:
     send(q, (1, "a"))
 
     def fn(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders (id, state) VALUES (1, 'approved')")
+        tx.execute(f"INSERT INTO {q.table('orders')} (id, state) VALUES (1, 'approved')")
         try:
             tx.send("Tasks", (1, "a"), b"again")
         except DuplicateKey:
@@ -122,7 +124,7 @@ def test_caught_duplicate_still_fails_the_transaction(q: Harness) -> None:
 @pytest.mark.needs("state", "app_sql")
 def test_exception_in_fn_commits_neither_state_nor_message(q: Harness) -> None:
     def fn(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders (id, state) VALUES (7, 'approved')")
+        tx.execute(f"INSERT INTO {q.table('orders')} (id, state) VALUES (7, 'approved')")
         tx.send("Tasks", (7, "refund"), b"x")
         raise RuntimeError("agent crashed mid-decision")
 
@@ -135,7 +137,7 @@ def test_exception_in_fn_commits_neither_state_nor_message(q: Harness) -> None:
 @pytest.mark.needs("state", "app_sql")
 def test_state_and_message_commit_together(q: Harness) -> None:
     def fn(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders (id, state) VALUES (7, 'approved')")
+        tx.execute(f"INSERT INTO {q.table('orders')} (id, state) VALUES (7, 'approved')")
         tx.send("Tasks", (7, "refund"), b"x")
 
     q.backend.transact(fn)
@@ -167,7 +169,7 @@ def test_cancel_scheduled_message_by_ack(q: Harness) -> None:
     send(q, (1, "escalate"), deliver_time=q.clock.now() + timedelta(hours=72))
 
     def approve(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders (id, state) VALUES (1, 'approved')")
+        tx.execute(f"INSERT INTO {q.table('orders')} (id, state) VALUES (1, 'approved')")
         tx.ack("Tasks", (1, "escalate"))
 
     q.backend.transact(approve)
@@ -212,7 +214,8 @@ def test_stale_ack_fails_and_rolls_back_application_writes(q: Harness) -> None:
     q.backend.transact(lambda tx: tx.ack("Tasks", msg.key))  # the other delivery won
 
     def stale_completion(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders (id, state) VALUES (1, 'refunded by stale worker')")
+        table = q.table("orders")
+        tx.execute(f"INSERT INTO {table} (id, state) VALUES (1, 'refunded by stale worker')")
         tx.ack("Tasks", msg.key, must_exist=True)
 
     with pytest.raises(MessageNotFound, match="already acknowledged"):
@@ -223,7 +226,7 @@ def test_stale_ack_fails_and_rolls_back_application_writes(q: Harness) -> None:
 @pytest.mark.needs("state", "app_sql")
 def test_caught_missing_ack_still_rolls_back(q: Harness) -> None:
     def fn(tx: Transaction) -> None:
-        tx.execute("INSERT INTO orders (id, state) VALUES (1, 'x')")
+        tx.execute(f"INSERT INTO {q.table('orders')} (id, state) VALUES (1, 'x')")
         try:
             tx.ack("Tasks", (1, "missing"))
         except MessageNotFound:
@@ -277,6 +280,23 @@ def test_concurrent_thread_receivers_never_share_a_message(q: Harness) -> None:
     for t in threads:
         t.join(60)
     assert sorted(got) == sorted(keys)  # every message once, none twice
+
+
+@pytest.mark.needs("state", "fake_time", "threads")
+def test_an_expired_lease_is_redelivered_within_the_first_hour_not_before(q: Harness) -> None:
+    """What the documents promise: a lease lasts 10 s; a message whose lease ran
+    out is delivered again with back-off within the first hour (no figure)."""
+    send(q, (1, "a"))
+    [first] = receive(q)
+    other = q.reopen()  # another worker: it knows nothing of this one's lease
+    try:
+        q.clock.advance(LEASE_SECONDS - 1)
+        assert [m for b in other.stream("Tasks", 10, 0) for m in b] == []  # still leased
+    finally:
+        other.close()
+    q.clock.advance(1 + 3600)
+    [second] = receive(q)
+    assert second.key == (1, "a") and second.lease_token != first.lease_token
 
 
 @pytest.mark.needs("state", "fake_time", "queue_metrics")
@@ -378,14 +398,26 @@ def test_token_of_a_resent_key_does_not_renew_the_new_message(q: Harness) -> Non
 
 @pytest.mark.needs("state")
 def test_batches_honour_max_batch_size_and_mark_the_last(q: Harness) -> None:
-    send(q, *[(1, f"m{i:02}") for i in range(7)])
+    """What the documents promise of batches: at most max_batch_size messages,
+    the last one marked (SpannerLastBatchMessage); a one-shot receive brings every
+    ready message once."""
+    keys = [(1, f"m{i:02}") for i in range(7)]
+    send(q, *keys)
     batches = list(q.backend.stream("Tasks", max_batch_size=3, max_duration=0))
-    assert [len(b) for b in batches] == [3, 3, 1]
+    assert all(1 <= len(b) <= 3 for b in batches), [len(b) for b in batches]
+    assert sorted(m.key for b in batches for m in b) == keys
     for batch in batches:
         assert [m.last_in_batch for m in batch] == [False] * (len(batch) - 1) + [True]
 
 
-@pytest.mark.needs("state", "fake_time")
+@pytest.mark.needs("state", "full_batches")
+def test_batches_are_full_while_messages_are_ready(q: Harness) -> None:
+    send(q, *[(1, f"m{i:02}") for i in range(7)])
+    batches = list(q.backend.stream("Tasks", max_batch_size=3, max_duration=0))
+    assert [len(b) for b in batches] == [3, 3, 1]
+
+
+@pytest.mark.needs("state", "fake_time", "ordered_delivery")
 def test_delivery_ordered_by_delivery_time(q: Harness) -> None:
     now = q.clock.now()
     send(q, (1, "c"), deliver_time=now + timedelta(seconds=3))
@@ -469,27 +501,28 @@ def test_unknown_queue_is_a_clear_error(harness: Harness) -> None:
 def test_interleaved_queue_messages_deleted_with_parent(harness: Harness) -> None:
     b = harness.backend
     harness.create_table(
-        sqlite="CREATE TABLE Orders (OrderId INTEGER PRIMARY KEY, s TEXT)",
-        googlesql="CREATE TABLE Orders (OrderId INT64 NOT NULL, s STRING(MAX)) "
-        "PRIMARY KEY (OrderId)",
-        postgresql="CREATE TABLE orders (orderid bigint NOT NULL PRIMARY KEY, s varchar)",
+        sqlite="CREATE TABLE {t} (OrderId INTEGER PRIMARY KEY, s TEXT)",
+        googlesql="CREATE TABLE {t} (OrderId INT64 NOT NULL, s STRING(MAX)) PRIMARY KEY (OrderId)",
+        postgresql="CREATE TABLE {t} (orderid bigint NOT NULL PRIMARY KEY, s varchar)",
+        name="Orders",
     )
+    parent = harness.table("Orders")
     b.create_queue(
         QueueSpec(
             "OrderTasks",
             (KeyColumn("OrderId", KeyType.INT), KeyColumn("TaskId", KeyType.STR)),
-            parent="Orders",
+            parent=parent,
         )
     )
     b.transact(
         lambda tx: (
-            tx.execute("INSERT INTO Orders (OrderId, s) VALUES (1, 'new')"),
+            tx.execute(f"INSERT INTO {parent} (OrderId, s) VALUES (1, 'new')"),
             tx.send("OrderTasks", (1, "ship"), b"x"),
         )
     )
     with pytest.raises(Exception, match="parent"):
         b.transact(lambda tx: tx.send("OrderTasks", (2, "ship"), b"x"))
-    b.transact(lambda tx: tx.execute("DELETE FROM Orders WHERE OrderId = 1"))
+    b.transact(lambda tx: tx.execute(f"DELETE FROM {parent} WHERE OrderId = 1"))
     assert b.stats("OrderTasks").depth == 0
 
 

@@ -82,11 +82,6 @@ LEVELS = ApprovalRule(
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
 def rt(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
     runtime_ = runtime(tmp_path, clock, LEVELS)
     yield runtime_

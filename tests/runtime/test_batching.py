@@ -26,6 +26,7 @@ from agentq import (
 )
 from agentq.batching import entity_offset, window_delivery
 from tests.runtime._drive import advance_until_done
+from tests.runtime.conftest import runtime_clock
 
 CALLS: list[list[str]] = []
 IDS: list[list[str]] = []
@@ -79,8 +80,8 @@ T0 = datetime(2026, 12, 1, 9, 5, 3, tzinfo=UTC)
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(T0)
+def clock(request: pytest.FixtureRequest) -> FakeClock:
+    return runtime_clock(request, T0)
 
 
 @pytest.fixture

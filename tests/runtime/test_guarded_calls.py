@@ -27,10 +27,12 @@ from agentq import (
     WorkerCrash,
     tool,
 )
+from agentq.backends import LEASE_SECONDS
 from agentq.executor.guarded import horizon, may_have_applied
 from agentq.lifecycle.audit import entries
 from agentq.naive_payments import NaivePaymentsAPI
 from agentq.policies import Policy, ToolPolicy
+from tests.runtime.conftest import REDELIVERED_WITHIN
 
 LOOPBACK = ToolPolicy(allowed_hosts=("127.0.0.1",))
 POLICY = Policy(
@@ -124,7 +126,7 @@ def _crash_after_the_call(rt: Runtime) -> None:
 
 
 def _redeliver(rt: Runtime, clock: FakeClock) -> None:
-    clock.advance(10 + rt.backend.redelivery.delay(1, 10) + 1)  # lease expiry + backoff
+    clock.advance(LEASE_SECONDS + REDELIVERED_WITHIN)  # lease expiry + backoff
     rt.worker(receive_timeout=0.05).drain()
 
 

@@ -241,7 +241,6 @@ def _beat(tx: Any, hb: Heartbeat) -> None:
     beat(tx, hb.worker_id, hb._record(), hb.timeout, first=True)
 
 
-
 def test_a_timeout_not_longer_than_the_interval_is_refused_when_the_worker_is_made(
     clock: FakeClock,
 ) -> None:
@@ -254,3 +253,34 @@ def test_a_timeout_not_longer_than_the_interval_is_refused_when_the_worker_is_ma
         assert rt.worker(heartbeat_interval=3600).heartbeat_timeout is None  # stretched later
     finally:
         rt.close()
+
+
+def test_a_failing_check_for_lost_workers_is_logged_at_warning_and_counted(
+    fleet: Callable[..., Heartbeat], clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 29, defect 2: a check that fails (on Spanner, a RECEIVE the instance
+    refuses) meant no lost worker was ever reported, and it was logged at DEBUG."""
+    hb = fleet("worker-a")
+    backend = hb.worker.runtime.backend
+    real_stream = backend.stream
+
+    checked = threading.Event()
+
+    def refusing(queue: str, *args: Any, **kwargs: Any) -> Any:
+        if queue == HEARTBEAT_QUEUE:
+            checked.set()
+            raise ConnectionError("RECEIVE refused")
+        return real_stream(queue, *args, **kwargs)
+
+    backend.stream = refusing  # type: ignore[method-assign]
+    caplog.set_level("WARNING", logger="agentq.worker")
+    hb.start()
+    try:
+        while not checked.is_set():  # the second beat checks the others
+            clock.advance(5)
+            checked.wait(0.01)
+    finally:
+        hb.stop()  # joins the beating thread: the failed check was handled
+    assert hb.worker.stats["heartbeat_check_errors"] >= 1
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert any("RECEIVE refused" in r.getMessage() for r in warnings), warnings

@@ -95,11 +95,6 @@ POLICY = Policy(
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
 def rt(backend_url: str, clock: FakeClock) -> Iterator[Runtime]:
     CALLS.clear()
     runtime = Runtime(

@@ -1,8 +1,8 @@
 """The worker's long-lived receive loop (issue 10, "the receive loop as documented").
 
 A backend that advertises ``receive_duration`` (Spanner) gets one stream per queue,
-kept open: batches are read as slots free, a worker that stays full cancels the
-stream after ``full_wait`` (counted), messages whose lease expired before arrival
+open while the worker has room: batches are read as they come, the batch that
+fills the worker ends the stream (counted), messages whose lease expired before arrival
 are skipped (counted), a stream that ends is re-issued, and stopping cancels the
 open stream instead of waiting out a 20-minute RECEIVE. The backend here is the
 real SQLite backend with a scripted ``stream``.
@@ -135,39 +135,41 @@ def test_expired_on_receipt_skipped_and_stop_cancels_the_open_stream(tmp_path: P
 
 
 @pytest.mark.slow
-def test_a_worker_that_stays_full_cancels_the_stream_and_reissues_when_it_has_room(
+def test_the_batch_that_fills_the_worker_ends_its_stream_and_a_free_slot_reopens_it(
     tmp_path: Path,
 ) -> None:
+    """A stream is open only while the worker has room: the batch that fills it
+    ends the stream before its claim, and the next stream opens, asking for at
+    most the free slots, once a slot frees (issue 29: an open stream nobody read
+    leased 76 messages within a second)."""
     clock = SystemClock()
     rt, backend = _runtime(tmp_path, lambda: ScriptedStream([[_expired(clock)], [_expired(clock)]]))
     try:
-        worker = rt.worker(queues=["payments"], concurrency=1, full_wait=0.2)
+        worker = rt.worker(queues=["payments"], concurrency=1, prefetch=0)
+        filled = threading.Event()
+        ended_before_claim: list[bool] = []
 
-        def free_after_cancel() -> bool:
-            with worker._lock:
-                full = worker._outstanding == worker.capacity
-            if worker.stats["receive_cancelled_full"] and full:
-                worker._done(worker.capacity)  # the handlers finish
-            return len(backend.opened) >= 2
+        def dispatch(batch: list[Message], *since: float) -> None:
+            if not filled.is_set():
+                ended_before_claim.append(backend.opened[0].cancelled.is_set())
+                filled.set()
+            worker._done(len(batch))  # skipped (expired) and so finished at once
 
-        # First stream: one batch, then the worker is full for longer than full_wait.
-        worker._dispatch_fresh = _filling(worker, worker._dispatch_fresh)  # type: ignore[method-assign]
-        _run_until(worker, free_after_cancel)
-        assert worker.stats["receive_cancelled_full"] >= 1
+        real_fills = worker._fills
+
+        def fill_once(n: int) -> bool:
+            return True if not filled.is_set() else real_fills(n)
+
+        worker._fills = fill_once  # type: ignore[method-assign]  # the first batch fills it
+        worker._dispatch_fresh = dispatch  # type: ignore[method-assign]
+        _run_until(worker, lambda: len(backend.opened) >= 2)
+        assert ended_before_claim == [True]
+        assert worker.stats["receive_ended_full"] >= 1
         assert len(backend.opened) >= 2  # re-issued once there was room
         assert backend.opened[0].closed.is_set()
+        assert backend.stream_args[:2] == [(1, 1200.0), (1, 1200.0)]  # batches of the free slots
     finally:
         rt.close()
-
-
-def _filling(worker: Any, dispatch: Callable[..., None]) -> Callable[..., None]:
-    def run(batch: list[Message], *since: float) -> None:
-        dispatch(batch, *since)
-        with worker._lock:
-            if not worker.stats["receive_cancelled_full"]:
-                worker._outstanding = worker.capacity  # every slot taken
-
-    return run
 
 
 # -- renewal scheduled on the local clock (defect 8) ----------------------------------------

@@ -20,10 +20,11 @@ from agentq import (
     UnknownTool,
     WorkerCrash,
 )
+from agentq.backends import LEASE_SECONDS
 from agentq.demo_server import DemoAPI
 from agentq.envelope import envelope_of
 from agentq.ledger import Tables
-from tests.runtime.conftest import queue_table
+from tests.runtime.conftest import REDELIVERED_WITHIN, queue_table
 
 
 def refund(rt: Runtime, amount: float, order: str = "o1", **kw: Any) -> Any:
@@ -160,7 +161,7 @@ def test_killed_worker_task_is_redelivered_and_charged_once(
     assert worker.stats["crashed"] == 1
     assert rt.task(task.task_id).status == TaskStatus.RUNNING
     assert len(api.applied()) == 1
-    clock.advance(10 + rt.backend.redelivery.delay(1, 10))  # lease expiry + backoff
+    clock.advance(LEASE_SECONDS + REDELIVERED_WITHIN)  # lease expiry + backoff
     rt.worker().drain()
     done = rt.task(task.task_id)
     assert done.status == TaskStatus.SUCCEEDED
@@ -193,7 +194,7 @@ def test_stale_worker_completion_fails_and_records_nothing(
     t.start()
     assert entered.wait(10)
     # Its lease expires; another worker gets the task and completes it.
-    clock.advance(10 + rt.backend.redelivery.delay(1, 10))
+    clock.advance(LEASE_SECONDS + REDELIVERED_WITHIN)
     rt.faults.disarm("after_external_call")
     fresh = rt.worker()
     fresh.drain()

@@ -41,11 +41,6 @@ def new_tool(ctx: ToolContext, args: Ref) -> Done:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
 def releases(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Runtime, Runtime]]:
     db = f"sqlite:///{tmp_path / 'agentq.db'}"
     old = Runtime(db, tools=[old_tool], clock=clock)

@@ -25,8 +25,10 @@ from agentq import (
     WorkerCrash,
     tool,
 )
+from agentq.backends import LEASE_SECONDS
 from agentq.demo_server import DemoAPI
 from agentq.http import checked
+from tests.runtime.conftest import REDELIVERED_WITHIN
 
 RUNS: list[tuple[str, str, int]] = []  # (tool, name, attempt)
 CRASH_ONCE: set[str] = set()
@@ -71,11 +73,6 @@ def notify(ctx: ToolContext, args: Named) -> None:
 
 
 TOOLS = [send_email, thumbnail, notify]
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture
@@ -140,7 +137,7 @@ def test_a_dead_workers_long_task_is_redelivered_once_its_lease_expires(
     assert rt.task(task.task_id).status == "running"  # its worker died; the ledger cannot tell
     clock.advance(5)
     assert rt.worker().drain() == 0  # still leased to the dead worker: not redelivered yet
-    clock.advance(5 + rt.backend.redelivery.delay(1, 10))
+    clock.advance(5 + REDELIVERED_WITHIN)
     rt.worker().drain()
     info = rt.task(task.task_id)
     assert (info.status, info.deliveries, info.attempt) == ("succeeded", 2, 1)
@@ -234,7 +231,7 @@ def test_a_redelivered_task_holds_back_its_key_and_a_dead_letter_releases_it(
     ran = [name for _, name, _ in RUNS]
     assert "a3" not in ran  # a2's worker died: a3 waits for a2's redelivery
     assert ran.index("dead-b2") < ran.index("b3")  # b2 is dead; b3 ran after it anyway
-    clock.advance(10 + rt.backend.redelivery.delay(1, 10))
+    clock.advance(LEASE_SECONDS + REDELIVERED_WITHIN)
     rt.worker().drain()
     ran = [name for _, name, _ in RUNS]
     assert [n for n in ran if n.startswith("a")] == ["a1", "a2", "a2", "a3"]

@@ -109,6 +109,9 @@ class SqlRule:
 
 
 _RECORD_GET = re.compile(r"^SELECT v FROM agentq_records WHERE", re.I)
+#: A short receive's read of the due keys: refused (as for a role without SELECT on
+#: the queue, so the RECEIVE is sent as is) unless a rule answers it.
+_DUE_CHECK = re.compile(r"^SELECT [\w, ]+ FROM \w+ WHERE .* ORDER BY \w+ LIMIT \d+$", re.I | re.S)
 _RECORD_SCAN = re.compile(r"^SELECT k, v FROM agentq_records WHERE", re.I)
 _RECORD_MULTI = re.compile(r"^SELECT k, v FROM agentq_records WHERE .*(IN UNNEST|= ANY)", re.I)
 
@@ -200,6 +203,9 @@ class QueueAwareSpannerServicer(SpannerServicer):  # type: ignore[misc]
     def ExecuteStreamingSql(self, request: Any, context: Any) -> Any:
         records = self._records_answer(request)
         rule = None if records is not None else self._match(request.sql)
+        if rule is None and records is None and _DUE_CHECK.match(request.sql):
+            self._requests.append(request)
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "no SELECT on the queue (mock)")
         if records is None and rule is None:
             yield from super().ExecuteStreamingSql(request, context)
             return

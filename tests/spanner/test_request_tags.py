@@ -53,6 +53,7 @@ def test_receive_and_renew_carry_request_tags(backend: SpannerBackend, svc: Any)
         r.sql.split()[-1][:12]: r.request_options.request_tag for r in svc.of(ExecuteSqlRequest)
     }
     assert set(tags.values()) == {
+        "agentq op=due queue=UserTasks",  # the short receive's check for due messages
         "agentq op=receive queue=UserTasks",
         "agentq op=renew queue=UserTasks",
     }

@@ -252,7 +252,7 @@ def test_receive_sql_rows_and_batches(backend: SpannerBackend, svc: Any) -> None
         partial(row(1, "b", b"\x00\xff", "tok-b", True)),
         partial(row(2, "c", b"p3", "tok-c", True), last=True),
     ])  # fmt: skip
-    batches = list(backend.stream("UserTasks", max_batch_size=2, max_duration=0))
+    batches = list(backend.stream("UserTasks", max_batch_size=3, max_duration=0))
     assert [[m.key for m in b] for b in batches] == [[(1, "a"), (1, "b")], [(2, "c")]]
     assert batches[0][1].payload == b"\x00\xff"
     assert [m.last_in_batch for m in batches[0]] == [False, True]
@@ -264,13 +264,13 @@ def test_receive_sql_rows_and_batches(backend: SpannerBackend, svc: Any) -> None
         assert req.sql == (
             "SELECT userid, messageid, payload, deliver_time, spanner_lease_expiration_timestamp, "
             "spanner_lease_token, spanner_last_batch_message "
-            "FROM spanner.receive_usertasks(2, NULL, '0s')"
+            "FROM spanner.receive_usertasks(3, NULL, '1m')"
         )
     else:
         assert req.sql == (
             "SELECT UserId, MessageId, Payload, DeliverTime, SpannerLeaseExpirationTimestamp, "
             "SpannerLeaseToken, SpannerLastBatchMessage "
-            "FROM RECEIVE_UserTasks(max_duration=>'0s', max_batch_size=>2)"
+            "FROM RECEIVE_UserTasks(max_duration=>'1m', max_batch_size=>3)"
         )
     assert req.transaction.single_use.read_only.strong is True
 
@@ -325,7 +325,8 @@ def test_unavailable_mid_stream_reissues_receive(backend: SpannerBackend, svc: A
     it.close()
     assert keys == [(1, "a"), (1, "b")]
     assert len(calls) == 2
-    assert "'30s'" in calls[0] and "'30s'" in calls[1]  # the FakeClock did not move
+    # Whole minutes, as the documents write them (the client ends it after 30 s).
+    assert "'1m'" in calls[0] and "'1m'" in calls[1]
 
 
 def test_renew_sql_params_and_rows(backend: SpannerBackend, svc: Any) -> None:

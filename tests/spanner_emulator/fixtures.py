@@ -34,12 +34,23 @@ class EmulatorEnv:
     emulator: Emulator
     interposer: Interposer
 
-    def url(self, database_id: str, postgres: bool, *, through_interposer: bool = True) -> str:
+    def url(
+        self,
+        database_id: str,
+        postgres: bool,
+        *,
+        through_interposer: bool = True,
+        receive_short: str | None = None,
+    ) -> str:
         endpoint = self.interposer.endpoint if through_interposer else self.emulator.endpoint
-        dialect = "&dialect=postgresql" if postgres else ""
+        options = "&dialect=postgresql" if postgres else ""
+        if receive_short is not None:
+            options += f"&receive_short={receive_short}"
+            if receive_short == "0s":  # the stand-in refuses '0s' unless asked for it
+                self.interposer.allow_zero_duration(database_id)
         return (
             f"spanner://projects/{PROJECT}/instances/{INSTANCE}/databases/{database_id}"
-            f"?endpoint={endpoint}&ddl=auto{dialect}"
+            f"?endpoint={endpoint}&ddl=auto{options}"
         )
 
 
@@ -87,6 +98,10 @@ class EmulatorDatabase:
     def url(self) -> str:
         return self.env.url(self.database_id, self.postgres)
 
+    def url_with(self, *, receive_short: str) -> str:
+        """The URL with ``receive_short`` set (``0s``: the stand-in then takes '0s')."""
+        return self.env.url(self.database_id, self.postgres, receive_short=receive_short)
+
     @property
     def direct_url(self) -> str:
         """The same database without the interposer (no queues there)."""
@@ -102,7 +117,7 @@ class EmulatorDatabase:
 
 @pytest.fixture
 def emulator_database_factory(
-    spanner_emulator: EmulatorEnv, monkeypatch: pytest.MonkeyPatch
+    spanner_emulator: EmulatorEnv, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> Iterator[Callable[[bool], EmulatorDatabase]]:
     monkeypatch.setenv(*RW_SESSIONS)
     made: list[str] = []
@@ -110,6 +125,9 @@ def emulator_database_factory(
     def make(postgres: bool) -> EmulatorDatabase:
         database_id = spanner_emulator.emulator.create_database(postgres)
         made.append(database_id)
+        # The stand-in's random choices for this database follow from the run's
+        # seed and the test, whichever process runs it (see choices.py).
+        spanner_emulator.interposer.label(database_id, f"{request.node.nodeid}#{len(made)}")
         return EmulatorDatabase(spanner_emulator, database_id, postgres)
 
     yield make

@@ -27,16 +27,17 @@ the emulator, which rejects a wrong function name, column or argument.
 
 Time (delivery, leases, backoff) runs on one clock per database, Spanner's own
 (the system clock) unless a test registers a fake one. The lease length and the
-redelivery backoff are the stand-in's own, from the documents
-(:mod:`.timekeeping`), never agentq's: the stand-in imports nothing from agentq
-(``test_standin_independence.py`` checks it). Where Spanner's behaviour is
-unpublished the stand-in chooses: the backoff's first delay and growth, the PG
-RECEIVE's second argument is ignored, tokens live in this process's memory.
+shape of the redelivery backoff come from the documents (:mod:`.timekeeping`);
+what they leave open (batch sizes, order, splits, the backoff's figures) is
+drawn per database from the run's seed (:mod:`.choices`). ``README.md`` beside
+this module lists every behaviour and its source. The stand-in imports nothing
+from agentq (``test_standin_independence.py`` checks it).
 """
 
 from __future__ import annotations
 
 import collections
+import re
 import threading
 from concurrent import futures
 from datetime import UTC, datetime, timedelta
@@ -68,6 +69,7 @@ _PB = {
         "ResultSet",
         "RollbackRequest",
         "ExecuteSqlRequest",
+        "ExecuteBatchDmlRequest",
         "PartialResultSet",
     )
 }
@@ -75,6 +77,7 @@ _Mutation = spanner_v1.Mutation.pb()
 _Code = type_pb.TypeCode
 _LEASE = timedelta(seconds=LEASE_SECONDS)
 _TOKEN = "emu-lease-"
+_UPDATE = re.compile(r"\s*UPDATE\s+(\w+)", re.I)
 
 
 class Interposer:
@@ -85,6 +88,12 @@ class Interposer:
         self.leases = Leases(client)
         self._queues: dict[str, dict[str, QueueDef]] = {}
         self.calls: collections.Counter[str] = collections.Counter()  # unary RPCs by name
+        #: Databases whose RECEIVEs may say '0s' (their URL has receive_short=0s).
+        self._zero_allowed: set[str] = set()
+        #: The max_duration of every RECEIVE the stand-in was sent, by database path.
+        self.durations: collections.defaultdict[str, list[str]] = collections.defaultdict(list)
+        #: RECEIVE calls open now, by (database path, queue name in lower case).
+        self.receiving: collections.Counter[tuple[str, str]] = collections.Counter()
         self._lock = threading.Lock()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
         self._server.add_generic_rpc_handlers([_Handler(self)])
@@ -99,11 +108,51 @@ class Interposer:
         """Run the queues of this database on ``clock`` (as if it were Spanner's)."""
         self.leases.clocks[database_path(database_id)] = clock
 
+    def label(self, database_id: str, label: str) -> None:
+        """Draw this database's choices (:mod:`.choices`) from ``label`` (its test)."""
+        self.leases.labels[database_path(database_id)] = label
+
+    def choices(self, database_id: str) -> Any:
+        """This database's draw, for a failure message."""
+        return self.leases.choices(database_path(database_id))
+
+    def lease_expirations(self, database_id: str, queue: str) -> int:
+        """The documented ``lease_expiration_count`` metric of a queue: deliveries
+        whose lease ran out without an ack."""
+        with self.leases._lock:
+            return self.leases.expirations[(database_path(database_id), queue.lower())]
+
+    def allow_zero_duration(self, database_id: str) -> None:
+        """Take RECEIVEs of ``'0s'`` on this database (refused otherwise)."""
+        with self._lock:
+            self._zero_allowed.add(database_path(database_id))
+
+    def zero_allowed(self, db: str) -> bool:
+        with self._lock:
+            return db in self._zero_allowed
+
+    def receive_durations(self, database_id: str) -> list[str]:
+        """The ``max_duration`` of each RECEIVE sent on this database, as written."""
+        with self._lock:
+            return list(self.durations[database_path(database_id)])
+
+    def open_receives(self, database_id: str, queue: str) -> int:
+        """How many RECEIVE calls on ``queue`` of this database are open now."""
+        with self._lock:
+            return self.receiving[(database_path(database_id), queue.lower())]
+
+    def leased(self, database_id: str, queue: str) -> int:
+        """How many messages of ``queue`` hold an unexpired lease now."""
+        db = database_path(database_id)
+        return self.leases.leased_count(db, self._queue(db, queue))
+
     def forget(self, database_id: str) -> None:
         """Drop what the interposer knows of a database that is gone."""
         db = database_path(database_id)
         with self._lock:
             self._queues.pop(db, None)
+            self._zero_allowed.discard(db)
+            self.durations.pop(db, None)
         self.leases.forget(db)
 
     def _queue(self, db: str, name: str, kind: str = "Queue") -> QueueDef:
@@ -111,6 +160,23 @@ class Interposer:
         if queue is None:
             raise Rejected(grpc.StatusCode.NOT_FOUND, f"{kind} not found: {name}")
         return queue
+
+    def refuse_update(self, request: Any) -> None:
+        """Queues take no UPDATE (the examples' heartbeat pattern: "Spanner queues
+        don't support UPDATE DML statements"); the code is not documented."""
+        self.refuse_update_sql(request.session, request.sql)
+
+    def refuse_update_sql(self, session: str, sql: str) -> None:
+        match = _UPDATE.match(sql)
+        if match is None:
+            return
+        db = session.split("/sessions/")[0]
+        if match.group(1).lower() in self._queues.get(db, {}):
+            raise Rejected(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"UPDATE is not supported on queue {match.group(1)}: acknowledge the message and "
+                "send a new one",
+            )
 
     # -- forwarding ---------------------------------------------------------------
 
@@ -268,6 +334,12 @@ class _Handler(grpc.GenericRpcHandler):
                 return self._i.commit(request, context)
             if method == _SPANNER + "BeginTransaction":
                 return self._i.begin_transaction(request, context)
+            if method == _SPANNER + "ExecuteSql":
+                self._i.refuse_update(_PB["ExecuteSqlRequest"].FromString(request))
+            elif method == _SPANNER + "ExecuteBatchDml":
+                batch = _PB["ExecuteBatchDmlRequest"].FromString(request)
+                for statement in batch.statements:
+                    self._i.refuse_update_sql(batch.session, statement.sql)
             return self._i.call(method, request, context)
         except Rejected as exc:
             context.abort(exc.code, str(exc))
@@ -278,6 +350,7 @@ class _Handler(grpc.GenericRpcHandler):
         if method == _SPANNER + "ExecuteStreamingSql":
             pb = _PB["ExecuteSqlRequest"].FromString(request)
             try:
+                self._i.refuse_update(pb)
                 statement = queue_statement(self._i, pb)
             except Rejected as exc:
                 context.abort(exc.code, str(exc))

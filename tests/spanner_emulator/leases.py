@@ -5,14 +5,18 @@ emulator, through a google-cloud-spanner client of their own. A lease is four
 columns of the backing row (``emu_lease_token``, ``emu_lease_expiry``,
 ``emu_visible_at``, ``emu_deliveries``); tokens are also kept here, so that an
 acknowledged message's unexpired token can still be answered (NULL new token).
-Lease length and backoff are the stand-in's own (:mod:`.timekeeping`).
+Lease length and backoff are the stand-in's own (:mod:`.timekeeping`); what the
+documents leave open (batch shapes, order, the backoff's curve) is drawn per
+database (:mod:`.choices`).
 Part of the stand-in to delete with ``interposer.py``.
 """
 
 from __future__ import annotations
 
+import collections
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,8 +25,9 @@ from google.cloud.spanner_v1 import param_types
 from google.cloud.spanner_v1.keyset import KeySet
 from google.cloud.spanner_v1.types import type as type_pb
 
+from .choices import WINDOW, Choices
 from .queue_sql import QueueDef
-from .timekeeping import LEASE_SECONDS, Backoff, QueueClock, RealClock, is_real
+from .timekeeping import LEASE_SECONDS, QueueClock, RealClock, is_real
 
 _Code = type_pb.TypeCode
 _LEASE = timedelta(seconds=LEASE_SECONDS)
@@ -47,7 +52,11 @@ class Leases:
         self._waiters: dict[str, set[threading.Event]] = {}
         self._databases: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self.redelivery = Backoff()
+        #: Labels of databases (their test's id), for their :class:`Choices`.
+        self.labels: dict[str, str] = {}
+        self._choices: dict[str, Choices] = {}
+        #: The documented ``lease_expiration_count`` metric, by (database, queue).
+        self.expirations: collections.Counter[tuple[str, str]] = collections.Counter()
 
     def clock(self, db: str) -> QueueClock:
         return self.clocks.get(db) or RealClock()
@@ -64,6 +73,10 @@ class Leases:
             self.clocks.pop(db, None)
             self._waiters.pop(db, None)
             self._leases = {t: v for t, v in self._leases.items() if v.database != db}
+            self._choices.pop(db, None)
+            self.labels.pop(db, None)
+            for key in [k for k in self.expirations if k[0] == db]:
+                del self.expirations[key]
             database = self._databases.pop(db, None)
         if database is not None:
             threading.Thread(target=database.close, daemon=True).start()
@@ -90,8 +103,12 @@ class Leases:
         )
         return marks, dict(zip(keys, values, strict=True)), dict(zip(keys, types, strict=True))
 
-    def lease(self, db: str, q: QueueDef, batch: int) -> list[tuple[list[Any], str, datetime]]:
-        """Lease up to ``batch`` ready messages, oldest delivery time first."""
+    def lease(
+        self, db: str, q: QueueDef, batch: int, wanted: Callable[[], bool] = lambda: True
+    ) -> list[tuple[list[Any], str, datetime]]:
+        """Lease a batch of ready messages, chosen as :class:`.choices.Choices` says:
+        of one split, in no particular order, up to ``batch`` of them. Nothing is
+        leased once ``wanted()`` says the RECEIVE was cancelled meanwhile."""
         now = self.clock(db).now()
         (mark,), params, types = self._params(q, ["now"], [now], [param_types.TIMESTAMP])
         payload = (
@@ -102,19 +119,24 @@ class Leases:
         sql = (
             f"SELECT {', '.join(q.keys)}, {payload}, {q.deliver}, emu_deliveries FROM {q.name} "
             f"WHERE {q.deliver} <= {mark} AND (emu_visible_at IS NULL OR emu_visible_at <= {mark}) "
-            f"ORDER BY {q.deliver} LIMIT {int(batch)}"
+            f"ORDER BY {q.deliver} LIMIT {WINDOW}"
         )
         database = self.database(db, q.postgres)
         with database.snapshot() as snap:  # a read first: no write lock when nothing is ready
             if not list(snap.execute_sql(sql, params=params, param_types=types)):
                 return []
+        choices, nkeys = self.choices(db), len(q.keys)
 
-        def take(txn: Any) -> list[tuple[list[Any], str, datetime]]:
+        def take(txn: Any) -> list[tuple[list[Any], str, datetime, bool]]:
+            ready = list(txn.execute_sql(sql, params=params, param_types=types))
+            chosen = choices.batch(ready, [r[:nkeys] for r in ready], batch)
+            if not wanted():
+                return []  # cancelled while it looked: nothing leased
             out = []
-            for row in txn.execute_sql(sql, params=params, param_types=types):
+            for row in chosen:
                 n, deliver, expiry = (row[-1] or 0) + 1, row[-2], now + _LEASE
                 visible = expiry + timedelta(
-                    seconds=self.redelivery.delay(n, (expiry - deliver).total_seconds())
+                    seconds=choices.redelivery_delay(n, (expiry - deliver).total_seconds())
                 )
                 token = _TOKEN + secrets.token_hex(12)
                 txn.update(
@@ -126,18 +148,36 @@ class Leases:
                         "emu_visible_at",
                         "emu_deliveries",
                     ],
-                    [[*row[: len(q.keys)], token, expiry, visible, n]],
+                    [[*row[:nkeys], token, expiry, visible, n]],
                 )
-                out.append((list(row[:-1]), token, expiry))
+                out.append((list(row[:-1]), token, expiry, n > 1))
             return out
 
-        leased: list[tuple[list[Any], str, datetime]] = database.run_in_transaction(
+        leased: list[tuple[list[Any], str, datetime, bool]] = database.run_in_transaction(
             take, default_retry_delay=0.01
         )
         with self._lock:
-            for row, token, expiry in leased:
-                self._leases[token] = _Lease(db, q.name, row[: len(q.keys)], expiry)
-        return leased
+            for row, token, expiry, again in leased:
+                self._leases[token] = _Lease(db, q.name, row[:nkeys], expiry)
+                if again:  # delivered before, never acked: that lease expired
+                    self.expirations[(db, q.name.lower())] += 1
+        return [(row, token, expiry) for row, token, expiry, _ in leased]
+
+    def choices(self, db: str) -> Choices:
+        """This database's draw (see :mod:`.choices`), labelled by its test if known."""
+        with self._lock:
+            if db not in self._choices:
+                self._choices[db] = Choices(self.labels.get(db, db))
+            return self._choices[db]
+
+    def leased_count(self, db: str, q: QueueDef) -> int:
+        """Messages of ``q`` whose lease has not expired (on the queue's clock)."""
+        (mark,), params, types = self._params(
+            q, ["now"], [self.clock(db).now()], [param_types.TIMESTAMP]
+        )
+        sql = f"SELECT COUNT(*) FROM {q.name} WHERE emu_lease_expiry > {mark}"
+        with self.database(db, q.postgres).snapshot() as snap:
+            return int(next(iter(snap.execute_sql(sql, params, types)))[0])
 
     def next_change(self, db: str, q: QueueDef) -> datetime | None:
         """When a message not leasable now becomes so (delivery time or lease end);
@@ -208,7 +248,7 @@ class Leases:
                     continue
                 new, expiry = _TOKEN + secrets.token_hex(12), now + _LEASE
                 visible = expiry + timedelta(
-                    seconds=self.redelivery.delay(
+                    seconds=self.choices(db).redelivery_delay(
                         rows[0][2] or 1, (expiry - rows[0][1]).total_seconds()
                     )
                 )

@@ -86,3 +86,30 @@ def test_buffered_rows_run_once_with_one_handler_on_the_real_clock(
     assert worker.stats["lease_lost"] == 0, dict(worker.stats)
     assert worker.stats["stale_completion"] == 0, dict(worker.stats)
     assert {rt.task(i).status for i in ids} == {"succeeded"}
+
+
+def test_an_unacknowledged_message_comes_back_after_its_10_s_lease_on_the_real_clock(
+    emulator_database_factory: object,
+) -> None:
+    """The documents' lease (10 s, on Spanner's clock) and redelivery with back-off:
+    another worker gets nothing while the lease lasts, then the message again."""
+    from agentq import open_backend
+    from agentq.spec import QueueSpec
+
+    db: EmulatorDatabase = emulator_database_factory(False)  # type: ignore[operator]
+    first, second = (open_backend(db.url, clock=SystemClock()) for _ in range(2))
+    try:
+        first.create_queue(QueueSpec.simple("Lapse"))
+        second.create_queue(QueueSpec.simple("Lapse"))
+        first.transact(lambda tx: tx.send("Lapse", "m1", b"x"))
+        [[_leased]] = list(first.stream("Lapse", 1, 0))
+        started = time.monotonic()
+        seen: list[float] = []
+        while not seen and time.monotonic() - started < 40:  # real clock: bounded
+            if [m for b in second.stream("Lapse", 1, 0) for m in b]:
+                seen.append(time.monotonic() - started)
+        assert seen and seen[0] >= 9.5, (seen, db.env.interposer.choices(db.database_id).describe())
+        assert db.env.interposer.lease_expirations(db.database_id, "Lapse") == 1
+    finally:
+        first.close()
+        second.close()

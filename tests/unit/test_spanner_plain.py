@@ -95,3 +95,23 @@ def test_url_options_are_parsed_and_checked() -> None:
     for bad in ("receive_duration=0", "receive_duration=nan", "timeout=-1", "database_role=1x"):
         with pytest.raises(ConfigError):
             parse_url(f"{base}?{bad}")
+
+
+def test_receive_short_chooses_how_a_one_shot_receive_is_sent() -> None:
+    """Issue 29, defect 2: the documents' form (a '1m' RECEIVE the client cancels)
+    by default; '0s' only when the URL asks for it."""
+    from agentq.backends.spanner.config import DEFAULT_QUIET, ReceiveShort, parse_url
+    from agentq.backends.spanner.dialect import minutes
+    from agentq.errors import ConfigError
+
+    base = "spanner://projects/p/instances/i/databases/d"
+    assert parse_url(base).receive_short == ReceiveShort(zero=False, quiet=DEFAULT_QUIET)
+    assert parse_url(base + "?receive_short=cancel").receive_short.text == "cancel:2"
+    assert parse_url(base + "?receive_short=cancel:0.3").receive_short == ReceiveShort(quiet=0.3)
+    assert parse_url(base + "?receive_short=0s").receive_short == ReceiveShort(zero=True)
+    for bad in ("1s", "cancel:", "cancel:0", "cancel:nan", "cancel:99", "zero"):
+        with pytest.raises(ConfigError, match="receive_short must be"):
+            parse_url(f"{base}?receive_short={bad}")
+    # Durations as the documents write them: whole minutes, rounded up.
+    seconds = (0, 1, 60, 61, 1200, 1201)
+    assert [minutes(s) for s in seconds] == ["1m", "1m", "1m", "2m", "20m", "21m"]

@@ -196,7 +196,9 @@ class PostgresTransaction(Transaction):
         return self._records.delete(self._conn, table, key)
 
     def delete_records(self, table: str, keys: Sequence[str]) -> list[str]:
-        return self._records.delete_many(self._conn, table, keys)
+        gone = self._records.delete_many(self._conn, table, keys)
+        self.written.update((table, key) for key in gone)
+        return gone
 
     def replace_records(
         self,

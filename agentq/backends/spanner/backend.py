@@ -22,10 +22,11 @@ and ``ack``) in both SQL dialects. One module per concern:
 
 Design of receiving (the documents' practice, see :mod:`.receiving` and
 :mod:`agentq.executor.receiving`): one RECEIVE of ``receive_duration`` (default
-20 minutes) per worker per queue, re-issued at once when it ends and with
-backoff after errors; batches are read as the worker has room; a worker full for
-``full_wait`` cancels its stream; rows whose lease expired before arrival are
-skipped; renewals run on the local monotonic clock from receipt.
+20 minutes) per worker per queue, open only while the worker has a free slot and
+asking for batches of at most the free slots, ended when a batch fills the
+worker, re-issued when it ends and with backoff after errors; rows whose lease
+expired before arrival are skipped; renewals run on the local monotonic clock
+from the lease's estimated grant.
 
 Failure modes, and what happens:
 
@@ -69,8 +70,10 @@ from agentq.backends.notify import Notifier, RecordTopic, Wake
 from agentq.backends.spanner import records
 from agentq.backends.spanner.api_errors import API_ERRORS, api_error
 from agentq.backends.spanner.catalog import record_specs, stored_specs
+from agentq.backends.spanner.config import ReceiveShort
 from agentq.backends.spanner.ddl import ddl
 from agentq.backends.spanner.dialect import Dialect
+from agentq.backends.spanner.held import HeldLeases
 from agentq.backends.spanner.inspection import queue_stats
 from agentq.backends.spanner.leases import renew_leases
 from agentq.backends.spanner.receiving import ReceiveStream
@@ -105,6 +108,8 @@ class SpannerBackend:
         endpoint: str = "spanner.googleapis.com",
         call_timeout: float = 30.0,
         receive_duration: float = 1200.0,
+        receive_short: ReceiveShort | None = None,
+        namespace: str = "",
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         # Spanner decides redelivery itself; the policy here only documents it.
@@ -113,7 +118,7 @@ class SpannerBackend:
         self.single_writer = False
         self.swaps_in_sets = False
         self.database = database
-        self.dialect = Dialect(postgres)
+        self.dialect = Dialect(postgres, namespace)
         self.transaction_timeout = transaction_timeout
         self.auto_ddl = auto_ddl
         self.unavailable_backoff = unavailable_backoff
@@ -123,6 +128,12 @@ class SpannerBackend:
         self.call_timeout = call_timeout
         #: How long one long-lived RECEIVE of a worker lasts (seconds).
         self.receive_duration = receive_duration
+        #: How a one-shot receive is sent (URL option ``receive_short``).
+        self.receive_short = receive_short or ReceiveShort()
+        #: Queues whose due messages this role may not read (see :mod:`.due`).
+        self.undue_unknown: set[str] = set()
+        #: Leases handed out here and not known to be over (see :mod:`.held`).
+        self.held = HeldLeases()
         self._url = url
         #: Called by :meth:`close` to close the client's channels (set on open).
         self.channel_closers: list[Callable[[], None]] = []
@@ -156,20 +167,21 @@ class SpannerBackend:
         if existing is not None and existing != spec:
             raise ConfigError(f"queue {spec.name!r} already exists with a different spec")
         check_new_queue_name(spec.name, self._specs)
-        ddl([spec], postgres=self.dialect.postgres)  # validates what Spanner cannot express
+        self._ddl([spec])  # validates what Spanner cannot express
         self._specs[spec.name] = spec
         if self.auto_ddl:
             self.apply_ddl([spec])
 
     def ddl(self) -> list[str]:
         """DDL for every registered queue and the runtime's table."""
-        return ddl(
-            sorted(self._specs.values(), key=lambda s: s.name), postgres=self.dialect.postgres
-        )
+        return self._ddl(sorted(self._specs.values(), key=lambda s: s.name))
+
+    def _ddl(self, specs: Sequence[QueueSpec]) -> list[str]:
+        return ddl(specs, postgres=self.dialect.postgres, namespace=self.dialect.namespace)
 
     def apply_ddl(self, specs: Sequence[QueueSpec] | None = None, timeout: float = 600) -> None:
         """Apply the DDL with ``update_ddl`` and wait for the operation."""
-        statements = ddl(specs, postgres=self.dialect.postgres) if specs is not None else self.ddl()
+        statements = self._ddl(specs) if specs is not None else self.ddl()
         try:
             self.database.update_ddl(statements).result(timeout)
         except concurrent.futures.TimeoutError as exc:

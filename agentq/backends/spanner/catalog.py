@@ -13,7 +13,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from agentq.backends.spanner.api_errors import mapped_errors
-from agentq.backends.spanner.dialect import RECORDS
 from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec
 
 if TYPE_CHECKING:
@@ -65,7 +64,7 @@ def record_specs(backend: SpannerBackend, specs: Sequence[QueueSpec]) -> None:
         mapped_errors("recording the queues", backend.endpoint),
         backend.database.batch() as batch,
     ):
-        batch.insert_or_update(RECORDS, columns=("tbl", "k", "v"), values=rows)
+        batch.insert_or_update(backend.dialect.records, columns=("tbl", "k", "v"), values=rows)
 
 
 def stored_specs(backend: SpannerBackend) -> dict[str, QueueSpec]:

@@ -45,7 +45,10 @@ def open_spanner(url: str, clock: Clock | None, options: Mapping[str, Any]) -> S
 
     Options: ``dialect=postgresql``, ``ddl=auto``, ``database_role=ROLE``
     (fine-grained access control), ``timeout=SECONDS`` (per call),
-    ``receive_duration=SECONDS`` (one worker RECEIVE), ``endpoint=HOST:PORT``.
+    ``receive_duration=SECONDS`` (one worker RECEIVE), ``receive_short=cancel``
+    (``cancel:SECONDS``, ``0s``: how a one-shot receive is sent, see
+    :class:`~.config.ReceiveShort`), ``namespace=PREFIX`` (a prefix of agentq's queue
+    and table names in the database), ``endpoint=HOST:PORT``.
 
     Credentials come from the environment (Application Default Credentials);
     ``SPANNER_EMULATOR_HOST`` is honoured by the client. ``endpoint=HOST:PORT``
@@ -76,7 +79,12 @@ def open_spanner(url: str, clock: Clock | None, options: Mapping[str, Any]) -> S
     bound_deadlines(database.spanner_api, config.timeout)
     bound_deadlines(client.database_admin_api, config.timeout)
     _check_reachable(database.spanner_api, endpoint, config)
-    backend_options = {"receive_duration": config.receive_duration, **dict(options)}
+    backend_options = {
+        "receive_duration": config.receive_duration,
+        "receive_short": config.receive_short,
+        "namespace": config.namespace,
+        **dict(options),
+    }
     backend = SpannerBackend(
         database, url=config.safe_url, postgres=config.postgres, clock=clock,
         auto_ddl=config.auto_ddl, endpoint=endpoint, call_timeout=config.timeout,

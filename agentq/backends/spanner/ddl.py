@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentq.backends.spanner.dialect import RECORDS, Dialect
+from agentq.backends.spanner.dialect import Dialect
 from agentq.errors import ConfigError
 from agentq.spec import KeyType, PayloadType, QueueSpec
 
@@ -18,19 +18,21 @@ _GSQL_TYPES = {KeyType.INT: "INT64", KeyType.STR: "STRING(MAX)", KeyType.BYTES: 
 _PG_TYPES = {KeyType.INT: "bigint", KeyType.STR: "varchar", KeyType.BYTES: "bytea"}
 
 
-def ddl(specs: Sequence[QueueSpec], *, postgres: bool = False) -> list[str]:
-    """``CREATE`` statements for the runtime's table and the given queues."""
+def ddl(specs: Sequence[QueueSpec], *, postgres: bool = False, namespace: str = "") -> list[str]:
+    """``CREATE`` statements for the runtime's table and the given queues (their
+    names in the database prefixed with ``namespace``)."""
+    d = Dialect(postgres, namespace)
     if postgres:
         stmts = [
-            f"CREATE TABLE IF NOT EXISTS {RECORDS} (tbl varchar(128) NOT NULL, k varchar NOT NULL, "
+            f"CREATE TABLE IF NOT EXISTS {d.records} (tbl varchar(128) NOT NULL, k varchar NOT NULL, "
             "v varchar NOT NULL, PRIMARY KEY (tbl, k))"
         ]
     else:
         stmts = [
-            f"CREATE TABLE IF NOT EXISTS {RECORDS} (tbl STRING(128) NOT NULL, k STRING(MAX) NOT NULL, "
+            f"CREATE TABLE IF NOT EXISTS {d.records} (tbl STRING(128) NOT NULL, k STRING(MAX) NOT NULL, "
             "v STRING(MAX) NOT NULL) PRIMARY KEY (tbl, k)"
         ]
-    stmts.extend(_queue_ddl(spec, postgres) for spec in specs)
+    stmts.extend(_queue_ddl(spec, d) for spec in specs)
     return stmts
 
 
@@ -46,15 +48,15 @@ def _ttl_days(spec: QueueSpec) -> int | None:
     return int(days)
 
 
-def _queue_ddl(spec: QueueSpec, postgres: bool) -> str:
-    d = Dialect(postgres)
+def _queue_ddl(spec: QueueSpec, d: Dialect) -> str:
+    postgres = d.postgres
     ttl_days = _ttl_days(spec)
     keys = ", ".join(d.ident(c.name) for c in spec.key)
     if postgres:
         cols = [f"{d.ident(c.name)} {_PG_TYPES[c.type]} NOT NULL" for c in spec.key]
         payload = "bytea" if spec.payload is PayloadType.BYTES else "jsonb"
         stmt = (
-            f"CREATE QUEUE IF NOT EXISTS {d.ident(spec.name)} ({', '.join(cols)}, "
+            f"CREATE QUEUE IF NOT EXISTS {d.queue_ident(spec.name)} ({', '.join(cols)}, "
             f"payload {payload} NOT NULL, PRIMARY KEY ({keys}))"
         )
         if spec.parent:
@@ -65,7 +67,7 @@ def _queue_ddl(spec: QueueSpec, postgres: bool) -> str:
     cols = [f"{c.name} {_GSQL_TYPES[c.type]} NOT NULL" for c in spec.key]
     payload = "BYTES(MAX)" if spec.payload is PayloadType.BYTES else "JSON"
     stmt = (
-        f"CREATE QUEUE IF NOT EXISTS {spec.name} ({', '.join(cols)}, "
+        f"CREATE QUEUE IF NOT EXISTS {d.physical(spec.name)} ({', '.join(cols)}, "
         f"Payload {payload} NOT NULL) PRIMARY KEY ({keys})"
     )
     if spec.parent:

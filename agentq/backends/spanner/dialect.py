@@ -6,22 +6,44 @@ the ``spanner`` extra.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from agentq.spec import QueueSpec
 
-__all__ = ["RECORDS", "Dialect"]
+__all__ = ["RECORDS", "Dialect", "minutes"]
 
 #: The one table holding the runtime's own state.
 RECORDS = "agentq_records"
 
 
-class Dialect:
-    """SQL text that differs between GoogleSQL and PostgreSQL databases."""
+def minutes(seconds: float) -> str:
+    """A RECEIVE duration as the documents write one (``'20m'``): whole minutes,
+    rounded up, at least one. No document shows seconds or a zero duration."""
+    return f"{max(1, math.ceil(seconds / 60 - 1e-9))}m"
 
-    def __init__(self, postgres: bool) -> None:
+
+class Dialect:
+    """SQL text that differs between GoogleSQL and PostgreSQL databases, for the
+    queues and records of one ``namespace`` (a prefix of their names in the
+    database, URL option ``namespace``: Spanner has no named schemas for queues,
+    so several projects, or test runs, share a database this way)."""
+
+    def __init__(self, postgres: bool, namespace: str = "") -> None:
         self.postgres = postgres
+        self.namespace = namespace
+        #: The runtime's records table as named in the database.
+        self.records = namespace + RECORDS
+
+    def physical(self, queue: str) -> str:
+        """A queue's name in the database (mutations, TVF names): the namespace's
+        prefix and the queue's own name."""
+        return self.namespace + queue
+
+    def queue_ident(self, queue: str) -> str:
+        """A queue's name as addressed in SQL."""
+        return self.ident(self.physical(queue))
 
     def ident(self, name: str) -> str:
         """A queue or column name as addressed in SQL."""
@@ -46,19 +68,21 @@ class Dialect:
         """The keys of :meth:`param_dict` for ``names``."""
         return [f"p{i}" for i in range(1, len(names) + 1)] if self.postgres else list(names)
 
-    def receive_sql(self, spec: QueueSpec, max_batch_size: int, seconds: int) -> str:
-        """A ``RECEIVE`` of up to ``max_batch_size`` messages a batch for ``seconds``."""
+    def receive_sql(self, spec: QueueSpec, max_batch_size: int, duration: str) -> str:
+        """A ``RECEIVE`` of up to ``max_batch_size`` messages a batch for ``duration``
+        (as written between the quotes: ``20m``, see :func:`minutes`)."""
         keys = ", ".join(self.ident(c.name) for c in spec.key)
         if self.postgres:
             return (
                 f"SELECT {keys}, payload, deliver_time, spanner_lease_expiration_timestamp, "
                 "spanner_lease_token, spanner_last_batch_message "
-                f"FROM spanner.receive_{self.ident(spec.name)}({max_batch_size}, NULL, '{seconds}s')"
+                f"FROM spanner.receive_{self.queue_ident(spec.name)}({max_batch_size}, NULL, '{duration}')"
             )
         return (
             f"SELECT {keys}, Payload, DeliverTime, SpannerLeaseExpirationTimestamp, "
             "SpannerLeaseToken, SpannerLastBatchMessage "
-            f"FROM RECEIVE_{spec.name}(max_duration=>'{seconds}s', max_batch_size=>{max_batch_size})"
+            f"FROM RECEIVE_{self.physical(spec.name)}(max_duration=>'{duration}', "
+            f"max_batch_size=>{max_batch_size})"
         )
 
     def renew_sql(self, queue: str) -> str:
@@ -66,28 +90,28 @@ class Dialect:
         if self.postgres:
             return (
                 "SELECT spanner_old_lease_token, spanner_new_lease_token, "
-                f"spanner_lease_expiration_timestamp FROM spanner.renewlease_{self.ident(queue)}($1)"
+                f"spanner_lease_expiration_timestamp FROM spanner.renewlease_{self.queue_ident(queue)}($1)"
             )
         return (
             "SELECT SpannerOldLeaseToken, SpannerNewLeaseToken, SpannerLeaseExpirationTimestamp "
-            f"FROM RENEWLEASE_{queue}(lease_tokens => @tokens)"
+            f"FROM RENEWLEASE_{self.physical(queue)}(lease_tokens => @tokens)"
         )
 
     def record_select(self) -> str:
         """Read one record by table and key."""
         t, k = self.params(["tbl", "k"])
-        return f"SELECT v FROM {RECORDS} WHERE tbl = {t} AND k = {k}"
+        return f"SELECT v FROM {self.records} WHERE tbl = {t} AND k = {k}"
 
     def record_multi_select(self) -> str:
         """Read the records of many keys of one table (an array parameter)."""
         if self.postgres:
-            return f"SELECT k, v FROM {RECORDS} WHERE tbl = $1 AND k = ANY($2)"
-        return f"SELECT k, v FROM {RECORDS} WHERE tbl = @tbl AND k IN UNNEST(@keys)"
+            return f"SELECT k, v FROM {self.records} WHERE tbl = $1 AND k = ANY($2)"
+        return f"SELECT k, v FROM {self.records} WHERE tbl = @tbl AND k IN UNNEST(@keys)"
 
     def record_scan(self) -> str:
         """Read a table's records from a key prefix on, in key order."""
         t, k = self.params(["tbl", "prefix"])
-        return f"SELECT k, v FROM {RECORDS} WHERE tbl = {t} AND k >= {k} ORDER BY k"
+        return f"SELECT k, v FROM {self.records} WHERE tbl = {t} AND k >= {k} ORDER BY k"
 
     def record_page(
         self,
@@ -108,7 +132,7 @@ class Dialect:
         names += [f"w{i}" for i, (_, given, _) in enumerate(where) if given]
         placeholders = dict(zip(names, self.params(names), strict=True))
         t, p = placeholders["tbl"], placeholders["prefix"]
-        sql = f"SELECT k, v FROM {RECORDS} WHERE tbl = {t} AND k >= {p}"
+        sql = f"SELECT k, v FROM {self.records} WHERE tbl = {t} AND k >= {p}"
         if after:
             sql += f" AND k {'<' if descending else '>'} {placeholders['after']}"
         if bounded:
@@ -126,6 +150,20 @@ class Dialect:
         sql += " ORDER BY k DESC" if descending else " ORDER BY k"
         return sql if limit is None else f"{sql} LIMIT {int(limit)}"
 
+    def due_sql(self, spec: QueueSpec, limit: int) -> str:
+        """The keys of up to ``limit`` messages due by the server's clock or by
+        ``now`` (the client's, a parameter), oldest delivery time first: what a
+        short receive may find. Leased messages count too: SQL cannot see leases."""
+        deliver = "deliver_time" if self.postgres else "DeliverTime"
+        server_now = "CURRENT_TIMESTAMP" if self.postgres else "CURRENT_TIMESTAMP()"
+        (now,) = self.params(["now"])
+        keys = ", ".join(self.ident(c.name) for c in spec.key)
+        return (
+            f"SELECT {keys} FROM {self.queue_ident(spec.name)} "
+            f"WHERE {deliver} <= {server_now} OR {deliver} <= {now} "
+            f"ORDER BY {deliver} LIMIT {int(limit)}"
+        )
+
     def stats_sql(self, spec: QueueSpec) -> str:
         """Depth, ready, scheduled and the oldest delivery time of a ready message."""
         deliver = "deliver_time" if self.postgres else "DeliverTime"
@@ -133,4 +171,4 @@ class Dialect:
         ready = f"COALESCE(SUM(CASE WHEN {deliver} <= {now} THEN 1 ELSE 0 END), 0)"
         scheduled = f"COALESCE(SUM(CASE WHEN {deliver} > {now} THEN 1 ELSE 0 END), 0)"
         oldest = f"MIN(CASE WHEN {deliver} <= {now} THEN {deliver} END)"
-        return f"SELECT COUNT(*), {ready}, {scheduled}, {oldest} FROM {self.ident(spec.name)}"
+        return f"SELECT COUNT(*), {ready}, {scheduled}, {oldest} FROM {self.queue_ident(spec.name)}"

@@ -45,6 +45,9 @@ def renew_leases(backend: SpannerBackend, queue: str, tokens: Sequence[str]) -> 
         ),
     ):
         found = list(rows)
-    return [
+    renewals = [
         Renewal(str(old), None if new is None else str(new), utc(exp)) for old, new, exp in found
     ]
+    for r in renewals:
+        backend.held.renewed(r.old_token, r.new_token, r.lease_expiry)
+    return renewals

@@ -71,7 +71,7 @@ def queue_exists(backend: SpannerBackend, queue: str) -> bool | None:
     read of the queue; a queue once seen is not checked again."""
     if queue in backend.existing_queues:
         return True
-    sql = f"SELECT 1 FROM {backend.dialect.ident(queue)} LIMIT 1"
+    sql = f"SELECT 1 FROM {backend.dialect.queue_ident(queue)} LIMIT 1"
     try:
         with backend.database.snapshot() as snap:
             list(snap.execute_sql(sql, timeout=backend.call_timeout))

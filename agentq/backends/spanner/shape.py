@@ -76,7 +76,7 @@ def existing_shape(backend: SpannerBackend, spec: QueueSpec) -> str | None:
             rows = list(
                 snap.execute_sql(
                     _PG_SQL if d.postgres else _GSQL_SQL,
-                    params=d.param_dict(["name"], [d.ident(spec.name)]),
+                    params=d.param_dict(["name"], [d.queue_ident(spec.name)]),
                 )
             )
     except API_ERRORS as exc:

@@ -6,6 +6,13 @@ re-sends the query after a dropped connection (a second RENEWLEASE with tokens
 the first one already replaced answers "no row": a falsely lost lease). Queue
 queries are therefore sent once, here, and a failure surfaces as an error for
 the caller to decide on.
+
+The call goes through the transport's own stub (``spanner_api.transport``),
+not the generated client's method: that one waits for the stream's first
+response before it returns the call, so a RECEIVE whose server sends nothing
+until a message is ready could not be cancelled meanwhile (not by a stopping
+worker, nor after a short receive's quiet interval). The stub's errors are
+mapped to the client's exceptions here.
 """
 
 from __future__ import annotations
@@ -14,6 +21,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+import grpc
+from google.api_core import exceptions as gexc
+from google.api_core.gapic_v1 import routing_header
 from google.cloud.spanner_v1 import (
     ExecuteSqlRequest,
     RequestOptions,
@@ -64,11 +74,15 @@ def strong_query(
         request.params, request.param_types = params
     if tag is not None:
         request.request_options = RequestOptions(request_tag=tag)
-    call = database.spanner_api.execute_streaming_sql(
-        request=request,
-        metadata=[("google-cloud-resource-prefix", database.name)],
-        timeout=timeout,
-        retry=None,  # sent once: see the module docstring
+    metadata = [
+        ("google-cloud-resource-prefix", database.name),
+        routing_header.to_grpc_metadata((("session", session.name),)),
+    ]
+    # Sent once (see the module docstring), and returned before any response.
+    call = _Call(
+        database.spanner_api.transport.execute_streaming_sql(
+            request, timeout=timeout, metadata=metadata
+        )
     )
     backend.track_call(call)
     try:
@@ -77,3 +91,23 @@ def strong_query(
         call.cancel()
         backend.untrack_call(call)
         database.sessions_manager.put_session(session)
+
+
+class _Call:
+    """A streaming call whose errors are the client library's exceptions."""
+
+    def __init__(self, rendezvous: Any) -> None:
+        self._rendezvous = rendezvous
+
+    def __iter__(self) -> _Call:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return next(self._rendezvous)
+        except grpc.RpcError as exc:
+            raise gexc.from_grpc_error(exc) from exc
+
+    def cancel(self) -> None:
+        """End the call (from any thread); its reader gets ``Cancelled``."""
+        self._rendezvous.cancel()

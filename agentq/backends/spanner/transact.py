@@ -85,12 +85,14 @@ def transact(backend: SpannerBackend, fn: Callable[[Transaction], T]) -> T:
         return result
 
     try:
-        return backend.database.run_in_transaction(  # type: ignore[no-any-return]
+        result: T = backend.database.run_in_transaction(
             _committing(work),
             timeout_secs=backend.transaction_timeout,
             # Found in Spanner's transaction and lock statistics (agentq.backends.tags).
             transaction_tag=current_tag() or make_tag("transact"),
         )
+        backend.held.acked(state["tx"].acks)  # the committed run's acks
+        return result
     except _CommitFailed as wrapped:
         raise _commit_error(wrapped.error, state.get("tx"), backend) from wrapped.error
     except AgentQError:

@@ -17,7 +17,6 @@ from google.api_core import exceptions as gexc
 from google.cloud.spanner_v1.keyset import KeySet
 
 from agentq.backends.base import EncodedFields, EncodedRecord, Transaction, record_text
-from agentq.backends.spanner.dialect import RECORDS
 from agentq.backends.spanner.wire import storable_key, unstorable_key, wire_key, wire_payload
 from agentq.errors import MessageNotFound
 from agentq.spec import validate_identifier
@@ -43,6 +42,8 @@ class SpannerTransaction(Transaction):
         self.strict_ack_queues: list[str] = []
         #: Queues this transaction sent to (named in a DuplicateKey error).
         self.sent_queues: list[str] = []
+        #: ``(queue, key)`` of every ack (the backend forgets their leases on commit).
+        self.acks: list[tuple[str, tuple[Any, ...]]] = []
         #: A failed ``ASSERT_ROWS_MODIFIED``: the transaction must not commit.
         self.failed_assert: MessageNotFound | None = None
         #: The records it wrote, (table, key): their readers are woken after the commit.
@@ -63,7 +64,8 @@ class SpannerTransaction(Transaction):
         parts = spec.check_key(key)
         wire = wire_payload(spec, spec.encode_payload(payload))
         when = None if deliver_time is None else max(deliver_time, self._now)
-        self._txn.send(queue, wire_key(spec, parts), payload=wire, deliver_time=when)
+        physical = self._backend.dialect.physical(queue)
+        self._txn.send(physical, wire_key(spec, parts), payload=wire, deliver_time=when)
         if queue not in self.sent_queues:
             self.sent_queues.append(queue)
 
@@ -73,7 +75,9 @@ class SpannerTransaction(Transaction):
         # An Ack mutation without ignore_not_found fails the commit with NOT_FOUND when
         # the message is gone: nothing of this transaction is then committed. A blind
         # ack cannot tell whether a message existed; it reports True.
-        self._txn.ack(queue, wire_key(spec, parts), ignore_not_found=not must_exist)
+        physical = self._backend.dialect.physical(queue)
+        self._txn.ack(physical, wire_key(spec, parts), ignore_not_found=not must_exist)
+        self.acks.append((queue, parts))
         if must_exist:
             self.strict_acks += 1
             if queue not in self.strict_ack_queues:
@@ -133,7 +137,9 @@ class SpannerTransaction(Transaction):
         if not storable_key(key):
             raise unstorable_key(table, key)
         text = record_text(value)
-        self._txn.insert_or_update(RECORDS, columns=("tbl", "k", "v"), values=[(table, key, text)])
+        self._txn.insert_or_update(
+            self._backend.dialect.records, columns=("tbl", "k", "v"), values=[(table, key, text)]
+        )
         self._records[(table, key)] = json.loads(text)
         self.written.add((table, key))
 
@@ -157,7 +163,7 @@ class SpannerTransaction(Transaction):
     def delete_record(self, table: str, key: str) -> bool:
         existed = self.get_record(table, key) is not None
         if existed:
-            self._txn.delete(RECORDS, KeySet(keys=[[table, key]]))
+            self._txn.delete(self._backend.dialect.records, KeySet(keys=[[table, key]]))
             self._records[(table, key)] = None
             self.written.add((table, key))
         return existed
@@ -167,9 +173,12 @@ class SpannerTransaction(Transaction):
         found = self.get_records(table, unique)  # one read for all of them
         gone = [k for k in unique if k in found]
         if gone:
-            self._txn.delete(RECORDS, KeySet(keys=[[table, k] for k in gone]))
+            self._txn.delete(
+                self._backend.dialect.records, KeySet(keys=[[table, k] for k in gone])
+            )
             for k in gone:
                 self._records[(table, k)] = None
+                self.written.add((table, k))
         return gone
 
     def replace_records(

@@ -152,7 +152,9 @@ class SQLiteTransaction(Transaction):
 
     def delete_records(self, table: str, keys: Sequence[str]) -> list[str]:
         # One statement each: SQLite runs them in process, a call costs microseconds.
-        return [k for k in dict.fromkeys(keys) if records.delete_record(self._conn, table, k)]
+        gone = [k for k in dict.fromkeys(keys) if records.delete_record(self._conn, table, k)]
+        self.written.update((table, key) for key in gone)
+        return gone
 
     def replace_records(
         self,

@@ -1,0 +1,1 @@
+"""The live suite: agentq's Spanner suites against a real instance (see ``__main__``)."""
