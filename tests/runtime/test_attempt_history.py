@@ -13,10 +13,12 @@ import pytest
 from pydantic import BaseModel
 
 from agentq import FakeClock, PermanentError, Runtime, TaskStatus, ToolContext, tool
+from agentq.backends import LEASE_SECONDS
 from agentq.faults import WorkerCrash
 from agentq.ledger import Tables
 from agentq.lifecycle.records import ATTEMPT_ERROR_CHARS, ATTEMPTS_KEPT, moved_fields
 from agentq.lifecycle.states import Event
+from tests.runtime.conftest import REDELIVERED_WITHIN
 
 CALLS: dict[str, int] = {}
 
@@ -93,7 +95,7 @@ def test_a_delivery_whose_worker_was_lost_is_kept_as_lost(rt: Runtime, clock: Fa
     rt.faults.arm("after_lease", WorkerCrash())  # claimed, then the worker "dies"
     rt.worker(receive_timeout=0.05).drain()
     assert rt.task(task.task_id).status == TaskStatus.RUNNING
-    clock.advance(10 + rt.backend.redelivery.delay(1, 10) + 1)  # lease expiry + backoff
+    clock.advance(LEASE_SECONDS + REDELIVERED_WITHIN)  # lease expiry + backoff
     rt.worker(receive_timeout=0.05).drain()
     assert rt.task(task.task_id).status == TaskStatus.SUCCEEDED
     [lost] = _history(rt, task.task_id)
