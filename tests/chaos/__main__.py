@@ -12,12 +12,14 @@ stand-in. Exit status 0 only when every check held.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
 
 from tests.chaos.appsql import BACKENDS
 from tests.chaos.controller import ChaosConfig, run_chaos
+from tests.spanner_emulator.choices import SEED_VARIABLE
 
 #: Per backend: worker processes, the seconds a worker lives before a random kill
 #: may pick it, the agent's pause between actions, the most refunds waiting in
@@ -83,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         freezes=max(1, int(ns.minutes * 4)), backend=ns.backend, restarts=modes,
         http=postgres and not ns.no_http, down_seconds=ns.down_seconds,
     )  # fmt: skip
+    if ns.backend == "spanner":
+        # The stand-in's draws (batch shapes, backoff) follow --seed unless the
+        # environment already names a seed: one command repeats a run.
+        os.environ.setdefault(SEED_VARIABLE, str(ns.seed))
+        print(f"stand-in seed {os.environ[SEED_VARIABLE]} ({SEED_VARIABLE})", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="agentq-chaos-") as tmp:
         workdir = Path(ns.workdir or tmp)
         workdir.mkdir(parents=True, exist_ok=True)

@@ -152,7 +152,10 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
                 producer.stop()
             agent.decide_approvals(older_than=0.0)
             decided = agent.decided | (producer.decided if producer else {})
-            lost = _settle(rt, set(decided), cfg.settle_seconds, log)
+            bound = max(cfg.settle_seconds, target.settle_floor)
+            if target.settle_floor > cfg.settle_seconds:
+                log(f"settling for up to {bound:.0f} s: the backend's longest redelivery backoff")
+            lost = _settle(rt, set(decided), bound, log)
             supervisor.close()
             counts, exit_codes = supervisor.counts, supervisor.exit_codes
             supervisor = None

@@ -30,6 +30,7 @@ _START_SECONDS = 120.0
 
 def _serve(conn: Connection) -> None:
     """The child: start both, make the database, send its URL, wait for "stop"."""
+    from tests.spanner_emulator.choices import run_seed
     from tests.spanner_emulator.emulator import Emulator, find_emulator
     from tests.spanner_emulator.fixtures import EmulatorEnv
     from tests.spanner_emulator.interposer import Interposer
@@ -50,7 +51,9 @@ def _serve(conn: Connection) -> None:
         interposer = Interposer(emulator.endpoint, emulator.client())
         database_id = emulator.create_database(False)
         emulator.database(database_id, False).update_ddl(list(SPANNER_DDL)).result(60)
-        conn.send(("url", EmulatorEnv(emulator, interposer).url(database_id, False)))
+        ceiling = interposer.choices(database_id).backoff.max_delay
+        url = EmulatorEnv(emulator, interposer).url(database_id, False)
+        conn.send(("url", (url, ceiling, run_seed())))
         conn.recv()  # anything, or EOF when the parent is gone
     except EOFError:
         pass
@@ -79,7 +82,11 @@ class SpannerStandIn:
         if kind != "url":
             self.close()
             raise RuntimeError(f"the Spanner stand-in did not start: {value}")
-        self.url: str = value
+        self.url: str = value[0]
+        #: The longest redelivery backoff the stand-in drew for the run's database.
+        self.redelivery_ceiling: float = value[1]
+        #: The stand-in's seed (``AGENTQ_STANDIN_SEED`` repeats its draw).
+        self.seed: int = value[2]
 
     def close(self) -> None:
         try:

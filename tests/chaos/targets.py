@@ -14,12 +14,19 @@ from tests.chaos.appsql import BACKENDS, sqlite_pg_schema
 __all__ = ["Target", "open_target"]
 
 
+#: Spanner's lease (the queue documents: 10 s).
+_LEASE = 10.0
+
+
 class Target(Protocol):
     """A database for one run."""
 
     kind: str
     url: str  # the controller's, which creates agentq's tables and queues
     worker_url: str  # the workers'
+    #: Seconds the settle phase waits at least: a message whose lease expired
+    #: comes back after the backend's redelivery backoff, however long that is.
+    settle_floor: float
 
     def create_app_tables(self, rt: Runtime) -> None:
         """The orders and refund_commits tables (:mod:`tests.chaos.appsql`)."""
@@ -34,6 +41,7 @@ class Target(Protocol):
 
 class _Sqlite:
     kind = "sqlite"
+    settle_floor = 0.0  # agentq's own backoff, covered by the run's settle_seconds
 
     def __init__(self, workdir: Path) -> None:
         self.url = self.worker_url = f"sqlite:///{workdir / 'chaos.db'}"
@@ -71,6 +79,9 @@ class _Spanner:
         from tests.chaos.spanner_standin import SpannerStandIn
 
         self.standin = SpannerStandIn()
+        # The stand-in draws its backoff ceiling per database (up to 15 minutes, within
+        # the documents' "first hour"): a message killed often enough waits that long.
+        self.settle_floor = self.standin.redelivery_ceiling + _LEASE + 60.0
         self.url = self.standin.url  # ddl=auto: the controller creates the queues once
         # Workers open the database as deployed ones do after `agentq init`: without
         # schema changes, which the emulator refuses beside a read-write transaction.
