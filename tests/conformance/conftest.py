@@ -114,7 +114,8 @@ class Harness:
         # Spanner keeps no queue specs: every worker declares its queues. The schema
         # is there already (the emulator refuses DDL beside a running transaction).
         clock = SystemClock() if self.kind.startswith("spanner-live") else self.clock
-        other = open_backend(self.url.replace("&ddl=auto", ""), clock=clock)
+        # (ddl=auto may come first in the query: the live suite's URLs put it there.)
+        other = open_backend(self.url.replace("ddl=auto", "ddl=manual"), clock=clock)
         for name in self.backend.queues():
             other.create_queue(self.backend.queue_spec(name))
         return other

@@ -102,7 +102,7 @@ def drop_test_objects(live: LiveDatabase, tables: list[str]) -> None:
     tables, dropped after the queues that may be interleaved in them)."""
     from agentq import open_backend
 
-    backend = open_backend(live.url.replace("&ddl=auto", "").replace("?ddl=auto", "?"))
+    backend = open_backend(live.url.replace("ddl=auto", "ddl=manual"))
     try:
         d = backend.dialect  # type: ignore[attr-defined]
         statements = [f"DROP QUEUE {d.queue_ident(q)}" for q in _queues(backend)]
