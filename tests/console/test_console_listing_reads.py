@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
 from tests.console._need import need_ui
 
@@ -20,34 +19,9 @@ need_ui()
 
 from agentq import Runtime  # noqa: E402
 from tests.console.conftest import Served  # noqa: E402
+from tests.record_counter import RecordCounter  # noqa: E402
 
 PAGE = 200  # agentq.console.views.TASK_PAGE
-
-
-class RecordCounter:
-    """Wraps a backend; counts the records each read returns."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.read = 0
-
-    def list_records(self, *args: Any, **kwargs: Any) -> Any:
-        rows = self._inner.list_records(*args, **kwargs)
-        self.read += len(rows)
-        return rows
-
-    def read_records(self, *args: Any, **kwargs: Any) -> Any:
-        rows = self._inner.read_records(*args, **kwargs)
-        self.read += len(rows)
-        return rows
-
-    def get_record(self, *args: Any, **kwargs: Any) -> Any:
-        row = self._inner.get_record(*args, **kwargs)
-        self.read += row is not None
-        return row
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 def _payments(rt: Runtime, count: int, start: int) -> None:

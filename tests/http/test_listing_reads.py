@@ -20,34 +20,9 @@ import pytest
 
 from agentq import Runtime
 from tests.http.conftest import LiveServer, write_tokens
+from tests.record_counter import RecordCounter
 
 PAGE = 10
-
-
-class RecordCounter:
-    """Wraps a backend; counts the records each read returns."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.read = 0
-
-    def list_records(self, *args: Any, **kwargs: Any) -> Any:
-        rows = self._inner.list_records(*args, **kwargs)
-        self.read += len(rows)
-        return rows
-
-    def read_records(self, *args: Any, **kwargs: Any) -> Any:
-        rows = self._inner.read_records(*args, **kwargs)
-        self.read += len(rows)
-        return rows
-
-    def get_record(self, *args: Any, **kwargs: Any) -> Any:
-        row = self._inner.get_record(*args, **kwargs)
-        self.read += row is not None
-        return row
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import itertools
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -142,3 +143,19 @@ def database_url(
     if reason:
         pytest.skip(f"postgresql: {reason}")
     return str(request.getfixturevalue("postgres_url"))
+
+
+def end_sessions_at_commit(admin: Any, table: str) -> None:
+    """Make ``table`` (created here) end the session of any transaction that
+    inserted into it, inside that transaction's COMMIT: a deferred constraint
+    trigger that terminates its own backend. What a connection lost during the
+    COMMIT looks like to the client (``admin``: an autocommit connection)."""
+    admin.execute(f"CREATE TABLE {table} (id int)")
+    admin.execute(
+        "CREATE OR REPLACE FUNCTION end_session() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NULL; END $$"
+    )
+    admin.execute(
+        f"CREATE CONSTRAINT TRIGGER end_at_commit AFTER INSERT ON {table} "
+        "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION end_session()"
+    )

@@ -22,6 +22,7 @@ from agentq.backends import Transaction, open_backend  # noqa: E402
 from agentq.backends.postgres import PostgresBackend, grouping  # noqa: E402
 from agentq.errors import BackendUnavailable, DuplicateKey  # noqa: E402
 from agentq.spec import QueueSpec  # noqa: E402
+from tests.postgres.server import end_sessions_at_commit  # noqa: E402
 
 _TOOL = """
 from pydantic import BaseModel
@@ -190,15 +191,7 @@ def test_a_group_whose_connection_is_lost_in_its_commit_runs_nobody_again(
     # enqueue without a key would then exist twice). Before, the members other
     # than the leader were told "nothing was written" and ran again alone.
     admin: Any = psycopg.connect(postgres_url, autocommit=True)
-    admin.execute("CREATE TABLE doomed (id int)")
-    admin.execute(
-        "CREATE FUNCTION end_session() RETURNS trigger LANGUAGE plpgsql AS "
-        "$$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NULL; END $$"
-    )
-    admin.execute(
-        "CREATE CONSTRAINT TRIGGER end_at_commit AFTER INSERT ON doomed "
-        "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION end_session()"
-    )
+    end_sessions_at_commit(admin, "doomed")
     calls = Calls(backend, contended=True)
     holding, release = threading.Event(), threading.Event()
     runs: list[str] = []

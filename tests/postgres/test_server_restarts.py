@@ -20,6 +20,7 @@ psycopg = pytest.importorskip("psycopg", reason="postgres: psycopg is not instal
 
 from agentq.backends import Transaction, open_backend  # noqa: E402
 from agentq.errors import BackendUnavailable  # noqa: E402
+from tests.postgres.server import end_sessions_at_commit  # noqa: E402
 
 
 def _end_own_connection(tx: Transaction, admin: Any) -> None:
@@ -58,15 +59,7 @@ def test_a_connection_lost_during_the_commit_is_not_run_again_and_says_so(
     b = open_backend(postgres_url)
     admin: Any = psycopg.connect(postgres_url, autocommit=True)
     # A deferred trigger runs inside COMMIT: it ends its own connection there.
-    admin.execute("CREATE TABLE doomed (id int)")
-    admin.execute(
-        "CREATE FUNCTION end_session() RETURNS trigger LANGUAGE plpgsql AS "
-        "$$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NULL; END $$"
-    )
-    admin.execute(
-        "CREATE CONSTRAINT TRIGGER end_at_commit AFTER INSERT ON doomed "
-        "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION end_session()"
-    )
+    end_sessions_at_commit(admin, "doomed")
     runs: list[int] = []
 
     def fn(tx: Transaction) -> None:

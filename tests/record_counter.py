@@ -1,0 +1,32 @@
+"""A spy on a backend that counts the records its reads return: what a request
+costs the database, without timing it (issue 27 item 12's listing tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RecordCounter:
+    """Wraps a backend; counts the records each read returns."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.read = 0
+
+    def list_records(self, *args: Any, **kwargs: Any) -> Any:
+        rows = self._inner.list_records(*args, **kwargs)
+        self.read += len(rows)
+        return rows
+
+    def read_records(self, *args: Any, **kwargs: Any) -> Any:
+        rows = self._inner.read_records(*args, **kwargs)
+        self.read += len(rows)
+        return rows
+
+    def get_record(self, *args: Any, **kwargs: Any) -> Any:
+        row = self._inner.get_record(*args, **kwargs)
+        self.read += row is not None
+        return row
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
