@@ -157,7 +157,12 @@ def test_a_failure_frees_the_slot_for_a_waiting_task_at_once(
     probe.behaviour[0] = probe.behaviour[1] = fail_once  # whichever a backend delivers first
     rt.worker(concurrency=4).drain()  # no time passes: the waiter is sent by the failure
     statuses = sorted([rt.task(first).status, rt.task(second).status])
-    assert statuses == ["retry_scheduled", "succeeded"]
+    if isinstance(clock, FakeClock):
+        assert statuses == ["retry_scheduled", "succeeded"]
+    else:
+        # Live mode, Spanner's real time: on a slow run the failed task's retry
+        # came due during the drain and ran too (seen in CI under load).
+        assert statuses in (["retry_scheduled", "succeeded"], ["succeeded", "succeeded"])
     assert probe.most == {"m-1": 1}
     rt.close()
 
