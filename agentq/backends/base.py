@@ -143,6 +143,21 @@ class EncodedRecord(str):
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
+def prefix_end(prefix: str) -> str | None:
+    """The smallest key above every key starting with ``prefix`` (None: no upper
+    bound), in code-point order (SQLite's and PostgreSQL's ``COLLATE "C"`` text,
+    Spanner's UTF-8 bytes): the prefix's last character plus one, skipping the
+    surrogates no encoding stores. A last character of U+10FFFF has no successor:
+    the bound is then the one of the prefix without it (nothing sorts between)."""
+    prefix = prefix.rstrip("\U0010ffff")
+    if not prefix:
+        return None
+    nxt = ord(prefix[-1]) + 1
+    if 0xD800 <= nxt <= 0xDFFF:
+        nxt = 0xE000
+    return prefix[:-1] + chr(nxt)
+
+
 def check_record_filter(where: RecordFilter | None) -> list[tuple[str, list[str], bool]]:
     """``where`` as ``(field, string values, whether missing/null matches)``, in a
     fixed order; a field name that is not an identifier (it is spliced into a JSON

@@ -35,6 +35,19 @@ def test_pages_of_records_follow_each_other_in_key_order(harness: Harness) -> No
 
 
 @pytest.mark.needs("state")
+def test_a_prefix_ending_in_the_last_code_points_lists_its_records(harness: Harness) -> None:
+    # The range's upper bound is the prefix's last character plus one: after
+    # U+D7FF that is a surrogate no encoding stores, after U+10FFFF there is none.
+    # SQLite and PostgreSQL computed chr(ord(c) + 1): ValueError past U+10FFFF,
+    # an unencodable surrogate after U+D7FF.
+    b = harness.backend
+    keys = ["a\ud7ff", "a\ud7ff1", "a\U0010ffff", "a\U0010ffff1", "b"]
+    b.transact(lambda tx: [tx.put_record("ledger", k, {"k": k}) for k in keys])  # type: ignore[attr-defined]
+    assert [k for k, _ in b.list_records("ledger", prefix="a\ud7ff")] == keys[:2]
+    assert [k for k, _ in b.list_records("ledger", prefix="a\U0010ffff")] == keys[2:4]
+
+
+@pytest.mark.needs("state")
 def test_pages_from_the_highest_key_down_follow_each_other(harness: Harness) -> None:
     """``descending``: newest first where keys grow with time (issue 28 item 12)."""
     b = harness.backend

@@ -28,6 +28,7 @@ from agentq.backends.base import (
     RecordFilter,
     StoredRecord,
     check_record_filter,
+    prefix_end,
     record_text,
 )
 from agentq.backends.postgres.connection import Conn, Database
@@ -268,9 +269,10 @@ class Records:
         # Keys with the prefix form one contiguous range of the primary key.
         sql = f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k >= %s"
         params: list[Any] = [table, prefix]
-        if prefix:
+        upper = prefix_end(prefix)
+        if upper is not None:
             sql += " AND k < %s"
-            params.append(prefix[:-1] + chr(ord(prefix[-1]) + 1))
+            params.append(upper)
         if after:
             sql += " AND k < %s" if descending else " AND k > %s"
             params.append(after)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.cloud.spanner_v1 import param_types
 
-from agentq.backends.base import RecordFilter, StoredRecord, check_record_filter
+from agentq.backends.base import RecordFilter, StoredRecord, check_record_filter, prefix_end
 from agentq.backends.spanner.api_errors import mapped_errors
 from agentq.backends.spanner.wire import storable_key
 
@@ -87,7 +87,7 @@ def list_records(
     if limit is not None and limit <= 0:
         return []
     filters = check_record_filter(where)
-    upper = _prefix_end(prefix)
+    upper = prefix_end(prefix)
     d = backend.dialect
     names = ["tbl", "prefix"] + (["after"] if after else []) + ([] if upper is None else ["upper"])
     values: list[Any] = [table, prefix] + ([after] if after else [])
@@ -114,14 +114,3 @@ def list_records(
     if after:
         out = [(k, v) for k, v in out if (k < after if descending else k > after)]
     return out if limit is None else out[:limit]
-
-
-def _prefix_end(prefix: str) -> str | None:
-    """The smallest key above every key starting with ``prefix`` (None: no bound).
-    Spanner orders STRING by UTF-8 bytes, which is code-point order."""
-    if not prefix or ord(prefix[-1]) >= 0x10FFFF:
-        return None
-    nxt = ord(prefix[-1]) + 1
-    if 0xD800 <= nxt <= 0xDFFF:  # not storable in UTF-8: the next code point that is
-        nxt = 0xE000
-    return prefix[:-1] + chr(nxt)

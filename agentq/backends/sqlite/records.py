@@ -27,6 +27,7 @@ from agentq.backends.base import (
     RecordFilter,
     StoredRecord,
     check_record_filter,
+    prefix_end,
     record_text,
 )
 from agentq.backends.sqlite.connection import Database
@@ -245,9 +246,10 @@ def list_records(
     # with a filter, the rows in between that do not match: in SQLite, not here).
     sql = "SELECT k, v FROM agentq_records WHERE tbl = ? AND k >= ?"
     params: list[Any] = [table, prefix]
-    if prefix:
+    upper = prefix_end(prefix)
+    if upper is not None:
         sql += " AND k < ?"
-        params.append(prefix[:-1] + chr(ord(prefix[-1]) + 1))
+        params.append(upper)
     if after:
         sql += " AND k < ?" if descending else " AND k > ?"
         params.append(after)
