@@ -54,6 +54,9 @@ class Notifier:
         self._topic_of: dict[Wake, Hashable | None] = {}
         # Subscribers by topic; None holds those without one (set by every notification).
         self._by_topic: dict[Hashable | None, set[Wake]] = {}
+        #: Subscriptions made so far: while it stays the same, the topics waited
+        #: on are at most those of the last look (a subscriber may only have left).
+        self.generation = 0
 
     def subscribe(self, wake: Wake, topic: Hashable | None = None) -> None:
         """Set ``wake`` on every notification, or (with a ``topic``) on those
@@ -62,6 +65,7 @@ class Notifier:
             self._drop(wake)
             self._topic_of[wake] = topic
             self._by_topic.setdefault(topic, set()).add(wake)
+            self.generation += 1
 
     def unsubscribe(self, wake: Wake) -> None:
         with self._lock:
@@ -80,6 +84,11 @@ class Notifier:
         """The topics someone waits on now."""
         with self._lock:
             return {t for t in self._by_topic if t is not None}
+
+    def has_topics(self) -> bool:
+        """Whether anyone waits on a topic now (without copying the topics)."""
+        with self._lock:
+            return len(self._by_topic) > (None in self._by_topic)
 
     def notify(self, topics: Collection[Hashable] | None = None) -> None:
         """Set the subscribers: all of them, or with ``topics`` the subscribers

@@ -63,7 +63,7 @@ def test_another_process_notification_wakes_only_the_changed_record(postgres_url
             other.execute("SELECT pg_notify(%s, 'Somewhere')", (channel("agentq"),))
             _until(lambda: listener.reader_checks > checks)
 
-        foreign("c", '{"n": 9}')  # no such record: the first look at a and b
+        foreign("c", '{"n": 9}')  # no such record: it wakes neither
         mine.count = bystander.count = 0
         foreign("b", '{"n": 1}')
         assert (mine.count, bystander.count) == (0, 1)
@@ -79,6 +79,38 @@ def test_another_process_notification_wakes_only_the_changed_record(postgres_url
         assert (mine.count, bystander.count) == (2, 1)  # set before transact returned
         _until(lambda: listener.heard > heard)
         assert listener.foreign == foreign
+    finally:
+        other.close()
+        backend.close()
+
+
+def test_a_new_reader_is_not_woken_by_a_notification_that_left_its_record(
+    postgres_url: str,
+) -> None:
+    """A reader's record is looked at when it subscribes: the next notification
+    from another process wakes it only if that commit changed it (its first
+    check used to count as a change, so N long-polls parked at once were N
+    wake-ups and reads at the next foreign commit, whatever it wrote)."""
+    backend: Any = open_backend(postgres_url, clock=SystemClock())
+    listener = backend._listener
+    other = psycopg.connect(postgres_url, autocommit=True)
+    try:
+        keys = [f"r{i}" for i in range(20)]
+        backend.transact(lambda tx: [tx.put_record("tasks", k, {"n": 0}) for k in keys])
+        wakes = [CountingWake() for _ in keys]
+        for key, wake in zip(keys, wakes, strict=True):
+            backend.subscribe_commits(wake, record_topic("tasks", key))
+        assert listener.listening.wait(BOUND)
+        checks = listener.reader_checks
+        other.execute("SELECT pg_notify(%s, 'Somewhere')", (channel("agentq"),))
+        _until(lambda: listener.reader_checks > checks)
+        assert [w.count for w in wakes] == [0] * len(keys)
+        checks = listener.reader_checks
+        other.execute("UPDATE agentq.records SET v = %s WHERE tbl = 'tasks' AND k = %s",
+                      ('{"n": 1}', keys[4]))  # fmt: skip
+        other.execute("SELECT pg_notify(%s, 'Somewhere')", (channel("agentq"),))
+        _until(lambda: listener.reader_checks > checks)
+        assert [k for k, w in zip(keys, wakes, strict=True) if w.count] == [keys[4]]
     finally:
         other.close()
         backend.close()

@@ -197,6 +197,8 @@ class PostgresBackend:
     def subscribe_commits(self, wake: Wake, record: RecordTopic | None = None) -> None:
         self._commits.subscribe(wake, record)
         self._listener.start()
+        if record is not None:
+            self._listener.seed(record)
 
     def _read_versions(self, table: str, keys: Sequence[str]) -> dict[str, str]:
         return self._records.read_texts(self._db, table, keys)
@@ -298,6 +300,9 @@ class _PollOnly:
 
     def start(self) -> None:
         pass
+
+    def seed(self, record: RecordTopic) -> None:
+        pass  # nobody checks records for waiters: they re-read
 
     def close(self) -> None:
         pass

@@ -30,7 +30,7 @@ import time
 
 import psycopg
 
-from agentq.backends.notify import Notifier
+from agentq.backends.notify import Notifier, RecordTopic
 from agentq.backends.postgres.config import PostgresConfig
 from agentq.backends.postgres.connection import Conn, connect
 from agentq.backends.record_changes import ReadVersions, RecordChanges
@@ -125,6 +125,11 @@ class Listener:
                 daemon=True,
             )  # fmt: skip
             self._checker.start()
+
+    def seed(self, record: RecordTopic) -> None:
+        """A reader has just subscribed to ``record``: look at it now, so another
+        process's next notification wakes it only if its commit changed it."""
+        self._records.seed(self._read_versions, record)
 
     @property
     def reader_checks(self) -> int:

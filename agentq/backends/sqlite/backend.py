@@ -167,6 +167,8 @@ class SQLiteBackend:
         self._commits.subscribe(wake, record)
         if self._watcher is not None:
             self._watcher.enter()
+            if record is not None:
+                self._watcher.seed(record)
 
     def unsubscribe_commits(self, wake: Wake) -> None:
         self._commits.unsubscribe(wake)

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from agentq.backends.notify import Notifier, notifier_for
+from agentq.backends.notify import Notifier, RecordTopic, notifier_for
 from agentq.backends.record_changes import RecordChanges
 from agentq.backends.sqlite import records
 from agentq.backends.sqlite.doorbell import Doorbell
@@ -342,6 +342,11 @@ class Watcher:
     def reader_checks(self) -> int:
         """Checks of the waited-on records made so far (a test's signal)."""
         return self._records.checks
+
+    def seed(self, record: RecordTopic) -> None:
+        """A reader has just subscribed to ``record``: look at it now, so another
+        process's next commit wakes it only if that commit changed it."""
+        self._records.seed(self._read_versions, record)
 
     def _read_versions(self, table: str, keys: Sequence[str]) -> dict[str, str]:
         with self._cond:
