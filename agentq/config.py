@@ -110,6 +110,12 @@ class ServerLimits(BaseModel):
     max_waits_per_principal: int = Field(default=100, ge=1, le=100_000)
     """``Prefer: wait`` long-polls and event streams one principal may have open
     at once on one server; one more is answered 429 with ``Retry-After``."""
+    shutdown_grace: float = Field(default=5.0, ge=0, le=600)
+    """Seconds a stopping server (SIGTERM, Ctrl-C) gives the requests in progress
+    to finish before it cuts them off. ``agentq serve`` answers its parked
+    ``Prefer: wait`` long-polls at once (the task as it is) and ends its event
+    streams; uvicorn alone waited for every one (a long-poll of ``--max-wait``
+    seconds held the stopping server that long)."""
     metrics_threads: int = Field(default=4, ge=1, le=64)
     """Threads that answer the worker's metrics port: a connection holds one only
     while it sends a request (idle connections wait in a selector)."""

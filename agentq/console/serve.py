@@ -13,9 +13,6 @@ from agentq.server.listen import bind, run, url_of
 
 __all__ = ["serve"]
 
-#: Seconds uvicorn waits for open event streams when asked to stop.
-GRACE_SECONDS = 3
-
 
 def serve(
     app: Starlette,
@@ -37,4 +34,4 @@ def serve(
     sock = bind(host, port)
     if ready is not None:
         ready(url_of(host, sock, "/console/"))
-    run(app, sock, limits, timeout_graceful_shutdown=GRACE_SECONDS, access_log=False)
+    run(app, sock, limits, access_log=False)  # limits.shutdown_grace bounds a stop

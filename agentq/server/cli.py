@@ -185,7 +185,7 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
             worker_thread = threading.Thread(target=worker.run, args=(stop,), name="agentq-worker")
             worker_thread.start()
         print(f"agentq serve: serving on {url_of(args.host, sock)}", file=sys.stderr, flush=True)
-        run(app, sock, limits, lifespan="off")
+        run(app, sock, limits, lifespan="off", on_shutdown=app.state.agentq.closing.set)
     finally:
         stop.set()
         if worker_thread is not None:

@@ -166,4 +166,5 @@ def uvicorn_options(limits: ServerLimits) -> dict[str, Any]:
         "http": header_deadline_protocol(limits.header_timeout),
         "timeout_keep_alive": limits.keep_alive_timeout,
         "limit_concurrency": limits.max_connections,
+        "timeout_graceful_shutdown": limits.shutdown_grace,
     }

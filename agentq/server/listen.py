@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentq.errors import ConfigError
@@ -42,20 +43,35 @@ def url_of(host: str, sock: socket.socket, path: str = "") -> str:
     return f"http://{_shown(host)}:{sock.getsockname()[1]}{path}"
 
 
-def run(app: Any, sock: socket.socket, limits: ServerLimits | None = None, **config: Any) -> None:
+def run(
+    app: Any,
+    sock: socket.socket,
+    limits: ServerLimits | None = None,
+    *,
+    on_shutdown: Callable[[], None] | None = None,
+    **config: Any,
+) -> None:
     """Serve ``app`` with uvicorn on the bound ``sock`` until SIGINT/SIGTERM, with
     ``limits`` (default: :class:`~agentq.config.ServerLimits`' defaults) against
     slow and idle clients; ``config`` goes to :class:`uvicorn.Config` (quiet by
-    default)."""
+    default). ``on_shutdown`` is called on the event loop when the server starts
+    to stop, before it waits (``shutdown_grace`` seconds at most) for the
+    requests in progress: the HTTP API answers its parked long-polls then."""
     import uvicorn
 
     from agentq.config import ServerLimits
     from agentq.server.limits import BodyDeadline, uvicorn_options
 
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            if on_shutdown is not None:
+                on_shutdown()
+            await super().shutdown(sockets)
+
     limits = limits if limits is not None else ServerLimits()
     config.setdefault("log_level", "warning")
     options = {**uvicorn_options(limits), **config}
-    server = uvicorn.Server(uvicorn.Config(BodyDeadline(app, limits.body_timeout), **options))
+    server = Server(uvicorn.Config(BodyDeadline(app, limits.body_timeout), **options))
     try:
         server.run(sockets=[sock])
     finally:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +91,8 @@ class ServerState:
     max_waits_per_principal: int = 100
     #: Idempotency keys whose first request is being processed right now (409).
     in_flight: set[str] = field(default_factory=set)
+    #: Set when the server starts to stop: parked long-polls answer at once.
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
     _openapi: dict[str, Any] | None = None
     _openapi_version: tuple[tuple[str, int], ...] = ()
     waits: WaitSlots = field(init=False)

@@ -26,6 +26,7 @@ and webhooks: any other id is 404, as one that does not exist
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 from collections.abc import AsyncIterator, Callable
@@ -37,11 +38,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from agentq.ledger import TaskStatus
+from agentq.ledger import TaskInfo, TaskStatus
 from agentq.server import access
-from agentq.server.auth import Scope, require, require_any
+from agentq.server.auth import Principal, Scope, require, require_any
 from agentq.server.problems import Problem
-from agentq.server.state import server_state
+from agentq.server.state import ServerState, server_state
 
 __all__ = ["ORDERS", "parse_prefer_wait", "routes"]
 
@@ -85,13 +86,33 @@ async def get_task(request: Request) -> Response:
         seconds = min(wait, int(state.max_wait))
         release = state.waits.take(principal.name)  # 429 beyond the principal's share
         try:
-            task = await state.runtime.wait_async(task_id, seconds)
+            task = await _wait_unless_closing(state, principal, task_id, seconds)
         finally:
             release()
         headers["Preference-Applied"] = f"wait={seconds}"
     elif wait:
         headers["Preference-Applied"] = f"wait={min(wait, int(state.max_wait))}"
     return JSONResponse(task.model_dump(mode="json"), headers=headers)
+
+
+async def _wait_unless_closing(
+    state: ServerState, principal: Principal, task_id: str, seconds: int
+) -> TaskInfo:
+    """The task once finished or after ``seconds``; as it is now if the server
+    starts to stop meanwhile (the client polls again, elsewhere or later: a
+    stopping server no longer waits out every long-poll)."""
+    waiting = asyncio.ensure_future(state.runtime.wait_async(task_id, seconds))
+    closing = asyncio.ensure_future(state.closing.wait())
+    try:
+        await asyncio.wait({waiting, closing}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        closing.cancel()
+        if not waiting.done():
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
+    if not waiting.cancelled():
+        return waiting.result()
+    return await run_in_threadpool(access.task_for, state.runtime, principal, task_id)
 
 
 class _Releasing(Response):
