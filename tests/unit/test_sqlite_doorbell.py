@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from agentq.backends import Message
+from agentq.backends.notify import record_topic
 from agentq.backends.sqlite import SQLiteBackend
 from agentq.backends.sqlite import doorbell as sqlite_doorbell
 from agentq.backends.sqlite import watcher as sqlite_watcher
@@ -249,3 +250,54 @@ def test_without_a_doorbell_receivers_wake_on_the_wal(
         raw.close()
         backend.close()
         receiver.join()
+
+
+@needs_inotify
+@pytest.mark.slow
+def test_rings_cost_the_watcher_nothing_until_a_receiver_waits(
+    receiving: SQLiteBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that parks only long-polls (readers) has no receiver: every
+    enqueue's ring used to wake its watcher for nothing, one more wake-up per
+    commit beside the WAL's. Rings are heard again once a receiver waits."""
+    watcher = receiving._watcher
+    assert watcher is not None
+    reader = threading.Event()
+    receiving.subscribe_commits(reader, record_topic("tasks", "parked"))
+    wait_until_watching(receiving)
+    rung = 0
+    real_rung = watcher._rung
+
+    def counted() -> None:
+        nonlocal rung
+        rung += 1
+        real_rung()
+
+    monkeypatch.setattr(watcher, "_rung", counted)
+    try:
+        for i in range(20):
+            checks = watcher.reader_checks
+            receiving.transact(lambda tx, i=i: tx.send("Busy", f"m{i}", b'"x"'))
+            deadline = time.monotonic() + 10
+            while watcher.reader_checks == checks:  # the watcher handled this commit
+                assert time.monotonic() < deadline, "the watcher never checked the readers"
+                time.sleep(0.001)
+        assert rung == 0, f"20 rings with no receiver woke the watcher {rung} times"
+        receiver = _Receiver(receiving, "Idle")
+        try:
+            sender = textwrap.dedent(
+                f"""
+                from agentq.backends.sqlite import SQLiteBackend
+                b = SQLiteBackend({receiving.path!r})
+                b.transact(lambda tx: tx.send("Idle", "ping", b'"x"'))
+                b.close()
+                """
+            )
+            subprocess.run([sys.executable, "-c", sender], check=True, timeout=60)
+            receiver.wait_for_message()
+            assert rung >= 1 and watcher.rings >= 1  # woken by the ring
+        finally:
+            receiving.close()
+            receiver.join()
+    finally:
+        receiving.unsubscribe_commits(reader)

@@ -174,8 +174,9 @@ class Watcher:
                 )
                 self._thread.start()
             self._cond.notify_all()
-        if not receiver and self._bell_watching:
-            self._poke()  # wait on the WAL's events from now on, too
+            first_receiver = receiver and self._waiters - self._readers == 1
+        if self._bell_watching and (first_receiver or not receiver):
+            self._poke()  # wait on the doorbell's, or the WAL's, events from now on, too
 
     def leave(self, receiver: bool = False) -> None:
         """A waiter stops waiting; with none left the thread idles."""
@@ -264,7 +265,11 @@ class Watcher:
             # (their events wait in the inotify queue; close() still ends the pause).
             select.select([self._wake_r], [], [], rest)
         fds = [self._wake_r]
-        if self._bell_watching:
+        # Rings matter only while a receiver waits (a server that parks only
+        # long-polls would wake at every enqueue's ring for nothing); unread,
+        # they wait in the kernel (merged) for the next receiver.
+        bell = self._bell_watching and self._waiters > self._readers
+        if bell:
             fds.append(self._bell_inotify)
         # Nobody but readers needs the WAL's events once the doorbell wakes the
         # receivers: left out, they wait in the kernel (merged) for the next reader.
@@ -274,7 +279,7 @@ class Watcher:
         ready, _, _ = select.select(fds, [], [], _SAFETY_POLL)
         if self._wake_r in ready:
             os.read(self._wake_r, 4096)
-        if self._bell_watching and self._bell_inotify in ready:
+        if bell and self._bell_inotify in ready:
             self._rung()
         if not wal or self._inotify not in ready:
             return False
