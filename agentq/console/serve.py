@@ -34,4 +34,7 @@ def serve(
     sock = bind(host, port)
     if ready is not None:
         ready(url_of(host, sock, "/console/"))
-    run(app, sock, limits, access_log=False)  # limits.shutdown_grace bounds a stop
+    # With --api the app is the HTTP API's: its parked long-polls answer at a stop.
+    api = getattr(app.state, "agentq", None)
+    closing = api.closing.set if api is not None else None
+    run(app, sock, limits, access_log=False, on_shutdown=closing)  # shutdown_grace bounds it
