@@ -48,7 +48,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ``bin/`` of a fresh venv with agentq installed from a wheel."""
     base = tmp_path_factory.mktemp("plain-install")
     wheels = base / "wheels"
-    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels)]
+    # Verbose: the build backend's warnings are shown only so.
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(wheels)]
     # Built from a copy: setuptools builds in the source tree's build/, so two builds
     # of one checkout at once (another test session, a developer's pip install)
     # collide there ("File exists: build/bdist.../agentq_runtime-0.1.0.dist-info").
@@ -56,6 +57,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
     built = _run([*pip_wheel, str(source)], base, 300)
     assert built.returncode == 0, built.stderr[-3000:]
+    # A deprecation in the packaging metadata is a build that fails on a known day
+    # (setuptools: "`project.license` as a TOML table is deprecated ... By
+    # 2027-Feb-18, you need to update your project").
+    deprecated = [line.strip() for line in (built.stdout + built.stderr).splitlines()
+                  if "DeprecationWarning" in line]  # fmt: skip
+    assert not deprecated, deprecated
     # The package index's "agentq" is someone else's: the distribution is agentq-runtime.
     (wheel,) = wheels.glob("agentq_runtime-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
