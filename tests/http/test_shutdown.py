@@ -16,7 +16,6 @@ by ``BOUND``, far below the long-poll's 600 s.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -26,6 +25,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.http._serving import url_told
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND = 20.0  # seconds; the parked long-poll asks for 600
@@ -52,19 +53,11 @@ def _started(folder: Path, command: list[str]) -> tuple[subprocess.Popen[str], s
         cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
-    assert proc.stdout is not None
-    told = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        told.append(line)
-        found = re.search(r"(http://127\.0\.0\.1:\d+)", line)
-        if found:
-            return proc, found.group(1)
-    proc.kill()
-    raise AssertionError("the server never said where it listens:\n" + "".join(told))
+    try:
+        return proc, url_told(proc)
+    except AssertionError:
+        proc.kill()
+        raise
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

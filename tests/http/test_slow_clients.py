@@ -14,7 +14,6 @@ is bounded by ``BOUND``, well above the limits.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -23,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.http._serving import url_told
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND = 15.0  # seconds: the limits are 1 s; a server that never cuts off fails here
@@ -58,7 +59,7 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
     try:
-        port = _port_told(proc)
+        port = int(url_told(proc).rsplit(":", 1)[1])
         yield name, port
     finally:
         proc.terminate()
@@ -69,21 +70,6 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             proc.wait(10)
         assert proc.stdout is not None
         proc.stdout.close()
-
-
-def _port_told(proc: subprocess.Popen[str]) -> int:
-    assert proc.stdout is not None
-    told = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        told.append(line)
-        found = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-        if found:
-            return int(found.group(1))
-    raise AssertionError("the server never said where it listens:\n" + "".join(told))
 
 
 def _connect(port: int) -> socket.socket:

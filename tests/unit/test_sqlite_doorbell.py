@@ -121,6 +121,19 @@ class _Receiver:
         self._thread.join(30)
 
 
+def _send_from_another_process(path: str, queue: str, key: str) -> None:
+    """One agentq commit that sends a message, made by a process of its own."""
+    sender = textwrap.dedent(
+        f"""
+        from agentq.backends.sqlite import SQLiteBackend
+        b = SQLiteBackend({path!r})
+        b.transact(lambda tx: tx.send({queue!r}, {key!r}, b'"x"'))
+        b.close()
+        """
+    )
+    subprocess.run([sys.executable, "-c", sender], check=True, timeout=60)
+
+
 @pytest.fixture
 def receiving(tmp_path: Path) -> Iterator[SQLiteBackend]:
     backend = SQLiteBackend(str(tmp_path / "bell.db"), clock=SystemClock())
@@ -139,15 +152,7 @@ def test_a_send_from_another_process_rings_the_receivers_queue(
     watcher = receiving._watcher
     assert watcher is not None
     try:
-        sender = textwrap.dedent(
-            f"""
-            from agentq.backends.sqlite import SQLiteBackend
-            b = SQLiteBackend({receiving.path!r})
-            b.transact(lambda tx: tx.send("Idle", "ping", b'"x"'))
-            b.close()
-            """
-        )
-        subprocess.run([sys.executable, "-c", sender], check=True, timeout=60)
+        _send_from_another_process(receiving.path, "Idle", "ping")
         receiver.wait_for_message()
         assert receiver.got[0].key == ("ping",)
         assert watcher.rings >= 1  # woken by the ring, not by the periodic check
@@ -285,15 +290,7 @@ def test_rings_cost_the_watcher_nothing_until_a_receiver_waits(
         assert rung == 0, f"20 rings with no receiver woke the watcher {rung} times"
         receiver = _Receiver(receiving, "Idle")
         try:
-            sender = textwrap.dedent(
-                f"""
-                from agentq.backends.sqlite import SQLiteBackend
-                b = SQLiteBackend({receiving.path!r})
-                b.transact(lambda tx: tx.send("Idle", "ping", b'"x"'))
-                b.close()
-                """
-            )
-            subprocess.run([sys.executable, "-c", sender], check=True, timeout=60)
+            _send_from_another_process(receiving.path, "Idle", "ping")
             receiver.wait_for_message()
             assert rung >= 1 and watcher.rings >= 1  # woken by the ring
         finally:
