@@ -49,8 +49,6 @@ class RecordChanges:
         # The notifier's generation at the last read of the versions: while it
         # stays, no reader is new (see check's ``only_new``).
         self._generation: int | None = None
-        #: Reads of the versions (a test's signal: what a commit cost the watcher).
-        self.reads = 0
         #: Checks made (a test's signal: the check after a commit has run).
         self.checks = 0
 
@@ -112,7 +110,6 @@ class RecordChanges:
                         if not keys:
                             continue
                     versions = read_versions(table, keys)
-                    self.reads += 1
                     for key in keys:
                         topic = (table, key)
                         version = versions.get(key, _ABSENT)
