@@ -7,6 +7,7 @@ with the semantics of Google Cloud Spanner queues. The public API is exactly
 
 import typing
 
+from agentq.agents import Agent, OpenAICompatibleModel
 from agentq.approvals import ApprovalInfo, ApprovalNotice, ApprovalStatus
 from agentq.backends import (
     LEASE_SECONDS,
@@ -41,6 +42,7 @@ from agentq.errors import (
     PayloadTooLarge,
     PolicyViolation,
     QueueNotFound,
+    RunNotFound,
     SelfApprovalRefused,
     TaskNotFound,
     ToolError,
@@ -52,6 +54,7 @@ from agentq.faults import FaultPoints, WorkerCrash
 from agentq.ledger import TaskInfo, TaskStatus
 from agentq.lifecycle.heartbeats import WorkerDown
 from agentq.policies import Policy, load_policies
+from agentq.run_info import RunInfo, RunStatus
 from agentq.retry import OutcomeUnknown, PermanentError, RetryLater, RetryPolicy
 from agentq.runtime import Decision, Runtime
 from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec
@@ -85,6 +88,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "LEASE_SECONDS",
+    "Agent",
     "AgentQError",
     "ApprovalError",
     "ApprovalInfo",
@@ -114,6 +118,7 @@ __all__ = [
     "MessageNotFound",
     "MissingExtra",
     "NotIdle",
+    "OpenAICompatibleModel",
     "OutcomeUnknown",
     "PayloadTooLarge",
     "PayloadType",
@@ -127,6 +132,9 @@ __all__ = [
     "Renewal",
     "RetryLater",
     "RetryPolicy",
+    "RunInfo",
+    "RunNotFound",
+    "RunStatus",
     "Runtime",
     "SelfApprovalRefused",
     "SystemClock",

@@ -49,6 +49,9 @@ class ToolContext:
     _http: httpx.Client | None = None
     _on_commit: list[Callable[[Decision], None]] = field(default_factory=list)
     scheduled_for: datetime | None = None
+    #: The runtime whose worker runs the task (the runtime's own tools use it:
+    #: a durable agent's turn reads its run through it).
+    runtime: Any = None
 
     @property
     def http(self) -> httpx.Client:

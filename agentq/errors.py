@@ -24,6 +24,7 @@ specific class here, with the original kept as ``__cause__``.
     │   └── InvalidArguments         an agent's arguments failed validation
     ├── PolicyViolation              the executor refused what a policy forbids
     ├── TaskNotFound
+    ├── RunNotFound                  no durable agent run with this id (or not visible to the caller)
     ├── IllegalTransition            an event the task's (or approval's) state does not allow
     │   └── ApprovalError            unknown approval, or already decided / void
     │       └── ApprovalNotFound     no approval with this id
@@ -60,6 +61,7 @@ __all__ = [
     "PayloadTooLarge",
     "PolicyViolation",
     "QueueNotFound",
+    "RunNotFound",
     "SelfApprovalRefused",
     "SharedTransactionError",
     "TaskNotFound",
@@ -152,6 +154,10 @@ class PolicyViolation(AgentQError):
 
 class TaskNotFound(AgentQError, LookupError):
     """No task with this id exists."""
+
+
+class RunNotFound(AgentQError, LookupError):
+    """No durable agent run with this id exists."""
 
 
 class IllegalTransition(AgentQError):

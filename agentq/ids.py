@@ -29,7 +29,7 @@ from datetime import datetime
 
 from agentq.clock import to_micros
 
-__all__ = ["new_approval_id", "new_task_id"]
+__all__ = ["new_approval_id", "new_run_id", "new_task_id"]
 
 _PREFIX = "tsk_"
 _TAIL_BITS = 72
@@ -113,3 +113,9 @@ def _new_id(prefix: str, now: datetime | None) -> str:
             tail = _random_tail()
         _last = (micros, tail)
     return f"{prefix}{micros:014x}{tail:018x}"
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A new durable agent run's id: ``run_`` and 32 hex digits, made as
+    :func:`new_task_id` makes task ids (with ``now``, they sort by creation time)."""
+    return _new_id("run_", now)

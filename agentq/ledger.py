@@ -30,6 +30,10 @@ class Tables:
     SCHEDULES = "schedules"
     #: Task arguments kept out of band (:mod:`agentq.lifecycle.payloads`).
     PAYLOADS = "payloads"
+    #: Durable agent runs (:mod:`agentq.lifecycle.runs`).
+    RUNS = "runs"
+    #: A run's idempotency key (per owner) -> the run it named.
+    RUN_KEYS = "run_keys"
 
 
 class TaskStatus(StrEnum):

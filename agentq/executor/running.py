@@ -233,6 +233,7 @@ class Running(WorkerState):
             or rec.get("callback_url")  # its webhook task is created in the commit
             or rec.get("key_slot")  # its slot is freed in the commit
             or rec.get("schedule")  # its schedule's next run is sent in the commit
+            or rec.get("run")  # a durable run's turn or call: its join is in the commit
         ):  # fmt: skip
             return
         now = self.clock.now()
@@ -312,6 +313,7 @@ class Running(WorkerState):
             logger=log.getChild(definition.name),
             checkpoint_state=rec.get("checkpoint"),
             scheduled_for=_slot(rec),
+            runtime=rt,
             _http_factory=lambda: _tool_client(
                 rt, definition, rec, policy.allowed_hosts, self.clock, timeout
             ),

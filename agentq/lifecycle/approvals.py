@@ -195,6 +195,10 @@ def decide(
             at = new.get("next_attempt_at")
             due = datetime.fromisoformat(at) if at else None
             tasks.send(env, tx, new, due if due is not None and due > tx.now else None)
+        if new.get("run"):
+            from agentq.lifecycle import runs  # it builds on the task events
+
+            runs.approval_decided(env, tx, new)
     else:
         reason = f"rejected by {by}" + (f": {note}" if note else "")
         new = tasks.finish(env, tx, task, Event.REJECT, error=reason, approval_status=str(status))

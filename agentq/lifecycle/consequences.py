@@ -81,8 +81,9 @@ def settle_waiters_of_successes(
 
 
 def after_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
-    """What a final record brings about besides its waiters: its webhook, and the
-    next task of its ordering key."""
+    """What a final record brings about besides its waiters: its webhook, its
+    schedule's next run, its durable run's join, and the next task of its
+    ordering key."""
     if new.get("key_slot"):
         release_key_slot(env, tx, new)
     if new.get("callback_url"):
@@ -91,6 +92,10 @@ def after_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
         from agentq.lifecycle import schedules  # it builds on this module
 
         schedules.run_finished(env, tx, new)  # the next run, in this transaction
+    if new.get("run"):
+        from agentq.lifecycle import runs  # it builds on this module
+
+        runs.task_ended(env, tx, new)  # a durable run's join, in this transaction
     key = new.get("ordering_key")
     if not key:
         return

@@ -17,7 +17,8 @@ any two steps leaves no half-done decision.
 The facade is made of one part per concern, each a module of this package:
 :mod:`.core` (construction, the tool registry, the transaction), :mod:`.decisions`,
 :mod:`.reading`, :mod:`.dead_letter_queue`, :mod:`.operations` (workers,
-notebooks, async forms), :mod:`.retention` and :mod:`.schedules`; :class:`Runtime`
+notebooks, async forms), :mod:`.retention`, :mod:`.schedules` and :mod:`.runs`
+(durable agent runs); :class:`Runtime`
 combines them.
 """
 
@@ -31,6 +32,7 @@ from agentq.runtime.operations import OperationsMixin
 from agentq.runtime.reading import SCAN_PAGE as SCAN_PAGE  # the page size, as before
 from agentq.runtime.reading import ApprovalPage, ReadingMixin, TaskPage
 from agentq.runtime.retention import PruneReport, RetentionMixin
+from agentq.runtime.runs import RunsMixin
 from agentq.runtime.schedules import ScheduleInfo, SchedulesMixin
 
 __all__ = [
@@ -48,7 +50,13 @@ __all__ = [
 
 
 class Runtime(
-    DecisionsMixin, ReadingMixin, DeadLettersMixin, OperationsMixin, RetentionMixin, SchedulesMixin
+    DecisionsMixin,
+    ReadingMixin,
+    DeadLettersMixin,
+    OperationsMixin,
+    RetentionMixin,
+    SchedulesMixin,
+    RunsMixin,
 ):
     """agentq's runtime over one database.
 
@@ -71,6 +79,9 @@ class Runtime(
     enqueues by tool name, validating arguments against the recorded JSON
     Schemas, with the given ``policies`` or else the recorded policy, and
     imports no handler code (see :mod:`agentq.catalog`).
+    ``agents`` are durable agents (:class:`~agentq.agents.Agent`; a tools
+    folder's are found too) whose runs this runtime starts and its workers
+    carry forward (:meth:`start_run`).
     """
 
     def __enter__(self) -> Runtime:

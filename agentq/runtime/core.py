@@ -27,6 +27,7 @@ from agentq.faults import FaultPoints
 from agentq.lifecycle.heartbeats import heartbeat_queue_spec
 from agentq.lifecycle.payloads import DEFAULT_INLINE_BYTES
 from agentq.lifecycle.retention import RetentionSetting, retention_setting
+from agentq.agents import Agent, turn_tool
 from agentq.lifecycle.tasks import ESCALATION_QUEUE
 from agentq.policies import Policy, load_policies
 from agentq.retention import DEFAULT_RETENTION
@@ -59,6 +60,8 @@ def _registry(tools: str | Path | Iterable[Any] | None, reload: bool) -> ToolReg
     for t in items:
         if isinstance(t, str | Path):
             registry.load_dir(t, reload=reload)
+        elif getattr(t, "__agentq_agent__", False) is True:
+            registry.add_agent(t)
         else:
             registry.add(t)
     return registry
@@ -125,6 +128,7 @@ class RuntimeCore:
         reload: bool = False,
         args_inline_bytes: int = DEFAULT_INLINE_BYTES,
         retention: RetentionSetting = DEFAULT_RETENTION,
+        agents: Iterable[Agent] = (),
         **backend_options: Any,
     ) -> None:
         # Checked before anything is opened: a bad value is a ConfigError, nothing else.
@@ -159,6 +163,13 @@ class RuntimeCore:
             self.tools = _registry(tools, reload)
         if webhooks.WEBHOOK_TOOL not in self.tools:
             self.tools.add(webhooks.deliver_webhook)  # every worker can send webhooks
+        for agent in agents:
+            self.tools.add_agent(agent)
+        #: Durable agents by name (:mod:`agentq.agents`): ``agents=`` and those
+        #: found in the tools folders; each one's turns are tasks of its turn tool.
+        self.agents: dict[str, Agent] = dict(self.tools.agents)
+        for agent in self.agents.values():
+            self.tools.add(turn_tool(agent))
         self._policy_given = policies is not None
         if isinstance(policies, Policy):
             self.policy = policies

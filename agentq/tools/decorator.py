@@ -50,6 +50,7 @@ def tool(
     cron: str | None = None,
     timezone: str = "UTC",
     catch_up: int = 0,
+    local: bool = False,
 ) -> Callable[[F], F]:
     """Declare a tool handler ``fn(ctx, args) -> result`` (sync or async).
 
@@ -74,6 +75,11 @@ def tool(
     ``timeout``) acks the delivery and re-sends it for after the timeout before
     the handler starts, so no lease is renewed and nothing repeats the call
     before then; see :mod:`agentq.executor.guarded` for the exact guarantees.
+
+    ``local=True`` declares a tool that only reads and writes the application's
+    own tables: its handler is ``fn(tx, args)`` with the :class:`~agentq.Decision`
+    it runs in. A durable run's model calls it inside the turn's own commit; a
+    call a policy sends for approval runs in the transaction that approves it.
     """
     if not 1 <= max_batch <= MAX_BATCH_LIMIT:
         raise ConfigError(f"max_batch must be from 1 to {MAX_BATCH_LIMIT}, got {max_batch!r}")
@@ -102,6 +108,10 @@ def tool(
             )
         if not (isinstance(result_model, type) and issubclass(result_model, BaseModel)):
             result_model = None
+        if local and (batch or every is not None or cron is not None
+                      or inspect.iscoroutinefunction(fn) or reconcile or at_most_once):
+            raise ConfigError(f"tool {tool_name!r}: a local tool runs in a transaction: it "
+                              "cannot be async, batched, periodic or guarded")
         definition = ToolDef(
             name=tool_name,
             handler=fn,
@@ -124,6 +134,7 @@ def tool(
             reconcile=reconcile,
             at_most_once=at_most_once,
             periodic=_periodic(tool_name, args_model, every, cron, timezone, catch_up),
+            local=local,
         )
         attach(fn, definition)
         return fn

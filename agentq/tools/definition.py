@@ -50,6 +50,9 @@ class ToolDef:
     idempotent: bool = True
     reconcile: Callable[..., Any] | None = None
     at_most_once: bool = False
+    #: A local tool's handler is ``fn(tx, args)``: it runs inside a transaction
+    #: (a durable run's turn, or the approval of its call), not in a worker.
+    local: bool = False
 
     @property
     def guarded(self) -> bool:

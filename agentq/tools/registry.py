@@ -29,6 +29,9 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[ToolDef] = ()) -> None:
         self._tools: dict[str, ToolDef] = {}
+        #: Durable agents (:class:`agentq.agents.Agent`) found in a tools folder,
+        #: by name; the runtime registers their turn tools.
+        self.agents: dict[str, Any] = {}
         for t in tools:
             self.add(t)
 
@@ -58,7 +61,16 @@ class ToolRegistry:
                 definition = attached(value)
                 if definition is not None and value is definition.handler:
                     found.append(self.add(definition))
+                elif getattr(value, "__agentq_agent__", False) is True:
+                    self.add_agent(value)
         return found
+
+    def add_agent(self, agent: Any) -> None:
+        """Register a durable agent (an :class:`agentq.agents.Agent`) by its name."""
+        existing = self.agents.get(agent.name)
+        if existing is not None and existing is not agent:
+            raise ConfigError(f"agent {agent.name!r} is defined twice")
+        self.agents[agent.name] = agent
 
     def get(self, name: str) -> ToolDef:
         """The tool called ``name`` (UnknownTool lists the known ones)."""

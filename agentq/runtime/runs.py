@@ -1,0 +1,168 @@
+"""The runtime's durable agent runs: start, read, wait, list, cancel, continue.
+
+A run is carried forward by workers, one leased turn at a time
+(:mod:`agentq.agents`, :mod:`agentq.lifecycle.runs`); these methods only write
+the events a user causes and read what the workers committed.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from agentq.agents import turn_tool_name
+from agentq.backends.notify import record_topic
+from agentq.decision import Decision
+from agentq.errors import InvalidArguments, RunNotFound, UnknownTool
+from agentq.ledger import Tables, TaskStatus
+from agentq.lifecycle import runs
+from agentq.lifecycle.tasks import LOCAL
+from agentq.run_info import RunInfo, RunStatus
+from agentq.runtime.core import RuntimeCore
+from agentq.waiting import MAX_WAIT_SECONDS
+
+__all__ = ["RunsMixin"]
+
+#: Most runs one listing returns.
+MAX_RUNS_LISTED = 1000
+
+
+class RunsMixin(RuntimeCore):
+    """Durable agent runs (see :mod:`agentq.agents`)."""
+
+    def start_run(
+        self,
+        agent: str,
+        input: str,
+        *,
+        idempotency_key: str | None = None,
+        by: str | None = None,
+    ) -> RunInfo:
+        """Start a durable run of ``agent`` on the user's message ``input``; its
+        first turn is queued for a worker. Returns at once.
+
+        With ``idempotency_key``, starting the same run again (a restarted
+        process, a retried request) returns the run the key started, whatever
+        it has done since, and asks the model nothing; the same key with
+        another agent or input raises :class:`~agentq.errors.IdempotencyConflict`.
+        ``by`` is the run's owner (default ``"local"``): its tool calls are
+        enqueued by it, so it can never approve them itself."""
+        return self.transact(
+            lambda tx: self.start_run_in(tx, agent, input, idempotency_key=idempotency_key, by=by)
+        )
+
+    def start_run_in(
+        self,
+        tx: Decision,
+        agent: str,
+        input: str,
+        *,
+        idempotency_key: str | None = None,
+        by: str | None = None,
+    ) -> RunInfo:
+        """:meth:`start_run` inside a decision ``tx``: the application's own writes
+        and the run's start commit together, or neither does."""
+        tool = self.find_tool(tx.tx, turn_tool_name(agent)) if isinstance(agent, str) else None
+        if tool is None:
+            names = sorted(self.agents)
+            raise UnknownTool(f"unknown agent {agent!r}; agents: {', '.join(names) or 'none'}")
+        if idempotency_key is not None and (not isinstance(idempotency_key, str)
+                                            or not 0 < len(idempotency_key) <= 200):
+            raise InvalidArguments("idempotency_key must be a string of 1 to 200 characters")
+        owner = by or LOCAL
+        defined = self.agents.get(agent)
+        budget = defined.budget() if defined is not None else {}
+        rec, _created = runs.create(
+            self, tx.tx, agent=agent, turn_tool=tool.name, turn_queue=tool.queue, input=input,
+            owner=owner, idempotency_key=idempotency_key, budget=budget,
+        )  # fmt: skip
+        return self._run_info(rec)
+
+    def run(self, run_id: str) -> RunInfo:
+        """A run as its record says (:class:`~agentq.errors.RunNotFound` if none)."""
+        rec = self.backend.get_record(Tables.RUNS, run_id) if isinstance(run_id, str) else None
+        if rec is None:
+            raise RunNotFound(f"no run {run_id!r}")
+        return self._run_info(rec)
+
+    def wait_run(self, run_id: str, timeout: float, *, until: str = "idle") -> RunInfo:
+        """Block until the run is ``idle`` (done, or waiting for a human's
+        approval) or ``done`` (succeeded, failed or cancelled), or until
+        ``timeout`` seconds of the runtime's clock pass; returns it as it then
+        is. Woken by commits, not by polling. A run waiting for a human holds
+        nothing while nobody waits for it: this only reads."""
+        if until not in ("idle", "done"):
+            raise InvalidArguments(f"until must be 'idle' or 'done', got {until!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
+            0 <= timeout <= MAX_WAIT_SECONDS
+        ):
+            raise InvalidArguments(f"timeout must be 0..{MAX_WAIT_SECONDS:g} seconds")
+        clock = self.backend.clock
+        deadline = clock.monotonic() + float(timeout)
+        event = threading.Event()
+        self.backend.subscribe_commits(event, record_topic(Tables.RUNS, run_id))
+        try:
+            while True:
+                event.clear()
+                info = self.run(run_id)
+                if info.done or (until == "idle" and info.idle):
+                    return info
+                remaining = deadline - clock.monotonic()
+                if remaining <= 0:
+                    return info
+                poll = self.backend.commit_poll_interval
+                clock.wait(event, remaining if poll is None else min(remaining, poll))
+        finally:
+            self.backend.unsubscribe_commits(event)
+
+    def runs(
+        self,
+        status: RunStatus | str | None = None,
+        *,
+        agent: str | None = None,
+        owner: str | None = None,
+        limit: int = 100,
+        after: str = "",
+    ) -> list[RunInfo]:
+        """Runs, newest first: only those with ``status``, of ``agent``, of
+        ``owner``; at most ``limit``, after the run id ``after`` (a page's last)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_RUNS_LISTED:
+            raise InvalidArguments(f"limit must be from 1 to {MAX_RUNS_LISTED}")
+        where: dict[str, list[str | None]] = {}
+        if status is not None:
+            stored = RunStatus(status)
+            # "running" is a queued run whose turn a worker holds: read as queued.
+            where["status"] = [str(RunStatus.QUEUED if stored is RunStatus.RUNNING else stored)]
+        if agent is not None:
+            where["agent"] = [agent]
+        if owner is not None:
+            where["owner"] = [owner]
+        rows = self.backend.list_records(Tables.RUNS, limit=limit, after=after,
+                                         descending=True, where=where or None)  # fmt: skip
+        infos = [self._run_info(rec) for _key, rec in rows]
+        if status is not None and RunStatus(status) in (RunStatus.QUEUED, RunStatus.RUNNING):
+            infos = [i for i in infos if i.status is RunStatus(status)]
+        return infos
+
+    def cancel_run(self, run_id: str, reason: str = "cancelled", *, by: str | None = None) -> RunInfo:
+        """Cancel a run: its queued turn and unfinished tool calls (with their
+        approvals and timers) are cancelled in the same transaction. A finished
+        run raises :class:`~agentq.errors.IllegalTransition`."""
+        why = f"{reason} (by {by})" if by else reason
+        return self._run_info(self.transact(lambda tx: runs.cancel(self, tx.tx, run_id, why)))
+
+    def send_message(self, run_id: str, text: str, *, by: str | None = None) -> RunInfo:
+        """Continue a run that answered (succeeded) with the user's next message;
+        its next turn is queued. Only its owner may (``by``, default ``"local"``)."""
+        owner = by or LOCAL
+        return self._run_info(
+            self.transact(lambda tx: runs.add_message(self, tx.tx, run_id, text, by=owner))
+        )
+
+    def _run_info(self, rec: dict[str, Any]) -> RunInfo:
+        info = dict(rec)
+        if rec.get("status") == RunStatus.QUEUED and rec.get("turn_task_id"):
+            task = self.backend.get_record(Tables.TASKS, str(rec["turn_task_id"]))
+            if task is not None and task.get("status") == TaskStatus.RUNNING:
+                info["status"] = RunStatus.RUNNING
+        return RunInfo.model_validate(info)
