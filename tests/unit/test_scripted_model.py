@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import struct
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -401,3 +403,11 @@ def test_replies_and_scripts_are_checked() -> None:
     assert {"ScriptedModel", "Reply", "ModelRequest", "RecordedRequest"} <= set(
         agentq.testing.__all__
     )
+
+
+def test_the_docs_example_runs() -> None:
+    doc = Path(__file__).resolve().parents[2] / "docs" / "testing-agents.md"
+    (code,) = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)
+    namespace: dict[str, Any] = {}
+    exec(compile(code, str(doc), "exec"), namespace)
+    namespace["test_the_agent_retries_then_refunds"]()
