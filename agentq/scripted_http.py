@@ -171,6 +171,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Headers and body are separate writes: without this, a keep-alive
+        # client's delayed ACK holds the body back ~40 ms (measured: an
+        # instant scripted answer took 44 ms p50 on loopback).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.front._opened(self.connection)
 
     def finish(self) -> None:
