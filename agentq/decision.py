@@ -335,9 +335,12 @@ class Decision:
 
         With ``args`` the approver edits the call (the whole argument object, e.g.
         a lowered amount): validated against the tool's schema and the policy in
-        this transaction; if the policy puts the edited call under another
-        approval rule, ``by`` must be one of its approvers
-        (:class:`~agentq.errors.ApproverNotAllowed` otherwise)."""
+        this transaction, and approved under the rule the policy puts it under as
+        well as the one it was asked under: if that is another rule, ``by`` must
+        be one of its approvers (:class:`~agentq.errors.ApproverNotAllowed`
+        otherwise), and if ``by`` enqueued the call, that rule must say
+        ``self_approval = true`` (:class:`~agentq.errors.SelfApprovalRefused`
+        otherwise: four eyes)."""
         self._require_serializable("an approval's decision")
         validated: dict[str, Any] | None = None
         edit: approvals.EditCheck | None = None
@@ -376,7 +379,9 @@ class Decision:
         if rule is None:
             return validated, approvals.EditCheck(rule=None, members=None)
         members = rt.policy.members(rule.approvers) if rule.approvers else None
-        return validated, approvals.EditCheck(rt.policy.rule_label(rule), members)
+        return validated, approvals.EditCheck(
+            rt.policy.rule_label(rule), members, self_approval=rule.self_approval
+        )
 
     def _enqueueable(self, tool: str) -> ToolDef:
         definition = self.runtime.enqueueable_tool(self.tx, tool)

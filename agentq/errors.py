@@ -186,8 +186,9 @@ class ApproverNotAllowed(ApprovalError):
 
 class SelfApprovalRefused(ApproverNotAllowed):
     """Four eyes: the decider enqueued the call it would approve or reject, and
-    its rule (``rule``, its name) does not say ``self_approval = true``; nothing
-    was decided."""
+    its rule (``rule``, its name) does not say ``self_approval = true`` — the
+    rule it was asked under, or the one its approver's edited arguments fall
+    under; nothing was decided."""
 
     def __init__(self, message: str, rule: str | None = None) -> None:
         super().__init__(message)

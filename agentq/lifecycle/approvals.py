@@ -40,11 +40,12 @@ __all__ = ["EditCheck", "approved_args", "decide", "request", "version"]
 @dataclass(frozen=True)
 class EditCheck:
     """What the policy says of an approver's edited arguments: the rule that
-    applies to them (None: they need no approval) and who may approve under it
-    (None: anyone)."""
+    applies to them (None: they need no approval), who may approve under it
+    (None: anyone) and whether it lets the requester approve its own call."""
 
     rule: str | None
     members: frozenset[str] | None
+    self_approval: bool = False
 
 
 def request(
@@ -156,9 +157,10 @@ def decide(
     :class:`~agentq.errors.ApprovalChanged` and nothing is decided. ``by`` must be
     one of the approvers of the approval's level (or an earlier one), if its rule
     names any. An approve with ``args`` (validated by the caller, who says in
-    ``edit`` which rule the policy applies to them) runs the call with those:
-    refused if the rule they fall under is another one that ``by`` may not
-    approve under."""
+    ``edit`` which rule the policy applies to them) runs the call with those,
+    approved under both rules it touches: refused if ``by`` may not approve
+    under the rule they fall under, or enqueued the call and that rule wants
+    four eyes (:func:`_check_edit`)."""
     if event not in (Event.APPROVE, Event.REJECT):
         raise ValueError(f"not a human decision: {event}")
     if not by.strip():
@@ -212,10 +214,7 @@ def _check_four_eyes(approval_id: str, rec: Mapping[str, Any], by: str) -> None:
     ``self_approval = true``. An enqueuer of ``local`` (a Python caller that named
     nobody, or ``--insecure-local``, where everyone is ``local``) is unknown: there
     is no second pair of eyes to tell apart, so the rule does not apply."""
-    owner = rec.get("created_by")
-    if owner in (None, tasks.LOCAL) or owner != by:
-        return
-    if (rec.get("plan") or {}).get("self_approval"):
+    if not _is_requester(rec, by) or (rec.get("plan") or {}).get("self_approval"):
         return
     rule = rec.get("rule")
     raise SelfApprovalRefused(
@@ -223,6 +222,12 @@ def _check_four_eyes(approval_id: str, rec: Mapping[str, Any], by: str) -> None:
         f"(four eyes; rule {rule!r} does not say self_approval = true)",
         rule=None if rule is None else str(rule),
     )
+
+
+def _is_requester(rec: Mapping[str, Any], by: str) -> bool:
+    """Whether ``by`` enqueued the approval's call (never so for ``local``)."""
+    owner = rec.get("created_by")
+    return owner not in (None, tasks.LOCAL) and owner == by
 
 
 def _deciders(rec: Mapping[str, Any]) -> list[str]:
@@ -234,14 +239,29 @@ def _deciders(rec: Mapping[str, Any]) -> list[str]:
 
 
 def _check_edit(approval_id: str, rec: Mapping[str, Any], by: str, edit: EditCheck | None) -> None:
-    """An edit that moves the call under another rule needs ``by`` to be one of
-    that rule's (first-level) approvers: a lowered amount needs no more than it
-    did, a raised one may need someone else."""
-    if edit is None or edit.rule is None or edit.rule == rec.get("rule"):
+    """An edit is approved under every rule it touches: the one the call was asked
+    under (as recorded: :func:`~agentq.lifecycle.approval_timers.may_decide` and
+    :func:`_check_four_eyes`) and the one the policy puts the edited arguments
+    under. ``by`` must be one of that rule's (first-level) approvers, if it is
+    another rule — a lowered amount needs no more than it did, a raised one may
+    need someone else — and if ``by`` enqueued the call, that rule must say
+    ``self_approval = true`` too: the requester never approves a call that any
+    rule it touches gives to four eyes, whoever the rule names."""
+    if edit is None:  # fail closed: an edit nobody judged under the policy is refused
+        raise ValueError(f"approval {approval_id!r}: edited arguments need their EditCheck")
+    if edit.rule is None:
         return
-    if edit.members is not None and by not in edit.members:
+    if edit.rule != rec.get("rule") and edit.members is not None and by not in edit.members:
         raise ApproverNotAllowed(
             f"approval {approval_id!r}: the edited arguments fall under approval rule "
             f"{edit.rule!r}, which {by!r} may not approve (its approvers: "
             f"{', '.join(sorted(edit.members)) or 'none'}); nothing was decided"
+        )
+    if _is_requester(rec, by) and not edit.self_approval:
+        raise SelfApprovalRefused(
+            f"approval {approval_id!r}: {by!r} enqueued this call and may not approve it "
+            f"with these arguments: they fall under approval rule {edit.rule!r}, which does "
+            f"not say self_approval = true (four eyes: someone else must approve them); "
+            f"nothing was decided",
+            rule=edit.rule,
         )

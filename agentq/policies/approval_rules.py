@@ -87,7 +87,9 @@ class ApprovalRule(_Strict):
     the notification tool; one whose time has already passed is skipped."""
     self_approval: bool = False
     """Whether the principal that enqueued a call may approve or reject it itself;
-    unset: never (four eyes), whatever its scopes. A call enqueued as ``local``
+    unset: never (four eyes), whatever its scopes. An approval that edits the
+    arguments is judged under this rule too if they fall under it: the requester
+    may not edit its own call into a rule without it. A call enqueued as ``local``
     (a Python caller without ``by=``) has no known enqueuer, so the rule does not
     apply to it."""
 

@@ -60,7 +60,7 @@ def _registry(tools: str | Path | Iterable[Any] | None, reload: bool) -> ToolReg
     for t in items:
         if isinstance(t, str | Path):
             registry.load_dir(t, reload=reload)
-        elif getattr(t, "__agentq_agent__", False) is True:
+        elif getattr(t, "__agentq_agent__", False) is True and not isinstance(t, type):
             registry.add_agent(t)
         else:
             registry.add(t)

@@ -61,7 +61,7 @@ class ToolRegistry:
                 definition = attached(value)
                 if definition is not None and value is definition.handler:
                     found.append(self.add(definition))
-                elif getattr(value, "__agentq_agent__", False) is True:
+                elif getattr(value, "__agentq_agent__", False) is True and not isinstance(value, type):
                     self.add_agent(value)
         return found
 

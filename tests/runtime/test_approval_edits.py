@@ -17,6 +17,7 @@ from agentq import (
     FakeClock,
     InvalidArguments,
     Runtime,
+    SelfApprovalRefused,
     TaskStatus,
     ToolContext,
     tool,
@@ -54,12 +55,16 @@ POLICY = Policy(
 )
 
 
+def _open(tmp_path: Path, policy: Policy) -> Runtime:
+    PAID.clear()
+    return Runtime(
+        f"sqlite:///{tmp_path / 'edits.db'}", tools=[refund], policies=policy, clock=FakeClock()
+    )
+
+
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    PAID.clear()
-    runtime = Runtime(
-        f"sqlite:///{tmp_path / 'edits.db'}", tools=[refund], policies=POLICY, clock=FakeClock()
-    )
+    runtime = _open(tmp_path, POLICY)
     yield runtime
     runtime.close()
 
@@ -150,3 +155,56 @@ def test_the_worker_runs_the_edited_call_and_refuses_a_forged_one(rt: Runtime) -
     rt.transact(forge)
     rt.worker().drain()
     assert PAID == [] and rt.task(task.task_id).status == TaskStatus.DEAD
+
+
+def _self_service(upper_approvers: tuple[str, ...]) -> Policy:
+    """Issue 40, item 1: above 1000 someone else decides (four eyes, the default);
+    above 100 the requester may approve its own call."""
+    return Policy(approvals=(
+        ApprovalRule(name="large-refunds", tool="refund", field="amount", above=1000,
+                     approvers=upper_approvers),
+        ApprovalRule(name="small-refunds", tool="refund", field="amount", above=100,
+                     self_approval=True),
+    ))  # fmt: skip
+
+
+@pytest.mark.parametrize("upper_approvers", [(), ("cfo",)], ids=["anyone", "cfo-only"])
+def test_the_requester_cannot_edit_its_own_call_into_a_four_eyes_rule(
+    tmp_path: Path, upper_approvers: tuple[str, ...]
+) -> None:
+    """The edited call is judged under its own rule too: the requester may approve
+    its 500 refund itself, never the 50,000 one it would turn it into, even where
+    the upper rule names the requester as its approver."""
+    with _open(tmp_path, _self_service(upper_approvers)) as rt:
+        asked = rt.enqueue_action("refund", {"order_id": "o1", "amount": 500}, by="cfo")
+        approval_id = str(asked.approval_id)
+        with pytest.raises(SelfApprovalRefused, match=r"rule 'large-refunds'") as refused:
+            rt.approve(approval_id, by="cfo", args={"order_id": "o1", "amount": 50_000})
+        assert refused.value.rule == "large-refunds" and "four eyes" in str(refused.value)
+        assert rt.approval(approval_id).status == ApprovalStatus.PENDING
+        assert rt.audit_log(target=approval_id) == []
+        rt.worker().drain()
+        assert PAID == []
+        # Within the rules that allow it, the requester still approves its own call.
+        task = rt.approve(approval_id, by="cfo", args={"order_id": "o1", "amount": 300})
+        rt.worker().drain()
+        assert rt.task(task.task_id).status == TaskStatus.SUCCEEDED
+        assert [p["amount"] for p in PAID] == [300]
+
+
+def test_someone_else_approves_the_edit_into_a_four_eyes_rule(tmp_path: Path) -> None:
+    with _open(tmp_path, _self_service(("cfo",))) as rt:
+        asked = rt.enqueue_action("refund", {"order_id": "o1", "amount": 500}, by="bob")
+        task = rt.approve(str(asked.approval_id), by="cfo",
+                          args={"order_id": "o1", "amount": 50_000})  # fmt: skip
+        assert task.args["amount"] == 50_000 and task.approval_status == "approved"
+
+
+def test_an_edit_down_keeps_the_four_eyes_of_the_rule_it_was_asked_under(
+    tmp_path: Path,
+) -> None:
+    with _open(tmp_path, _self_service(())) as rt:
+        asked = rt.enqueue_action("refund", {"order_id": "o1", "amount": 5000}, by="bob")
+        with pytest.raises(SelfApprovalRefused, match=r"rule 'large-refunds'"):
+            rt.approve(str(asked.approval_id), by="bob", args={"order_id": "o1", "amount": 300})
+        assert rt.approval(str(asked.approval_id)).status == ApprovalStatus.PENDING

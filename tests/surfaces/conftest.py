@@ -47,13 +47,14 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def open_rt(db_url: str, api: DemoAPI) -> Iterator[Callable[[], Runtime]]:
-    """Opens runtimes on one database file (a restarted server opens a new one)."""
+def open_rt(db_url: str, api: DemoAPI) -> Iterator[Callable[..., Runtime]]:
+    """Opens runtimes on one database file (a restarted server opens a new one),
+    with the project's policies or those of ``policies``."""
     opened: list[Runtime] = []
 
-    def open_one() -> Runtime:
+    def open_one(policies: Path = ROOT / "policies") -> Runtime:
         rt = Runtime(
-            db_url, tools=ROOT / "tools", policies=ROOT / "policies",
+            db_url, tools=ROOT / "tools", policies=policies,
             settings={"payments_url": api.url, "notifications_url": api.url,
                       "shipping_url": api.url},
         )  # fmt: skip
