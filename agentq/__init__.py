@@ -54,8 +54,8 @@ from agentq.faults import FaultPoints, WorkerCrash
 from agentq.ledger import TaskInfo, TaskStatus
 from agentq.lifecycle.heartbeats import WorkerDown
 from agentq.policies import Policy, load_policies
-from agentq.run_info import RunInfo, RunStatus
 from agentq.retry import OutcomeUnknown, PermanentError, RetryLater, RetryPolicy
+from agentq.run_info import RunInfo, RunStatus
 from agentq.runtime import Decision, Runtime
 from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec
 from agentq.tools import ToolDef, ToolRegistry, tool

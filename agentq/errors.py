@@ -24,7 +24,7 @@ specific class here, with the original kept as ``__cause__``.
     │   └── InvalidArguments         an agent's arguments failed validation
     ├── PolicyViolation              the executor refused what a policy forbids
     ├── TaskNotFound
-    ├── RunNotFound                  no durable agent run with this id (or not visible to the caller)
+    ├── RunNotFound                  no durable agent run with this id
     ├── IllegalTransition            an event the task's (or approval's) state does not allow
     │   └── ApprovalError            unknown approval, or already decided / void
     │       └── ApprovalNotFound     no approval with this id

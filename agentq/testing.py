@@ -1,4 +1,4 @@
-"""Stand-ins for trying agentq on one machine: a loopback API and worker processes.
+"""Stand-ins for trying agentq on one machine: a loopback API, a scripted model, workers.
 
 * :class:`LoopbackAPI` — a payments / notifications / shipping HTTP API on
   ``127.0.0.1`` (a random port) that behaves like a careful provider: a request
@@ -7,6 +7,13 @@
   (:meth:`LoopbackAPI.charges_per_key`). Routes: ``POST /refunds``,
   ``/notifications``, ``/escalations``, ``/shipments``. It is a test double with
   no authentication: it listens on loopback only and holds nothing real.
+* :class:`ScriptedModel` — an OpenAI-compatible chat-completions server on
+  ``127.0.0.1`` that answers from a script of :class:`Reply` values (per turn,
+  or a function of the :class:`ModelRequest`), with fresh tool-call ids on every
+  request, scripted faults (:meth:`ScriptedModel.fail_next`, ``stall_next``),
+  a hook between an answer and its sending, and every request recorded as a
+  :class:`RecordedRequest` per run and turn
+  (:meth:`ScriptedModel.requests_per_turn`). See ``docs/testing-agents.md``.
 * :class:`WorkerProcess` — ``agentq worker`` run as a child process over a
   database URL and a tools folder, which a chaos experiment can SIGKILL
   (:meth:`WorkerProcess.kill`) mid-task. As a context manager it waits (up to
@@ -39,8 +46,20 @@ from typing import Any
 
 from agentq.demo_server import LoopbackAPI
 from agentq.errors import AgentQError, ConfigError
+from agentq.scripted_model import ScriptedModel
+from agentq.scripted_replies import ModelRequest, RecordedRequest, Reply
 
-__all__ = ["LoopbackAPI", "WorkerNotReady", "WorkerProcess", "stop_all", "worker_processes"]
+__all__ = [
+    "LoopbackAPI",
+    "ModelRequest",
+    "RecordedRequest",
+    "Reply",
+    "ScriptedModel",
+    "WorkerNotReady",
+    "WorkerProcess",
+    "stop_all",
+    "worker_processes",
+]
 
 #: The line ``agentq worker`` prints once its runtime is open, before it leases.
 _READY = "agentq worker on "

@@ -15,7 +15,7 @@ call ids on every request, as real providers); the payments API is the
 loopback stand-in that counts charges per idempotency key.
 """
 
-# expect: turn 1 committed: run awaiting_approval, refund awaiting approval, escalation scheduled in 72h
+# expect: turn 1 committed: run awaiting_approval, refund awaiting_approval, timer in 72h
 # expect: agent process killed while the run waits: exit -9
 # expect: approved by bob: escalation deleted, refund queued
 # expect: restarted agent process: same run, succeeded: Refunded 250.00 for order 1042.
@@ -30,10 +30,9 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
-from agentq import Runtime, RunStatus
+from agentq import RunStatus, Runtime
 from agentq.testing import LoopbackAPI, ModelRequest, Reply, ScriptedModel, WorkerProcess
 
 TOOLS = '''
@@ -96,14 +95,6 @@ def model_script(request: ModelRequest) -> Reply:
     return Reply.text("Refunded 250.00 for order 1042.")
 
 
-def wait_for(rt: Runtime, run_id: str, status: RunStatus) -> None:
-    deadline = time.monotonic() + 60
-    while rt.run(run_id).status is not status:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"the run did not reach {status}: {rt.run(run_id)}")
-        time.sleep(0.05)
-
-
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, ScriptedModel(model_script) as model, \
             LoopbackAPI() as payments:  # fmt: skip
@@ -122,17 +113,18 @@ def main() -> None:
             agent = subprocess.Popen([sys.executable, str(folder / "agent.py"), db],
                                      stdout=subprocess.DEVNULL)  # fmt: skip
             with WorkerProcess(db, settings={"payments_url": payments.url}, **project):
-                deadline = time.monotonic() + 60
-                while not rt.runs() and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                (run,) = rt.runs()
-                wait_for(rt, run.run_id, RunStatus.AWAITING_APPROVAL)
+                # The same conversation key finds the agent process's run (or
+                # starts it, if this process comes first: one run either way).
+                run = rt.start_run("refund_agent", "Please refund 250.00 for order 1042.",
+                                   idempotency_key="conversation-1042", by="support-bot")
+                parked = rt.wait_run(run.run_id, 120, until="idle")
+                assert parked.status is RunStatus.AWAITING_APPROVAL, parked
                 (call,) = rt.run(run.run_id).turns[0].calls
                 (approval,) = rt.approvals("pending")
                 timer = rt.task(str(approval.escalation_task_id))
                 hours = round((timer.next_attempt_at - timer.created_at).total_seconds() / 3600)
                 print(f"turn 1 committed: run {rt.run(run.run_id).status}, refund "
-                      f"{rt.task(str(call.task_id)).status}, escalation scheduled in {hours}h")
+                      f"{rt.task(str(call.task_id)).status}, timer in {hours}h")
             agent.send_signal(signal.SIGKILL)
             print(f"agent process killed while the run waits: exit {agent.wait()}")
             rt.approve(approval.approval_id, by="bob", note="customer verified")

@@ -138,7 +138,9 @@ def parse_answer(response: httpx.Response) -> ModelAnswer:
         choice = data["choices"][0]
         message = choice["message"]
     except (ValueError, KeyError, IndexError, TypeError):
-        raise RuntimeError("model answer is not a chat completion (no choices[0].message)") from None
+        raise RuntimeError(
+            "model answer is not a chat completion (no choices[0].message)"
+        ) from None
     if not isinstance(message, dict):
         raise RuntimeError("model answer's message is not an object")
     content = message.get("content")

@@ -88,7 +88,9 @@ RUN_TRANSITIONS: Final[dict[tuple[str, RunEvent], RunStatus]] = {
 }
 
 
-def _moved(rec: Mapping[str, Any], event: RunEvent, tx: Transaction, **changes: Any) -> dict[str, Any]:
+def _moved(
+    rec: Mapping[str, Any], event: RunEvent, tx: Transaction, **changes: Any
+) -> dict[str, Any]:
     current = str(rec.get("status", NEW))
     nxt = RUN_TRANSITIONS.get((current, event))
     if nxt is None:
@@ -139,13 +141,13 @@ def create(
     if idempotency_key is not None:
         named = tx.get_record(Tables.RUN_KEYS, _key_record(owner, idempotency_key))
         if named is not None:
-            rec = read(tx, str(named["run_id"]))
-            if rec["agent"] != agent or rec["input"] != input:
+            found = read(tx, str(named["run_id"]))
+            if found["agent"] != agent or found["input"] != input:
                 raise IdempotencyConflict(
                     f"idempotency key {idempotency_key!r} already started run "
-                    f"{rec['run_id']!r} of agent {rec['agent']!r} with another input"
+                    f"{found['run_id']!r} of agent {found['agent']!r} with another input"
                 )
-            return rec, False
+            return found, False
     ordered = env.backend.ordered_keys
     run_id = new_run_id(tx.now if ordered else None)
     now = iso(tx.now)

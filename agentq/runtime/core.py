@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from agentq import catalog, webhooks
+from agentq.agents import Agent, turn_tool
 from agentq.backends import Backend, Transaction, open_backend
 from agentq.clock import Clock
 from agentq.decision import Decision
@@ -27,7 +28,6 @@ from agentq.faults import FaultPoints
 from agentq.lifecycle.heartbeats import heartbeat_queue_spec
 from agentq.lifecycle.payloads import DEFAULT_INLINE_BYTES
 from agentq.lifecycle.retention import RetentionSetting, retention_setting
-from agentq.agents import Agent, turn_tool
 from agentq.lifecycle.tasks import ESCALATION_QUEUE
 from agentq.policies import Policy, load_policies
 from agentq.retention import DEFAULT_RETENTION

@@ -126,7 +126,9 @@ class RunsMixin(RuntimeCore):
     ) -> list[RunInfo]:
         """Runs, newest first: only those with ``status``, of ``agent``, of
         ``owner``; at most ``limit``, after the run id ``after`` (a page's last)."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_RUNS_LISTED:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not (
+            0 < limit <= MAX_RUNS_LISTED
+        ):
             raise InvalidArguments(f"limit must be from 1 to {MAX_RUNS_LISTED}")
         where: dict[str, list[str | None]] = {}
         if status is not None:
@@ -144,7 +146,9 @@ class RunsMixin(RuntimeCore):
             infos = [i for i in infos if i.status is RunStatus(status)]
         return infos
 
-    def cancel_run(self, run_id: str, reason: str = "cancelled", *, by: str | None = None) -> RunInfo:
+    def cancel_run(
+        self, run_id: str, reason: str = "cancelled", *, by: str | None = None
+    ) -> RunInfo:
         """Cancel a run: its queued turn and unfinished tool calls (with their
         approvals and timers) are cancelled in the same transaction. A finished
         run raises :class:`~agentq.errors.IllegalTransition`."""

@@ -24,6 +24,11 @@ def unknown_tool(name: str, known: Iterable[str], what: str = "known") -> str:
     return f"unknown tool {name!r}{hint}; {what}: {', '.join(names) or 'none'}"
 
 
+def _is_agent(value: object) -> bool:
+    """Whether a tools module's value is a durable agent (an instance, not the class)."""
+    return getattr(value, "__agentq_agent__", False) is True and not isinstance(value, type)
+
+
 class ToolRegistry:
     """The tools a runtime knows, by name."""
 
@@ -61,7 +66,7 @@ class ToolRegistry:
                 definition = attached(value)
                 if definition is not None and value is definition.handler:
                     found.append(self.add(definition))
-                elif getattr(value, "__agentq_agent__", False) is True and not isinstance(value, type):
+                elif _is_agent(value):
                     self.add_agent(value)
         return found
 
