@@ -75,6 +75,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
+import httpx2
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import DeferredToolRequests
 from pydantic_ai.exceptions import (
@@ -444,34 +445,38 @@ def _on_loop(coro: Coroutine[Any, Any, _T], timeout: float) -> _T:
 # --- the provider's HTTP client ---------------------------------------------------
 
 
-def turn_http_client() -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` for a Pydantic AI provider (``http_client=``)
-    whose requests go through the agentq client of the turn they are made in:
-    that turn's host allow-list, ``Idempotency-Key``, run and turn headers, and
-    ``Retry-After`` handling. Outside a turn it sends nothing (an error says so)."""
-    return httpx.AsyncClient(transport=_TurnTransport(), timeout=None)
+def turn_http_client() -> httpx2.AsyncClient:
+    """An ``httpx2.AsyncClient`` (the client Pydantic AI's providers take) whose
+    requests go through the agentq client of the turn they are made in: that
+    turn's host allow-list, ``Idempotency-Key``, run and turn headers, and
+    ``Retry-After`` handling (a 429 or 503 reschedules the turn; the SDK's own
+    retries of it send nothing). Outside a turn it sends nothing (an error says so)."""
+    return httpx2.AsyncClient(transport=_TurnTransport(), timeout=None)
 
 
-class _TurnTransport(httpx.AsyncBaseTransport):
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+class _TurnTransport(httpx2.AsyncBaseTransport):
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         turn = _TURN.get()
         if turn is None:
             raise RuntimeError("this client sends only inside an agentq turn of a durable "
                                "agent (agentq.adapters.pydantic_ai_durable)")  # fmt: skip
         if turn.refused is not None:
             raise turn.refused  # the SDK retrying what agentq refused: no new request
-        headers = httpx.Headers(request.headers)
-        headers.update(turn.headers)
-        outgoing = httpx.Request(request.method, request.url, headers=headers,
+        headers = [(k, v) for k, v in request.headers.multi_items()
+                   if k.lower() not in {h.lower() for h in turn.headers}]  # fmt: skip
+        outgoing = httpx.Request(request.method, str(request.url),
+                                 headers=[*headers, *turn.headers.items()],
                                  content=await request.aread())  # fmt: skip
         try:
-            return await asyncio.to_thread(_send, turn.http, outgoing)
+            status, answer_headers, body = await asyncio.to_thread(_send, turn.http, outgoing)
         except AgentQError as exc:
             turn.refused = exc
             raise
+        # The body as it came (still encoded), with its headers: the SDK's client decodes it.
+        return httpx2.Response(status, headers=answer_headers, stream=httpx2.ByteStream(body))
 
 
-def _send(http: httpx.Client, request: httpx.Request) -> httpx.Response:
+def _send(http: httpx.Client, request: httpx.Request) -> tuple[int, list[tuple[str, str]], bytes]:
     response = http.send(request, stream=True)
     try:
         chunks: list[bytes] = []
@@ -483,7 +488,4 @@ def _send(http: httpx.Client, request: httpx.Request) -> httpx.Response:
             chunks.append(chunk)
     finally:
         response.close()
-    # The body as it came (still encoded), with its headers: the SDK's client decodes it.
-    return httpx.Response(response.status_code, headers=response.headers,
-                          stream=httpx.ByteStream(b"".join(chunks)),
-                          extensions={"http_version": response.http_version.encode()})  # fmt: skip
+    return response.status_code, response.headers.multi_items(), b"".join(chunks)
