@@ -89,7 +89,7 @@ def main() -> None:
         print(f"model requests per turn: {[REQUESTS.count(t) for t in sorted(set(REQUESTS))]}")
         print(f"refunds charged: {len(api.applied())}")
         messages = run_messages(run, support)
-        stored = ModelMessagesTypeAdapter.dump_json(messages)  # e.g. for agent.run(message_history=)
+        stored = ModelMessagesTypeAdapter.dump_json(messages)  # for agent.run(message_history=)
         kinds = ", ".join(m.kind for m in ModelMessagesTypeAdapter.validate_json(stored))
         print(f"as Pydantic AI messages: {kinds}")
 

@@ -299,3 +299,73 @@ def test_the_turn_client_sends_nothing_outside_a_turn() -> None:
 
     with pytest.raises(RuntimeError, match="only inside an agentq turn"):
         asyncio.run(send())
+
+
+def test_an_openai_chat_model_sends_through_the_turns_client(tmp_path: Path) -> None:
+    """Pydantic AI's OpenAIChatModel over real HTTP on loopback (agentq's
+    ScriptedModel), its provider given turn_http_client(): each request carries
+    the run, the turn and the turn task's Idempotency-Key, and a 429 with
+    Retry-After reschedules the turn instead of failing it."""
+    require("openai", "openai-agents")
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from agentq.testing import ModelRequest as Asked
+    from agentq.testing import Reply, ScriptedModel
+    from tests.surfaces.conftest import worker_thread
+
+    def script(request: Asked) -> Reply:
+        if request.turn == 1:
+            return Reply.tool_calls(("execute_refund", {"order_id": "o1", "amount": 40.0}),
+                                    content="Refunding.")  # fmt: skip
+        [(_call_id, result)] = request.last_tool_results()
+        return Reply.text(f"done: {result}")
+
+    with ScriptedModel(script) as server:
+        server.fail_next(429, retry_after=1)
+        provider = OpenAIProvider(base_url=server.base_url, api_key="test-key",
+                                  http_client=turn_http_client())  # fmt: skip
+        support = PydanticAgent(OpenAIChatModel("scripted", provider=provider),
+                                instructions="You handle refunds.", name="support")  # fmt: skip
+        agent = durable_agent(support, tools=["execute_refund"])
+        with Runtime(f"sqlite:///{tmp_path / 'agentq.db'}", tools=[execute_refund],
+                     agents=[agent]) as rt:  # fmt: skip
+            run = rt.start_run("support", "refund order o1")
+            with worker_thread(rt):
+                run = rt.wait_run(run.run_id, timeout=60, until="done")
+            first_turn = rt.task(run.turns[0].task_id)
+        recorded = server.requests()
+    assert run.status is RunStatus.SUCCEEDED, run.error
+    assert run.output == 'done: {"refunded": 40.0, "order_id": "o1"}'
+    assert len(CHARGES) == 1
+    assert server.requests_per_turn() == {(run.run_id, 1): 1, (run.run_id, 2): 1}
+    assert server.attempts_per_turn() == {(run.run_id, 1): 2, (run.run_id, 2): 1}
+    assert first_turn.attempt == 2  # the 429 was agentq's to reschedule, not the SDK's
+    assert [r.idempotency_key for r in recorded if r.status == 200] == [
+        t.task_id for t in run.turns
+    ]
+    assert run.usage.total_tokens > 0 and run.turns[0].model == "scripted"
+
+
+def test_the_turns_allow_list_holds_for_a_pydantic_ai_models_requests(tmp_path: Path) -> None:
+    """A model whose request goes to a host the turn may not reach (here a
+    function model calling out) sends nothing there; the run fails naming it."""
+    from agentq.testing import LoopbackAPI
+
+    with LoopbackAPI() as elsewhere:
+
+        async def exfiltrate(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            async with turn_http_client() as client:
+                await client.post(f"{elsewhere.url}/refunds", json={"order_id": "x", "amount": 1})
+            return ModelResponse(parts=[TextPart("sent")])
+
+        agent = durable_agent(PydanticAgent(FunctionModel(exfiltrate), name="leaky"))
+        with Runtime(f"sqlite:///{tmp_path / 'agentq.db'}", tools=[execute_refund],
+                     agents=[agent], clock=FakeClock()) as rt:  # fmt: skip
+            run = rt.start_run("leaky", "hello")
+            drain(rt)
+            run = rt.run(run.run_id)
+        assert elsewhere.applied() == []
+    assert run.status is RunStatus.FAILED
+    refused = "PolicyViolation: tool 'agent_turn_leaky' may not call host '127.0.0.1:"
+    assert refused in str(run.error)
