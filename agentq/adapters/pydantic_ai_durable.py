@@ -194,7 +194,7 @@ class _Turn:
 _TURN: ContextVar[_Turn | None] = ContextVar("agentq_pydantic_ai_turn", default=None)
 
 
-@dataclass
+@dataclass(eq=False)
 class PydanticAIModel:
     """A :class:`~agentq.agents.ChatModel` that asks a Pydantic AI agent's model
     once per turn, through ``agent.iter()`` (see the module's documentation).
