@@ -103,7 +103,9 @@ from pydantic_ai.usage import RequestUsage
 
 from agentq.agents import Agent, ModelAnswer, ToolCall
 from agentq.agents.model import MAX_ANSWER_BYTES
+from agentq.agents.turn import RUN_HEADER
 from agentq.errors import AgentQError, ConfigError
+from agentq.redact import redact_text
 from agentq.retry import PermanentError, RetryLater
 from agentq.run_info import RunInfo
 
@@ -240,9 +242,10 @@ class PydanticAIModel:
         try:
             response = _on_loop(self._ask(turn, messages, tools), self.timeout)
         except Exception as exc:
-            if turn.refused is not None:
-                raise turn.refused from exc
-            raise _classified(exc) from exc
+            classified = turn.refused if turn.refused is not None else _classified(exc)
+            if classified is exc:
+                raise
+            raise classified from exc
         return to_answer(response)
 
     async def _ask(
@@ -254,10 +257,10 @@ class PydanticAIModel:
         _TURN.set(turn)  # this task's own context: the requests it makes see it
         history = to_model_messages(messages)
         system = await self.agent.system_prompt_parts(deps=self.deps, message_history=history)
-        if system and isinstance(history[0], ModelRequest):
+        if system and history and isinstance(history[0], ModelRequest):
             history[0] = ModelRequest(parts=[*system, *history[0].parts])
         offered = ExternalToolset([_tool_definition(t) for t in tools], id="agentq")
-        run_id = str(turn.headers.get("X-AgentQ-Run") or "") or None
+        run_id = str(turn.headers.get(RUN_HEADER) or "") or None
         async with self.agent.iter(None, message_history=history, deps=self.deps,
                                    toolsets=[offered], conversation_id=run_id) as run:  # fmt: skip
             async for node in run:
@@ -285,18 +288,17 @@ def _classified(exc: Exception) -> Exception:
     if isinstance(exc, AgentQError):
         return exc
     if isinstance(exc, ModelRequestRejectedError | UserError):
-        return PermanentError(f"model request refused: {exc}")
+        return PermanentError(redact_text(f"model request refused: {exc}"))
     if isinstance(exc, ModelHTTPError) and exc.retry_after is not None:
         return RetryLater(exc.retry_after, f"model answered {exc.status_code}")
-    if isinstance(exc, ModelAPIError | TimeoutError):
-        return RuntimeError(f"model request failed: {exc}")
+    if isinstance(exc, ModelAPIError):
+        return RuntimeError(redact_text(f"model request failed: {exc}"))
     return exc
 
 
 def to_answer(response: ModelResponse) -> ModelAnswer:
     """A Pydantic AI ``ModelResponse`` as the turn's :class:`~agentq.agents.ModelAnswer`:
     its text, its function calls (arguments as the model wrote them), its usage."""
-    texts = [p.content for p in response.parts if isinstance(p, TextPart)]
     calls = [
         ToolCall(call_id=p.tool_call_id, name=p.tool_name,
                  arguments=p.args if isinstance(p.args, str) else p.args_as_json_str())
@@ -305,7 +307,7 @@ def to_answer(response: ModelResponse) -> ModelAnswer:
     usage = response.usage
     prompt, completion = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
     return ModelAnswer(
-        content="".join(texts) if texts else None,
+        content=response.text,
         tool_calls=calls,
         usage={"prompt_tokens": prompt, "completion_tokens": completion,
                "total_tokens": prompt + completion},
