@@ -369,3 +369,25 @@ def test_the_turns_allow_list_holds_for_a_pydantic_ai_models_requests(tmp_path: 
     assert run.status is RunStatus.FAILED
     refused = "PolicyViolation: tool 'agent_turn_leaky' may not call host '127.0.0.1:"
     assert refused in str(run.error)
+
+
+def test_a_request_the_provider_refuses_fails_the_run_without_retrying(tmp_path: Path) -> None:
+    require("openai", "openai-agents")
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from agentq.testing import ScriptedModel
+
+    with ScriptedModel(api_key="the-right-key") as server:
+        provider = OpenAIProvider(base_url=server.base_url, api_key="a-wrong-key",
+                                  http_client=turn_http_client())  # fmt: skip
+        support = PydanticAgent(OpenAIChatModel("scripted", provider=provider), name="support")
+        with Runtime(f"sqlite:///{tmp_path / 'agentq.db'}", tools=[execute_refund],
+                     agents=[durable_agent(support)], clock=FakeClock()) as rt:  # fmt: skip
+            run = rt.start_run("support", "refund order o1")
+            drain(rt)
+            run = rt.run(run.run_id)
+            (turn,) = [t for t in rt.tasks() if t.tool == "agent_turn_support"]
+    assert turn.attempt == 1  # a 401 is not retried
+    assert run.status is RunStatus.FAILED
+    assert "PermanentError: model request refused" in str(run.error) and "401" in str(run.error)
