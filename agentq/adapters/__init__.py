@@ -5,4 +5,7 @@
 :mod:`agentq.adapters.langchain` (``agentq-runtime[langchain]``) each import their
 framework only when imported themselves; :mod:`agentq.adapters.calls` holds
 what they share (idempotency keys of a call, waiting for its task).
+
+:mod:`agentq.adapters.pydantic_ai_durable` is the other way in: a Pydantic AI
+agent declared as a durable agentq agent, whose turns and tool calls are tasks.
 """

@@ -1,0 +1,493 @@
+"""Pydantic AI, durably: a ``pydantic_ai.Agent`` as an agentq :class:`~agentq.Agent`.
+
+::
+
+    from pydantic_ai import Agent
+    from agentq.adapters.pydantic_ai_durable import durable_agent
+
+    support = Agent(model, instructions="You handle refunds.", name="support")
+    agent = durable_agent(support, tools=["execute_refund"])   # declared once, in every worker
+    rt = Runtime(db, tools=[execute_refund], agents=[agent])
+    run = rt.start_run("support", "refund order B7", idempotency_key="ticket-7")
+
+Each turn of a run is a leased agentq task: a worker asks the Pydantic AI agent's
+model once and commits the answer, the tool tasks it calls (keyed by run, turn
+and position, never by the provider's call id) and the turn's ack in one
+transaction. A worker that dies before that commit leaves the turn to be asked
+again; a committed turn is never asked again, whoever starts the run again
+(``start_run`` with the same ``idempotency_key``). The model's calls run as
+agentq tasks, with their policies, approvals, retries and dead-letter queue.
+
+**How a turn asks the model.** Like Pydantic AI's own durable integrations
+(Temporal, DBOS, Prefect), this keeps the agent's request assembly and makes
+only the model request the durable unit: the turn drives ``agent.iter()`` over
+the run's conversation (:func:`to_model_messages`) until the model has answered
+once, and stops before Pydantic AI would run a tool. So the agent's model, its
+``instructions`` (static or functions of the run context), its system prompts,
+``model_settings``, capabilities and history processors shape the request as in
+``agent.run()``; the tools offered are agentq's (the agent's ``tools`` list), as
+an ``ExternalToolset``. Differences from ``agent.run()``:
+
+* the agent may not have tools or toolsets of its own (they would run outside
+  any task): :func:`durable_agent` refuses it; declare them as ``@agentq.tool``;
+* the run's output is the model's text: ``output_type`` must be ``str``;
+* a run's conversation is agentq's record, in the chat-completions shape: the
+  text and the tool calls of each answer are kept, other parts (thinking,
+  provider-side tool calls, files) are not sent back in later turns;
+* ``deps`` are fixed when the agent is declared (every worker builds its own).
+
+**Which client sends the request.** A turn's HTTP rules (the host allow-list of
+the policy's ``[tools.agent_turn_<name>]`` plus the model's own host,
+``Idempotency-Key: <turn task id>``, the ``X-AgentQ-Run`` and ``X-AgentQ-Turn``
+headers, 429/503 with ``Retry-After`` turned into a retry of the turn at that
+time) hold for agentq's own client. A Pydantic AI model sends through its
+provider's client, which knows none of them, unless the provider is given
+:func:`turn_http_client`, whose requests go through the client of the turn
+they are made in::
+
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    provider = OpenAIProvider(base_url=..., api_key=..., http_client=turn_http_client())
+    support = Agent(OpenAIChatModel("gpt-4o", provider=provider), ...)
+
+(any provider that takes an ``httpx.AsyncClient``). Such a client sends only
+inside a turn; the model's host (its ``base_url``) is allowed for it.
+
+The model's answer is untrusted: a call of a tool the agent was not offered, or
+with arguments that are not JSON or not the tool's, is refused by the durable
+core and the model is told so. :func:`run_messages` gives a run's conversation
+back as Pydantic AI messages (``ModelMessagesTypeAdapter`` serializes them).
+
+Pydantic AI is imported with this module (``agentq-runtime[pydantic-ai]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Coroutine, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+import httpx2
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai import DeferredToolRequests
+from pydantic_ai.exceptions import (
+    ModelAPIError,
+    ModelHTTPError,
+    ModelRequestRejectedError,
+    UserError,
+)
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model, infer_model
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
+from pydantic_ai.usage import RequestUsage
+
+from agentq.agents import Agent, ModelAnswer, ToolCall
+from agentq.agents.model import MAX_ANSWER_BYTES
+from agentq.agents.turn import RUN_HEADER
+from agentq.errors import AgentQError, ConfigError
+from agentq.redact import redact_text
+from agentq.retry import PermanentError, RetryLater
+from agentq.run_info import RunInfo
+
+__all__ = [
+    "PydanticAIModel",
+    "durable_agent",
+    "run_messages",
+    "to_model_messages",
+    "turn_http_client",
+]
+
+_T = TypeVar("_T")
+
+
+def durable_agent(
+    agent: PydanticAgent[Any, Any],
+    *,
+    name: str | None = None,
+    tools: Sequence[str] | None = None,
+    max_turns: int | None = 20,
+    max_tokens: int | None = None,
+    deps: Any = None,
+    queue: str = "agent_turns",
+    timeout: float = 120.0,
+    max_attempts: int = 5,
+) -> Agent:
+    """``agent`` as an agentq :class:`~agentq.Agent` named ``name`` (default: the
+    Pydantic AI agent's ``name``), offering the agentq ``tools`` named (None:
+    every visible tool of the runtime). ``max_turns`` and ``max_tokens`` are a
+    run's budget; ``deps`` is the ``RunContext.deps`` of every turn; ``queue``,
+    ``timeout`` (one model request) and ``max_attempts`` are the turn tasks'.
+
+    Declare it where every worker loads it (``Runtime(..., agents=[...])`` or a
+    tools module). Refused: an agent without a model, with tools or toolsets of
+    its own, or whose ``output_type`` is not ``str``."""
+    label = name if name is not None else agent.name
+    if not label:
+        raise ConfigError("durable_agent needs a name: durable_agent(agent, name=...) or "
+                          "Agent(..., name=...); runs are started by it")  # fmt: skip
+    if agent.model is None:
+        raise ConfigError(f"Pydantic AI agent {label!r} has no model: a durable run's "
+                          "turns ask the model the agent was declared with")  # fmt: skip
+    _refuse_own_tools(agent, label)
+    _refuse_structured_output(agent, label)
+    model = PydanticAIModel(agent, deps=deps, timeout=timeout)
+    return Agent(name=label, model=model, tools=tools, max_turns=max_turns,
+                 max_tokens=max_tokens, queue=queue, timeout=timeout,
+                 max_attempts=max_attempts)  # fmt: skip
+
+
+def _refuse_own_tools(agent: PydanticAgent[Any, Any], label: str) -> None:
+    own: list[str] = []
+    for toolset in agent.toolsets:
+        if isinstance(toolset, FunctionToolset):
+            own += list(toolset.tools)
+        else:
+            own.append(f"toolset {toolset.id or type(toolset).__name__}")
+    if own:
+        raise ConfigError(
+            f"Pydantic AI agent {label!r} has tools of its own ({', '.join(own)}): in a "
+            "durable run every tool call is an agentq task; declare them with @agentq.tool "
+            "and name them in durable_agent(..., tools=[...])"
+        )
+
+
+def _refuse_structured_output(agent: PydanticAgent[Any, Any], label: str) -> None:
+    spec = agent.output_type
+    kinds = list(spec) if isinstance(spec, Sequence) and not isinstance(spec, str) else [spec]
+    if not kinds or any(k is not str and k is not DeferredToolRequests for k in kinds):
+        raise ConfigError(f"Pydantic AI agent {label!r}: a durable run's output is the "
+                          f"model's text, so output_type must be str (got {spec!r})")  # fmt: skip
+
+
+# --- the turn's model --------------------------------------------------------
+
+
+@dataclass
+class _Turn:
+    """What the model request of one turn sends through (:func:`turn_http_client`)."""
+
+    http: httpx.Client
+    headers: Mapping[str, str]
+    #: agentq's own refusal (RetryLater, a host not allowed) that the provider's
+    #: SDK may wrap or retry: the turn raises it instead.
+    refused: AgentQError | None = None
+
+
+_TURN: ContextVar[_Turn | None] = ContextVar("agentq_pydantic_ai_turn", default=None)
+
+
+@dataclass(eq=False)
+class PydanticAIModel:
+    """A :class:`~agentq.agents.ChatModel` that asks a Pydantic AI agent's model
+    once per turn, through ``agent.iter()`` (see the module's documentation).
+    Made by :func:`durable_agent`."""
+
+    agent: PydanticAgent[Any, Any]
+    deps: Any = None
+    timeout: float = 120.0
+    _resolved: Model | None = field(default=None, init=False, repr=False)
+
+    @property
+    def model(self) -> Model:
+        """The agent's model (a model named by a string is resolved at first use)."""
+        if self._resolved is None:
+            declared = self.agent.model
+            if declared is None:
+                raise ConfigError("the Pydantic AI agent has no model")
+            self._resolved = declared if isinstance(declared, Model) else infer_model(declared)
+        return self._resolved
+
+    @property
+    def host_entry(self) -> str:
+        """The model's host, from its ``base_url`` ("" for a model with none, such
+        as a ``FunctionModel``): what a :func:`turn_http_client` may reach."""
+        try:
+            base_url = self.model.base_url
+        except Exception:  # a model that cannot be resolved fails its turn, not this
+            return ""
+        parts = urlsplit(base_url or "")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return ""
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        return f"{host}:{parts.port}" if parts.port else host
+
+    def complete(
+        self,
+        http: httpx.Client,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        headers: Mapping[str, str],
+    ) -> ModelAnswer:
+        turn = _Turn(http=http, headers=dict(headers))
+        try:
+            response = _on_loop(self._ask(turn, messages, tools), self.timeout)
+        except Exception as exc:
+            classified = turn.refused if turn.refused is not None else _classified(exc)
+            if classified is exc:
+                raise
+            raise classified from exc
+        return to_answer(response)
+
+    async def _ask(
+        self,
+        turn: _Turn,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+    ) -> ModelResponse:
+        _TURN.set(turn)  # this task's own context: the requests it makes see it
+        history = to_model_messages(messages)
+        system = await self.agent.system_prompt_parts(deps=self.deps, message_history=history)
+        if system and history and isinstance(history[0], ModelRequest):
+            history[0] = ModelRequest(parts=[*system, *history[0].parts])
+        offered = ExternalToolset([_tool_definition(t) for t in tools], id="agentq")
+        run_id = str(turn.headers.get(RUN_HEADER) or "") or None
+        async with self.agent.iter(None, message_history=history, deps=self.deps,
+                                   toolsets=[offered], conversation_id=run_id) as run:  # fmt: skip
+            async for node in run:
+                if PydanticAgent.is_call_tools_node(node):
+                    # The model answered: stop before Pydantic AI would run a tool.
+                    return node.model_response
+                if PydanticAgent.is_end_node(node):
+                    break
+        raise RuntimeError("the Pydantic AI agent ended its run without asking the model")
+
+
+def _tool_definition(schema: Mapping[str, Any]) -> ToolDefinition:
+    function = schema.get("function") or {}
+    return ToolDefinition(
+        name=str(function.get("name")),
+        description=function.get("description") or None,
+        parameters_json_schema=dict(function.get("parameters") or {"type": "object"}),
+    )
+
+
+def _classified(exc: Exception) -> Exception:
+    """A failed model request as the task machinery reads it: a rejected request
+    or a configuration mistake is permanent; a throttled one is retried when the
+    provider said; anything else is retried with backoff."""
+    if isinstance(exc, AgentQError):
+        return exc
+    if isinstance(exc, ModelRequestRejectedError | UserError):
+        return PermanentError(redact_text(f"model request refused: {exc}"))
+    if isinstance(exc, ModelHTTPError) and exc.retry_after is not None:
+        return RetryLater(exc.retry_after, f"model answered {exc.status_code}")
+    if isinstance(exc, ModelAPIError):
+        return RuntimeError(redact_text(f"model request failed: {exc}"))
+    return exc
+
+
+def to_answer(response: ModelResponse) -> ModelAnswer:
+    """A Pydantic AI ``ModelResponse`` as the turn's :class:`~agentq.agents.ModelAnswer`:
+    its text, its function calls (arguments as the model wrote them), its usage."""
+    calls = [
+        ToolCall(call_id=p.tool_call_id, name=p.tool_name,
+                 arguments=p.args if isinstance(p.args, str) else p.args_as_json_str())
+        for p in response.parts if type(p) is ToolCallPart
+    ]  # fmt: skip
+    usage = response.usage
+    prompt, completion = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
+    return ModelAnswer(
+        content=response.text,
+        tool_calls=calls,
+        usage={"prompt_tokens": prompt, "completion_tokens": completion,
+               "total_tokens": prompt + completion},
+        model=response.model_name,
+    )  # fmt: skip
+
+
+# --- the conversation ----------------------------------------------------------
+
+
+def to_model_messages(
+    messages: Sequence[Mapping[str, Any]], turns: Sequence[Any] = ()
+) -> list[ModelMessage]:
+    """A run's chat-completions messages (user, assistant, tool) as Pydantic AI
+    messages: consecutive user and tool messages make one ``ModelRequest``; each
+    assistant message a ``ModelResponse`` with its ``ToolCallPart``\\ s, and each
+    tool message the ``ToolReturnPart`` of the call at its position (a call id
+    that is missing or repeated within an answer is replaced, in the call and
+    its return alike, by one that names the turn and position). ``turns`` (a
+    run's :class:`~agentq.run_info.TurnInfo`) add each answer's usage, model and
+    time."""
+    out: list[ModelMessage] = []
+    request: list[ModelRequestPart] = []
+    calls: list[ToolCallPart] = []  # the last answer's calls, paired with what follows
+    answered = 0
+    returned = 0
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant":
+            if request:
+                out.append(ModelRequest(parts=request))
+                request = []
+            turn = turns[answered] if answered < len(turns) else None
+            answered += 1
+            calls = _calls(message.get("tool_calls") or (), answered)
+            returned = 0
+            out.append(_response(message, calls, turn))
+        elif role == "tool":
+            call = calls[returned] if returned < len(calls) else None
+            returned += 1
+            request.append(ToolReturnPart(
+                tool_name=call.tool_name if call else "unknown",
+                content=_text(message.get("content")),
+                tool_call_id=call.tool_call_id if call else str(message.get("tool_call_id") or ""),
+            ))  # fmt: skip
+        elif role == "system":
+            request.append(SystemPromptPart(_text(message.get("content"))))
+        else:
+            request.append(UserPromptPart(_text(message.get("content"))))
+    if request:
+        out.append(ModelRequest(parts=request))
+    return out
+
+
+def _calls(raw: Sequence[Any], turn: int) -> list[ToolCallPart]:
+    seen: set[str] = set()
+    out = []
+    for position, call in enumerate(raw):
+        entry: Mapping[str, Any] = call if isinstance(call, Mapping) else {}
+        named = entry.get("function")
+        function: Mapping[str, Any] = named if isinstance(named, Mapping) else {}
+        call_id = str(entry.get("id") or "")
+        if not call_id or call_id in seen:
+            call_id = f"agentq-{turn}-{position}"
+        seen.add(call_id)
+        arguments = function.get("arguments")
+        out.append(ToolCallPart(
+            tool_name=str(function.get("name") or ""),
+            args=arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
+            tool_call_id=call_id,
+        ))  # fmt: skip
+    return out
+
+
+def _response(message: Mapping[str, Any], calls: list[ToolCallPart], turn: Any) -> ModelResponse:
+    parts: list[ModelResponsePart] = []
+    if message.get("content"):
+        parts.append(TextPart(_text(message["content"])))
+    parts.extend(calls)
+    if turn is None:
+        return ModelResponse(parts=parts)
+    usage = RequestUsage(input_tokens=turn.usage.prompt_tokens,
+                         output_tokens=turn.usage.completion_tokens)  # fmt: skip
+    when: datetime | None = turn.finished_at
+    if when is None:
+        return ModelResponse(parts=parts, usage=usage, model_name=turn.model)
+    return ModelResponse(parts=parts, usage=usage, model_name=turn.model, timestamp=when)
+
+
+def _text(content: Any) -> str:
+    return content if isinstance(content, str) else json.dumps(content, default=str)
+
+
+def run_messages(
+    run: RunInfo, agent: PydanticAgent[Any, Any] | None = None, *, deps: Any = None
+) -> list[ModelMessage]:
+    """A run's conversation as Pydantic AI messages, as ``result.all_messages()``
+    would give it (``ModelMessagesTypeAdapter`` serializes them): with ``agent``
+    (and its ``deps``), the first request starts with the agent's system prompts,
+    as each turn's request did."""
+    history = to_model_messages(run.messages, run.turns)
+    if agent is not None and history and isinstance(history[0], ModelRequest):
+        system = _on_loop(agent.system_prompt_parts(deps=deps, message_history=history), 60.0)
+        history[0] = ModelRequest(parts=[*system, *history[0].parts])
+    return history
+
+
+# --- the loop the model requests run on -----------------------------------------
+
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    """One event loop in a daemon thread for every Pydantic AI request of this
+    process: a provider's async client is bound to the loop it first ran on, and
+    turns run in the worker's handler threads."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="agentq-pydantic-ai",
+                             daemon=True).start()  # fmt: skip
+            _LOOP = loop
+        return _LOOP
+
+
+def _on_loop(coro: Coroutine[Any, Any, _T], timeout: float) -> _T:
+    future = asyncio.run_coroutine_threadsafe(coro, _loop())
+    try:
+        return future.result(timeout)
+    except TimeoutError:
+        future.cancel()
+        raise TimeoutError(f"model request took longer than {timeout:g}s") from None
+
+
+# --- the provider's HTTP client ---------------------------------------------------
+
+
+def turn_http_client() -> httpx2.AsyncClient:
+    """An ``httpx2.AsyncClient`` (the client Pydantic AI's providers take) whose
+    requests go through the agentq client of the turn they are made in: that
+    turn's host allow-list, ``Idempotency-Key``, run and turn headers, and
+    ``Retry-After`` handling (a 429 or 503 reschedules the turn; the SDK's own
+    retries of it send nothing). Outside a turn it sends nothing (an error says so)."""
+    return httpx2.AsyncClient(transport=_TurnTransport(), timeout=None)
+
+
+class _TurnTransport(httpx2.AsyncBaseTransport):
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        turn = _TURN.get()
+        if turn is None:
+            raise RuntimeError("this client sends only inside an agentq turn of a durable "
+                               "agent (agentq.adapters.pydantic_ai_durable)")  # fmt: skip
+        if turn.refused is not None:
+            raise turn.refused  # the SDK retrying what agentq refused: no new request
+        headers = [(k, v) for k, v in request.headers.multi_items()
+                   if k.lower() not in {h.lower() for h in turn.headers}]  # fmt: skip
+        outgoing = httpx.Request(request.method, str(request.url),
+                                 headers=[*headers, *turn.headers.items()],
+                                 content=await request.aread())  # fmt: skip
+        try:
+            status, answer_headers, body = await asyncio.to_thread(_send, turn.http, outgoing)
+        except AgentQError as exc:
+            turn.refused = exc
+            raise
+        # The body as it came (still encoded), with its headers: the SDK's client decodes it.
+        return httpx2.Response(status, headers=answer_headers, stream=httpx2.ByteStream(body))
+
+
+def _send(http: httpx.Client, request: httpx.Request) -> tuple[int, list[tuple[str, str]], bytes]:
+    response = http.send(request, stream=True)
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_raw():
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raise RuntimeError(f"model answer over {MAX_ANSWER_BYTES} bytes")
+            chunks.append(chunk)
+    finally:
+        response.close()
+    return response.status_code, response.headers.multi_items(), b"".join(chunks)
