@@ -349,7 +349,25 @@ class Decision:
         rec = approvals.decide(self.runtime, self.tx, approval_id, Event.APPROVE, by=by,
                                note=note, if_version=if_version, args=validated,
                                edit=edit)  # fmt: skip
+        definition = self.runtime.find_tool(self.tx, str(rec["tool"]))
+        if definition is not None and definition.local and definition.handler is not None:
+            rec = self._run_local(definition, rec)
         return TaskInfo.model_validate(rec)
+
+    def _run_local(self, definition: ToolDef, rec: dict[str, Any]) -> dict[str, Any]:
+        """A local tool's approved call runs here, in the transaction that
+        approves it: its message (just sent) is taken back and its result
+        recorded, so its writes commit with the approval or not at all."""
+        if rec["status"] != "queued" or rec.get("ordering_key"):
+            return rec  # held back (its ordering key): a worker cannot run it either
+        due = rec.get("next_attempt_at")
+        if due and datetime.fromisoformat(due) > self.now:
+            return rec  # scheduled later: not now
+        self.tx.ack(rec["queue"], (rec["task_id"], rec["attempt"]), must_exist=False)
+        running = tasks.claimed(rec, self.now, int(rec.get("deliveries", 0)) + 1)
+        args = definition.validate_args(self.runtime._task_in(self.tx, rec["task_id"]).args)
+        result = definition.dump_result(definition.handler(self, args))
+        return tasks.finish(self.runtime, self.tx, running, Event.SUCCEED, result=result)
 
     def reject(
         self, approval_id: str, by: str, note: str = "", *, if_version: str | None = None

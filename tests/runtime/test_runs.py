@@ -308,3 +308,24 @@ def test_unknown_agents_and_runs_are_one_clear_error(rt: Runtime) -> None:
         rt.run("run_nope")
     with pytest.raises(AgentQError, match="input"):
         rt.start_run("refunds", "   ")
+
+
+def test_a_gated_local_call_runs_in_the_transaction_that_approves_it(
+    backend_url: str, clock: FakeClock
+) -> None:
+    MARKED.clear()
+    script = [Reply.tool_calls(("mark_refund_approved", {"order_id": "o9"})), Reply.text("ok")]
+    gate = Policy(approvals=(ApprovalRule(tool="mark_refund_approved"),))
+    with ScriptedModel(script) as model, make_runtime(backend_url, clock, model) as rt:
+        rt.policy = gate
+        run = rt.start_run("refunds", "Mark o9", by="alice")
+        drain(rt)
+        assert rt.run(run.run_id).status is RunStatus.AWAITING_APPROVAL and MARKED == []
+        (approval,) = rt.approvals("pending")
+        task = rt.approve(approval.approval_id, by="bob")
+        # Run by the approval itself: no worker was needed for the local call.
+        assert task.status is TaskStatus.SUCCEEDED and MARKED == ["o9"]
+        assert task.result == {"order_id": "o9", "state": "refund_approved"}
+        assert rt.run(run.run_id).status is RunStatus.QUEUED  # its next turn
+        drain(rt)
+        assert rt.run(run.run_id).status is RunStatus.SUCCEEDED
