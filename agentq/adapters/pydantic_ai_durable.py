@@ -436,7 +436,15 @@ def _loop() -> asyncio.AbstractEventLoop:
 
 
 def _on_loop(coro: Coroutine[Any, Any, _T], timeout: float) -> _T:
-    future = asyncio.run_coroutine_threadsafe(coro, _loop())
+    loop = _loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:  # waiting here would block the loop that must run it
+        coro.close()
+        raise RuntimeError("called from a Pydantic AI request of a durable agent's turn")
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
     try:
         return future.result(timeout)
     except TimeoutError:
