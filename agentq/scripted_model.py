@@ -21,7 +21,7 @@ import threading
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -181,8 +181,11 @@ class ScriptedModel:
             return list(self._records)
 
     def requests_per_turn(self) -> Counter[tuple[str | None, int]]:
-        """How many answers (200) each ``(run_id, run_turn)`` got."""
-        return Counter((r.run_id, r.run_turn) for r in self.requests() if r.status == 200)
+        """How many answers (200, sent) each ``(run_id, run_turn)`` got. An answer
+        sent to a client that had gone (a killed worker) counts: the model answered."""
+        return Counter(
+            (r.run_id, r.run_turn) for r in self.requests() if r.status == 200 and not r.unsent
+        )
 
     def attempts_per_turn(self) -> Counter[tuple[str | None, int]]:
         """How many requests each ``(run_id, run_turn)`` made, whatever the answer."""
@@ -224,7 +227,14 @@ class ScriptedModel:
             self._records.append(record)
             hooks = list(self._hooks)
         before_send = partial(_run_hooks, hooks, request, record)
-        return Answer(reply.status, answer, answer_headers, delay, before_send)
+        unsent = partial(self._unsent, record)
+        return Answer(reply.status, answer, answer_headers, delay, before_send, unsent)
+
+    def _unsent(self, record: RecordedRequest) -> None:
+        with self._lock:
+            for i, recorded in enumerate(self._records):
+                if recorded is record:
+                    self._records[i] = replace(record, unsent=True)
 
     def _scripted(self, request: ModelRequest) -> Reply:
         script = self._script

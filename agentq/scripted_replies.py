@@ -140,11 +140,13 @@ class ModelRequest:
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One chat-completions request the server answered (any status), for counting.
+    """One chat-completions request the script (or a fault) answered, for counting.
 
-    ``call_ids`` are the tool-call ids minted for this answer (fresh on every
-    request); ``completion_id`` is its ``chatcmpl-`` id (``None`` for an error);
-    ``at`` is when it arrived, on the server's clock.
+    ``status`` is the answer's; ``call_ids`` are the tool-call ids minted for it
+    (fresh on every request); ``completion_id`` is its ``chatcmpl-`` id
+    (``None`` for an error); ``at`` is when it arrived, on the server's clock.
+    ``unsent`` is true when the server stopped while holding the answer back
+    (a delay or stall), so the client got nothing.
     """
 
     run_id: str | None
@@ -155,6 +157,7 @@ class RecordedRequest:
     completion_id: str | None
     idempotency_key: str | None
     at: datetime
+    unsent: bool = False
 
 
 class InvalidRequest(ValueError):

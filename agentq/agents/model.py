@@ -14,13 +14,14 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
-
-import httpx
 
 from agentq.errors import ConfigError
 from agentq.retry import PermanentError
+
+if TYPE_CHECKING:
+    import httpx  # a worker's turn imports it; a process that only starts runs does not
 
 __all__ = ["ChatModel", "ModelAnswer", "OpenAICompatibleModel", "ToolCall", "parse_answer"]
 

@@ -356,6 +356,8 @@ def test_it_stops_its_connections_and_its_held_back_answers() -> None:
         assert time.monotonic() - started < 5  # not the 60 s the answer is held back
     asking.join(10)
     assert len(errors) == 1
+    assert [r.unsent for r in model.requests()] == [True]  # recorded, never answered
+    assert model.requests_per_turn() == {} and model.attempts_per_turn() == {(None, 1): 1}
     with pytest.raises(httpx.TransportError):
         kept_alive.get(f"{model.base_url}/models")
     with pytest.raises(httpx.ConnectError):
