@@ -51,8 +51,11 @@ they are made in::
     provider = OpenAIProvider(base_url=..., api_key=..., http_client=turn_http_client())
     support = Agent(OpenAIChatModel("gpt-4o", provider=provider), ...)
 
-(any provider that takes an ``httpx.AsyncClient``). Such a client sends only
-inside a turn; the model's host (its ``base_url``) is allowed for it.
+(any provider that takes an ``http_client``: an ``httpx2.AsyncClient``, the
+client Pydantic AI's providers use). Such a client sends only inside a turn,
+only to the model's host (its ``base_url``) and the hosts the policy allows the
+turn; a 429 or 503 reschedules the turn at its ``Retry-After``, and the SDK's
+own retries of a request agentq refused send nothing.
 
 The model's answer is untrusted: a call of a tool the agent was not offered, or
 with arguments that are not JSON or not the tool's, is refused by the durable
