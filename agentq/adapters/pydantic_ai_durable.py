@@ -51,8 +51,11 @@ they are made in::
     provider = OpenAIProvider(base_url=..., api_key=..., http_client=turn_http_client())
     support = Agent(OpenAIChatModel("gpt-4o", provider=provider), ...)
 
-(any provider that takes an ``httpx.AsyncClient``). Such a client sends only
-inside a turn; the model's host (its ``base_url``) is allowed for it.
+(any provider that takes an ``http_client``: an ``httpx2.AsyncClient``, the
+client Pydantic AI's providers use). Such a client sends only inside a turn,
+only to the model's host (its ``base_url``) and the hosts the policy allows the
+turn; a 429 or 503 reschedules the turn at its ``Retry-After``, and the SDK's
+own retries of a request agentq refused send nothing.
 
 The model's answer is untrusted: a call of a tool the agent was not offered, or
 with arguments that are not JSON or not the tool's, is refused by the durable
@@ -436,7 +439,15 @@ def _loop() -> asyncio.AbstractEventLoop:
 
 
 def _on_loop(coro: Coroutine[Any, Any, _T], timeout: float) -> _T:
-    future = asyncio.run_coroutine_threadsafe(coro, _loop())
+    loop = _loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:  # waiting here would block the loop that must run it
+        coro.close()
+        raise RuntimeError("called from a Pydantic AI request of a durable agent's turn")
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
     try:
         return future.result(timeout)
     except TimeoutError:

@@ -391,3 +391,24 @@ def test_a_request_the_provider_refuses_fails_the_run_without_retrying(tmp_path:
     assert turn.attempt == 1  # a 401 is not retried
     assert run.status is RunStatus.FAILED
     assert "PermanentError: model request refused" in str(run.error) and "401" in str(run.error)
+
+
+def test_a_durable_agent_in_a_tools_folder_is_found_as_agentq_agents_are(tmp_path: Path) -> None:
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    (folder / "support.py").write_text('''
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+from agentq.adapters.pydantic_ai_durable import durable_agent
+
+support = Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("hi")])),
+                name="support")
+support_agent = durable_agent(support, tools=[])
+''')
+    with Runtime(f"sqlite:///{tmp_path / 'agentq.db'}", tools=folder, clock=FakeClock()) as rt:
+        run = rt.start_run("support", "hello")
+        drain(rt)
+        run = rt.run(run.run_id)
+    assert (run.status, run.output) == (RunStatus.SUCCEEDED, "hi")
