@@ -46,7 +46,7 @@ from agentq.backends import Backend, Transaction
 from agentq.clock import to_micros
 from agentq.errors import ConfigError
 from agentq.ledger import TERMINAL, Tables, TaskStatus
-from agentq.lifecycle import payloads, retention_records
+from agentq.lifecycle import payloads, retention_records, run_retention
 from agentq.lifecycle.retention_records import GoneTasks, stamp
 from agentq.lifecycle.retention_scan import TaskScan
 from agentq.lifecycle.states import APPROVAL_TRANSITIONS, TASK_TRANSITIONS
@@ -100,6 +100,8 @@ class PruneCounts:
     key_slots: int = 0
     #: Records of workers not heard from for longer than the retention.
     worker_records: int = 0
+    #: Finished durable agent runs older than the runtime's retention.
+    runs: int = 0
 
     def add(self, other: PruneCounts) -> None:
         """Add ``other``'s counts to these."""
@@ -351,6 +353,9 @@ def prune_pass(
         yield PruneCounts(key_slots=n)
     if runtime_retention is None:
         return
+    for n in run_retention.prune_runs(backend, runtime_retention, now, batch_size,
+                                      dry_run=dry_run):  # fmt: skip
+        yield PruneCounts(runs=n)
     workers = retention_records.prune_workers(
         backend, runtime_retention, now, batch_size, dry_run=dry_run
     )

@@ -42,6 +42,7 @@ __all__ = [
     "cancel",
     "create",
     "fail",
+    "key_record",
     "read",
     "record_turn",
     "tag_call",
@@ -114,7 +115,8 @@ def _store(tx: Transaction, rec: Mapping[str, Any]) -> None:
     tx.put_record(Tables.RUNS, str(rec["run_id"]), rec)
 
 
-def _key_record(owner: str, key: str) -> str:
+def key_record(owner: str, key: str) -> str:
+    """The key of the record naming the run ``owner``'s ``key`` started."""
     # The owner's length first: no owner's key can be spelled as another's.
     return f"{len(owner)}:{owner}:{key}"
 
@@ -139,7 +141,7 @@ def create(
     if len(input) > MAX_INPUT_CHARS:
         raise InvalidArguments(f"a run's input is at most {MAX_INPUT_CHARS} characters")
     if idempotency_key is not None:
-        named = tx.get_record(Tables.RUN_KEYS, _key_record(owner, idempotency_key))
+        named = tx.get_record(Tables.RUN_KEYS, key_record(owner, idempotency_key))
         if named is not None:
             found = read(tx, str(named["run_id"]))
             if found["agent"] != agent or found["input"] != input:
@@ -162,7 +164,7 @@ def create(
     rec = _send_turn(env, tx, _moved(rec, _E.START, tx))
     _store(tx, rec)
     if idempotency_key is not None:
-        tx.put_record(Tables.RUN_KEYS, _key_record(owner, idempotency_key), {"run_id": run_id})
+        tx.put_record(Tables.RUN_KEYS, key_record(owner, idempotency_key), {"run_id": run_id})
     return rec, True
 
 

@@ -329,3 +329,25 @@ def test_a_gated_local_call_runs_in_the_transaction_that_approves_it(
         assert rt.run(run.run_id).status is RunStatus.QUEUED  # its next turn
         drain(rt)
         assert rt.run(run.run_id).status is RunStatus.SUCCEEDED
+
+
+def test_prune_deletes_finished_runs_once_old_and_keeps_waiting_ones(
+    backend_url: str, clock: FakeClock
+) -> None:
+    script = [Reply.tool_calls(refund_call(500.0)), Reply.text("done")]
+    with ScriptedModel(script) as model, make_runtime(backend_url, clock, model) as rt:
+        waiting = rt.start_run("refunds", "Refund 500", by="alice")
+        finished = rt.start_run("refunds", "Refund 20", idempotency_key="k1", by="alice")
+        drain(rt)
+        rt.cancel_run(finished.run_id)
+        clock.advance(6 * 86400)
+        assert rt.prune().counts.runs == 0  # younger than the 7 days kept
+        clock.advance(2 * 86400)
+        assert rt.prune(dry_run=True).counts.runs == 1
+        assert rt.prune().counts.runs == 1
+        with pytest.raises(RunNotFound):
+            rt.run(finished.run_id)
+        assert rt.run(waiting.run_id).status is RunStatus.AWAITING_APPROVAL
+        # Its key went with it: the same key starts a new run.
+        again = rt.start_run("refunds", "Refund 20", idempotency_key="k1", by="alice")
+        assert again.run_id != finished.run_id

@@ -1,0 +1,54 @@
+"""Retention of durable agent runs: a finished run goes once it is old.
+
+A run that succeeded, failed or was cancelled is deleted once its last change
+(``updated_at``) is older than the runtime's retention, with the idempotency
+key that named it, in one short transaction per page; a run that changed since
+the read is decided again on the next pass. Its tasks have their own retention
+(:mod:`agentq.lifecycle.retention`): a call's task can outlive its run, never
+the other way round (a run's record is read by nothing of its tasks once it is
+final). A run still waiting for a turn, its tools or a human is never deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentq.backends import Backend, Transaction
+from agentq.ledger import Tables
+from agentq.lifecycle.runs import key_record
+from agentq.run_info import RUN_TERMINAL
+
+__all__ = ["prune_runs"]
+
+
+def prune_runs(
+    backend: Backend, keep: timedelta, now: datetime, batch_size: int, *, dry_run: bool
+) -> Iterator[int]:
+    """Delete the finished runs older than ``keep`` (and their keys); yields the
+    count of each page (in a dry run: what would be deleted)."""
+    after = ""
+    while True:
+        page = backend.list_records(Tables.RUNS, limit=batch_size, after=after)
+        chosen = [(key, rec) for key, rec in page if rec.get("status") in RUN_TERMINAL
+                  and datetime.fromisoformat(str(rec["updated_at"])) <= now - keep]  # fmt: skip
+        if chosen and not dry_run:
+
+            def delete(tx: Transaction, chosen: list[tuple[str, dict[str, Any]]] = chosen) -> int:
+                deleted = 0
+                for key, seen in chosen:
+                    if tx.get_record(Tables.RUNS, key) != seen:
+                        continue  # continued or changed since the read: next pass
+                    named = seen.get("idempotency_key")
+                    if named is not None:
+                        tx.delete_record(Tables.RUN_KEYS, key_record(str(seen["owner"]), named))
+                    deleted += tx.delete_record(Tables.RUNS, key)
+                return deleted
+
+            yield backend.transact(delete, durable=False)  # a lost delete is made again
+        else:
+            yield len(chosen)
+        if len(page) < batch_size:
+            return
+        after = page[-1][0]
