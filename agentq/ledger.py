@@ -34,6 +34,8 @@ class Tables:
     RUNS = "runs"
     #: A run's idempotency key (per owner) -> the run it named.
     RUN_KEYS = "run_keys"
+    #: An owner's durable runs' usage per UTC day (:mod:`agentq.lifecycle.run_budgets`).
+    RUN_USAGE = "run_usage"
 
 
 class TaskStatus(StrEnum):

@@ -49,6 +49,8 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    #: What the tokens cost by the policy's ``[prices]`` (None: no price known).
+    cost: float | None = None
 
 
 class CallInfo(BaseModel):

@@ -22,7 +22,7 @@ from agentq.agents.model import ModelAnswer, ToolCall
 from agentq.context import ToolContext
 from agentq.errors import AgentQError, ToolError
 from agentq.ledger import Tables, TaskStatus
-from agentq.lifecycle import runs
+from agentq.lifecycle import run_budgets, runs
 from agentq.run_info import RunStatus
 from agentq.tools import ToolDef
 
@@ -68,6 +68,15 @@ def run_turn(runtime: Runtime, agent: Agent, ctx: ToolContext, args: TurnArgs) -
     rec = runtime.backend.get_record(Tables.RUNS, args.run_id)
     if rec is None or rec["status"] != RunStatus.QUEUED or int(rec["turn"]) != args.turn:
         return {"run_id": args.run_id, "turn": args.turn, "skipped": "the run moved on"}
+    limits = run_budgets.owner_limits(runtime.policy, str(rec["owner"]))
+    if limits:
+        day = runtime.backend.get_record(
+            Tables.RUN_USAGE, run_budgets.owner_day_key(str(rec["owner"]), ctx.clock.now())
+        )
+        over = run_budgets.owner_over_budget(day, limits)
+        if over is not None:  # asks the model nothing: the run ends with the reason
+            ctx.on_commit(_failer(runtime, args, over))
+            return {"run_id": args.run_id, "turn": args.turn, "skipped": over}
     messages = list(rec.get("messages") or ())
     request = ([{"role": "system", "content": agent.instructions}] if agent.instructions
                else []) + messages  # fmt: skip
@@ -77,9 +86,16 @@ def run_turn(runtime: Runtime, agent: Agent, ctx: ToolContext, args: TurnArgs) -
     with _client(runtime, agent, ctx) as http:
         answer = agent.model.complete(http, request, offered_schemas(runtime, agent), headers)
     latency_ms = (ctx.clock.monotonic() - t0) * 1000.0
+    usage: dict[str, Any] = dict(_usage(answer))
+    model = answer.model or getattr(agent.model, "model", None)
+    cost = run_budgets.turn_cost(runtime.policy, model, usage)
+    if cost is None and answer.model and answer.model != getattr(agent.model, "model", None):
+        cost = run_budgets.turn_cost(runtime.policy, getattr(agent.model, "model", None), usage)
+    if cost is not None:
+        usage["cost"] = cost
     turn = {
         "number": args.turn, "task_id": ctx.task_id, "messages_sent": len(messages),
-        "content": answer.content, "usage": _usage(answer), "model": answer.model,
+        "content": answer.content, "usage": usage, "model": answer.model,
         "started_at": started.isoformat(), "finished_at": ctx.clock.now().isoformat(),
         "latency_ms": round(latency_ms, 3),
     }  # fmt: skip
@@ -95,6 +111,15 @@ def _committer(
         commit_turn(runtime, agent, tx, args, answer, turn)
 
     return commit
+
+
+def _failer(runtime: Runtime, args: TurnArgs, reason: str) -> Callable[[Decision], None]:
+    def end(tx: Decision) -> None:
+        rec = runs.turn_in_force(tx.tx, args.run_id, args.turn)
+        if rec is not None:
+            runs.fail(runtime, tx.tx, {**rec, "turn_task_id": None}, reason)
+
+    return end
 
 
 def _usage(answer: ModelAnswer) -> dict[str, int]:
@@ -180,8 +205,11 @@ def commit_turn(
              "function": {"name": c.name, "arguments": c.arguments}}
             for c in answer.tool_calls
         ]  # fmt: skip
-    runs.record_turn(runtime, tx.tx, rec, {**turn, "calls": calls}, assistant,
-                     pending=pending, awaiting_approval=awaiting)  # fmt: skip
+    runs.record_turn(
+        runtime, tx.tx, rec, {**turn, "calls": calls}, assistant, pending=pending,
+        awaiting_approval=awaiting,
+        owner_limits=run_budgets.owner_limits(runtime.policy, str(rec["owner"])),
+    )  # fmt: skip
 
 
 class _Refused(AgentQError):

@@ -28,7 +28,7 @@ from agentq.backends import Transaction
 from agentq.errors import IdempotencyConflict, IllegalTransition, InvalidArguments, RunNotFound
 from agentq.ids import new_run_id
 from agentq.ledger import TERMINAL, Tables, TaskStatus
-from agentq.lifecycle import tasks
+from agentq.lifecycle import run_budgets, tasks
 from agentq.lifecycle.records import Env, iso
 from agentq.lifecycle.states import NEW, Event
 from agentq.run_info import RUN_TERMINAL, RunStatus
@@ -198,21 +198,28 @@ def record_turn(
     *,
     pending: Sequence[str],
     awaiting_approval: bool,
+    owner_limits: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Commit a model turn (in the turn task's completion transaction): its
     answer appended, its usage counted, and the run moved on: to its calls
     (``pending`` tasks, created by the caller in this transaction), to its next
     turn (every call ended already: local or refused), or to its end (no call:
-    the answer is the output). A budget it runs out of fails the run instead."""
+    the answer is the output). A budget it runs out of (the run's, or its owner's
+    daily ``owner_limits``) fails the run instead."""
     usage = dict(rec.get("usage") or {})
+    used = turn.get("usage") or {}
     for field in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        usage[field] = int(usage.get(field, 0)) + int(turn.get("usage", {}).get(field, 0))
+        usage[field] = int(usage.get(field, 0)) + int(used.get(field, 0))
+    if used.get("cost") is not None:
+        usage["cost"] = float(usage.get("cost") or 0.0) + float(used["cost"])
     new = {
         **rec, "usage": usage, "turns": [*rec.get("turns", []), dict(turn)],
         "messages": [*rec.get("messages", []), dict(assistant)],
     }  # fmt: skip
     new.pop("turn_task_id", None)
-    over = _over_budget(new)
+    over = run_budgets.over_run_budget(new)
+    if owner_limits:
+        over = run_budgets.count_owner_usage(tx, str(rec["owner"]), used, owner_limits) or over
     if over is not None:
         return fail(env, tx, new, over, pending=pending)
     if pending:
@@ -225,15 +232,6 @@ def record_turn(
     new = _moved(new, _E.SUCCEED, tx, output=assistant.get("content") or "", pending=[])
     _store(tx, new)
     return new
-
-
-def _over_budget(rec: Mapping[str, Any]) -> str | None:
-    budget = rec.get("budget") or {}
-    max_tokens = budget.get("max_tokens")
-    used = int((rec.get("usage") or {}).get("total_tokens", 0))
-    if max_tokens is not None and used > int(max_tokens):
-        return f"token budget exceeded: {used} tokens used, the budget is {max_tokens}"
-    return None
 
 
 def _next_turn(env: Env, tx: Transaction, rec: dict[str, Any], event: RunEvent) -> dict[str, Any]:

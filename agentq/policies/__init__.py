@@ -31,6 +31,17 @@ pydantic. Several files are merged; a tool configured twice is an error. Example
     cron = "0 2 * * *"
     args = { scope = "all" }
 
+    [agents.refund_agent]          # a durable agent's budget per run
+    max_turns = 10
+    max_cost = 2.0                 # in the currency of [prices]
+
+    [prices."gpt-4.1-mini"]        # per million tokens
+    prompt = 0.40
+    completion = 1.60
+
+    [owners.support-bot]           # what one owner's runs may use per day
+    max_tokens_per_day = 1_000_000
+
 The agent supplies only a tool name and arguments; every limit here is read
 by the runtime from these files, never from the arguments.
 """
@@ -49,6 +60,7 @@ from agentq.errors import ConfigError
 from agentq.policies.approval_rules import ApprovalRule, EscalationLevel, approver_names
 from agentq.policies.base import MAX_DURATION, format_duration, parse_duration
 from agentq.policies.base import Strict as _Strict
+from agentq.policies.run_budgets import AgentBudget, ModelPrice, OwnerBudget
 from agentq.policies.schedule_rules import ScheduleRule
 from agentq.policies.tools import UNCONFIGURED, Defaults, ToolPolicy
 from agentq.retry import RetryPolicy
@@ -56,8 +68,11 @@ from agentq.schedules import check_name
 
 __all__ = [
     "MAX_DURATION",
+    "AgentBudget",
     "ApprovalRule",
     "EscalationLevel",
+    "ModelPrice",
+    "OwnerBudget",
     "Policy",
     "ScheduleRule",
     "ToolPolicy",
@@ -77,6 +92,12 @@ class Policy(_Strict):
     """Which calls need a human: the first rule that applies decides."""
     schedules: dict[str, ScheduleRule] = {}
     """Periodic runs, one table per schedule, named after it (letters, digits, ``_``)."""
+    agents: dict[str, AgentBudget] = {}
+    """Durable agents' budgets per run, one table per agent, named after it."""
+    prices: dict[str, ModelPrice] = {}
+    """Models' prices per million tokens, one table per model name: runs count their cost."""
+    owners: dict[str, OwnerBudget] = {}
+    """What one owner's durable runs may use together per day, one table per owner."""
     # The file each approval rule came from (load_policies), for errors found once
     # the tools are known; empty for a policy built in code or read from the catalog.
     _rule_files: tuple[str, ...] = PrivateAttr(default=())

@@ -15,7 +15,7 @@ from agentq.backends.notify import record_topic
 from agentq.decision import Decision
 from agentq.errors import InvalidArguments, RunNotFound, UnknownTool
 from agentq.ledger import Tables, TaskStatus
-from agentq.lifecycle import runs
+from agentq.lifecycle import run_budgets, runs
 from agentq.lifecycle.tasks import LOCAL
 from agentq.run_info import RunInfo, RunStatus
 from agentq.runtime.core import RuntimeCore
@@ -71,7 +71,8 @@ class RunsMixin(RuntimeCore):
             raise InvalidArguments("idempotency_key must be a string of 1 to 200 characters")
         owner = by or LOCAL
         defined = self.agents.get(agent)
-        budget = defined.budget() if defined is not None else {}
+        coded = defined.budget() if defined is not None else {}
+        budget = run_budgets.run_budget(self.policy, agent, coded)
         rec, _created = runs.create(
             self, tx.tx, agent=agent, turn_tool=tool.name, turn_queue=tool.queue, input=input,
             owner=owner, idempotency_key=idempotency_key, budget=budget,

@@ -351,3 +351,42 @@ def test_prune_deletes_finished_runs_once_old_and_keeps_waiting_ones(
         # Its key went with it: the same key starts a new run.
         again = rt.start_run("refunds", "Refund 20", idempotency_key="k1", by="alice")
         assert again.run_id != finished.run_id
+
+
+def test_policy_budgets_price_runs_and_cap_an_owners_day(
+    backend_url: str, clock: FakeClock
+) -> None:
+    from agentq.policies import AgentBudget, ModelPrice, OwnerBudget
+
+    CHARGES.clear()
+    million = (600_000, 400_000)
+    script = [Reply.tool_calls(refund_call(1.0), usage=million), Reply.text("done", usage=million)]
+    with ScriptedModel(script) as model, make_runtime(backend_url, clock, model) as rt:
+        rt.policy = rt.policy.model_copy(update={
+            "prices": {"scripted": ModelPrice(prompt=1.0, completion=2.0)},
+            "agents": {"refunds": AgentBudget(max_cost=1.5)},
+        })  # fmt: skip
+        run = rt.start_run("refunds", "Refund o1")
+        drain(rt)
+        failed = rt.run(run.run_id)
+        # 0.6 M prompt tokens at 1.0 and 0.4 M completion tokens at 2.0: 1.4, then 2.8.
+        assert failed.turns[0].usage.cost == pytest.approx(1.4)
+        assert failed.status is RunStatus.FAILED and "cost budget" in str(failed.error)
+        assert len(CHARGES) == 1 and len(failed.turns) == 2
+        # An owner's day: its runs together.
+        rt.policy = rt.policy.model_copy(update={
+            "agents": {}, "owners": {"bob": OwnerBudget(max_tokens_per_day=1_500_000)},
+        })  # fmt: skip
+        first = rt.start_run("refunds", "Refund o2", by="bob")
+        drain(rt)
+        assert "daily token budget" in str(rt.run(first.run_id).error)
+        asked = sum(model.attempts_per_turn().values())
+        second = rt.start_run("refunds", "Refund o3", by="bob")
+        drain(rt)
+        refused = rt.run(second.run_id)
+        assert refused.status is RunStatus.FAILED and "daily token budget" in str(refused.error)
+        assert sum(model.attempts_per_turn().values()) == asked  # asked nothing
+        clock.advance(86400)  # the next UTC day
+        third = rt.start_run("refunds", "Refund o4", by="bob")
+        drain(rt)
+        assert rt.run(third.run_id).turns, "a new day's run asks the model again"
