@@ -186,7 +186,8 @@ def _summary(c: PruneCounts) -> str:
         f"{c.tasks} task(s), {c.approvals} approval(s), {c.idempotency_keys} "
         f"idempotency key(s), {c.audit_entries} audit entry(ies), {c.payloads} out-of-band "
         f"argument(s), {c.dedupe_keys} dedupe key(s), {c.key_slots} key slot record(s), "
-        f"{c.worker_records} worker record(s), {c.runs} agent run(s)"
+        f"{c.worker_records} worker record(s), {c.runs} agent run(s), {c.run_usage} "
+        "run usage record(s)"
     )
 
 

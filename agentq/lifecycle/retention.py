@@ -102,6 +102,8 @@ class PruneCounts:
     worker_records: int = 0
     #: Finished durable agent runs older than the runtime's retention.
     runs: int = 0
+    #: Owners' daily usage records of durable runs, of days past the retention.
+    run_usage: int = 0
 
     def add(self, other: PruneCounts) -> None:
         """Add ``other``'s counts to these."""
@@ -356,6 +358,9 @@ def prune_pass(
     for n in run_retention.prune_runs(backend, runtime_retention, now, batch_size,
                                       dry_run=dry_run):  # fmt: skip
         yield PruneCounts(runs=n)
+    for n in run_retention.prune_run_usage(backend, runtime_retention, now, batch_size,
+                                           dry_run=dry_run):  # fmt: skip
+        yield PruneCounts(run_usage=n)
     workers = retention_records.prune_workers(
         backend, runtime_retention, now, batch_size, dry_run=dry_run
     )

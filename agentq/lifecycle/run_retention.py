@@ -20,7 +20,7 @@ from agentq.ledger import Tables
 from agentq.lifecycle.runs import key_record
 from agentq.run_info import RUN_TERMINAL
 
-__all__ = ["prune_runs"]
+__all__ = ["prune_run_usage", "prune_runs"]
 
 
 def prune_runs(
@@ -47,6 +47,29 @@ def prune_runs(
                 return deleted
 
             yield backend.transact(delete, durable=False)  # a lost delete is made again
+        else:
+            yield len(chosen)
+        if len(page) < batch_size:
+            return
+        after = page[-1][0]
+
+
+def prune_run_usage(
+    backend: Backend, keep: timedelta, now: datetime, batch_size: int, *, dry_run: bool
+) -> Iterator[int]:
+    """Delete owners' daily usage records of days over ``keep`` ago (a day's
+    budget is only ever read on that day); yields each page's count."""
+    oldest = (now - keep).date().isoformat()
+    after = ""
+    while True:
+        page = backend.list_records(Tables.RUN_USAGE, limit=batch_size, after=after)
+        chosen = [key for key, rec in page if str(rec.get("day", "")) < oldest]
+        if chosen and not dry_run:
+
+            def delete(tx: Transaction, chosen: list[str] = chosen) -> int:
+                return sum(tx.delete_record(Tables.RUN_USAGE, key) for key in chosen)
+
+            yield backend.transact(delete, durable=False)
         else:
             yield len(chosen)
         if len(page) < batch_size:

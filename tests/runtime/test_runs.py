@@ -390,3 +390,5 @@ def test_policy_budgets_price_runs_and_cap_an_owners_day(
         third = rt.start_run("refunds", "Refund o4", by="bob")
         drain(rt)
         assert rt.run(third.run_id).turns, "a new day's run asks the model again"
+        clock.advance(8 * 86400)
+        assert rt.prune().counts.run_usage == 2  # both days' records, once past retention
