@@ -44,6 +44,12 @@ def format_table(result: dict[str, Any]) -> str:
     for where, v in result["latency_ms"].items():
         if v:
             lines.append(f"{where:<38}{v['p50']:>12.2f}{v['p99']:>12.2f}{v['max']:>12.2f}")
+    runs = result.get("durable_runs") or {}
+    if runs:
+        lines.append("")
+        lines.append(f"{'durable agent runs (instant model)':<38}{'median':>12}{'min':>12}{'max':>12}")
+        for name, v in runs.items():
+            lines.append(f"{name:<38}{v['median']:>12,.2f}{v['min']:>12,.2f}{v['max']:>12,.2f}")
     lines.append("")
     lines.append(f"idle worker CPU: {result['idle_worker_cpu_percent']:.2f}%")
     return "\n".join(lines)

@@ -23,6 +23,7 @@ from agentq.bench.end_to_end import end_to_end
 from agentq.bench.env import BenchEnv
 from agentq.bench.latency import idle_cpu, latency, latency_summary
 from agentq.bench.queue_layer import queue_receive_ack, queue_send, raw_commits
+from agentq.bench.runs import durable_runs
 from agentq.errors import ConfigError
 
 __all__ = ["run_bench"]
@@ -76,6 +77,7 @@ def run_bench(
     callers: int = 8,
     args_sizes: Sequence[int] = (),
     multi_queue: bool = True,
+    runs: int = 200,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run every measurement ``repeats`` times and return medians with min and max.
@@ -84,13 +86,16 @@ def run_bench(
     as an agent framework serving many conversations would (their commits are
     shared: group commit); 1 skips those. ``args_sizes`` adds end-to-end figures
     with that many bytes of arguments per task; ``multi_queue`` the figure of
-    one worker serving every queue.
+    one worker serving every queue. ``runs`` durable agent runs (two turns
+    each, an instant scripted model) measure the cost of durability per turn
+    (0 skips them).
     """
     root, server = _check_target(db, durability)
     pad = "x" * payload_bytes
     results: dict[str, list[float]] = {}
     lat_same: list[float] = []
     lat_other: list[float] = []
+    run_figures: dict[str, list[float]] = {}
 
     def measure(name: str, where: str, fn: Callable[[BenchEnv], float]) -> None:
         with BenchEnv(root, durability, where, server) as env:
@@ -148,6 +153,11 @@ def run_bench(
                 functools.partial(end_to_end, n=tasks, workers=workers, concurrency=concurrency,
                                   batch=batch, pad="x" * size),
             )  # fmt: skip
+        if runs:
+            with BenchEnv(root, durability, "runs", server) as env:
+                for name, value in durable_runs(env, runs, concurrency).items():
+                    run_figures.setdefault(name, []).append(value)
+                    progress(f"  {name}: {value:,.2f}")
         sample(lat_same, "lat1", True)
         sample(lat_other, "lat2", False)
     progress("idle worker CPU")
@@ -157,6 +167,7 @@ def run_bench(
         "settings": {
             "tasks": tasks, "workers": workers, "concurrency": concurrency, "batch": batch,
             "callers": callers, "payload_bytes": payload_bytes, "args_sizes": list(args_sizes),
+            "runs": runs,
             "durability": durability, "repeats": repeats, "python": sys.version.split()[0],
             "sqlite": sqlite3.sqlite_version, "cpus": os.cpu_count(),
             "load_average": _load_average(), **_server_settings(server),
@@ -167,6 +178,7 @@ def run_bench(
             "other_process": latency_summary(lat_other),
         },
         "idle_worker_cpu_percent": round(idle, 2),
+        "durable_runs": {name: _stats(vals) for name, vals in run_figures.items()},
     }  # fmt: skip
     raw = out["throughput"]["raw_commits_per_s"]["median"]
     out["fraction_of_raw"] = {

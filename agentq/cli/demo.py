@@ -78,7 +78,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         db=args.db, tasks=args.tasks, workers=args.workers, concurrency=args.concurrency,
         batch=args.batch, payload_bytes=args.payload_bytes, durability=args.durability,
         repeats=args.repeats, latency_samples=args.latency_samples, callers=args.callers,
-        args_sizes=args.args_sizes, multi_queue=not args.no_multi_queue,
+        args_sizes=args.args_sizes, multi_queue=not args.no_multi_queue, runs=args.runs,
         progress=(lambda _m: None) if args.json else (lambda m: print(m, flush=True)),
     )  # fmt: skip
     text = json.dumps(result, indent=2)
@@ -158,6 +158,11 @@ def register(sub: Any) -> None:
     bench.add_argument(
         "--no-multi-queue", action="store_true",
         help="skip the figure of one worker serving every queue",
+    )  # fmt: skip
+    bench.add_argument(
+        "--runs", type=non_negative, default=200, metavar="N",
+        help="durable agent runs (2 turns each, instant scripted model) for the cost of "
+        "durability per turn (default 200; 0 skips)",
     )  # fmt: skip
     bench.add_argument("--durability", choices=["full", "normal"], default="full",
                        help="SQLite synchronous=FULL or NORMAL (default full)")  # fmt: skip

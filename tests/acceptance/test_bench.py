@@ -19,7 +19,8 @@ def test_bench_runs_and_writes_json(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "agentq.cli", "bench", "--db", f"sqlite:///{tmp_path}/b.db",
          "--tasks", "60", "--repeats", "1", "--latency-samples", "3", "--workers", "2",
-         "--durability", "normal", "--callers", "4", "--args-sizes", "1024", "--out", str(out)],
+         "--durability", "normal", "--callers", "4", "--args-sizes", "1024", "--runs", "20",
+         "--out", str(out)],
         capture_output=True, text=True, timeout=570,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -43,6 +44,12 @@ def test_bench_runs_and_writes_json(tmp_path: Path) -> None:
     assert result["latency_ms"]["other_process"]["samples"] == 3
     assert result["settings"]["callers"] == 4
     assert all(v["median"] > 0 for v in result["throughput"].values())
+    # The cost of durability: durable agent runs with an instant scripted model.
+    assert set(result["durable_runs"]) == {
+        "runs_per_s", "turn_overhead_ms_p50", "turn_overhead_ms_p90",
+    }  # fmt: skip
+    assert result["durable_runs"]["runs_per_s"]["median"] > 0
+    assert "turn_overhead_ms_p50" in proc.stdout
 
 
 def test_bench_on_spanner_without_credentials_is_a_clear_message(tmp_path: Path) -> None:
