@@ -4,11 +4,17 @@
 
 * No worker is reported lost: the first one back used to take the heartbeats of
   the others, which had had no chance to beat yet, as timed out.
+* The worker's log can be read during the outage: psycopg-pool's warnings (a
+  failed attempt to connect, several a second) came out bare, without time or
+  level; now each line has them, one of a kind per interval says how many like
+  it it stands for, and one line says when the connection is back and after how
+  long.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,14 +28,14 @@ import pytest
 
 pytest.importorskip("psycopg", reason="postgres: psycopg is not installed")
 
-from agentq import Runtime
+from agentq import FakeClock, Runtime
+from agentq.backends.postgres.connection import ConnectionOutage
 from tests.chaos.pgcluster import PgCluster, find_pgbin
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ["--tools", str(ROOT / "tools"), "--policies", str(ROOT / "policies")]
 #: Short heartbeats, so that an outage past the timeout takes seconds.
 INTERVAL, TIMEOUT = 0.3, 3.0
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
@@ -123,6 +129,7 @@ def _beaten_since(url: str, names: set[str], since: datetime) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_no_live_worker_is_reported_lost_after_an_outage_past_the_timeout(
     cluster: PgCluster, workers: Workers
 ) -> None:
@@ -146,3 +153,58 @@ def test_no_live_worker_is_reported_lost_after_an_outage_past_the_timeout(
     for name, log in logs.items():
         assert "timed out: no heartbeat" not in log, f"worker {name} reported one lost:\n{log}"
         assert "was reported lost" not in log, f"worker {name} was reported lost:\n{log}"
+
+
+#: The start of a line of the worker's log: time, level, logger.
+LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR) \S+ ")
+HELD = re.compile(r"\((\d+) more like it in the last \d+s\)$")
+BACK = re.compile(r"connection back after (\d+\.\d)s without one \((\d+) failed attempts? to")
+
+
+@pytest.mark.slow
+def test_the_log_during_a_refused_connection_has_time_level_and_a_rate_limit(
+    cluster: PgCluster, workers: Workers
+) -> None:
+    workers.start("w", "--log-repeat-interval", "1")
+    _until(lambda: _beaten_since(cluster.url, {"w"}, datetime.min.replace(tzinfo=UTC)),
+           "heartbeat")  # fmt: skip
+    cluster.stop("fast")
+    stopped = time.monotonic()
+    time.sleep(4)  # psycopg-pool tries to connect several times a second meanwhile
+    cluster.start()
+    down = time.monotonic() - stopped
+    back = datetime.now(UTC)
+    # Its beat needs a pooled connection: the pool made one, and said so, before.
+    _until(lambda: _beaten_since(cluster.url, {"w"}, back), "heartbeat after the outage")
+    workers.stop()
+    log = workers.log("w")
+    lines = log.splitlines()
+    assert [line for line in lines if not LINE.match(line)] == [], log
+    refused = [line for line in lines if "error connecting in" in line]
+    assert refused and all(" WARNING psycopg.pool " in line for line in refused), log
+    held = [int(m.group(1)) for line in refused if (m := HELD.search(line))]
+    assert held and sum(held) > 0, log  # lines held back, and counted in the next one
+    assert len(refused) <= down + 2, log  # at most one a second, and the first
+    [back] = [line for line in lines if "connection back after" in line]
+    matched = BACK.search(back)
+    assert matched is not None and " WARNING agentq.backends.postgres " in back, back
+    assert 0 < float(matched.group(1)) <= down + 5
+    assert int(matched.group(2)) >= len(refused) + sum(held)  # each failed attempt
+
+
+def test_one_line_says_how_long_connecting_failed_once_it_succeeds(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    outage = ConnectionOutage("db:5432/app", clock=clock.monotonic)
+    caplog.set_level("INFO", logger="agentq.backends.postgres")
+    outage.connected()  # nothing failed: nothing to say
+    for _ in range(3):
+        outage.failed()
+        clock.advance(12)
+    outage.connected()
+    outage.connected()  # said once
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "PostgreSQL at db:5432/app: connection back after 36.0s without one "
+                    "(3 failed attempts to connect)"),
+    ]  # fmt: skip
