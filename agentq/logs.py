@@ -244,12 +244,13 @@ def configure_logging(
     stream: IO[str] | None = None,
     *,
     repeat_interval: float = REPEAT_INTERVAL,
+    clock: Callable[[], float] = time.monotonic,
 ) -> logging.Handler:
     """Send the ``agentq`` logger to ``stream`` (default stderr) at ``level``, in
     ``fmt``, and the records of :data:`DRIVER_LOGGERS` that their own levels let
     through (psycopg's: WARNING) too, one line each, at most one of a kind per
-    ``repeat_interval`` seconds (:class:`RepeatLimiter`). A second call replaces
-    the handlers of the first."""
+    ``repeat_interval`` seconds of ``clock`` (:class:`RepeatLimiter`). A second
+    call replaces the handlers of the first."""
     logger = logging.getLogger("agentq")
     drivers = [logging.getLogger(name) for name in DRIVER_LOGGERS]
     for configured in (logger, *drivers):
@@ -268,7 +269,7 @@ def configure_logging(
     driver_handler = logging.StreamHandler(handler.stream)
     driver_handler.setFormatter(formatter)
     driver_handler.setLevel(level)
-    driver_handler.addFilter(RepeatLimiter(repeat_interval))  # by template: before the join
+    driver_handler.addFilter(RepeatLimiter(repeat_interval, clock))  # by template: before the join
     driver_handler.addFilter(OneLineFilter())
     driver_handler._agentq_cli = True  # type: ignore[attr-defined]
     for driver in drivers:

@@ -188,11 +188,15 @@ def test_repeats_are_one_line_per_interval_with_a_count() -> None:
 
 
 def test_the_repeat_count_is_a_key_of_the_json_lines(agentq_logger: logging.Logger) -> None:
+    clock = FakeClock()
     stream = io.StringIO()
-    configure_logging("INFO", "json", stream, repeat_interval=3600)
+    configure_logging("INFO", "json", stream, repeat_interval=10, clock=clock.monotonic)
     pool = logging.getLogger("psycopg.pool")
-    for _ in range(3):
+    for _ in range(4):
         pool.warning("error connecting in %r: %s", "agentq db", REFUSED)
-    [entry] = [json.loads(line) for line in stream.getvalue().splitlines()]
-    assert (entry["level"], entry["logger"]) == ("WARNING", "psycopg.pool")
-    assert "repeated" not in entry  # the first of its kind; the others are held back
+        clock.advance(4)
+    first, second = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert (first["level"], first["logger"]) == ("WARNING", "psycopg.pool")
+    assert "repeated" not in first
+    assert second["repeated"] == 2  # the two held back between them
+    assert second["message"].endswith("connections? (2 more like it in the last 12s)")
