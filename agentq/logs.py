@@ -10,9 +10,16 @@ of ``agentq worker --log-format json`` prints them as keys. Outcomes are the
 worker's counters: ``succeeded``, ``retried``, ``throttled``, ``checkpointed``,
 ``dead``, ``stale_completion``, ``commit_failed``.
 
-:func:`configure_logging` sets up the ``agentq`` logger only: third-party loggers
-keep the application's levels (``agentq worker`` used to turn INFO on for all of
-them, and httpx's INFO line carries each request's full URL). Everything the
+:func:`configure_logging` sets up the ``agentq`` logger, and prints the records
+of the database driver's loggers (``psycopg``, and psycopg-pool's
+``psycopg.pool``) the same way: third-party loggers keep the application's
+levels (``agentq worker`` used to turn INFO on for all of them, and httpx's INFO
+line carries each request's full URL). The driver's lines are the most numerous
+while the database is out of reach (psycopg-pool warns at every failed attempt to
+connect, several a second) and used to come out bare, through Python's
+last-resort handler: no time, no level (issue 42). Now each is one line with
+the time, level and logger, and :class:`RepeatLimiter` lets through one line of
+each kind per interval, which says how many like it it stood for. Everything the
 CLI's handler prints passes through :func:`agentq.redact.redact_text`, tracebacks
 included; :class:`RedactingFilter` does the same for a logger whose records an
 application's own handlers print (agentq installs it on ``httpx``).
@@ -23,15 +30,22 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
+import time
 import traceback
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import IO, Any, Literal
 
 from agentq.redact import describe_exception, redact_data, redact_text
 
 __all__ = [
+    "DRIVER_LOGGERS",
+    "REPEAT_INTERVAL",
     "JsonFormatter",
+    "OneLineFilter",
     "RedactingFilter",
+    "RepeatLimiter",
     "TextFormatter",
     "configure_logging",
     "failure_traceback",
@@ -45,6 +59,12 @@ _TASK_FIELDS = ("task_id", "tool", "attempt", "outcome", "duration", "error")
 _TEXT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 #: The most of a traceback kept with a task's error (its innermost frames).
 MAX_TRACEBACK_CHARS = 8000
+#: The loggers of the database drivers whose records the CLI prints with its own
+#: (``psycopg.pool``, psycopg-pool's, is a child of ``psycopg``).
+DRIVER_LOGGERS = ("psycopg",)
+#: Seconds between two lines of one kind from the driver (:class:`RepeatLimiter`).
+REPEAT_INTERVAL = 10.0
+_MAX_KINDS = 256  # kinds of line a RepeatLimiter remembers before it forgets old ones
 
 
 def failure_traceback(exc: BaseException | None) -> str | None:
@@ -125,6 +145,66 @@ def install_redaction(logger: logging.Logger) -> None:
 install_redaction(logging.getLogger("httpx"))
 
 
+class OneLineFilter(logging.Filter):
+    """Joins the lines of a record's message with `` | `` (libpq's errors come
+    with an indented hint on a line of its own), so that each record is one line
+    that starts with its time and level."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: let the handler report it, as usual
+            return True
+        if "\n" in message:
+            lines = (line.strip() for line in message.splitlines())
+            record.msg, record.args = " | ".join(line for line in lines if line), None
+        return True
+
+
+class RepeatLimiter(logging.Filter):
+    """Lets one record of each kind (logger, level and message template) through
+    per ``interval`` seconds of ``clock``; the next one after the interval says
+    how many it held back, in its message (``(12 more like it in the last 10s)``)
+    and as the record's ``repeated`` attribute. A kind first seen, or seen again
+    after a quiet interval, goes through at once."""
+
+    def __init__(
+        self, interval: float = REPEAT_INTERVAL, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__()
+        self.interval = interval
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._kinds: dict[tuple[str, int, str], tuple[float, int]] = {}  # -> (shown at, held)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = (record.name, record.levelno, str(record.msg))
+        now = self._clock()
+        with self._lock:
+            seen = self._kinds.get(kind)
+            if seen is not None and now - seen[0] < self.interval:
+                self._kinds[kind] = (seen[0], seen[1] + 1)
+                return False
+            if seen is None and len(self._kinds) >= _MAX_KINDS:
+                self._forget(now)
+            self._kinds[kind] = (now, 0)
+        if seen is not None and seen[1]:
+            try:
+                message = record.getMessage()
+            except Exception:
+                return True
+            record.msg = f"{message} ({seen[1]} more like it in the last {now - seen[0]:.0f}s)"
+            record.args = None
+            record.repeated = seen[1]
+        return True
+
+    def _forget(self, now: float) -> None:
+        """Forget the kinds shown over an interval ago (their held-back counts too)."""
+        for kind, (shown, _) in list(self._kinds.items()):
+            if now - shown >= self.interval:
+                del self._kinds[kind]
+
+
 class TextFormatter(logging.Formatter):
     """``time LEVEL logger message``, redacted."""
 
@@ -137,7 +217,8 @@ class TextFormatter(logging.Formatter):
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, the task fields
-    when present, and ``exception`` (a traceback), all redacted."""
+    and ``repeated`` (:class:`RepeatLimiter`) when present, and ``exception`` (a
+    traceback), all redacted."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -146,7 +227,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for name in _TASK_FIELDS:
+        for name in (*_TASK_FIELDS, "repeated"):
             if hasattr(record, name):
                 entry[name] = getattr(record, name)
         _redacted_exception(record, self)
@@ -158,18 +239,40 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(
-    level: int | str = logging.INFO, fmt: LogFormat = "text", stream: IO[str] | None = None
+    level: int | str = logging.INFO,
+    fmt: LogFormat = "text",
+    stream: IO[str] | None = None,
+    *,
+    repeat_interval: float = REPEAT_INTERVAL,
+    clock: Callable[[], float] = time.monotonic,
 ) -> logging.Handler:
-    """Send the ``agentq`` logger (and only it) to ``stream`` (default stderr) at
-    ``level``, in ``fmt``; a second call replaces the handler of the first."""
+    """Send the ``agentq`` logger to ``stream`` (default stderr) at ``level``, in
+    ``fmt``, and the records of :data:`DRIVER_LOGGERS` that their own levels let
+    through (psycopg's: WARNING) too, one line each, at most one of a kind per
+    ``repeat_interval`` seconds of ``clock`` (:class:`RepeatLimiter`). A second
+    call replaces the handlers of the first."""
     logger = logging.getLogger("agentq")
-    for old in [h for h in logger.handlers if getattr(h, "_agentq_cli", False)]:
-        logger.removeHandler(old)
+    drivers = [logging.getLogger(name) for name in DRIVER_LOGGERS]
+    for configured in (logger, *drivers):
+        for old in [h for h in configured.handlers if getattr(h, "_agentq_cli", False)]:
+            configured.removeHandler(old)
+    formatter = JsonFormatter() if fmt == "json" else TextFormatter()
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.setFormatter(formatter)
     handler._agentq_cli = True  # type: ignore[attr-defined]
     logger.addHandler(handler)
     logger.setLevel(level)
     # The CLI owns this process's output: no second copy through the root logger.
     logger.propagate = False
+    # The driver's loggers keep their levels; the handler's is the CLI's (a
+    # --log-level ERROR hides the driver's warnings too).
+    driver_handler = logging.StreamHandler(handler.stream)
+    driver_handler.setFormatter(formatter)
+    driver_handler.setLevel(level)
+    driver_handler.addFilter(RepeatLimiter(repeat_interval, clock))  # by template: before the join
+    driver_handler.addFilter(OneLineFilter())
+    driver_handler._agentq_cli = True  # type: ignore[attr-defined]
+    for driver in drivers:
+        driver.addHandler(driver_handler)
+        driver.propagate = False
     return handler

@@ -2,7 +2,9 @@
 
 The worker logs one INFO line per finished attempt (``agentq.tasks``), a
 stats line every ``--stats-interval`` seconds and what it waits for when it
-stops (``agentq.worker``); other libraries' loggers keep their own levels.
+stops (``agentq.worker``); other libraries' loggers keep their own levels. The
+database driver's warnings (psycopg's and psycopg-pool's) come out in the same
+format, one of a kind per ``--log-repeat-interval`` seconds with a count.
 The first SIGTERM/SIGINT stops leasing and gives tasks in flight ``--grace``
 seconds; a second one exits at once (their leases expire and the tasks are
 redelivered: nothing is lost, an attempt may run again). ``--once`` runs
@@ -30,7 +32,7 @@ from agentq.cli.common import (
 )
 from agentq.cli.exits import EXIT_INTERRUPTED
 from agentq.errors import ConfigError
-from agentq.logs import configure_logging
+from agentq.logs import REPEAT_INTERVAL, configure_logging
 from agentq.redact import redact_text
 
 __all__ = ["register"]
@@ -54,9 +56,10 @@ def _install_signals(stop: threading.Event, grace: float) -> None:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    # The agentq logger only: third-party loggers (httpx logs every request URL at
-    # INFO) keep their defaults. Each finished task is one INFO line of agentq.tasks.
-    configure_logging(args.log_level, args.log_format)
+    # The agentq logger, and the database driver's lines in the same format:
+    # third-party loggers (httpx logs every request URL at INFO) keep their
+    # levels. Each finished task is one INFO line of agentq.tasks.
+    configure_logging(args.log_level, args.log_format, repeat_interval=args.log_repeat_interval)
     rt = open_runtime(args)
     metrics = None
     try:
@@ -159,6 +162,11 @@ def register(sub: Any) -> None:
     worker.add_argument(
         "--log-format", choices=["text", "json"], default="text",
         help="log lines as text or as one JSON object each (default text)",
+    )  # fmt: skip
+    worker.add_argument(
+        "--log-repeat-interval", type=positive_float, default=REPEAT_INTERVAL, metavar="DURATION",
+        help="print a repeated warning of the database driver (a failed attempt to connect) "
+        f"once per this long, with how many it stands for (default {REPEAT_INTERVAL:g})",
     )  # fmt: skip
     worker.add_argument(
         "--grace",

@@ -9,6 +9,16 @@ and reports each once: the worker's record is marked ``lost``, the
 ``agentq.worker.heartbeat_timeouts`` metric counts it, a warning is logged, and
 the policy's ``worker_alert_tool`` (if that tool exists) is enqueued. On a clean
 stop the worker deletes its heartbeat message and record, so no alert fires.
+
+A worker checks the others only when it could write itself just before: not
+at its first beat (it beats before it judges), and not for one ``timeout`` after
+a beat that failed or took longer than an interval to write (issue 42). The
+database was then out of reach, probably for the others too: their heartbeat
+messages came due meanwhile, and the first worker back took each as timed out
+before its worker could reconnect and beat (a false "worker lost" alert for
+every worker but the first back). A worker that died meanwhile is reported a
+timeout after the database is back.
+
 Every ``stats_interval`` seconds it also logs one INFO line of the worker's
 counters on ``agentq.worker``.
 
@@ -85,6 +95,11 @@ class Heartbeat:
         self.started_at = worker.clock.now()
         self.reported = 0  # other workers' timeouts this one reported
         self._first = True  # the next beat replaces whatever message the id has
+        # When the first beat that failed or stalled since the last one written
+        # started (monotonic); None while beats are written in time.
+        self._unwritten_since: float | None = None
+        # No check of the others before this (monotonic); None until the first beat.
+        self._check_after: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._alert = self._alert_tool()
@@ -171,17 +186,51 @@ class Heartbeat:
         self.reported += found
         return found
 
-    def _check_others_logged(self) -> None:
+    def _check_others_logged(self) -> int:
         """:meth:`check_others`; a failure is logged at WARNING and counted as
         ``heartbeat_check_errors``: while checks fail, no lost worker is reported."""
         try:
-            self.check_others()
+            return self.check_others()
         except Exception as exc:
             self.worker._count("heartbeat_check_errors")
             log.warning(
                 "checking other workers' heartbeats failed (%s: %s); lost workers are not "
                 "reported until a check succeeds", type(exc).__name__, exc,
             )  # fmt: skip
+            return 0
+
+    def beat(self) -> int:
+        """One turn of the heartbeat loop: :meth:`publish`, then :meth:`check_others`
+        if this worker could write for a while itself (see the module's docstring);
+        returns how many lost workers it reported."""
+        clock = self.worker.clock
+        started = clock.monotonic()
+        try:
+            self.publish()
+        except Exception as exc:  # the database failing: the worker reports that itself
+            log.debug("heartbeat not written: %s", exc)
+            if self._unwritten_since is None:
+                self._unwritten_since = started
+            return 0
+        written = clock.monotonic()
+        if self._unwritten_since is None and written - started > self.interval:
+            self._unwritten_since = started  # it waited for the database, without failing
+        timeout = self.timeout.total_seconds()
+        if self._unwritten_since is not None:
+            log.info(
+                "heartbeat written again after %.1fs without one; other workers' heartbeats "
+                "are checked again in %gs, once they could beat again too",
+                written - self._unwritten_since, timeout,
+            )  # fmt: skip
+            self._unwritten_since = None
+            self._check_after = written + timeout
+            return 0
+        if self._check_after is None:  # the first beat of a run: a worker that starts beats first
+            self._check_after = written
+            return 0
+        if written < self._check_after:
+            return 0
+        return self._check_others_logged()
 
     def _forget_old(self) -> None:
         backend = self.worker.runtime.backend
@@ -201,21 +250,13 @@ class Heartbeat:
     def _loop(self) -> None:
         clock = self.worker.clock
         last_stats = clock.monotonic()
-        first = True
         while True:
-            try:
-                self.publish()
-            except Exception as exc:  # the database failing: the worker reports that itself
-                log.debug("heartbeat not written: %s", exc)
-            else:
-                if not first:  # from the second beat on: a worker that starts beats first
-                    self._check_others_logged()
+            self.beat()
             if self.stats_interval is not None and (
                 clock.monotonic() - last_stats >= self.stats_interval
             ):
                 last_stats = clock.monotonic()
                 self.log_stats()
-            first = False
             if clock.wait(self._stop, self.interval):
                 return
 

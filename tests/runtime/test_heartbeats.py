@@ -1,15 +1,19 @@
 """Worker heartbeats as queue messages (issue 13, item 11), on the fake clock and
 one SQLite file shared by several workers: a worker that stops beating is reported
 once, after its timeout, and the alert tool runs once; a clean stop deletes the
-heartbeat (no alert); a restart under the same id raises no false alarm."""
+heartbeat (no alert); a restart under the same id raises no false alarm; an
+outage of the database past the timeout reports no live worker (issue 42)."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from agentq import ConfigError, FakeClock, Policy, Runtime, ToolContext, WorkerDown, tool
+from agentq.errors import BackendUnavailable
 from agentq.executor.heartbeat import Heartbeat
 from agentq.lifecycle.heartbeats import HEARTBEAT_QUEUE
 from tests.runtime.test_schedules import Report, report
@@ -284,3 +289,119 @@ def test_a_failing_check_for_lost_workers_is_logged_at_warning_and_counted(
     assert hb.worker.stats["heartbeat_check_errors"] >= 1
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]
     assert any("RECEIVE refused" in r.getMessage() for r in warnings), warnings
+
+
+class Unreachable:
+    """A runtime's backend whose database cannot be reached while ``down`` is
+    set: every call fails as a refused connection does. ``called`` is set at
+    each call."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.down = False
+        self.called = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.called.set()
+            if self.down:
+                raise BackendUnavailable("PostgreSQL at db:5432: connection refused")
+            return attr(*args, **kwargs)
+
+        return call
+
+
+@contextmanager
+def _outage(kind: str, hb: Heartbeat, path: Path) -> Iterator[Unreachable]:
+    """The database out of reach of ``hb``'s worker: its calls fail
+    (``refused``), or another connection holds the file's write lock, so that
+    every writer waits (``locked``)."""
+    rt = hb.worker.runtime
+    backend = Unreachable(rt.backend)
+    rt.backend = backend
+    if kind == "refused":
+        backend.down = True
+        try:
+            yield backend
+        finally:
+            backend.down = False
+        return
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield backend
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def _settle(clock: FakeClock, sleeping: int) -> None:
+    """Wait (real time, bounded) until ``sleeping`` heartbeat threads wait on the
+    fake clock again: each finished its beat (and its check of the others)."""
+    deadline = time.monotonic() + 60
+    while clock.sleeping("agentq-heartbeat") != sleeping:
+        assert time.monotonic() < deadline, "the heartbeat thread did not finish its beat"
+        time.sleep(0.002)
+
+
+@pytest.mark.parametrize("outage", ["refused", "locked"])
+def test_no_live_worker_is_reported_lost_after_an_outage_past_the_timeout(
+    fleet: Callable[..., Heartbeat],
+    clock: FakeClock,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    outage: str,
+) -> None:
+    """Issue 42, item 1: after the database was out of reach for longer than the
+    timeout, the first worker back beat and at once took the heartbeats of the
+    others, which had had no chance to beat yet, as timed out (a false "worker
+    lost" alert each). A worker whose own beats failed or stalled checks no one
+    until a timeout after it beat again; a worker that died meanwhile is still
+    reported, then. ``refused``: every call of the watcher fails (a server that
+    is down); ``locked``: the SQLite file's write lock is held elsewhere, and the
+    watcher's beat waits for it (a beat that stalls instead of failing)."""
+    watcher, peer, gone = fleet("watcher"), fleet("peer"), fleet("gone")
+    caplog.set_level("DEBUG", logger="agentq.worker")
+    peer.publish()
+    gone.publish()  # ... and never again: it dies during the outage
+    watcher.start()  # its own loop on the fake clock; the peer beats when told
+    try:
+        _settle(clock, 1)
+        for _ in range(2):
+            clock.advance(5)
+            _settle(clock, 1)
+            peer.publish()
+        assert watcher.reported == 0
+        with _outage(outage, watcher, tmp_path / "agentq.db") as backend:
+            for turn in range(7):  # 35 s out of reach: past the 30 s timeout
+                backend.called.clear()
+                clock.advance(5)
+                if outage == "refused":
+                    _settle(clock, 1)
+                elif turn == 0 and not backend.called.wait(60):  # locked: it waits for the lock
+                    pytest.fail("the heartbeat thread did not try to beat")
+        if outage == "refused":
+            clock.advance(5)  # its next beat is its first one back; locked: the one waiting
+        _settle(clock, 1)  # the watcher beat again (and checked the others, or not)
+        back = clock.monotonic()
+        assert watcher.reported == 0, "a worker was reported lost when the database came back"
+        clock.advance(5)  # the peer is slower to reconnect: it beats an interval later
+        _settle(clock, 1)
+        peer.publish()
+        assert "without a heartbeat and was reported lost" not in caplog.text
+        while clock.monotonic() < back + 35:  # the dead one is reported, still
+            clock.advance(5)
+            _settle(clock, 1)
+            peer.publish()
+    finally:
+        watcher.stop()
+    assert watcher.reported == 1
+    rt = peer.worker.runtime
+    assert {w.worker_id: w.status for w in rt.workers()} == {"peer": "live", "gone": "lost"}
+    assert rt.worker().drain() == 1
+    assert [a.worker_id for a in ALERTS] == ["gone"]
+    assert "went 30s without a heartbeat" not in caplog.text

@@ -56,12 +56,14 @@ class _FakeRuntime:
 
 @pytest.fixture(autouse=True)
 def _restore_process_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """``agentq worker`` installs signal handlers and configures the agentq logger."""
+    """``agentq worker`` installs signal handlers and configures the agentq logger
+    (and the database driver's)."""
     monkeypatch.setattr(signal, "signal", lambda *_: None)
-    logger = logging.getLogger("agentq")
-    saved = (logger.level, logger.propagate, list(logger.handlers))
+    loggers = [logging.getLogger("agentq"), logging.getLogger("psycopg")]
+    saved = [(lg.level, lg.propagate, list(lg.handlers)) for lg in loggers]
     yield
-    logger.level, logger.propagate, logger.handlers[:] = saved[0], saved[1], saved[2]
+    for lg, (level, propagate, handlers) in zip(loggers, saved, strict=True):
+        lg.level, lg.propagate, lg.handlers[:] = level, propagate, handlers
 
 
 @pytest.mark.parametrize(

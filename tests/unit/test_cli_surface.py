@@ -19,7 +19,8 @@ ENUM_DESTS = {"status", "scope", "log_level", "log_format", "transport", "durabi
 SPAN_FLAGS = {
     ("enqueue", "--delay"), ("enqueue", "--wait"), ("task", "--wait"), ("worker", "--grace"),
     ("worker", "--stats-interval"), ("worker", "--heartbeat-interval"),
-    ("worker", "--heartbeat-timeout"), ("inspect", "--watch"), ("workers", "--live-within"),
+    ("worker", "--heartbeat-timeout"), ("worker", "--log-repeat-interval"), ("inspect", "--watch"),
+    ("workers", "--live-within"),
     ("serve", "--max-wait"), ("mcp", "--wait"),
 }  # fmt: skip
 

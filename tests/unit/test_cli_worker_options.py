@@ -6,7 +6,9 @@ whose run returns at once, so nothing here waits on a real worker.
 
 from __future__ import annotations
 
+import logging
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +41,18 @@ class _Runtime:
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (tmp_path / "tools").mkdir()
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(signal, "signal", lambda *_: None)
     monkeypatch.setattr(agentq.runtime, "Runtime", _Runtime)
     _Runtime.options = {}
-    return tmp_path
+    # The worker configures the agentq logger and the database driver's: put back.
+    loggers = [logging.getLogger("agentq"), logging.getLogger("psycopg")]
+    saved = [(lg.level, lg.propagate, list(lg.handlers)) for lg in loggers]
+    yield tmp_path
+    for lg, (level, propagate, handlers) in zip(loggers, saved, strict=True):
+        lg.level, lg.propagate, lg.handlers[:] = level, propagate, handlers
 
 
 def test_batch_size_and_prefetch_reach_the_worker(project: Path) -> None:

@@ -25,7 +25,10 @@ psycopg-pool replaces a lost connection in the background, waiting 1, 2, 4, 8 ..
 seconds between failed attempts; uncapped, after an outage of T seconds its next
 attempt came up to T seconds after the server was back (a 40 s restart left
 every transaction failing for 19 s more). :class:`_Pool` caps that wait at
-:data:`_RECONNECT_MAX`.
+:data:`_RECONNECT_MAX`. psycopg-pool warns at each failed attempt (the CLI
+prints a line of them per interval, :mod:`agentq.logs`); once an attempt
+succeeds again, :class:`ConnectionOutage` says in one line how long the
+attempts failed and how many did (issue 42).
 
 A connection lost while a transaction runs on it (the server restarted, failed
 over, or ended the session) is told apart by *when*: before the COMMIT was sent,
@@ -38,6 +41,7 @@ says the outcome is unknown. A read on a lost connection is simply read again.
 
 from __future__ import annotations
 
+import logging
 import random
 import select
 import threading
@@ -62,9 +66,19 @@ from agentq.backends.postgres.pipeline import (
 from agentq.backends.postgres.schema import ensure_schema
 from agentq.errors import AgentQError, BackendUnavailable
 
-__all__ = ["ATTEMPTS", "LOST_ATTEMPTS", "Conn", "Database", "TxConn", "backoff", "outcome_unknown"]
+__all__ = [
+    "ATTEMPTS",
+    "LOST_ATTEMPTS",
+    "Conn",
+    "ConnectionOutage",
+    "Database",
+    "TxConn",
+    "backoff",
+    "outcome_unknown",
+]
 
 T = TypeVar("T")
+log = logging.getLogger("agentq.backends.postgres")
 
 #: Runs of one function on serialization failures and deadlocks.
 ATTEMPTS = 8
@@ -120,19 +134,67 @@ def outcome_unknown(exc: BaseException, where: str, doing: str) -> BackendUnavai
     return error
 
 
+class ConnectionOutage:
+    """The pool's attempts to connect that failed since the last one that
+    succeeded: when one succeeds again, one WARNING line on
+    ``agentq.backends.postgres`` says how long they failed (from the first
+    failure, by ``clock``) and how many did."""
+
+    def __init__(self, where: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.where = where
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._failed = 0
+
+    def failed(self) -> None:
+        """An attempt to connect failed."""
+        with self._lock:
+            if self._since is None:
+                self._since = self._clock()
+            self._failed += 1
+
+    def connected(self) -> None:
+        """An attempt to connect succeeded."""
+        with self._lock:
+            if self._since is None:
+                return
+            gone, failed = self._clock() - self._since, self._failed
+            self._since, self._failed = None, 0
+        log.warning(
+            "PostgreSQL at %s: connection back after %.1fs without one (%d failed attempt%s "
+            "to connect)", self.where, gone, failed, "" if failed == 1 else "s",
+        )  # fmt: skip
+
+
 class _Pool(psycopg_pool.ConnectionPool):
-    """psycopg-pool's pool, its waits between reconnection attempts capped.
+    """psycopg-pool's pool, its waits between reconnection attempts capped, its
+    attempts to connect told to ``outage``.
 
     ``schedule_task`` is how the pool defers its next attempt to add a
     connection (``AddConnection``) after a failed one; other maintenance (the
     periodic shrink of idle connections) keeps its own schedule. The attempt's
-    give-up time (``reconnect_timeout``) is unchanged. (A private hook: the
-    ``postgres`` extra pins psycopg-pool below 4, and a test checks it.)"""
+    give-up time (``reconnect_timeout``) is unchanged. ``_connect`` makes each
+    of the pool's connections. (Private hooks: the ``postgres`` extra pins
+    psycopg-pool below 4, and tests check them.)"""
+
+    def __init__(self, *args: Any, outage: ConnectionOutage, **kwargs: Any) -> None:
+        self.outage = outage  # before the pool opens and connects
+        super().__init__(*args, **kwargs)
 
     def schedule_task(self, task: Any, delay: float) -> None:
         if isinstance(task, AddConnection):
             delay = min(delay, _RECONNECT_MAX)
         super().schedule_task(task, delay)
+
+    def _connect(self, timeout: float | None = None) -> Any:
+        try:
+            conn = super()._connect(timeout)
+        except Exception:
+            self.outage.failed()
+            raise
+        self.outage.connected()
+        return conn
 
 
 class Database:
@@ -169,6 +231,7 @@ class Database:
             check=self._check,
             open=True,
             name=f"agentq {config.where}",
+            outage=ConnectionOutage(config.where),
         )
 
     def _check(self, conn: Conn) -> None:
