@@ -189,7 +189,17 @@ def _policy_data(policy: Policy) -> dict[str, Any]:
         return value
 
     data: dict[str, Any] = plain(policy.model_dump(mode="python"))
+    for newer in _NEWER_SECTIONS:
+        if not data.get(newer):
+            # Unset, left out: a process of the release before (a rolling
+            # deploy) reads the record its successor wrote, and refuses keys it
+            # does not know.
+            data.pop(newer, None)
     return {"format": _FORMAT, "policy": data}
+
+
+#: Policy sections newer than the catalog's format (durable runs' budgets).
+_NEWER_SECTIONS = ("agents", "prices", "owners")
 
 
 def record(backend: Backend, tools: ToolRegistry, policy: Policy | None) -> None:

@@ -141,7 +141,7 @@ def test_no_live_worker_is_reported_lost_after_an_outage_past_the_timeout(
     cluster.stop("fast")
     time.sleep(TIMEOUT + 1.5)  # every heartbeat message comes due meanwhile
     cluster.start()
-    back = datetime.now(UTC)
+    back = datetime.now(UTC)  # the workers' heartbeats bear the real clock
     _until(lambda: _beaten_since(cluster.url, names, back), "heartbeat after the outage")
     # Past the time any worker could have taken another's heartbeat as timed out.
     time.sleep(TIMEOUT + 1.0)
@@ -173,7 +173,7 @@ def test_the_log_during_a_refused_connection_has_time_level_and_a_rate_limit(
     time.sleep(4)  # psycopg-pool tries to connect several times a second meanwhile
     cluster.start()
     down = time.monotonic() - stopped
-    back = datetime.now(UTC)
+    back = datetime.now(UTC)  # the worker's heartbeats bear the real clock
     # Its beat needs a pooled connection: the pool made one, and said so, before.
     _until(lambda: _beaten_since(cluster.url, {"w"}, back), "heartbeat after the outage")
     workers.stop()

@@ -392,3 +392,18 @@ def test_policy_budgets_price_runs_and_cap_an_owners_day(
         assert rt.run(third.run_id).turns, "a new day's run asks the model again"
         clock.advance(8 * 86400)
         assert rt.prune().counts.run_usage == 2  # both days' records, once past retention
+
+
+def test_the_recorded_policy_leaves_out_unset_run_budgets_for_older_readers(
+    rt: Runtime,
+) -> None:
+    from agentq import catalog
+    from agentq.policies import OwnerBudget
+
+    rt.record_tools()
+    stored = rt.backend.get_record(catalog.POLICY_TABLE, catalog._POLICY_KEY)
+    assert stored is not None and not {"agents", "prices", "owners"} & set(stored["policy"])
+    rt.policy = rt.policy.model_copy(update={"owners": {"bob": OwnerBudget(max_cost_per_day=5)}})
+    rt._policy_given = True
+    rt.record_tools()
+    assert catalog.read_policy(rt.backend).owners["bob"].max_cost_per_day == 5  # type: ignore[union-attr]

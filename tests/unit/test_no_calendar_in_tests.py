@@ -30,6 +30,9 @@ REAL_CLOCK_ALLOWED = {
     "runtime/test_guarded_kill.py": "worker processes killed with SIGKILL run on the real clock",
     "unit/test_cli_prune.py": "the prune CLI runs in a subprocess and ages by the real clock",
     "http/test_latency.py": "it measures real latency over loopback",
+    "postgres/test_outages.py": (
+        "a real server is stopped under worker processes, whose heartbeats bear the real clock"
+    ),
     "spanner/mock_server.py": "a stand-in server's commit timestamp, as a real server gives it",
     "spanner_emulator/timekeeping.py": "the queue stand-in's real-clock mode (spanner_realtime)",
 }
