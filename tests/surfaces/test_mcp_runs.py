@@ -1,5 +1,6 @@
 """Durable agent runs over MCP (issue 37), driven by the MCP SDK's own client, in
-process and over streamable HTTP with bearer tokens: a task-augmented
+process, over stdio (a real server process, restarted) and over streamable HTTP
+with bearer tokens: a task-augmented
 ``agentq_start_run`` is the MCP task whose status follows the run's (through a
 human's approval: ``input_required``, then ``completed``); the run tools; a
 principal's own runs only, another's answered as a missing one. The model is
@@ -8,7 +9,10 @@ the scripted OpenAI-compatible server on loopback; workers drain between steps."
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +22,7 @@ from tests.surfaces._extras import require
 require("mcp", "mcp")
 
 import mcp_types as types
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from agentq import Agent, OpenAICompatibleModel, RunStatus, Runtime
@@ -27,7 +31,7 @@ from agentq.mcp.server import build_server
 from agentq.mcp.transports import http_app
 from agentq.server.auth import Principal, Scope, TokenAuth
 from agentq.testing import ModelRequest, Reply, ScriptedModel
-from tests.surfaces.conftest import worker_thread
+from tests.surfaces.conftest import ROOT, worker_thread
 from tests.surfaces.test_mcp import _client, run, serving
 
 AGENT = Principal("refund-agent", frozenset({Scope.ENQUEUE, Scope.READ}))
@@ -218,9 +222,17 @@ def test_send_message_continues_a_run_and_cancel_ends_one(rt: Runtime) -> None:
             twice = await client.call_tool("agentq_cancel_run", {"run_id": other_id})
             listed = await client.call_tool("agentq_list_runs", {})
             only = await client.call_tool("agentq_list_runs", {"status": "cancelled"})
-            return [sent, answered, cancelled, twice, listed, only, run_id, other_id]
+            third = await client.session.send_request(
+                _start_as_task({"agent": "refunds", "input": "hello"}), types.CallToolResult
+            )
+            as_task = await client.session.send_request(types.CancelTaskRequest(
+                params=types.CancelTaskRequestParams(task_id=third.structured_content["run_id"])
+            ), types.CancelTaskResult)  # fmt: skip
+            return [sent, answered, cancelled, twice, listed, only, as_task, run_id, other_id]
 
-    sent, answered, cancelled, twice, listed, only, run_id, other_id = run(scenario())
+    sent, answered, cancelled, twice, listed, only, as_task, run_id, other_id = run(scenario())
+    assert as_task.status == "cancelled"
+    assert rt.run(as_task.task_id).status is RunStatus.CANCELLED
     assert sent.structured_content["status"] == "queued"
     assert answered.structured_content["turns"] == 2
     assert answered.content[0].text == "You said: and again"
@@ -310,3 +322,38 @@ def test_another_principals_run_is_answered_as_a_missing_one(rt: Runtime) -> Non
     assert rt.runs() and len(rt.runs()) == 1
     assert out["ops_get"].structured_content["owner"] == "refund-agent"
     assert [r["run_id"] for r in out["ops_list"].structured_content["runs"]] == [run_id]
+
+
+def test_a_restarted_stdio_server_answers_for_the_run_its_predecessor_started(
+    rt: Runtime, db_url: str, tmp_path: Path
+) -> None:
+    """``agentq mcp`` over stdio, a real server process without the tools' code:
+    it finds the agent's turn tool in the database's catalog, as a process that
+    only starts runs does; a worker (this test's runtime) carries the run on."""
+    rt.record_tools()
+    params = StdioServerParameters(
+        command=str(Path(sys.executable).parent / "agentq"),
+        args=["mcp", "--db", db_url, "--policies", str(ROOT / "policies"), "--wait", "0"],
+        env={**os.environ}, cwd=str(tmp_path),  # no tools/ folder here
+    )  # fmt: skip
+
+    async def start() -> Any:
+        async with Client(params) as client:  # the server process ends with the session
+            return await client.session.send_request(
+                _start_as_task({"agent": "refunds", "input": "hello"}), types.CallToolResult
+            )
+
+    started = run(start())
+    assert not started.is_error, started.content
+    run_id = started.structured_content["run_id"]
+
+    async def resolve() -> tuple[Any, Any]:
+        async with Client(params) as client:  # a new server process on the same database
+            await drain(rt)
+            got = await client.session.send_request(_get(run_id), types.GetTaskResult)
+            return got, await client.call_tool("agentq_get_run", {"run_id": run_id})
+
+    got, view = run(resolve())
+    assert got.status == "completed"
+    assert view.content[0].text == "You said: hello"
+    assert rt.run(run_id).owner.startswith("stdio:")
