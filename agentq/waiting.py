@@ -46,12 +46,20 @@ if TYPE_CHECKING:
     # and a process that never waits asynchronously is spared the import.
     import asyncio
 
-__all__ = ["MAX_WAIT_SECONDS", "ToInfo", "task_changes", "wait_for_task", "wait_for_task_async"]
+__all__ = [
+    "FAKE_CLOCK_RECHECK",
+    "MAX_WAIT_SECONDS",
+    "LoopWake",
+    "ToInfo",
+    "task_changes",
+    "wait_for_task",
+    "wait_for_task_async",
+]
 
 #: The longest single wait; a caller wanting longer waits again.
 MAX_WAIT_SECONDS = 3600.0
 #: Real seconds between re-checks of a non-system clock by the async form.
-_FAKE_CLOCK_RECHECK = 0.005
+FAKE_CLOCK_RECHECK = 0.005
 
 #: Makes a task record a :class:`TaskInfo` (the runtime's also reads the task's
 #: out-of-band arguments).
@@ -114,7 +122,7 @@ def wait_for_task(
         backend.unsubscribe_commits(event)
 
 
-class _LoopWake:
+class LoopWake:
     """Sets an asyncio.Event from whichever thread committed."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -139,7 +147,7 @@ async def task_changes(
     import asyncio
 
     wait = _TaskWait(backend, task_id, timeout, to_info)
-    wake = _LoopWake(asyncio.get_running_loop())
+    wake = LoopWake(asyncio.get_running_loop())
     real_time = isinstance(backend.clock, SystemClock)
     topic = record_topic(Tables.TASKS, wait.task_id)
     await asyncio.to_thread(backend.subscribe_commits, wake, topic)
@@ -155,7 +163,7 @@ async def task_changes(
             if pause is None:
                 return
             if not real_time:
-                pause = min(pause, _FAKE_CLOCK_RECHECK)
+                pause = min(pause, FAKE_CLOCK_RECHECK)
             try:
                 await asyncio.wait_for(wake.event.wait(), pause)
             except TimeoutError:

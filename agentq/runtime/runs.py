@@ -12,6 +12,7 @@ from typing import Any
 
 from agentq.agents import turn_tool_name
 from agentq.backends.notify import record_topic
+from agentq.clock import SystemClock
 from agentq.decision import Decision
 from agentq.errors import InvalidArguments, RunNotFound, UnknownTool
 from agentq.ledger import Tables, TaskStatus
@@ -19,7 +20,7 @@ from agentq.lifecycle import run_budgets, runs
 from agentq.lifecycle.tasks import LOCAL
 from agentq.run_info import RunInfo, RunStatus
 from agentq.runtime.core import RuntimeCore
-from agentq.waiting import MAX_WAIT_SECONDS
+from agentq.waiting import FAKE_CLOCK_RECHECK, MAX_WAIT_SECONDS, LoopWake
 
 __all__ = ["RunsMixin"]
 
@@ -92,12 +93,7 @@ class RunsMixin(RuntimeCore):
         ``timeout`` seconds of the runtime's clock pass; returns it as it then
         is. Woken by commits, not by polling. A run waiting for a human holds
         nothing while nobody waits for it: this only reads."""
-        if until not in ("idle", "done"):
-            raise InvalidArguments(f"until must be 'idle' or 'done', got {until!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
-            0 <= timeout <= MAX_WAIT_SECONDS
-        ):
-            raise InvalidArguments(f"timeout must be 0..{MAX_WAIT_SECONDS:g} seconds")
+        _check_wait(timeout, until)
         clock = self.backend.clock
         deadline = clock.monotonic() + float(timeout)
         event = threading.Event()
@@ -115,6 +111,38 @@ class RunsMixin(RuntimeCore):
                 clock.wait(event, remaining if poll is None else min(remaining, poll))
         finally:
             self.backend.unsubscribe_commits(event)
+
+    async def wait_run_async(self, run_id: str, timeout: float, *, until: str = "idle") -> RunInfo:
+        """Async form of :meth:`wait_run` (the same loop; no thread held while
+        waiting, each read a short one in the default executor)."""
+        import asyncio
+
+        _check_wait(timeout, until)
+        clock = self.backend.clock
+        deadline = clock.monotonic() + float(timeout)
+        wake = LoopWake(asyncio.get_running_loop())
+        real_time = isinstance(clock, SystemClock)
+        topic = record_topic(Tables.RUNS, run_id)
+        await asyncio.to_thread(self.backend.subscribe_commits, wake, topic)
+        try:
+            while True:
+                wake.event.clear()
+                info = await asyncio.to_thread(self.run, run_id)
+                if info.done or (until == "idle" and info.idle):
+                    return info
+                remaining = deadline - clock.monotonic()
+                if remaining <= 0:
+                    return info
+                poll = self.backend.commit_poll_interval
+                pause = remaining if poll is None else min(remaining, poll)
+                if not real_time:
+                    pause = min(pause, FAKE_CLOCK_RECHECK)
+                try:
+                    await asyncio.wait_for(wake.event.wait(), pause)
+                except TimeoutError:
+                    pass
+        finally:
+            self.backend.unsubscribe_commits(wake)
 
     def runs(
         self,
@@ -171,3 +199,12 @@ class RunsMixin(RuntimeCore):
             if task is not None and task.get("status") == TaskStatus.RUNNING:
                 info["status"] = RunStatus.RUNNING
         return RunInfo.model_validate(info)
+
+
+def _check_wait(timeout: float, until: str) -> None:
+    if until not in ("idle", "done"):
+        raise InvalidArguments(f"until must be 'idle' or 'done', got {until!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
+        0 <= timeout <= MAX_WAIT_SECONDS
+    ):
+        raise InvalidArguments(f"timeout must be 0..{MAX_WAIT_SECONDS:g} seconds")
