@@ -14,7 +14,9 @@ request.
 
 Reading needs ``read`` (the approvals of the principal's own tasks), ``approve``
 (those it may decide) or ``operate`` (all); others are 404
-(:mod:`agentq.server.access`).
+(:mod:`agentq.server.access`), and so is deciding one: an approval the
+principal may not see answers exactly as one that does not exist, whatever
+``If-Match`` names, so ids cannot be probed.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from starlette.routing import Route
 
 from agentq.approvals import ApprovalInfo, ApprovalStatus
 from agentq.server import access
-from agentq.server.auth import Scope, require, require_any
+from agentq.server.auth import Principal, Scope, require, require_any
 from agentq.server.openapi import ApprovalDecision
 from agentq.server.problems import Problem, field_errors
 from agentq.server.state import read_json, server_state
@@ -73,12 +75,18 @@ def _if_match(header: str | None) -> list[str]:
     return [tag for weak, tag in _STRONG.findall(header) if not weak and _VERSION.fullmatch(tag)]
 
 
-def _version_to_decide(rt: Any, approval_id: str, versions: list[str]) -> str:
+def _version_to_decide(
+    rt: Any, principal: Principal, approval_id: str, versions: list[str]
+) -> str:
     """The version a decision is conditional on: the named one that is current
-    (the runtime then refuses it if it changed meanwhile); 412 if none is."""
+    (the runtime then refuses it if it changed meanwhile); 412 if none is.
+
+    An approval ``principal`` may not see is a 404 first, as one that does not
+    exist, whatever ``If-Match`` says: else its 412 (or the runtime's 403 for a
+    non-approver) would tell an id that exists from one that does not."""
+    current = access.approval_for(rt, principal, approval_id).version
     if len(versions) == 1:
         return versions[0]
-    current = rt.approval(approval_id).version  # 404 first if there is no such approval
     if current in versions:
         return str(current)
     raise Problem(412, "Approval changed",
@@ -132,7 +140,7 @@ async def _decide(request: Request, verb: str) -> Response:
         raise Problem(422, "Invalid request", "the body does not fit",
                       errors=field_errors(exc)) from exc  # fmt: skip
     rt = state.runtime
-    version = await run_in_threadpool(_version_to_decide, rt, approval_id, versions)
+    version = await run_in_threadpool(_version_to_decide, rt, principal, approval_id, versions)
     if verb == "approve":
         task = await run_in_threadpool(
             lambda: rt.approve(

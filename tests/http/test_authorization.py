@@ -271,3 +271,55 @@ def test_principal_names_cannot_collide_through_the_key_separator(
     assert (theirs.status_code, mine.status_code) == (202, 202), mine.text
     assert mine.json()["task_id"] != theirs.json()["task_id"]
     assert runtime.task(mine.json()["task_id"]).created_by == "bot:eu"
+
+
+# -- issue 40 item 3: an approval one may not see answers as one that does not exist ----------
+
+
+def test_deciding_an_approval_one_may_not_see_answers_as_a_missing_one(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    """Only alice decides refunds here: carol (``approve``) and the rival agent
+    (``read``) cannot tell alice's approval from an id that does not exist, on
+    any approval route, with any ``If-Match`` (one tag, a stale one, several)."""
+    from agentq.server import TokenAuth, create_app
+
+    policies = _policies(tmp_path / "only-alice")
+    path = policies / "refunds.toml"
+    path.write_text(path.read_text().replace('# approvers = ["alice", "bob"]',
+                                             'approvers = ["alice"]\n#'))  # fmt: skip
+    rt = Runtime(runtime.backend.url, tools=ROOT / "tools", policies=policies,
+                 clock=SystemClock())  # fmt: skip
+    auth = TokenAuth.from_file(_tokens(tmp_path / "tokens.toml"))
+    live = LiveServer(create_app(rt, auth=auth, max_wait=5)).start()
+    try:
+        with live.client(AGENT) as agent:
+            approval_id = agent.post("/v1/tools/execute_refund/actions", json=BIG).json()[
+                "approval_id"
+            ]
+        with live.client(ALICE) as alice:
+            etag = alice.get(f"/v1/approvals/{approval_id}").headers["etag"]
+        missing = "apr_" + "0" * 26
+        stale = '"' + "0" * 32 + '"'
+        tags = [etag, stale, f"{stale}, {etag}", f'{stale}, "{"1" * 32}"']
+        edit = {"args": {"order_id": "o1", "amount": 5}}
+
+        def answers(token: str, target: str) -> list[tuple[int, str]]:
+            with live.client(token) as http:
+                seen = [http.get(f"/v1/approvals/{target}")]
+                for verb in ("approve", "reject"):
+                    for tag in tags:
+                        seen.append(http.post(f"/v1/approvals/{target}:{verb}",
+                                              headers={"If-Match": tag}))  # fmt: skip
+                    seen.append(http.post(f"/v1/approvals/{target}:{verb}",
+                                          headers={"If-Match": etag}, json=edit))  # fmt: skip
+            return [(r.status_code, r.json().get("title", "")) for r in seen]
+
+        for token in (CAROL, RIVAL):
+            hidden, absent = answers(token, approval_id), answers(token, missing)
+            assert hidden == absent, (token, hidden, absent)
+        assert answers(CAROL, missing)[0] == (404, "Approval not found")
+        assert rt.approval(approval_id).status == "pending"
+    finally:
+        live.stop()
+        rt.close()
