@@ -20,7 +20,9 @@ Two checks, both by the executor, never by the handler's code:
    allowed name whose DNS answers with loopback, private, link-local or other
    non-public space (the cloud metadata service at 169.254.169.254, the
    database on 10.0.0.5) is refused, and so is an answer that changes between
-   the check and the connection (DNS rebinding).
+   the check and the connection (DNS rebinding). An IPv6 address that carries
+   an IPv4 one (NAT64, 6to4, IPv4-compatible, SIIT) is judged by the IPv4
+   address it leads to (:func:`embedded_ipv4`).
 
 "Explicitly" means an address or network entry that contains the address
 (``127.0.0.1``, ``10.0.0.0/8``), or the name ``localhost``, which names loopback
@@ -43,6 +45,7 @@ __all__ = [
     "HostEntry",
     "address_allowed",
     "default_port",
+    "embedded_ipv4",
     "explicit_networks",
     "host_allowed",
     "is_public",
@@ -61,6 +64,17 @@ _NAME = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: What ``localhost`` names: loopback, whatever a resolver says.
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+#: IPv6 forms with an IPv4 address in their last 32 bits: NAT64's well-known
+#: prefix, IPv4-compatible (deprecated), SIIT's IPv4-translated.
+_LAST_32_BITS = (
+    ipaddress.IPv6Network("64:ff9b::/96"),
+    ipaddress.IPv6Network("::/96"),
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),
+)
+_SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
+#: NAT64's local-use prefix (RFC 8215): its IPv4 address sits where the
+#: operator's prefix length puts it, so it is judged whole: never public.
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
 
 
 @dataclass(frozen=True)
@@ -145,20 +159,50 @@ def explicit_networks(patterns: Iterable[str]) -> tuple[tuple[IPNetwork, int | N
 
 def is_public(address: IPAddress) -> bool:
     """Whether an address is public: globally routable unicast (not loopback,
-    private, link-local, shared, reserved, unspecified or multicast)."""
+    private, link-local, shared, reserved, unspecified or multicast). An IPv6
+    address that carries an IPv4 address (:func:`embedded_ipv4`) is public only
+    if that IPv4 address is; the local-use NAT64 prefix ``64:ff9b:1::/48`` never."""
     ip = _unmapped(address)
+    if ip in _NAT64_LOCAL:
+        return False
+    inner = embedded_ipv4(ip)
+    if inner is not None and not is_public(inner):
+        return False
     return ip.is_global and not ip.is_multicast
+
+
+def embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address leads to, for the forms that carry one:
+    NAT64 ``64:ff9b::/96`` (RFC 6052), 6to4 ``2002::/16`` (RFC 3056),
+    IPv4-compatible ``::a.b.c.d`` and SIIT ``::ffff:0:a.b.c.d`` (RFC 6145)
+    in their last 32 bits, 6to4 in bits 16-47. Python calls all of these global
+    whatever they carry: the NAT64 form of 169.254.169.254 reaches the metadata
+    service through the gateway. (IPv4-mapped ``::ffff:a.b.c.d`` is the IPv4
+    address itself: :func:`_unmapped`.)"""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    value = int(address)
+    if address in _SIX_TO_FOUR:
+        return ipaddress.IPv4Address((value >> 80) & 0xFFFFFFFF)
+    if any(address in net for net in _LAST_32_BITS):
+        return ipaddress.IPv4Address(value & 0xFFFFFFFF)
+    return None
 
 
 def address_allowed(
     address: str, port: int, explicit: Iterable[tuple[IPNetwork, int | None]]
 ) -> bool:
     """Whether a connection may go to ``address``:``port``: it is public, or one
-    of the ``explicit`` networks (:func:`explicit_networks`) contains it."""
+    of the ``explicit`` networks (:func:`explicit_networks`) contains it, or
+    contains the IPv4 address it carries (:func:`embedded_ipv4`)."""
     ip = _unmapped(ipaddress.ip_address(address.split("%", 1)[0]))
     if is_public(ip):
         return True
-    return any(ip in net and (p is None or p == port) for net, p in explicit)
+    inner = embedded_ipv4(ip)
+    return any(
+        (ip in net or (inner is not None and inner in net)) and (p is None or p == port)
+        for net, p in explicit
+    )
 
 
 @functools.lru_cache(maxsize=4096)  # every request checks its tool's few entries

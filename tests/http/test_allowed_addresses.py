@@ -242,3 +242,34 @@ def test_a_bad_host_entry_is_refused_naming_it() -> None:
     for entry in ("exa mple.com", "host:99999", "[::1", "10.0.0.0/33", "a:b:c"):
         with pytest.raises(ValidationError, match="invalid host pattern"):
             Policy.model_validate({"tools": {"fetch": {"allowed_hosts": [entry]}}})
+
+
+@pytest.mark.parametrize("address", [
+    "64:ff9b::a9fe:a9fe",  # NAT64 of 169.254.169.254, the cloud's metadata service
+    "2002:a9fe:a9fe::1",  # 6to4
+    "::a9fe:a9fe",  # IPv4-compatible
+    "::ffff:0:a9fe:a9fe",  # SIIT
+    "64:ff9b:1::a9fe:a9fe",  # NAT64, local use
+])  # fmt: skip
+def test_an_allowed_name_that_resolves_to_an_ipv6_form_of_the_metadata_service_is_refused(
+    make: Make, dns: Answers, address: str
+) -> None:
+    """Issue 40 item 15: the guard judged these IPv6 addresses as public, and a
+    NAT64 gateway would have carried the request to 169.254.169.254."""
+    import httpx
+
+    from agentq.errors import PolicyViolation
+    from agentq.http_guard import GuardedTransport
+
+    with (
+        httpx.Client(transport=GuardedTransport(), timeout=2) as client,
+        pytest.raises(PolicyViolation, match="not a public address"),
+    ):
+        client.get(f"http://[{address}]/latest/meta-data/")
+    dns["meta.partner.test"] = [address]
+    rt = make(["meta.partner.test"], [])
+    task = rt.enqueue_action("fetch", {"url": "http://meta.partner.test/latest/meta-data/"})
+    rt.worker().drain()
+    info = rt.task(task.task_id)
+    assert info.status == TaskStatus.DEAD
+    assert "not a public address" in (info.error or ""), info.error
