@@ -39,7 +39,15 @@ Only digests are kept in memory and compared; a token never reaches a log. A
 token taken from an environment variable must be at least
 :data:`MIN_TOKEN_CHARS` characters long (the file is refused otherwise, naming
 the entry, never the value); a digest cannot tell its token's length, so
-``agentq token`` makes 256-bit ones.
+``agentq token`` makes 256-bit ones. An error in the file names the entry
+(``tokens[1]``, its name) and the field, never a value: a token pasted where
+its digest goes must not reach stderr, journald or CI logs.
+
+Whoever may write the tokens file may grant themselves any scope, so, as ssh
+with an ``authorized_keys``, the file is refused (served or appended to) when
+its group or everyone may write it, or when it is owned by another user than
+the one reading it (or root) (:func:`check_tokens_file`). Readable by all is
+fine: it holds digests only.
 
 Guessing costs: wrong tokens are counted per client address, and past a few the
 address is refused (429 with ``Retry-After``) for a back-off that doubles, its
@@ -57,7 +65,9 @@ import hashlib
 import hmac
 import ipaddress
 import os
+import re
 import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -77,7 +87,7 @@ from agentq.clock import Clock
 from agentq.errors import ConfigError
 from agentq.server.guessing import GuessLimiter, retry_after
 from agentq.server.problems import Problem, problem_response
-from agentq.tomlfiles import read_toml, validation_problems
+from agentq.tomlfiles import field_name, read_toml
 
 __all__ = [
     "Authenticator",
@@ -87,6 +97,7 @@ __all__ = [
     "TokenAuth",
     "TooManyGuesses",
     "check_token_name",
+    "check_tokens_file",
     "hash_token",
     "is_loopback",
     "new_token",
@@ -209,10 +220,12 @@ class TokenAuth(Authenticator):
         back-off of wrong tokens (tests pass a fake one)."""
         file = Path(path)
         where = f"tokens file {file}"
+        check_tokens_file(file)
+        data = read_toml(file, "tokens file")
         try:
-            parsed = _TokensFile.model_validate(read_toml(file, "tokens file"))
+            parsed = _TokensFile.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(validation_problems(exc, lambda loc: (where, loc))) from exc
+            raise ConfigError(_problems(exc, data, where)) from None
         digests: dict[str, Principal] = {}
         for entry in parsed.tokens:
             digest = entry.digest(where)
@@ -345,6 +358,73 @@ def check_token_name(name: str) -> None:
     except ValidationError as exc:
         problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
         raise ConfigError(f"token name {name!r}: {problems}") from None
+
+
+def check_tokens_file(file: Path) -> None:
+    """Refuse a tokens file others may change (a :class:`ConfigError` naming its
+    mode or owner): writable by its group or everyone, or owned by another user
+    than this process's (or root). A file that does not exist passes (reading
+    it says so). POSIX only."""
+    if os.name != "posix":
+        return
+    try:
+        st = file.stat()
+    except OSError:
+        return
+    where = f"tokens file {file}"
+    mode = stat.S_IMODE(st.st_mode)
+    problems = []
+    if mode & 0o022:
+        who = " and ".join(w for bit, w in ((0o020, "its group"), (0o002, "everyone"))
+                           if mode & bit)  # fmt: skip
+        problems.append(f"has mode {mode:04o}: writable by {who} (chmod go-w {file})")
+    me = os.geteuid()
+    if st.st_uid not in (me, 0):
+        problems.append(f"is owned by uid {st.st_uid}{_user(st.st_uid)}, not by this "
+                        f"user (uid {me}{_user(me)}) or root")  # fmt: skip
+    if problems:
+        raise ConfigError(
+            f"{where} {'; and '.join(problems)}: whoever may write it may grant any "
+            "token any scope, so it is refused (as ssh refuses such an authorized_keys)"
+        )
+
+
+def _user(uid: int) -> str:
+    try:
+        import pwd
+
+        return f" ({pwd.getpwuid(uid).pw_name})"
+    except (ImportError, KeyError):
+        return ""
+
+
+def _problems(exc: ValidationError, data: object, where: str) -> str:
+    """One line per error, naming the entry and the field, never a value (a
+    token pasted into the file must not be printed)."""
+    entries = data.get("tokens") if isinstance(data, dict) else None
+    lines = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        problem = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "string_pattern_mismatch" and loc[-1:] == ("sha256",):
+            problem = "not a SHA-256 digest (64 hex digits; agentq token prints the entry)"
+        elif error["type"] == "string_pattern_mismatch":
+            problem = "not of the expected form"
+        if len(loc) >= 2 and loc[0] == "tokens" and isinstance(loc[1], int):
+            entry = f"tokens[{loc[1]}]"
+            name = (entries[loc[1]].get("name") if isinstance(entries, list)
+                    and loc[1] < len(entries) and isinstance(entries[loc[1]], dict)
+                    else None)  # fmt: skip
+            if isinstance(name, str) and _NAME.fullmatch(name) and loc[2:] != ("name",):
+                entry += f" (name {name!r})"
+            field = field_name(loc[2:]) or "the entry"
+            lines.append(f"{where}: {entry}: {field}: {problem}")
+        else:
+            lines.append(f"{where}: {field_name(loc) or 'the file'}: {problem}")
+    return "\n".join(lines)
+
+
+_NAME = re.compile(r"[A-Za-z0-9_.@:-]{1,200}")
 
 
 class _TokensFile(BaseModel):

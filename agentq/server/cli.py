@@ -97,14 +97,19 @@ def _cmd_token(args: argparse.Namespace) -> int:
 
 def _append_entry(file: Path, entry: str) -> None:
     """Append a ``[[tokens]]`` entry, only if the file with it is a tokens file
-    the server loads (checked on a copy, which then replaces the file)."""
+    the server loads (checked on a copy, which then replaces the file), and never
+    to one others may write (:func:`~agentq.server.auth.check_tokens_file`)."""
     import os
     import shutil
     import tempfile
 
     from agentq.errors import ConfigError
-    from agentq.server.auth import TokenAuth
+    from agentq.server.auth import TokenAuth, check_tokens_file
 
+    try:
+        check_tokens_file(file)
+    except ConfigError as exc:
+        raise ConfigError(f"cannot append: {exc}") from None
     old = file.read_text(encoding="utf-8") if file.exists() else ""
     text = old + ("\n" if old and not old.endswith("\n") else "") + ("\n" if old else "") + entry
     fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=".toml")

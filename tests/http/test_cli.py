@@ -85,3 +85,78 @@ def test_tokens_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         TokenAuth.from_file(file)
     monkeypatch.setenv("ALICE_TOKEN", "s3cret-long-enough-0123")
     TokenAuth.from_file(file)
+
+
+# -- issue 40 items 13 and 14: the tokens file's errors and mode -------------------------------
+
+PASTED = "aqt_" + "PastedPlaintextToken0123456789abcdefXYZ_-"
+
+
+@pytest.mark.parametrize("line", [
+    f'sha256 = "{PASTED}"',  # the token where its digest goes
+    f'token = "{PASTED}"',  # a field of its own
+    f'env = "{PASTED}"',  # where a variable's name goes
+    f'sha256 = "{hash_token("x")}"\nsecret = "{PASTED}"',
+])  # fmt: skip
+def test_a_pasted_plaintext_token_is_refused_without_printing_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str
+) -> None:
+    """Item 13: the error named the value, so the secret reached stderr, journald
+    and CI logs. It names the entry (its place and name) and the field only."""
+    bad = tmp_path / "tokens.toml"
+    bad.write_text(
+        f'[[tokens]]\nname = "ok"\nscopes = ["read"]\nsha256 = "{hash_token("y")}"\n\n'
+        f'[[tokens]]\nname = "pasted-bot"\nscopes = ["read"]\n{line}\n'
+    )
+    assert main(["serve", "--db", f"sqlite:///{tmp_path / 'a.db'}", "--tokens", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agentq: error: ") and "Traceback" not in err
+    assert PASTED not in err and PASTED[:12] not in err, err
+    assert "tokens[1]" in err and "pasted-bot" in err, err
+
+
+@pytest.mark.parametrize("mode", [0o666, 0o646, 0o664, 0o620, 0o602])
+def test_a_tokens_file_others_may_write_is_refused_naming_its_mode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: int
+) -> None:
+    """Item 14: anyone who may write the file may grant themselves any scope.
+    Refused as ssh refuses such an authorized_keys: served, and appended to."""
+    from agentq.errors import ConfigError
+
+    file = tmp_path / "tokens.toml"
+    assert main(["token", "bot", "--scope", "read", "--append", str(file)]) == 0
+    capsys.readouterr()
+    file.chmod(mode)
+    with pytest.raises(ConfigError, match=f"mode {mode:04o}.*writable by"):
+        TokenAuth.from_file(file)
+    assert main(["serve", "--db", f"sqlite:///{tmp_path / 'a.db'}", "--tokens", str(file)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agentq: error: ") and f"{mode:04o}" in err and str(file) in err
+    before = file.read_text()
+    assert main(["token", "eve", "--scope", "admin", "--append", str(file)]) == 2
+    assert f"{mode:04o}" in capsys.readouterr().err
+    assert file.read_text() == before
+    file.chmod(0o644)  # readable by all is fine: the file holds digests only
+    TokenAuth.from_file(file)
+
+
+def test_a_tokens_file_owned_by_another_user_is_refused_naming_the_owner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    from agentq.errors import ConfigError
+
+    file = tmp_path / "tokens.toml"
+    assert main(["token", "bot", "--scope", "read", "--append", str(file)]) == 0
+    capsys.readouterr()
+    if os.geteuid() == 0:  # root (a container): give the file to another user
+        os.chown(file, 4242, -1)
+    else:  # as another user (not root) would see it
+        mine = os.geteuid()
+        monkeypatch.setattr(os, "geteuid", lambda: mine + 4242)
+    owner = file.stat().st_uid
+    with pytest.raises(ConfigError, match=f"owned by uid {owner}"):
+        TokenAuth.from_file(file)
+    assert main(["token", "eve", "--scope", "admin", "--append", str(file)]) == 2
+    assert f"uid {owner}" in capsys.readouterr().err
