@@ -35,7 +35,8 @@ __all__ = ["register"]
 _PAUSE = 0.01
 #: An ``--older-than`` below this deletes what just finished (a typo of ``1d``?):
 #: it asks for ``--yes`` when there is anything to delete. Above it, ``--yes`` is
-#: asked for when it would delete tasks the retention setting keeps.
+#: asked for when it would delete tasks the retention setting keeps. A configured
+#: retention below it asks too.
 _ASK_BELOW = timedelta(hours=1)
 
 
@@ -63,7 +64,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--yes", action="store_true",
         help="delete what --older-than asks even when it is more than the retention keeps, "
-        "or anything at all below 1h (asked for when it would)",
+        "or anything at all below 1h, or what a configured retention below 1h deletes "
+        "(asked for when it would)",
     )  # fmt: skip
     p.add_argument(
         "--vacuum", action="store_true",
@@ -124,6 +126,8 @@ def _cmd_prune(args: argparse.Namespace) -> int:
         else:
             if older_than is not None:
                 _confirmed(args, rt, older_than)
+            else:
+                _confirmed_retention(args, rt, rules)
             report = rt.prune(
                 older_than=older_than, dry_run=args.dry_run, batch_size=args.batch_size,
                 pause=_PAUSE,
@@ -167,6 +171,22 @@ def _confirmed(args: argparse.Namespace, rt: Runtime, older_than: timedelta) -> 
             f"--older-than {args.older_than} would delete {_summary(counts)}, {beyond} more "
             f"than the retention ({_retention(rules)}) allows; add --yes to delete them "
             f"(--dry-run to count only)"
+        )
+
+
+def _confirmed_retention(args: argparse.Namespace, rt: Runtime, rules: RetentionRules) -> None:
+    """As :func:`_confirmed` for ``--older-than`` below an hour: a configured
+    retention (``agentq.toml``, a tool's policy) below an hour deletes what
+    just finished, and its audit when ``audit_retention`` is as short, so it
+    asks for ``--yes`` (or ``--dry-run``) when there is anything to delete."""
+    if args.yes or args.dry_run or rules.shortest is None or rules.shortest >= _ASK_BELOW:
+        return
+    counts = rt.prune(dry_run=True, batch_size=args.batch_size).counts
+    if counts.total:
+        raise ConfigError(
+            f"the configured retention ({_retention(rules)}) would delete {_summary(counts)}; "
+            "it keeps finished tasks less than an hour: add --yes to delete them "
+            "(--dry-run to count only)"
         )
 
 

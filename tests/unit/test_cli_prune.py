@@ -220,3 +220,33 @@ def test_older_than_below_the_retention_asks_for_yes(
     assert status == 0 and out.startswith("deleted 0 task(s)")  # nothing that old
     status, out, err = run(capsys, "--db", url, "--older-than", "12h")
     assert status == 2 and "1 more than the retention (off) allows" in err
+
+
+def test_a_configured_retention_below_an_hour_asks_for_yes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40 item 12: ``--config F`` with ``retention = audit_retention = "1s"``
+    erased, unasked, the audit of a decision made seconds ago, where
+    ``--older-than 1s`` asks."""
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    clock = FakeClock(datetime.now(UTC) - timedelta(seconds=5))  # real time: the CLI's clock
+    with Runtime(url, tools=[job], clock=clock) as rt:
+        task = rt.enqueue_action("job", {"n": 1})
+        rt.cancel(task.task_id)  # one audit entry, seconds old
+    config = tmp_path / "elsewhere" / "short.toml"
+    config.parent.mkdir()
+    config.write_text('[agentq]\nretention = "1s"\naudit_retention = "1s"\n')
+    status, out, err = run(capsys, "--config", str(config), "--db", url)
+    assert status == 2, out
+    assert err.startswith("agentq: error: the configured retention (1s) would delete 1 task(s)")
+    assert "--yes" in err and "Traceback" not in err
+    with Runtime(url) as rt:
+        assert len(rt.audit_log()) == 1 and len(rt.tasks()) == 1
+    status, out, _ = run(capsys, "--config", str(config), "--db", url, "--dry-run")
+    assert status == 0 and out.startswith("would delete 1 task(s)")
+    status, out, _ = run(capsys, "--config", str(config), "--db", url, "--yes")
+    assert status == 0 and out.startswith("deleted 1 task(s)") and "1 audit entry(ies)" in out
+    # Nothing left to delete: no question asked.
+    status, out, _ = run(capsys, "--config", str(config), "--db", url)
+    assert status == 0 and out.startswith("deleted 0 task(s)")
