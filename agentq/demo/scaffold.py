@@ -10,7 +10,7 @@ that folder as they do from a checkout.
 
 from __future__ import annotations
 
-import shutil
+import os
 from pathlib import Path
 
 from agentq.demo.project import demo_project
@@ -87,8 +87,9 @@ def new_project(directory: str | Path) -> list[Path]:
     target = Path(directory)
     if target.exists() and not target.is_dir():
         raise ConfigError(f"{target} exists and is not a folder")
+    # lexists: a dangling symlink is there too (exists() follows it and says no).
     clashes = [name for name in ("tools", "policies", "agentq.toml", "README.md", ".gitignore")
-               if (target / name).exists()]  # fmt: skip
+               if os.path.lexists(target / name)]  # fmt: skip
     if clashes:
         raise ConfigError(
             f"{target} already has {', '.join(clashes)}: agentq new writes a project into "
@@ -99,9 +100,12 @@ def new_project(directory: str | Path) -> list[Path]:
     written: list[Path] = []
     for folder, pattern in ((source.tools, "*.py"), (source.policies, "*.toml")):
         into = target / folder.name
-        into.mkdir()
+        try:
+            into.mkdir()  # never follows a link: one there is EEXIST
+        except FileExistsError:
+            raise _exists(into) from None
         for file in sorted(folder.glob(pattern)):
-            shutil.copyfile(file, into / file.name)
+            _create(into / file.name, file.read_bytes())
             written.append(into / file.name)
     steps = "\n".join(f"{command:<28}# {why}" for command, why in NEXT_STEPS)
     for name, text in (
@@ -109,6 +113,29 @@ def new_project(directory: str | Path) -> list[Path]:
         (".gitignore", _GITIGNORE),
         ("README.md", _README.format(name=target.resolve().name, steps=steps)),
     ):
-        (target / name).write_text(text, encoding="utf-8")
+        _create(target / name, text.encode("utf-8"))
         written.append(target / name)
     return written
+
+
+#: A new file only, and never through a symlink (issue 40 item 11: a dangling
+#: link named README.md made agentq new write wherever it pointed).
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _create(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``, which must not exist (not even as a link)."""
+    try:
+        fd = os.open(path, _NEW_FILE, 0o666)
+    except FileExistsError:
+        raise _exists(path) from None
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
+def _exists(path: Path) -> ConfigError:
+    what = "a symlink" if path.is_symlink() else "there"
+    return ConfigError(
+        f"{path} is {what} already: agentq new writes a project into a new or empty "
+        "folder and overwrites nothing (nor writes through a link)"
+    )
