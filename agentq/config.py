@@ -113,6 +113,15 @@ class ServerLimits(BaseModel):
     ``agentq mcp --transport http``: its waits (``agentq_wait_task``,
     ``agentq_get_run`` with ``wait_seconds``, ``tasks/result``); one more is a
     tool error."""
+    mcp_sessions_per_principal: int = Field(default=100, ge=1, le=10_000)
+    """``agentq mcp --transport http``: MCP sessions one principal may hold at
+    once; one more ``initialize`` is answered 429 with ``Retry-After``. (The MCP
+    SDK's 10,000 sessions are one pool: one token could fill it.)"""
+    mcp_session_idle_timeout: float = Field(default=300.0, ge=1, le=86_400)
+    """``agentq mcp --transport http``: seconds an MCP session may go without a
+    request in flight before it ends (its id then answers 404, and the client
+    starts a new one); it stops counting against its principal's sessions then.
+    The MCP SDK's default is 30 minutes."""
     shutdown_grace: float = Field(default=5.0, ge=0, le=600)
     """Seconds a stopping server (SIGTERM, Ctrl-C) gives the requests in progress
     to finish before it cuts them off. ``agentq serve`` answers its parked

@@ -8,7 +8,9 @@ file, which names the principal and its scopes; anything else is a 401 before
 the MCP SDK sees it. ``InsecureLocal`` (``--insecure-local``) serves loopback
 clients only, without tokens, for development. A session is bound to the
 principal that opened it (:mod:`agentq.mcp.sessions`): another token on its id
-is a 404.
+is a 404; one principal holds at most ``[servers] mcp_sessions_per_principal``
+sessions (one more is a 429), each ending after
+``mcp_session_idle_timeout`` seconds without a request.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from agentq.config import ServerLimits
 from agentq.errors import ConfigError
 from agentq.mcp.server import PrincipalLookup, build_server
-from agentq.mcp.sessions import SessionOwners
+from agentq.mcp.sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_PER_PRINCIPAL, SessionOwners
 from agentq.runtime import Runtime
 from agentq.server.auth import (
     Authenticator,
@@ -70,19 +72,27 @@ def http_app(
     wait_seconds: float = 1.0,
     path: str = "/mcp",
     max_waits_per_principal: int = 100,
+    max_sessions_per_principal: int = DEFAULT_PER_PRINCIPAL,
+    session_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
 ) -> ASGIApp:
     """The streamable-HTTP ASGI app behind ``auth``; a loopback-only authenticator
     (``InsecureLocal``) is refused unless ``host`` is a loopback address.
-    ``max_waits_per_principal`` caps the waits one principal parks at once."""
+    ``max_waits_per_principal`` caps the waits one principal parks at once,
+    ``max_sessions_per_principal`` the sessions it holds; a session ends after
+    ``session_idle_timeout`` seconds without a request in flight."""
     if auth.loopback_only and not is_loopback(host):
         raise ConfigError(
             f"--insecure-local serves loopback only, not {host!r}: configure bearer tokens"
         )
     server = build_server(rt, _from_request, wait_seconds=wait_seconds,
                           max_waits_per_principal=max_waits_per_principal)  # fmt: skip
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    app = server.streamable_http_app(
+        streamable_http_path=path, host=host, session_idle_timeout=session_idle_timeout
+    )
+    owners = SessionOwners(app, max_per_principal=max_sessions_per_principal,
+                           idle_timeout=session_idle_timeout)  # fmt: skip
     guarded = AuthenticationMiddleware(
-        _RequirePrincipal(SessionOwners(app)), backend=auth, on_error=auth_failed
+        _RequirePrincipal(owners), backend=auth, on_error=auth_failed
     )
     # As agentq serve and ui: a loopback-only authenticator serves no web page elsewhere.
     return LocalOnly(guarded) if auth.loopback_only else guarded
@@ -105,9 +115,11 @@ def serve_http(
 
     from agentq.server.listen import bind, run, url_of
 
-    waits = limits.max_waits_per_principal if limits is not None else 100
+    limits = limits or ServerLimits()
     app = http_app(rt, auth, host=host, wait_seconds=wait_seconds, path=path,
-                   max_waits_per_principal=waits)  # fmt: skip
+                   max_waits_per_principal=limits.max_waits_per_principal,
+                   max_sessions_per_principal=limits.mcp_sessions_per_principal,
+                   session_idle_timeout=limits.mcp_session_idle_timeout)  # fmt: skip
     sock = bind(host, port)
     print(f"agentq mcp: serving on {url_of(host, sock, path)}", file=sys.stderr, flush=True)
     run(app, sock, limits)
