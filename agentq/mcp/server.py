@@ -311,6 +311,9 @@ def build_server(
                 if a.status.value in ("pending", "escalated")
             ]})  # fmt: skip
         approval_id, note = str(args["approval_id"]), str(args.get("note", ""))
+        # One the caller may not see is "no approval", as one that does not
+        # exist: else "may not decide it" would tell the ids apart.
+        await anyio.to_thread.run_sync(access.approval_for, rt, principal, approval_id)
         if tool == "agentq_approve":
             edited = args.get("args")
             return _result(await anyio.to_thread.run_sync(

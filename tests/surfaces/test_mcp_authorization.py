@@ -162,3 +162,44 @@ def test_another_token_cannot_use_or_delete_a_session(rt: Runtime) -> None:
     assert "execute_refund" not in stolen.text
     assert mine.status_code == 200 and "execute_refund" in mine.text
     assert closed.status_code < 300 and after.status_code == 404
+
+
+def test_over_mcp_an_approval_one_may_not_decide_answers_as_a_missing_one(
+    open_rt: Any, tmp_path: Any
+) -> None:
+    """Issue 40 item 3, on MCP: only alice decides refunds here; carol
+    (``approve``) got "not an approver" for alice's approval and "no approval"
+    for a made-up id, so ids could be probed."""
+    from mcp import Client
+
+    from agentq.mcp.server import build_server
+    from tests.surfaces.conftest import ROOT
+
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    text = (ROOT / "policies" / "refunds.toml").read_text()
+    (policies / "refunds.toml").write_text(
+        text.replace('# approvers = ["alice", "bob"]', 'approvers = ["alice"]\n#')
+    )
+    rt = open_rt(policies)
+    who = {"now": TOKENS[AGENT_TOKEN]}
+    carol = Principal("carol", frozenset({Scope.APPROVE}))
+    server = build_server(rt, lambda _ctx: who["now"], wait_seconds=0)
+    missing = "apr_" + "0" * 26
+
+    async def scenario() -> list[tuple[str, str]]:
+        async with Client(server) as client:
+            asked = await client.call_tool("execute_refund", {"order_id": "o5", "amount": 500})
+            approval_id = asked.structured_content["approval_id"]
+            who["now"] = carol
+            seen = []
+            for tool in ("agentq_approve", "agentq_reject"):
+                for target in (approval_id, missing):
+                    answer = await client.call_tool(tool, {"approval_id": target})
+                    assert answer.is_error
+                    seen.append((tool, answer.content[0].text.replace(target, "ID")))
+            return seen
+
+    seen = run(scenario())
+    assert seen[0] == seen[1] and seen[2] == seen[3], seen
+    assert rt.approvals()[0].status == "pending"
