@@ -7,6 +7,8 @@ Every task has an owner, ``created_by``: the principal that enqueued it. The rul
 * ``operate`` (and ``admin``) sees and cancels everyone's;
 * an approval is seen by its task's owner, by ``operate``/``admin``, and by an
   ``approve`` principal whose rule lets it decide it;
+* a durable agent run is its owner's (``by=``): seen by it and by
+  ``operate``/``admin``, as its tasks are;
 * the runtime's own tasks (an approval's expiry, deadline, escalation and
   reminders, notifications, webhooks: every ``kind`` but ``action``) are
   nobody's to read, list or cancel through these surfaces: they change only
@@ -22,8 +24,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agentq.approvals import ApprovalInfo
-from agentq.errors import ApprovalNotFound, TaskNotFound
+from agentq.errors import ApprovalNotFound, RunNotFound, TaskNotFound
 from agentq.ledger import TaskInfo
+from agentq.run_info import RunInfo
 from agentq.runtime import Runtime
 from agentq.server.auth import Principal, Scope
 
@@ -32,7 +35,9 @@ __all__ = [
     "cancel_task",
     "is_internal",
     "may_cancel_task",
+    "may_see_run",
     "may_see_task",
+    "run_for",
     "sees_all",
     "task_for",
     "visible_approvals",
@@ -119,3 +124,18 @@ def approval_for(rt: Runtime, principal: Principal, approval_id: str) -> Approva
     if not visible_approvals(rt, principal, [approval]):
         raise ApprovalNotFound(f"no approval {approval_id!r}")
     return approval
+
+
+def may_see_run(principal: Principal, run: RunInfo) -> bool:
+    """Whether ``principal`` may read (and, with ``operate``, cancel) ``run``:
+    its owner, and those who see everyone's tasks."""
+    return sees_all(principal) or (principal.may(Scope.READ) and run.owner == principal.name)
+
+
+def run_for(rt: Runtime, principal: Principal, run_id: str) -> RunInfo:
+    """The run, if ``principal`` may see it; :class:`RunNotFound` otherwise (as
+    for a run that does not exist)."""
+    run = rt.run(run_id)
+    if not may_see_run(principal, run):
+        raise RunNotFound(f"no run {run_id!r}")
+    return run
