@@ -111,7 +111,7 @@ def routes(console: Console) -> list[Route]:
         return console.render(
             request, "runs.html", who, rows=rows, next_after=next_after, status=status,
             agent=agent, statuses=[s.value for s in RunStatus],
-            agents=sorted(console.runtime.agents),
+            agents=run_views.agent_names(console.runtime),
         )  # fmt: skip
 
     def run(request: Request, who: Who) -> Response:

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from agentq.agents import TURN_TOOL_PREFIX
 from agentq.approvals import ApprovalInfo
 from agentq.console import panels, views
 from agentq.errors import ApprovalNotFound, TaskNotFound
@@ -26,6 +27,7 @@ from agentq.server.auth import Principal
 
 __all__ = [
     "RUN_PAGE",
+    "agent_names",
     "approval_conversations",
     "conversation",
     "run_detail",
@@ -36,6 +38,13 @@ __all__ = [
 RUN_PAGE = 50
 #: Longest text of one message a page shows (the rest is cut, and said so).
 MESSAGE_CHARS = 20_000
+
+
+def agent_names(rt: Runtime) -> list[str]:
+    """The agents a run can be of: those the runtime defines, and those whose
+    turn tool the database's catalog knows (a console needs no agent's code)."""
+    turns = [t.name for t in rt.known_tools() if t.name.startswith(TURN_TOOL_PREFIX)]
+    return sorted(set(rt.agents) | {name.removeprefix(TURN_TOOL_PREFIX) for name in turns})
 
 
 def run_rows(

@@ -120,6 +120,9 @@ def test_the_runs_list_is_newest_first_filtered_and_paged(
         waiting = client.get("/runs?status=awaiting_approval").text
         assert re.findall(r'data-run="([^"]+)"', waiting) == [parked]
         assert "Refund 500" in waiting and 'class="status awaiting_approval"' in waiting
+        assert '<option value="refunds">refunds</option>' in first.text  # the agent filter
+        by_agent = client.get("/runs?agent=refunds&status=awaiting_approval").text
+        assert re.findall(r'data-run="([^"]+)"', by_agent) == [parked]
         assert re.findall(r'data-run="([^"]+)"', client.get("/runs?agent=nobody").text) == []
         assert client.get("/runs?status=sleeping").status_code == 400
 
