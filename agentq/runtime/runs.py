@@ -16,7 +16,8 @@ from agentq.clock import SystemClock
 from agentq.decision import Decision
 from agentq.errors import InvalidArguments, RunNotFound, UnknownTool
 from agentq.ledger import Tables, TaskStatus
-from agentq.lifecycle import run_budgets, runs
+from agentq.lifecycle import audit, run_budgets, runs
+from agentq.lifecycle.audit import AuditAction
 from agentq.lifecycle.tasks import LOCAL
 from agentq.run_info import RunInfo, RunStatus
 from agentq.runtime.core import RuntimeCore
@@ -179,10 +180,18 @@ class RunsMixin(RuntimeCore):
         self, run_id: str, reason: str = "cancelled", *, by: str | None = None
     ) -> RunInfo:
         """Cancel a run: its queued turn and unfinished tool calls (with their
-        approvals and timers) are cancelled in the same transaction. A finished
-        run raises :class:`~agentq.errors.IllegalTransition`."""
+        approvals and timers) are cancelled in the same transaction, and the
+        cancel is audited with ``by`` as who cancelled. A finished run raises
+        :class:`~agentq.errors.IllegalTransition`."""
         why = f"{reason} (by {by})" if by else reason
-        return self._run_info(self.transact(lambda tx: runs.cancel(self, tx.tx, run_id, why)))
+
+        def fn(tx: Decision) -> dict[str, Any]:
+            rec = runs.cancel(self, tx.tx, run_id, why)
+            # Audited as a task's cancel is (the console's Cancel run, the CLI's).
+            audit.record(tx.tx, actor=by, action=AuditAction.CANCEL, target=run_id, note=reason)
+            return rec
+
+        return self._run_info(self.transact(fn))
 
     def send_message(self, run_id: str, text: str, *, by: str | None = None) -> RunInfo:
         """Continue a run that answered (succeeded) with the user's next message;
