@@ -26,7 +26,7 @@ from agentq.run_info import RunInfo, RunStatus
 from agentq.runtime.core import RuntimeCore
 from agentq.waiting import FAKE_CLOCK_RECHECK, MAX_WAIT_SECONDS, LoopWake
 
-__all__ = ["MAX_RUNS_LISTED", "RunPage", "RunsMixin"]
+__all__ = ["MAX_RUNS_LISTED", "RunPage", "RunSubmission", "RunsMixin"]
 
 #: Most runs one listing returns.
 MAX_RUNS_LISTED = 1000
@@ -39,6 +39,15 @@ class RunPage:
 
     runs: list[RunInfo]
     next_after: str | None
+
+
+@dataclass(frozen=True)
+class RunSubmission:
+    """What :meth:`RunsMixin.submit_run` did: the run, and whether this call
+    created it (False: its idempotency key had started it before)."""
+
+    run: RunInfo
+    created: bool
 
 
 class RunsMixin(RuntimeCore):
@@ -65,6 +74,19 @@ class RunsMixin(RuntimeCore):
             lambda tx: self.start_run_in(tx, agent, input, idempotency_key=idempotency_key, by=by)
         )
 
+    def submit_run(
+        self,
+        agent: str,
+        input: str,
+        *,
+        idempotency_key: str | None = None,
+        by: str | None = None,
+    ) -> RunSubmission:
+        """:meth:`start_run`, also telling whether this call created the run
+        (the HTTP API answers 201 or 200)."""
+        return self.transact(lambda tx: self._submit_run_in(
+            tx, agent, input, idempotency_key=idempotency_key, by=by))  # fmt: skip
+
     def start_run_in(
         self,
         tx: Decision,
@@ -76,6 +98,17 @@ class RunsMixin(RuntimeCore):
     ) -> RunInfo:
         """:meth:`start_run` inside a decision ``tx``: the application's own writes
         and the run's start commit together, or neither does."""
+        return self._submit_run_in(tx, agent, input, idempotency_key=idempotency_key, by=by).run
+
+    def _submit_run_in(
+        self,
+        tx: Decision,
+        agent: str,
+        input: str,
+        *,
+        idempotency_key: str | None,
+        by: str | None,
+    ) -> RunSubmission:
         tool = self.find_tool(tx.tx, turn_tool_name(agent)) if isinstance(agent, str) else None
         if tool is None:
             names = sorted(self.agents)
@@ -87,11 +120,11 @@ class RunsMixin(RuntimeCore):
         defined = self.agents.get(agent)
         coded = defined.budget() if defined is not None else {}
         budget = run_budgets.run_budget(self.policy, agent, coded)
-        rec, _created = runs.create(
+        rec, created = runs.create(
             self, tx.tx, agent=agent, turn_tool=tool.name, turn_queue=tool.queue, input=input,
             owner=owner, idempotency_key=idempotency_key, budget=budget,
         )  # fmt: skip
-        return self._run_info(rec)
+        return RunSubmission(self._run_info(rec), created)
 
     def run(self, run_id: str) -> RunInfo:
         """A run as its record says (:class:`~agentq.errors.RunNotFound` if none)."""
