@@ -3,9 +3,9 @@
 server-sent events, cancel, continue with a message; who may see and do what.
 
 The model is an OpenAI-compatible endpoint answered in process by an
-``httpx.MockTransport`` (``Runtime(..., http_transport=...)``); workers are
-drained on a :class:`~agentq.FakeClock`, so nothing here waits on real time
-but the long-polls and streams themselves.
+``httpx.MockTransport`` (``Runtime(..., http_transport=...)``, :mod:`tests.run_world`);
+workers are drained on a :class:`~agentq.FakeClock`, so nothing here waits on
+real time but the long-polls and streams themselves.
 """
 
 from __future__ import annotations
@@ -14,19 +14,16 @@ import itertools
 import json
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from pydantic import BaseModel
 
-from agentq import Agent, FakeClock, OpenAICompatibleModel, Runtime, ToolContext, tool
-from agentq.agents.turn import RUN_HEADER
+from agentq import Runtime
 from agentq.ledger import TaskStatus
-from agentq.policies import ApprovalRule, Policy
 from tests.http.conftest import LiveServer
+from tests.run_world import CHARGES, MockModel, run_runtime
 
 #: token -> (principal, scopes)
 TOKENS = {
@@ -40,92 +37,14 @@ TOKENS = {
 AGENT, RIVAL, READER, ALICE, OPS, ADMIN = TOKENS
 
 
-class Refund(BaseModel):
-    order_id: str
-    amount: float
-
-
-class Mark(BaseModel):
-    order_id: str
-
-
-CHARGES: list[tuple[str, float]] = []
-
-
-@tool(queue="payments")
-def refund_order(ctx: ToolContext, args: Refund) -> dict[str, Any]:
-    CHARGES.append((ctx.task_id, args.amount))
-    return {"refunded": args.amount}
-
-
-@tool(local=True)
-def note_order(tx: Any, args: Mark) -> dict[str, Any]:
-    return {"noted": args.order_id}
-
-
-class ScriptedModel:
-    """An OpenAI-compatible chat endpoint: ``refund N`` calls the tools (a local
-    note and a refund of N), their results are answered with ``done: ...``, any
-    other message with ``echo: ...``. It counts the requests per run."""
-
-    def __init__(self) -> None:
-        self.requests: list[str] = []
-        self.lock = threading.Lock()
-        #: When set, each answer waits for it (a test holds a turn while it looks).
-        self.gate: threading.Event | None = None
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        with self.lock:
-            self.requests.append(request.headers.get(RUN_HEADER, ""))
-        if self.gate is not None:
-            self.gate.wait(10)
-        messages = json.loads(request.content)["messages"]
-        last = messages[-1]
-        if last["role"] == "tool":
-            message: dict[str, Any] = {"role": "assistant", "content": f"done: {last['content']}"}
-        elif str(last["content"]).startswith("refund "):
-            amount = float(str(last["content"]).split()[1])
-            message = {"role": "assistant", "content": None, "tool_calls": [
-                _call("note_order", {"order_id": "o1"}),
-                _call("refund_order", {"order_id": "o1", "amount": amount}),
-            ]}  # fmt: skip
-        else:
-            message = {"role": "assistant", "content": f"echo: {last['content']}"}
-        return httpx.Response(200, json={
-            "id": "cmpl", "object": "chat.completion", "model": "scripted",
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-        })  # fmt: skip
-
-    def asked(self, run_id: str) -> int:
-        with self.lock:
-            return self.requests.count(run_id)
-
-
-def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"id": f"call_{uuid.uuid4().hex}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)}}  # fmt: skip
-
-
-MODEL = OpenAICompatibleModel("http://model.test/v1", "scripted")
-REFUNDS = Agent("refunds", MODEL, instructions="Refund what is asked.",
-                tools=["refund_order", "note_order"])  # fmt: skip
-ECHO = Agent("echo", MODEL, tools=[])
+@pytest.fixture
+def model() -> MockModel:
+    return MockModel()
 
 
 @pytest.fixture
-def model() -> ScriptedModel:
-    return ScriptedModel()
-
-
-@pytest.fixture
-def runtime(db_url: str, model: ScriptedModel) -> Iterator[Runtime]:
-    rt = Runtime(
-        db_url, tools=[refund_order, note_order], agents=[REFUNDS, ECHO], clock=FakeClock(),
-        http_transport=httpx.MockTransport(model),
-        policies=Policy(approvals=(ApprovalRule(tool="refund_order", field="amount",
-                                                above=100),)),
-    )  # fmt: skip
+def runtime(db_url: str, model: MockModel) -> Iterator[Runtime]:
+    rt = run_runtime(db_url, model)
     yield rt
     rt.close()
 
@@ -166,7 +85,7 @@ def _start(http: httpx.Client, text: str, agent: str = "refunds", **kw: Any) -> 
 
 
 def test_start_is_201_with_the_run_and_a_worker_carries_it_to_its_answer(
-    server: LiveServer, runtime: Runtime, model: ScriptedModel
+    server: LiveServer, runtime: Runtime, model: MockModel
 ) -> None:
     with server.client(AGENT) as http:
         r = http.post("/v1/runs", json={"agent": "refunds", "input": "refund 40"})
@@ -189,7 +108,7 @@ def test_start_is_201_with_the_run_and_a_worker_carries_it_to_its_answer(
 
 
 def test_the_same_key_and_body_is_the_same_run_and_the_model_is_asked_once(
-    server: LiveServer, runtime: Runtime, model: ScriptedModel
+    server: LiveServer, runtime: Runtime, model: MockModel
 ) -> None:
     body = {"agent": "echo", "input": "hello"}
     with server.client(AGENT) as http, server.client(RIVAL) as rival:
@@ -286,7 +205,7 @@ def test_read_only_scopes_cannot_start_cancel_or_write(
 
 
 def test_cancel_cancels_the_queued_tool_calls(
-    server: LiveServer, runtime: Runtime, model: ScriptedModel
+    server: LiveServer, runtime: Runtime, model: MockModel
 ) -> None:
     CHARGES.clear()
     with server.client(AGENT) as http:
@@ -309,7 +228,7 @@ def test_cancel_cancels_the_queued_tool_calls(
 
 
 def test_cancel_before_the_first_turn_cancels_the_turn(
-    server: LiveServer, runtime: Runtime, model: ScriptedModel
+    server: LiveServer, runtime: Runtime, model: MockModel
 ) -> None:
     with server.client(AGENT) as http:
         run = _start(http, "hello", "echo")
@@ -321,7 +240,7 @@ def test_cancel_before_the_first_turn_cancels_the_turn(
 
 
 def test_a_message_continues_a_run_that_answered(
-    server: LiveServer, runtime: Runtime, model: ScriptedModel
+    server: LiveServer, runtime: Runtime, model: MockModel
 ) -> None:
     with server.client(AGENT) as http, server.client(ADMIN) as admin:
         run = _start(http, "hello", "echo")
@@ -393,7 +312,7 @@ def test_a_run_awaiting_approval_is_idle_and_until_done_waits_past_it(
 
 
 def test_events_stream_the_run_until_it_is_idle(
-    server: LiveServer, runtime: Runtime, model: ScriptedModel
+    server: LiveServer, runtime: Runtime, model: MockModel
 ) -> None:
     gate = model.gate = threading.Event()  # the first answer waits until "running" is seen
     with server.client(AGENT) as http:
