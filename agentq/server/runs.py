@@ -47,8 +47,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from agentq.agents import TURN_TOOL_PREFIX
 from agentq.errors import IdempotencyConflict, InvalidArguments, UnknownTool
 from agentq.run_info import RunInfo, RunStatus
+from agentq.runtime import Runtime
 from agentq.runtime.runs import MAX_RUNS_LISTED
 from agentq.server import access
 from agentq.server.actions import parse_idempotency_key, stored_name
@@ -86,6 +88,15 @@ def _until(request: Request) -> str:
 
 def _settled(run: RunInfo, until: str) -> bool:
     return run.done or (until == "idle" and run.idle)
+
+
+def _known_agents(rt: Runtime) -> set[str]:
+    """The agents whose runs this server starts: the runtime's own, and those
+    whose turn tool the database's catalog records (a server without the
+    tools' code starts runs of the agents its workers serve)."""
+    turns = {t.name.removeprefix(TURN_TOOL_PREFIX) for t in rt.known_tools()
+             if t.name.startswith(TURN_TOOL_PREFIX)}  # fmt: skip
+    return set(rt.agents) | turns
 
 
 def _unknown_agent(name: str, known: Iterable[str]) -> str:
@@ -135,7 +146,8 @@ async def start_run(request: Request) -> Response:
         ))  # fmt: skip
     except UnknownTool as exc:
         errors = [{"pointer": "/agent", "detail": "no such agent"}]
-        raise Problem(404, "Unknown agent", _unknown_agent(start.agent, rt.agents),
+        known = await run_in_threadpool(_known_agents, rt)
+        raise Problem(404, "Unknown agent", _unknown_agent(start.agent, known),
                       errors=errors) from exc  # fmt: skip
     except IdempotencyConflict as exc:
         raise Problem(422, "Idempotency-Key reused with another request", str(exc),

@@ -472,3 +472,29 @@ def test_long_polls_and_streams_count_against_the_principal_s_open_waits(
     assert _problem(refused, 429)["title"] == "Too many waits"
     assert refused.headers["retry-after"] == "5"
     assert plain.status_code == 200 and waited.json()["status"] == "succeeded"
+
+
+def test_a_server_without_the_tools_code_starts_runs_of_the_agents_its_workers_serve(
+    runtime: Runtime, db_url: str, model: MockModel
+) -> None:
+    """``agentq serve`` without a tools folder: the agents are those whose turn
+    tools the database's catalog records (a worker recorded them)."""
+    from agentq.server import Principal, Scope, TokenAuth, create_app
+
+    _drain(runtime)  # a worker starts: it records the catalog
+    bare = Runtime(db_url, clock=runtime.clock)
+    auth = TokenAuth.from_tokens({AGENT: Principal("refund-agent", frozenset(
+        {Scope.ENQUEUE, Scope.READ}))})  # fmt: skip
+    live = LiveServer(create_app(bare, auth=auth)).start()
+    try:
+        with live.client(AGENT) as http:
+            started = http.post("/v1/runs", json={"agent": "echo", "input": "hi"})
+            unknown = http.post("/v1/runs", json={"agent": "ech", "input": "hi"})
+    finally:
+        live.stop()
+        bare.close()
+    assert started.status_code == 201, started.text
+    detail = _problem(unknown, 404)["detail"]
+    assert "did you mean 'echo'" in detail and "agents here: echo, refunds" in detail
+    _drain(runtime)  # the runtime with the agents carries the run
+    assert runtime.run(started.json()["run_id"]).output == "echo: hi"
