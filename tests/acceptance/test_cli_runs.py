@@ -128,6 +128,7 @@ def test_runs_cancel_cancels_the_run_and_its_queued_calls(
         assert run.error == "wrong order (by alice)" and run.pending == []
         (call,) = [c for c in run.turns[0].calls if c.task_id]
         assert rt.task(str(call.task_id)).status is TaskStatus.CANCELLED
+        assert [e.actor for e in rt.audit_log(target=run_id)] == ["alice"]
     finally:
         rt.close()
 

@@ -223,6 +223,8 @@ def test_cancel_cancels_the_queued_tool_calls(
     task = runtime.task(waiting["pending"][0])
     assert task.status is TaskStatus.CANCELLED and "changed their mind" in str(task.error)
     assert _problem(again, 409)["title"] == "Not allowed in this state"
+    # The audit names the authenticated caller, as a task's cancel does.
+    assert [e.actor for e in runtime.audit_log(target=run["run_id"])] == ["refund-agent"]
     _drain(runtime)
     assert CHARGES == [] and model.asked(run["run_id"]) == 1
 
