@@ -12,6 +12,7 @@ right after it applied a charge, before the answer (and so the completion) exist
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import random
@@ -35,6 +36,8 @@ PID_HEADER = "X-Chaos-Worker"
 #: its model's URL is read from (``runs_tools/chaos_agent.py``).
 RUNS_TOOLS = Path(__file__).resolve().parent / "runs_tools"
 MODEL_URL_VARIABLE = "AGENTQ_CHAOS_MODEL_URL"
+#: A directory: each worker logs (INFO) to ``worker-<pid>.log`` in it.
+WORKER_LOGS_VARIABLE = "AGENTQ_CHAOS_WORKER_LOGS"
 
 
 class _PidTaggingTransport(httpx.BaseTransport):
@@ -89,6 +92,12 @@ def serve(db_url: str, api_url: str, kind: str, model_url: str | None = None) ->
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    logs = os.environ.get(WORKER_LOGS_VARIABLE)
+    if logs:  # each worker's INFO log (its commits, stale completions, retries)
+        logging.basicConfig(
+            filename=str(Path(logs) / f"worker-{os.getpid()}.log"), level=logging.INFO,
+            format="%(created).3f %(levelname)s %(name)s %(message)s",
+        )  # fmt: skip
     tools = refund_bot_tools(kind)
     queues = QUEUES.get(kind)
     if model_url is not None:
