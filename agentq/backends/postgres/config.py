@@ -24,7 +24,7 @@ _OWN_OPTIONS = ("schema", "pool_size", "pool_timeout", "poll_interval", "pooler"
 #: connection (PgBouncer's pool_mode = transaction, Supavisor's transaction mode).
 POOLERS = ("session", "transaction")
 # A lowercase identifier: unquoted, it means the same in every tool (psql, an ORM).
-_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def parse_url(url: str) -> PostgresConfig:
     pooler = own.get("pooler", "session")
     if pooler not in POOLERS:
         raise ConfigError(f"pooler must be one of {', '.join(POOLERS)}, not {pooler!r}")
-    if not _SCHEMA.match(schema):
+    if not _SCHEMA.fullmatch(schema):
         raise ConfigError(
             f"schema {schema!r} is not a lowercase PostgreSQL identifier (a letter or "
             "underscore, then up to 62 lowercase letters, digits or underscores)"
