@@ -105,6 +105,14 @@ class PostgresBackend:
     # -- queues --------------------------------------------------------------
 
     def create_queue(self, spec: QueueSpec) -> None:
+        # Read first: a queue already there as specified needs no write transaction
+        # (which takes a lock on the specs table that a read-only role may not).
+        there = self._db.read(
+            lambda conn: queues.exists_as(conn, self.schema, spec), f"reading queue {spec.name!r}"
+        )
+        if there:
+            self._specs[spec.name] = QueueSQL(spec, self.schema)
+            return
         self._db.write(
             lambda tx: queues.create_queue(tx.sql, self.schema, spec),
             f"creating queue {spec.name!r}",
