@@ -17,6 +17,9 @@ from pydantic import BaseModel
 pytest.importorskip("psycopg", reason="postgres: psycopg is not installed")
 
 from agentq import Runtime, ToolContext, tool
+from agentq.backends import open_backend
+from agentq.backends.postgres.schema import ddl
+from agentq.errors import ConfigError
 from tests.postgres.server import DatabaseFactory, as_role
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,3 +77,86 @@ def test_a_select_only_role_lists_tasks_and_a_write_is_one_clear_line(
     [line] = cancelled.stderr.strip().splitlines()
     assert line.startswith("agentq: error:") and "permission denied" in line, line
     assert "may only read" in line, line
+
+
+def _as(url: str, role: str, *statements: str) -> None:
+    import psycopg
+
+    with psycopg.connect(as_role(url, role), autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)  # type: ignore[arg-type]
+
+
+def _relations(factory: DatabaseFactory, url: str) -> list[str]:
+    admin: Any = factory.admin(url)
+    try:
+        rows = admin.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'agentq' ORDER BY 1"
+        ).fetchall()
+    finally:
+        admin.close()
+    return [row[0] for row in rows]
+
+
+def test_a_schema_another_role_created_first_is_refused_naming_its_owner(
+    postgres_url_factory: DatabaseFactory,
+) -> None:
+    url = postgres_url_factory.create()
+    agent, tenant = postgres_url_factory.create_role(), postgres_url_factory.create_role()
+    database = url.rsplit("/", 1)[1]
+    _grant(
+        postgres_url_factory, url, f'GRANT CREATE ON DATABASE "{database}" TO "{agent}", "{tenant}"'
+    )
+    _as(url, tenant, "CREATE SCHEMA agentq", f'GRANT USAGE, CREATE ON SCHEMA agentq TO "{agent}"')
+    owned = rf"schema 'agentq' is owned by role '{tenant}'"
+    with pytest.raises(ConfigError, match=owned) as refused:
+        open_backend(as_role(url, agent))
+    assert agent in str(refused.value)
+    assert _relations(postgres_url_factory, url) == []  # nothing was created in it
+
+
+def test_an_agentq_table_another_role_created_first_is_refused_naming_its_owner(
+    postgres_url_factory: DatabaseFactory,
+) -> None:
+    # The schema is the administrator's (the database owner's), shared with the tenant.
+    url = postgres_url_factory.create()
+    agent, tenant = postgres_url_factory.create_role(), postgres_url_factory.create_role()
+    _grant(
+        postgres_url_factory, url,
+        "CREATE SCHEMA agentq",
+        f'GRANT USAGE, CREATE ON SCHEMA agentq TO "{agent}", "{tenant}"',
+    )  # fmt: skip
+    # The tenant lays out agentq's tables itself (the printed DDL), as if agentq had.
+    _as(url, tenant, *ddl("agentq")[1:], f'GRANT ALL ON ALL TABLES IN SCHEMA agentq TO "{agent}"')
+    with pytest.raises(ConfigError, match=rf"table 'agentq.\w+' is owned by role '{tenant}'"):
+        open_backend(as_role(url, agent))
+    # The administrator's schema with agentq's own tables is used as before.
+    _as(url, tenant, *(f"DROP TABLE agentq.{t}" for t in _relations(postgres_url_factory, url)
+                       if not t.endswith("_pkey")))  # fmt: skip
+    open_backend(as_role(url, agent)).close()
+
+
+def test_a_role_that_may_only_read_uses_the_schema_of_agentqs_own_role(
+    postgres_url_factory: DatabaseFactory,
+) -> None:
+    # agentq's role owns the schema; a reader that may not write there trusts it.
+    url = postgres_url_factory.create()
+    agent, reader = postgres_url_factory.create_role(), postgres_url_factory.create_role()
+    database = url.rsplit("/", 1)[1]
+    _grant(postgres_url_factory, url, f'GRANT CREATE ON DATABASE "{database}" TO "{agent}"')
+    b = open_backend(as_role(url, agent))
+    try:
+        b.transact(lambda tx: tx.put_record("ledger", "k", {"n": 1}))
+    finally:
+        b.close()
+    _as(
+        url, agent,
+        f'GRANT USAGE ON SCHEMA agentq TO "{reader}"',
+        f'GRANT SELECT ON ALL TABLES IN SCHEMA agentq TO "{reader}"',
+    )  # fmt: skip
+    r = open_backend(as_role(url, reader))
+    try:
+        assert r.get_record("ledger", "k") == {"n": 1}
+    finally:
+        r.close()

@@ -19,7 +19,7 @@ from agentq.errors import ConfigError
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ddl", "ensure_schema", "qualified"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "check_owners", "ddl", "ensure_schema", "qualified"]
 
 #: Each migration: the statements that take the schema from the previous version.
 #: ``{s}`` is the quoted schema name.
@@ -73,12 +73,55 @@ def _current(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> int |
     return int(str(version[0])) if version and version[0] is not None else 0
 
 
+# The first object of agentq's schema (the schema itself, then its relations) whose
+# owner the connecting role does not trust: not itself or a role it is a member of,
+# not a superuser, not the database's owner (an administrator may lay the schema
+# out: `agentq init --print-ddl`). A role that may only read (no CREATE on the
+# schema, no INSERT on its records) is not asked: it writes nothing an owner could
+# read. Relation kinds: tables, partitioned and foreign tables, views, sequences.
+_UNTRUSTED_OWNER = """
+SELECT o.kind, o.name, pg_get_userbyid(o.owner), current_user FROM (
+    SELECT 0, 'schema', n.nspname::text, n.nspowner FROM pg_namespace n WHERE n.nspname = %(s)s
+    UNION ALL
+    SELECT 1, 'table', n.nspname || '.' || c.relname, c.relowner
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = %(s)s AND c.relkind IN ('r', 'p', 'f', 'v', 'm', 'S')
+) AS o (rank, kind, name, owner)
+WHERE NOT pg_has_role(current_user, o.owner, 'MEMBER')
+  AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = o.owner)
+  AND o.owner <> (SELECT d.datdba FROM pg_database d WHERE d.datname = current_database())
+  AND (coalesce(has_schema_privilege(to_regnamespace(%(quoted)s)::oid, 'CREATE'), true)
+       OR coalesce(has_table_privilege(to_regclass(%(records)s)::oid, 'INSERT'), true))
+ORDER BY o.rank, o.name
+LIMIT 1
+"""
+
+
+def check_owners(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
+    """Refuse agentq's schema, or a table in it, that another role owns (see
+    docs/security.md): its owner could read every task's arguments and rewrite
+    approvals (a schema's owner may drop and replace what is in it)."""
+    params = {"s": schema, "quoted": f'"{schema}"', "records": qualified(schema, "records")}
+    row = conn.execute(_UNTRUSTED_OWNER, params).fetchone()
+    if row is None:
+        return
+    kind, name, owner, me = (str(v) for v in row)
+    raise ConfigError(
+        f"{kind} {name!r} is owned by role {owner!r}, not by {me!r} (or a role it is a "
+        f"member of): agentq will not use it, since its owner could read every task's "
+        f"arguments and rewrite approvals. Use a schema of agentq's own (?schema=...), "
+        f'or have its owner hand it over (ALTER {kind.upper()} {name} OWNER TO "{me}")'
+    )
+
+
 def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
     """Create the schema or bring it forward to :data:`SCHEMA_VERSION`.
 
     ``conn`` is in autocommit mode; each step is its own transaction. A schema
-    already current is only read, so a role without CREATE can use it.
+    already current is only read, so a role without CREATE can use it. A schema
+    or a table in it that another role owns is refused (:func:`check_owners`).
     """
+    check_owners(conn, schema)
     current = _current(conn, schema)
     if current == SCHEMA_VERSION:
         return
@@ -93,6 +136,7 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> 
         exists = conn.execute("SELECT to_regnamespace(%s)", (s,)).fetchone()
         if exists is None or exists[0] is None:
             conn.execute(f"CREATE SCHEMA {s}")
+        check_owners(conn, schema)  # again, under the lock: one made since the first look
         conn.execute(
             f"CREATE TABLE IF NOT EXISTS {s}.schema_version "
             "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
