@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ pytest.importorskip("psycopg", reason="postgres: psycopg is not installed")
 from agentq import Runtime, ToolContext, tool
 from agentq.backends import open_backend
 from agentq.backends.postgres.schema import ddl
-from agentq.errors import ConfigError
+from agentq.errors import BackendUnavailable, ConfigError
 from tests.postgres.server import DatabaseFactory, as_role
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,3 +162,37 @@ def test_a_role_that_may_only_read_uses_the_schema_of_agentqs_own_role(
         assert r.get_record("ledger", "k") == {"n": 1}
     finally:
         r.close()
+
+
+def test_a_role_holding_agentqs_advisory_lock_makes_init_fail_naming_the_lock(
+    postgres_url_factory: DatabaseFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentq.backends.postgres import schema
+
+    monkeypatch.setattr(schema, "LOCK_WAIT_SECONDS", 1.0, raising=False)
+    url = postgres_url_factory.create()
+    tenant: Any = postgres_url_factory.admin(url)  # another session of the same database
+    outcome: list[BaseException | None] = []
+
+    def init() -> None:
+        try:
+            open_backend(url).close()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    try:
+        tenant.execute("SELECT pg_advisory_lock(%s)", (schema._LOCK_KEY,))
+        started = time.monotonic()
+        thread = threading.Thread(target=init, daemon=True)
+        thread.start()
+        thread.join(20)
+        assert not thread.is_alive(), "init still waits for the advisory lock after 20 s"
+        assert time.monotonic() - started < 10
+    finally:
+        tenant.close()  # releases the lock: a waiting init goes on
+        thread.join(20)
+    [error] = outcome
+    assert isinstance(error, BackendUnavailable), error
+    assert "advisory lock" in str(error) and str(schema._LOCK_KEY) in str(error)
+    assert "pid" in str(error)  # who holds it

@@ -14,12 +14,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentq.errors import ConfigError
+from agentq.errors import BackendUnavailable, ConfigError
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "check_owners", "ddl", "ensure_schema", "qualified"]
+__all__ = [
+    "LOCK_WAIT_SECONDS",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "check_owners",
+    "ddl",
+    "ensure_schema",
+    "qualified",
+]
 
 #: Each migration: the statements that take the schema from the previous version.
 #: ``{s}`` is the quoted schema name.
@@ -42,6 +50,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 # Any constant works: it only has to be the same in every agentq process.
 _LOCK_KEY = 0x61676E7471  # "agntq"
+#: Longest wait for the advisory lock (and for the locks of the migration's DDL):
+#: another role of the database may take it too, and hold it for ever.
+LOCK_WAIT_SECONDS = 30.0
 
 
 def qualified(schema: str, name: str) -> str:
@@ -130,19 +141,60 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> 
             f"schema {schema!r} is at version {current}, newer than this agentq "
             f"({SCHEMA_VERSION}): upgrade agentq"
         )
+    from psycopg import errors as pgerr  # here: --print-ddl imports this module without psycopg
+
     s = f'"{schema}"'
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-        exists = conn.execute("SELECT to_regnamespace(%s)", (s,)).fetchone()
-        if exists is None or exists[0] is None:
-            conn.execute(f"CREATE SCHEMA {s}")
-        check_owners(conn, schema)  # again, under the lock: one made since the first look
-        conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {s}.schema_version "
-            "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+    locked = False
+    try:
+        with conn.transaction():
+            # Bounded: a lock held elsewhere is an error naming it, not a silent wait.
+            conn.execute(f"SET LOCAL lock_timeout = '{int(LOCK_WAIT_SECONDS * 1000)}ms'")
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            locked = True
+            _migrate(conn, schema, s)
+    except pgerr.LockNotAvailable as exc:
+        what = (
+            f"agentq's schema lock (advisory lock {_LOCK_KEY}, which every agentq "
+            "process takes to create or migrate its schema)"
+            if not locked
+            else f"a lock that creating or migrating schema {schema!r} needs"
         )
-        current = _current(conn, schema) or 0  # again, under the lock
-        for number in range(current + 1, SCHEMA_VERSION + 1):
-            for stmt in MIGRATIONS[number - 1]:
-                conn.execute(stmt.format(s=s))
-            conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES (%s)", (number,))
+        held = _holder(conn) if not locked else ""
+        raise BackendUnavailable(
+            f"PostgreSQL: {what} was not free within {LOCK_WAIT_SECONDS:g} s{held}: another "
+            "agentq process may be migrating the schema (try again), or another session "
+            "holds it (end that session)"
+        ) from exc
+
+
+def _holder(conn: psycopg.Connection[tuple[object, ...]]) -> str:
+    """Who holds agentq's advisory lock in this database: ``", held by ..."``."""
+    row = conn.execute(
+        "SELECT l.pid, coalesce(a.usename::text, '?') FROM pg_locks l "
+        "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+        "JOIN pg_database d ON d.oid = l.database AND d.datname = current_database() "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+        "AND l.classid::bigint = %s AND l.objid::bigint = %s LIMIT 1",
+        (_LOCK_KEY >> 32, _LOCK_KEY & 0xFFFFFFFF),
+    ).fetchone()
+    if row is None:
+        return ""
+    return f", held by the session of pid {row[0]} (role {row[1]!r})"
+
+
+def _migrate(conn: psycopg.Connection[tuple[object, ...]], schema: str, s: str) -> None:
+    """Create the schema if need be and apply the migrations it lacks (inside the
+    transaction that holds the advisory lock)."""
+    exists = conn.execute("SELECT to_regnamespace(%s)", (s,)).fetchone()
+    if exists is None or exists[0] is None:
+        conn.execute(f"CREATE SCHEMA {s}")
+    check_owners(conn, schema)  # again, under the lock: one made since the first look
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {s}.schema_version "
+        "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    current = _current(conn, schema) or 0  # again, under the lock
+    for number in range(current + 1, SCHEMA_VERSION + 1):
+        for stmt in MIGRATIONS[number - 1]:
+            conn.execute(stmt.format(s=s))
+        conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES (%s)", (number,))
