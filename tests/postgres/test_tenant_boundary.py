@@ -22,6 +22,7 @@ from agentq import Runtime, ToolContext, tool
 from agentq.backends import open_backend
 from agentq.backends.postgres.schema import ddl
 from agentq.errors import BackendUnavailable, ConfigError
+from agentq.spec import QueueSpec
 from tests.postgres.server import DatabaseFactory, as_role
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,3 +197,62 @@ def test_a_role_holding_agentqs_advisory_lock_makes_init_fail_naming_the_lock(
     assert isinstance(error, BackendUnavailable), error
     assert "advisory lock" in str(error) and str(schema._LOCK_KEY) in str(error)
     assert "pid" in str(error)  # who holds it
+
+
+def test_another_role_hears_nothing_on_agentqs_channel_and_cannot_learn_it(
+    postgres_url_factory: DatabaseFactory,
+) -> None:
+    import psycopg
+
+    url = postgres_url_factory.create()
+    b = open_backend(url)
+    tenant = psycopg.connect(as_role(url, postgres_url_factory.create_role()), autocommit=True)
+    try:
+        b.create_queue(QueueSpec.simple("payments"))
+        # The channel's name as it was (agentq_<schema>), and as a guess can make it.
+        tenant.execute('LISTEN "agentq_agentq"')
+        b.transact(lambda tx: tx.send("payments", "1", b"x"))
+        assert [n.payload for n in tenant.notifies(timeout=1.0)] == []
+        # The secret part is in agentq's schema, which the tenant may not read.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            tenant.execute("SELECT v FROM agentq.records")
+    finally:
+        tenant.close()
+        b.close()
+
+
+def test_a_flood_of_notifications_causes_bounded_database_work(
+    postgres_url_factory: DatabaseFactory,
+) -> None:
+    import psycopg
+
+    url = postgres_url_factory.create()
+    b: Any = open_backend(url)
+    flooder = psycopg.connect(url, autocommit=True)  # as if the channel's name were known
+    leases = []
+    lease = b._leases.lease
+
+    def counted(*args: Any) -> Any:
+        leases.append(1)
+        return lease(*args)
+
+    b._leases.lease = counted
+    seconds = 3.0
+    try:
+        b.create_queue(QueueSpec.simple("payments"))
+        receiver = threading.Thread(
+            target=lambda: [None for _ in b.stream("payments", max_duration=seconds)]
+        )
+        receiver.start()
+        assert b._listener.listening.wait(10)
+        started = time.monotonic()
+        for i in range(3000):  # each its own transaction, as a flood of NOTIFYs is
+            flooder.execute("SELECT pg_notify(%s, %s)", (b._channel, f"payments,n{i}"))
+        flooded = time.monotonic() - started
+        receiver.join(30)
+    finally:
+        flooder.close()
+        b.close()
+    assert b._listener.heard > 1000, (b._listener.heard, flooded)
+    # A wake-up at most every 50 ms, and a poll a second: not one per notification.
+    assert len(leases) <= seconds / 0.05 + 10, (len(leases), b._listener.heard, flooded)

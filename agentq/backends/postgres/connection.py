@@ -63,7 +63,7 @@ from agentq.backends.postgres.pipeline import (
     Conn,
     TxConn,
 )
-from agentq.backends.postgres.schema import ensure_schema
+from agentq.backends.postgres.schema import ensure_schema, wakeup_secret
 from agentq.errors import AgentQError, BackendUnavailable
 
 __all__ = [
@@ -206,6 +206,8 @@ class Database:
         setup = connect(config)  # surfaces refused / auth / no database clearly
         try:
             ensure_schema(setup, config.schema)
+            #: The secret part of the wake-up channel's name (None: poll only).
+            self.wakeup_secret = wakeup_secret(setup, config.schema)
         except psycopg.Error as exc:
             raise mapped(exc, config.where, f"creating schema {config.schema!r}") from exc
         finally:

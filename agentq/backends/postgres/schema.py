@@ -12,6 +12,8 @@ schema still works once someone else did (``agentq init``).
 
 from __future__ import annotations
 
+import json
+import os
 from typing import TYPE_CHECKING
 
 from agentq.errors import BackendUnavailable, ConfigError
@@ -27,6 +29,7 @@ __all__ = [
     "ddl",
     "ensure_schema",
     "qualified",
+    "wakeup_secret",
 ]
 
 #: Each migration: the statements that take the schema from the previous version.
@@ -198,3 +201,36 @@ def _migrate(conn: psycopg.Connection[tuple[object, ...]], schema: str, s: str) 
         for stmt in MIGRATIONS[number - 1]:
             conn.execute(stmt.format(s=s))
         conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES (%s)", (number,))
+
+
+#: Where the secret part of the wake-up channel's name is kept: a record of
+#: agentq's records table (no table of its own: no new schema version, so a
+#: process of an earlier release still opens the schema during a rolling deploy).
+_SECRET_RECORD = ("agentq.wakeups", "channel")
+
+
+def wakeup_secret(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> str | None:
+    """The random part of the schema's ``LISTEN``/``NOTIFY`` channel name: drawn
+    once (128 bits) by the first process that may write, kept in agentq's schema,
+    so only roles that may read agentq's tables can name the channel (another role
+    of the database cannot listen to it or flood it). None for a role that may not
+    read it, or not write it when it is not there yet: that process only polls."""
+    from psycopg import errors as pgerr
+
+    records = qualified(schema, "records")
+    find = f"SELECT v FROM {records} WHERE tbl = %s AND k = %s"
+    try:
+        row = conn.execute(find, _SECRET_RECORD).fetchone()
+        if row is None:
+            drawn = json.dumps(os.urandom(16).hex())
+            conn.execute(
+                f"INSERT INTO {records} (tbl, k, v) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                (*_SECRET_RECORD, drawn),
+            )
+            row = conn.execute(find, _SECRET_RECORD).fetchone()  # another's, if it was first
+    except (pgerr.InsufficientPrivilege, pgerr.ReadOnlySqlTransaction):
+        return None
+    if row is None:
+        return None
+    secret = json.loads(str(row[0]))
+    return secret if isinstance(secret, str) else None
