@@ -75,6 +75,9 @@ def test_a_select_only_role_lists_tasks_and_a_write_is_one_clear_line(
     assert task.task_id in listed.stdout
     shown = _agentq(db, "task", task.task_id, "--json")
     assert shown.returncode == 0, shown.stderr
+    for reading in (["inspect", "--json"], ["approvals"], ["schedules"], ["dlq", "list"]):
+        read = _agentq(db, *reading)
+        assert read.returncode == 0, (reading, read.stderr)
     cancelled = _agentq(db, "cancel", task.task_id)
     assert cancelled.returncode != 0
     [line] = cancelled.stderr.strip().splitlines()
