@@ -90,7 +90,7 @@ class ServerLimits(BaseModel):
     """What the HTTP servers (``agentq serve``, ``agentq ui``, ``agentq mcp
     --transport http``, ``agentq worker --metrics-port``) allow a client: slow or
     idle clients are cut off, and no principal parks more than its share of
-    waits (see docs/security.md, "The servers' limits")."""
+    waits (see docs/explanations/security.md, "The servers' limits")."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -109,7 +109,10 @@ class ServerLimits(BaseModel):
     idle connections, too."""
     max_waits_per_principal: int = Field(default=100, ge=1, le=100_000)
     """``Prefer: wait`` long-polls and event streams one principal may have open
-    at once on one server; one more is answered 429 with ``Retry-After``."""
+    at once on one server; one more is answered 429 with ``Retry-After``. On
+    ``agentq mcp --transport http``: its waits (``agentq_wait_task``,
+    ``agentq_get_run`` with ``wait_seconds``, ``tasks/result``); one more is a
+    tool error."""
     shutdown_grace: float = Field(default=5.0, ge=0, le=600)
     """Seconds a stopping server (SIGTERM, Ctrl-C) gives the requests in progress
     to finish before it cuts them off. ``agentq serve`` answers its parked

@@ -354,8 +354,8 @@ def render_http() -> str:
                 lines += ["| parameter | in | required | type | meaning |",
                           "| --- | --- | --- | --- | --- |"]  # fmt: skip
                 for p in params:
-                    required = "yes" if p.get("required") else "no"
-                    lines.append(f"| `{p['name']}` | {p['in']} | {required}"
+                    needed = "yes" if p.get("required") else "no"
+                    lines.append(f"| `{p['name']}` | {p['in']} | {needed}"
                                  f" | {_cell(_schema_type(p.get('schema', {})))}"
                                  f" | {_cell(p.get('description', ''))} |")  # fmt: skip
                 lines.append("")

@@ -269,6 +269,8 @@ class Running(WorkerState):
                 args = definition.validate_args(
                     rec["args"] if inflight.args is None else inflight.args
                 )
+                if definition.local:
+                    return _local_outcome(inflight, definition, args)
                 ctx = self._context(inflight, definition)
                 result = None
                 if inflight.reconcile:  # the last call's outcome is unknown: look it up
@@ -341,6 +343,20 @@ class Running(WorkerState):
                 thread.start()
                 self._loop, self._loop_thread = loop, thread
             return self._loop
+
+
+def _local_outcome(inflight: Inflight, definition: ToolDef, args: Any) -> Outcome:
+    """A local tool's task (its call approved where its tool's code was not
+    loaded, or enqueued by hand): its handler ``fn(tx, args)`` runs in the
+    completion transaction, so its writes commit with its result and the ack."""
+    outcome = Outcome("success", inflight)
+
+    def run_in_commit(tx: Any) -> None:
+        # Set on every run of the transaction function: only the last commits.
+        outcome.result = definition.dump_result(definition.handler(tx, args))
+
+    outcome.on_commit = [run_in_commit]
+    return outcome
 
 
 def _slot(rec: dict[str, Any]) -> datetime | None:

@@ -9,6 +9,17 @@ task's result if it finishes within a short wait, else with a task handle
 Everything lives in the database, so a restarted server answers for the tasks
 its predecessor created.
 
+Durable agent runs (:mod:`agentq.mcp.runs`): ``agentq_start_run`` starts one
+owned by the caller; asked task-augmented (``tools/call`` with ``task``), it
+answers as the MCP task that is the run (its id is the run id), else with the
+run's id and status. ``agentq_get_run`` (which may wait), ``agentq_cancel_run``,
+``agentq_send_message`` and ``agentq_list_runs`` follow the tasks' rule: a
+principal's own runs only, unless it sees all (:mod:`agentq.server.access`).
+
+Every wait a client parks here (``agentq_wait_task``, ``agentq_get_run`` with
+``wait_seconds``, ``tasks/result``) counts against the principal's
+``max_waits_per_principal``; one more is refused until one ends.
+
 A call's ``_meta["agentq/dedupe_key"]`` collapses the same call into its key's
 pending task (:mod:`agentq.lifecycle.dedupe`; scoped to the caller).
 
@@ -32,7 +43,8 @@ import json
 import math
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio.to_thread
@@ -41,13 +53,17 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from agentq.errors import AgentQError, ConfigError
+from agentq.errors import AgentQError, ConfigError, RunNotFound
 from agentq.ledger import TaskInfo
+from agentq.mcp.runs import MAX_RUNS_LISTED, RUN_TOOLS, run_result, run_tools, run_view
 from agentq.mcp.task_methods import add_task_methods
 from agentq.mcp.tasks import RELATED_TASK_META, task_text, task_view
+from agentq.run_info import RunStatus
 from agentq.runtime import Runtime
 from agentq.server import access
 from agentq.server.auth import Principal, Scope
+from agentq.server.problems import Problem
+from agentq.server.state import WaitSlots
 from agentq.tools.registry import unknown_tool
 
 __all__ = [
@@ -95,6 +111,7 @@ _BUILTINS: dict[str, tuple[Scope, str, dict[str, Any]]] = {
         "type": "object", "properties": {"task_id": _TASK_ID}, "required": ["task_id"],
         "additionalProperties": False,
     }),
+    **run_tools(MAX_WAIT_SECONDS),
     "agentq_list_approvals": (Scope.APPROVE, "Approval requests waiting for a decision.", {
         "type": "object", "properties": {}, "additionalProperties": False,
     }),
@@ -186,19 +203,36 @@ def build_server(
     *,
     wait_seconds: float = 1.0,
     name: str = "agentq",
+    max_waits_per_principal: int = 100,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) over ``rt``.
 
     ``principal_of`` names the caller of each request; ``wait_seconds`` is how
-    long a tool call waits for its task before answering with a handle.
+    long a tool call waits for its task before answering with a handle;
+    ``max_waits_per_principal`` how many waits one principal may park at once.
     """
     if not 0 <= wait_seconds <= MAX_WAIT_SECONDS:
         raise ConfigError(f"wait_seconds must be between 0 and {MAX_WAIT_SECONDS}")
+    if type(max_waits_per_principal) is not int or max_waits_per_principal < 1:
+        raise ConfigError("max_waits_per_principal must be a positive integer")
     agent_tools = {s["function"]["name"]: s["function"] for s in rt.tool_schemas()}
     clash = sorted(set(agent_tools) & set(_BUILTINS))
     if clash:
         raise ConfigError(f"tool name(s) {', '.join(clash)} are reserved by the MCP server")
     connections = _Connections()
+    slots = WaitSlots(max_waits_per_principal)
+
+    @asynccontextmanager
+    async def parked(principal: Principal) -> AsyncIterator[None]:
+        """One of ``principal``'s waits (refused beyond its cap)."""
+        try:
+            release = slots.take(principal.name)
+        except Problem as exc:
+            raise Refused(exc.detail) from None
+        try:
+            yield
+        finally:
+            release()
 
     def caller(ctx: ServerRequestContext[Any, Any], scope: Scope) -> Principal:
         principal = principal_of(ctx)
@@ -260,7 +294,8 @@ def build_server(
             timeout = min(timeout, MAX_WAIT_SECONDS)
             task_id = str(args["task_id"])
             await anyio.to_thread.run_sync(access.task_for, rt, principal, task_id)
-            return _result(await rt.wait_async(task_id, timeout))
+            async with parked(principal):
+                return _result(await rt.wait_async(task_id, timeout))
         if tool == "agentq_cancel_task":
             task_id = str(args["task_id"])
             return _result(await anyio.to_thread.run_sync(
@@ -285,11 +320,68 @@ def build_server(
             await anyio.to_thread.run_sync(lambda: rt.reject(approval_id, principal.name, note))
         )
 
+    async def run_tool(
+        ctx: ServerRequestContext[Any, Any], tool: str, args: dict[str, Any], *, as_task: bool
+    ) -> types.CallToolResult:
+        principal = caller(ctx, _BUILTINS[tool][0])
+
+        def answer(info: Any) -> types.CallToolResult:
+            return run_result(run_view(info, rt), as_task=as_task)
+
+        if tool == "agentq_start_run":
+            agent, text = str(args["agent"]), str(args["input"])
+            explicit = args.get("idempotency_key")
+            # An explicit key is the run's (runs' keys are per owner already);
+            # else the call's, as a tool call's: a retried request starts nothing new.
+            key = str(explicit) if explicit is not None else _call_key(principal, ctx, connections)
+            return await anyio.to_thread.run_sync(lambda: answer(
+                rt.start_run(agent, text, idempotency_key=key, by=principal.name)
+            ))  # fmt: skip
+        if tool == "agentq_list_runs":
+            limit = int(args.get("limit", MAX_RUNS_LISTED))
+            if not 0 < limit <= MAX_RUNS_LISTED:
+                raise ValueError(f"limit must be from 1 to {MAX_RUNS_LISTED}")
+            status = RunStatus(args["status"]) if args.get("status") is not None else None
+            agent_name = args.get("agent")
+            # Another's runs are not listed, exactly as if there were none.
+            owner = None if access.sees_all(principal) else principal.name
+            found = await anyio.to_thread.run_sync(lambda: rt.runs(
+                status, agent=None if agent_name is None else str(agent_name), owner=owner,
+                limit=limit, after=str(args.get("after", "")),
+            ))  # fmt: skip
+            views = [run_view(i) for i in access.visible_runs(principal, found)]
+            next_after = found[-1].run_id if len(found) == limit else None
+            return _text({"runs": views, "next_after": next_after})
+        run_id = str(args["run_id"])
+        seen = await anyio.to_thread.run_sync(access.run_for, rt, principal, run_id)
+        if tool == "agentq_get_run":
+            timeout = float(args.get("wait_seconds", 0))
+            if not math.isfinite(timeout) or timeout < 0:
+                raise ValueError(f"wait_seconds must be from 0 to {MAX_WAIT_SECONDS:g}")
+            until = str(args.get("until", "idle"))
+            if timeout == 0 or seen.done or (until == "idle" and seen.idle):
+                return await anyio.to_thread.run_sync(answer, seen)
+            async with parked(principal):
+                info = await rt.wait_run_async(run_id, min(timeout, MAX_WAIT_SECONDS), until=until)
+            return await anyio.to_thread.run_sync(answer, info)
+        if tool == "agentq_cancel_run":
+            if not access.may_cancel_run(principal, seen):
+                raise RunNotFound(f"no run {run_id!r}")
+            return await anyio.to_thread.run_sync(lambda: answer(
+                rt.cancel_run(run_id, "cancelled over MCP", by=principal.name)
+            ))  # fmt: skip
+        text = str(args["text"])  # agentq_send_message: its owner's only (the runtime checks)
+        return await anyio.to_thread.run_sync(
+            lambda: answer(rt.send_message(run_id, text, by=principal.name))
+        )
+
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         args = dict(params.arguments or {})
         try:
+            if params.name in RUN_TOOLS:
+                return await run_tool(ctx, params.name, args, as_task=params.task is not None)
             if params.name in _BUILTINS:
                 return await builtin(ctx, params.name, args)
             if params.name not in agent_tools:
@@ -337,7 +429,8 @@ def build_server(
         instructions=(
             "Tool calls enqueue durable agentq tasks. A call answers with the result if the "
             "task finishes quickly, else with a task handle: poll agentq_wait_task with its "
-            "task_id. mcp_status 'input_required' means a human must approve it first."
+            "task_id. mcp_status 'input_required' means a human must approve it first. "
+            "agentq_start_run starts a durable agent run: poll agentq_get_run with its run_id."
         ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
@@ -345,5 +438,5 @@ def build_server(
         on_list_resources=list_resources,
         on_read_resource=read_resource,
     )
-    add_task_methods(server, rt, caller, _result, MAX_WAIT_SECONDS)
+    add_task_methods(server, rt, caller, _result, MAX_WAIT_SECONDS, parked)
     return server

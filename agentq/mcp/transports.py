@@ -69,14 +69,17 @@ def http_app(
     host: str = "127.0.0.1",
     wait_seconds: float = 1.0,
     path: str = "/mcp",
+    max_waits_per_principal: int = 100,
 ) -> ASGIApp:
     """The streamable-HTTP ASGI app behind ``auth``; a loopback-only authenticator
-    (``InsecureLocal``) is refused unless ``host`` is a loopback address."""
+    (``InsecureLocal``) is refused unless ``host`` is a loopback address.
+    ``max_waits_per_principal`` caps the waits one principal parks at once."""
     if auth.loopback_only and not is_loopback(host):
         raise ConfigError(
             f"--insecure-local serves loopback only, not {host!r}: configure bearer tokens"
         )
-    server = build_server(rt, _from_request, wait_seconds=wait_seconds)
+    server = build_server(rt, _from_request, wait_seconds=wait_seconds,
+                          max_waits_per_principal=max_waits_per_principal)  # fmt: skip
     app = server.streamable_http_app(streamable_http_path=path, host=host)
     guarded = AuthenticationMiddleware(
         _RequirePrincipal(SessionOwners(app)), backend=auth, on_error=auth_failed
@@ -102,7 +105,9 @@ def serve_http(
 
     from agentq.server.listen import bind, run, url_of
 
-    app = http_app(rt, auth, host=host, wait_seconds=wait_seconds, path=path)
+    waits = limits.max_waits_per_principal if limits is not None else 100
+    app = http_app(rt, auth, host=host, wait_seconds=wait_seconds, path=path,
+                   max_waits_per_principal=waits)  # fmt: skip
     sock = bind(host, port)
     print(f"agentq mcp: serving on {url_of(host, sock, path)}", file=sys.stderr, flush=True)
     run(app, sock, limits)

@@ -1,5 +1,5 @@
-"""Who may see and change which task or approval, on every surface that serves
-principals (the HTTP API, the MCP server, the web console).
+"""Who may see and change which task, approval or run, on every surface that
+serves principals (the HTTP API, the MCP server, the web console).
 
 Every task has an owner, ``created_by``: the principal that enqueued it. The rule:
 
@@ -7,14 +7,18 @@ Every task has an owner, ``created_by``: the principal that enqueued it. The rul
 * ``operate`` (and ``admin``) sees and cancels everyone's;
 * an approval is seen by its task's owner, by ``operate``/``admin``, and by an
   ``approve`` principal whose rule lets it decide it;
+* a durable agent run (:class:`~agentq.run_info.RunInfo`) is its ``owner``'s: a
+  principal with ``read`` sees its own runs, ``enqueue`` cancels and continues
+  them; ``operate`` (and ``admin``) sees and cancels everyone's;
 * the runtime's own tasks (an approval's expiry, deadline, escalation and
   reminders, notifications, webhooks: every ``kind`` but ``action``) are
   nobody's to read, list or cancel through these surfaces: they change only
   through the lifecycle event that owns them (approve, reject, the action's
   cancel, expiry). The console shows them read-only to ``operate``/``admin``.
 
-A task or approval a principal may not see is answered exactly as one that does
-not exist (:class:`~agentq.errors.TaskNotFound`, 404), so ids cannot be probed.
+A task, run or approval a principal may not see is answered exactly as one that
+does not exist (:class:`~agentq.errors.TaskNotFound`,
+:class:`~agentq.errors.RunNotFound`, 404), so ids cannot be probed.
 """
 
 from __future__ import annotations
@@ -22,20 +26,26 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agentq.approvals import ApprovalInfo
-from agentq.errors import ApprovalNotFound, TaskNotFound
+from agentq.errors import ApprovalNotFound, RunNotFound, TaskNotFound
 from agentq.ledger import TaskInfo
+from agentq.run_info import RunInfo
 from agentq.runtime import Runtime
 from agentq.server.auth import Principal, Scope
 
 __all__ = [
     "approval_for",
+    "cancel_run",
     "cancel_task",
     "is_internal",
+    "may_cancel_run",
     "may_cancel_task",
+    "may_see_run",
     "may_see_task",
+    "run_for",
     "sees_all",
     "task_for",
     "visible_approvals",
+    "visible_runs",
     "visible_tasks",
 ]
 
@@ -119,3 +129,39 @@ def approval_for(rt: Runtime, principal: Principal, approval_id: str) -> Approva
     if not visible_approvals(rt, principal, [approval]):
         raise ApprovalNotFound(f"no approval {approval_id!r}")
     return approval
+
+
+def may_see_run(principal: Principal, run: RunInfo) -> bool:
+    """Whether ``principal`` may read ``run``: its owner, or one who sees all."""
+    return sees_all(principal) or run.owner == principal.name
+
+
+def may_cancel_run(principal: Principal, run: RunInfo) -> bool:
+    """Whether ``principal`` may cancel ``run``: its owner with ``enqueue``, or
+    one who sees all."""
+    if sees_all(principal):
+        return True
+    return principal.may(Scope.ENQUEUE) and run.owner == principal.name
+
+
+def run_for(rt: Runtime, principal: Principal, run_id: str) -> RunInfo:
+    """The run, if ``principal`` may see it; :class:`RunNotFound` otherwise (as
+    for a run that does not exist)."""
+    run = rt.run(run_id)
+    if not may_see_run(principal, run):
+        raise RunNotFound(f"no run {run_id!r}")
+    return run
+
+
+def visible_runs(principal: Principal, runs: Iterable[RunInfo]) -> list[RunInfo]:
+    """Those of ``runs`` that ``principal`` may see."""
+    return [r for r in runs if may_see_run(principal, r)]
+
+
+def cancel_run(rt: Runtime, principal: Principal, run_id: str, reason: str) -> RunInfo:
+    """Cancel the run for ``principal`` (its name recorded with the reason), if
+    it may; :class:`RunNotFound` if it may not."""
+    run = rt.run(run_id)
+    if not may_cancel_run(principal, run):
+        raise RunNotFound(f"no run {run_id!r}")
+    return rt.cancel_run(run_id, reason, by=principal.name)

@@ -6,7 +6,7 @@ console; issue 28 item 16, a console worth opening).
 
 The pictures go to a temporary folder, so a test run leaves the checkout as it
 was; ``AGENTQ_UPDATE_SCREENSHOTS=1`` writes them to docs/assets/screenshots/
-instead, the pictures docs/console.md shows (committed).
+instead, the pictures docs/how-to/console.md shows (committed).
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them):
 skipped locally when they are absent, a failure when ``CI`` is set. One browser

@@ -407,3 +407,14 @@ def test_the_recorded_policy_leaves_out_unset_run_budgets_for_older_readers(
     rt._policy_given = True
     rt.record_tools()
     assert catalog.read_policy(rt.backend).owners["bob"].max_cost_per_day == 5  # type: ignore[union-attr]
+
+
+def test_a_local_tools_task_runs_in_its_completion_transaction(rt: Runtime) -> None:
+    # A call approved by a process without the tool's code, or enqueued by hand:
+    # the worker runs its (tx, args) handler inside the commit of its result.
+    MARKED.clear()
+    task = rt.enqueue_action("mark_refund_approved", {"order_id": "o5"})
+    drain(rt)
+    done = rt.task(task.task_id)
+    assert done.status is TaskStatus.SUCCEEDED, done.error
+    assert done.result == {"order_id": "o5", "state": "refund_approved"} and MARKED == ["o5"]

@@ -5,13 +5,13 @@ test server is there), the loopback payments API, and a worker thread."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from agentq import Runtime
+from agentq import Agent, Runtime
 from agentq.demo_server import DemoAPI
 from tests.postgres.server import BACKENDS, database_url
 
@@ -49,12 +49,12 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 def open_rt(db_url: str, api: DemoAPI) -> Iterator[Callable[..., Runtime]]:
     """Opens runtimes on one database file (a restarted server opens a new one),
-    with the project's policies or those of ``policies``."""
+    with the project's policies or those of ``policies``, and ``agents``."""
     opened: list[Runtime] = []
 
-    def open_one(policies: Path = ROOT / "policies") -> Runtime:
+    def open_one(policies: Path = ROOT / "policies", agents: Sequence[Agent] = ()) -> Runtime:
         rt = Runtime(
-            db_url, tools=ROOT / "tools", policies=policies,
+            db_url, tools=ROOT / "tools", policies=policies, agents=list(agents),
             settings={"payments_url": api.url, "notifications_url": api.url,
                       "shipping_url": api.url},
         )  # fmt: skip
