@@ -129,3 +129,8 @@ class RunInfo(BaseModel):
         """Whether no worker has anything to do for it until someone acts: it is
         done, or it waits for a human's approval."""
         return self.done or self.status is RunStatus.AWAITING_APPROVAL
+
+    def _repr_html_(self) -> str:
+        from agentq.notebook.html import run_html
+
+        return run_html(self)

@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Collection
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentq.backends import Backend
-from agentq.backends.notify import record_topic
+from agentq.backends.notify import RecordTopic, record_topic
 from agentq.clock import SystemClock
 from agentq.errors import InvalidArguments, TaskNotFound
 from agentq.ledger import Tables, TaskInfo
@@ -51,6 +51,7 @@ __all__ = [
     "MAX_WAIT_SECONDS",
     "LoopWake",
     "ToInfo",
+    "record_changes",
     "task_changes",
     "wait_for_task",
     "wait_for_task_async",
@@ -64,6 +65,7 @@ FAKE_CLOCK_RECHECK = 0.005
 #: Makes a task record a :class:`TaskInfo` (the runtime's also reads the task's
 #: out-of-band arguments).
 ToInfo = Callable[[dict[str, Any]], TaskInfo]
+T = TypeVar("T")
 
 
 def _checked_timeout(timeout: float) -> float:
@@ -181,3 +183,68 @@ async def wait_for_task_async(
         last = info
     assert last is not None  # task_changes yields the first read at least
     return last
+
+
+class _Forward:
+    """One subscription (a backend wakes one object per topic) that sets a
+    shared :class:`LoopWake`."""
+
+    def __init__(self, wake: LoopWake) -> None:
+        self._wake = wake
+
+    def set(self) -> None:
+        self._wake.set()
+
+
+async def record_changes(
+    backend: Backend,
+    read: Callable[[], T],
+    timeout: float,
+    *,
+    finished: Callable[[T], bool],
+    topics: Callable[[T], Collection[RecordTopic]],
+) -> AsyncIterator[T]:
+    """``read()`` now, then each time what it reads changes, until ``finished``
+    says so or ``timeout`` seconds of the backend's clock pass: :func:`task_changes`
+    for a value made of several records (a durable run and its turn's task).
+    It is woken by commits that wrote one of ``topics`` of the last read, and
+    follows them as they change: a topic new since the read is subscribed to,
+    then read again, so no commit is missed. ``read`` runs in the default
+    executor (a short strong read); no thread is held while waiting."""
+    import asyncio
+
+    deadline = backend.clock.monotonic() + _checked_timeout(timeout)
+    wake = LoopWake(asyncio.get_running_loop())
+    real_time = isinstance(backend.clock, SystemClock)
+    held: dict[RecordTopic, _Forward] = {}
+    try:
+        last: T | None = None
+        while True:
+            wake.event.clear()
+            info = await asyncio.to_thread(read)
+            wanted = set(topics(info))
+            for topic in [t for t in held if t not in wanted]:
+                await asyncio.to_thread(backend.unsubscribe_commits, held.pop(topic))
+            new = [t for t in wanted if t not in held]
+            for topic in new:
+                held[topic] = _Forward(wake)
+                await asyncio.to_thread(backend.subscribe_commits, held[topic], topic)
+            if new:
+                continue  # subscribed after that read: read again before waiting
+            if info != last:
+                yield info
+                last = info
+            remaining = deadline - backend.clock.monotonic()
+            if finished(info) or remaining <= 0:
+                return
+            poll = backend.commit_poll_interval
+            pause = remaining if poll is None else min(remaining, poll)
+            if not real_time:
+                pause = min(pause, FAKE_CLOCK_RECHECK)
+            try:
+                await asyncio.wait_for(wake.event.wait(), pause)
+            except TimeoutError:
+                pass
+    finally:
+        for forward in held.values():
+            backend.unsubscribe_commits(forward)

@@ -5,9 +5,9 @@
 1     done in part, or the outcome is negative: entries skipped, a
       waited-for task ended dead or cancelled, the demo's checks failed
 2     usage, configuration or database error (``agentq: error: ...``)
-3     not found: no such task, approval or dead-letter entry
+3     not found: no such task, approval, run or dead-letter entry
 4     ``--wait`` ran out before the task finished
-5     refused by the task lifecycle: the task or approval is in a state
+5     refused by the lifecycle: the task, approval or run is in a state
       that does not allow it (already decided, already finished)
 130   interrupted (Ctrl-C)
 141   standard output was closed by its reader (``agentq tasks | head``):

@@ -26,6 +26,7 @@ from agentq.cli import (
     inspect_cmd,
     prune,
     resolve,
+    runs,
     schedules,
     tasks,
     ui,
@@ -44,6 +45,7 @@ from agentq.errors import (
     ApprovalNotFound,
     IllegalTransition,
     MissingExtra,
+    RunNotFound,
     TaskNotFound,
 )
 from agentq.mcp.command import register as register_mcp
@@ -55,7 +57,8 @@ __all__ = ["build_parser", "main"]
 DESCRIPTION = """\
 agentq runs AI agents' tool calls reliably. Serve tasks with `agentq worker`;
 enqueue, look at and cancel them with `enqueue`, `task`, `tasks`, `cancel`;
-decide approvals with `approvals`, `approve`, `reject`; watch with `inspect` and
+decide approvals with `approvals`, `approve`, `reject`; follow durable agent
+runs with `runs` (`runs show`, `runs cancel`); watch with `inspect` and
 `workers`; manage dead letters with `dlq`. Errors are printed as
 `agentq: error: ...`; exit statuses: 0 done, 1 partly or negative, 2 error,
 3 not found, 4 wait timed out, 5 refused by the lifecycle, 130 interrupted.
@@ -90,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     ui.register(sub)
     prune.register(sub)
     schedules.register(sub)
+    runs.register(sub)
     register_http(sub, common.add_runtime_args, common.open_runtime, common.positive_float)
     register_mcp(sub, common.add_runtime_args, common.open_runtime, common.non_negative_span)
     # Other surfaces: one import above and one register(sub) call here.
@@ -98,15 +102,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _debug_anywhere(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``--debug`` after the command too (``agentq tasks --debug``): each command
-    takes it, leaving the top-level value alone when it is not given there."""
+    """``--debug`` after the command too (``agentq tasks --debug``, ``agentq runs
+    show ID --debug``): each command and subcommand takes it, leaving the
+    top-level value alone when it is not given there."""
     for command in sub.choices.values():
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="print the traceback of an error (redacted)")  # fmt: skip
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _debug_anywhere(action)
 
 
 def _status_of(exc: BaseException) -> int:
-    if isinstance(exc, TaskNotFound | ApprovalNotFound):
+    if isinstance(exc, TaskNotFound | ApprovalNotFound | RunNotFound):
         return EXIT_NOT_FOUND
     if isinstance(exc, IllegalTransition):
         return EXIT_REFUSED

@@ -33,6 +33,7 @@ from agentq.errors import (
     ApproverNotAllowed,
     ConfigError,
     IllegalTransition,
+    RunNotFound,
     TaskNotFound,
 )
 from agentq.server import access
@@ -125,7 +126,7 @@ def routes(console: Console) -> list[Route]:
             call, back, done = act(request)
             try:
                 await run_in_threadpool(call, who.principal.name, form)
-            except (TaskNotFound, ApprovalNotFound) as exc:
+            except (TaskNotFound, ApprovalNotFound, RunNotFound) as exc:
                 return await refuse(404, str(exc))
             except ApproverNotAllowed as exc:
                 return await refuse(403, str(exc))
@@ -174,6 +175,12 @@ def routes(console: Console) -> list[Route]:
             rt.cancel(tid, _note(form) or f"cancelled by {by}", by=by)
 
         return call, console.url(request, "task", task_id=tid), f"cancelled {tid}"
+
+    def cancel_run(request: Request) -> tuple[Act, str, str]:
+        rid = request.path_params["run_id"]
+        # Its queued turn and unfinished calls (their approvals, their timers) with it.
+        return ((lambda by, form: _none(rt.cancel_run(rid, _note(form) or "cancelled", by=by))),
+                console.url(request, "run", run_id=rid), f"cancelled run {rid}")  # fmt: skip
 
     def resolve(request: Request) -> tuple[Act, str, str]:
         tid = request.path_params["task_id"]
@@ -281,6 +288,8 @@ def routes(console: Console) -> list[Route]:
               methods=["POST"], name="reject"),
         Route("/tasks/{task_id}/cancel", action("operate", cancel),
               methods=["POST"], name="cancel"),
+        Route("/runs/{run_id}/cancel", action("operate", cancel_run),
+              methods=["POST"], name="cancel_run"),
         Route("/tasks/{task_id}/resolve", action("admin", resolve),
               methods=["POST"], name="resolve"),
         Route("/tasks/{task_id}/replay", action("admin", replay_task),

@@ -16,10 +16,11 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from agentq.console import charts, login_links, panels, views
+from agentq.console import charts, login_links, panels, run_views, views
 from agentq.console.app import HEADERS, Console, Who
-from agentq.errors import ApprovalError, TaskNotFound
+from agentq.errors import ApprovalError, RunNotFound, TaskNotFound
 from agentq.ledger import TaskStatus
+from agentq.run_info import RunStatus
 from agentq.server import access
 
 __all__ = ["routes"]
@@ -75,7 +76,7 @@ def routes(console: Console) -> list[Route]:
             return console.message(request, who, 400, f"unknown status {status!r}")
         after = q.get("after") or None
         # The runtime's own tasks (timers, notices) only on request, and only to
-        # those who may see them at all (operate, admin): docs/security.md.
+        # those who may see them at all (operate, admin): docs/explanations/security.md.
         internal = q.get("internal") == "1" and access.sees_all(who.principal)
         # One page (the filters in the query, a keyset cursor): never the whole ledger.
         rows, next_after = views.task_rows(console.runtime, status=status, tool=tool,
@@ -98,11 +99,37 @@ def routes(console: Console) -> list[Route]:
             return console.message(request, who, 404, str(exc))
         return console.render(request, "task.html", who, **detail, **extras)
 
+    def runs(request: Request, who: Who) -> Response:
+        q = request.query_params
+        status, agent = q.get("status", ""), q.get("agent", "")
+        if status and status not in {s.value for s in RunStatus}:
+            return console.message(request, who, 400, f"unknown status {status!r}")
+        # One page (the owner and filters in the query, a keyset cursor).
+        rows, next_after = run_views.run_rows(console.runtime, status=status, agent=agent,
+                                              principal=who.principal,
+                                              after=q.get("after") or None)  # fmt: skip
+        return console.render(
+            request, "runs.html", who, rows=rows, next_after=next_after, status=status,
+            agent=agent, statuses=[s.value for s in RunStatus],
+            agents=run_views.agent_names(console.runtime),
+        )  # fmt: skip
+
+    def run(request: Request, who: Who) -> Response:
+        try:
+            detail = run_views.run_detail(console.runtime, request.path_params["run_id"],
+                                          who.principal)  # fmt: skip
+        except RunNotFound as exc:
+            return console.message(request, who, 404, str(exc))
+        return console.render(request, "run.html", who, **detail)
+
     def approvals(request: Request, who: Who) -> Response:
         open_, decided = views.approval_inbox(console.runtime, who.principal)
+        # The conversation that led to a run's call: what the approver decides on.
+        talks = run_views.approval_conversations(console.runtime,
+                                                 [row["approval"] for row in open_])  # fmt: skip
         return console.render(
             request, "approvals.html", who, open=open_, decided=decided,
-            now=console.runtime.clock.now(),
+            now=console.runtime.clock.now(), conversations=talks,
         )  # fmt: skip
 
     def dead_letters(request: Request, who: Who) -> Response:
@@ -157,6 +184,8 @@ def routes(console: Console) -> list[Route]:
         Route("/events", events, name="events"),
         Route("/tasks", page(tasks), name="tasks"),
         Route("/tasks/{task_id}", page(task), name="task"),
+        Route("/runs", page(runs), name="runs"),
+        Route("/runs/{run_id}", page(run), name="run"),
         # An approve-only token reads the approvals it may decide (issue 27 item 4).
         Route("/approvals", page(approvals, "read", "approve"), name="approvals"),
         # Everyone's dead letters (their arguments) and the whole audit: operators'.

@@ -1,4 +1,4 @@
-"""HTML views of tasks, approvals and queue figures, for Jupyter's ``_repr_html_``.
+"""HTML views of tasks, approvals, runs and queue figures, for Jupyter's ``_repr_html_``.
 
 Everything shown is escaped: a task's arguments, result and error come from an
 agent (untrusted) or an external API, and markup in them must show as text, not
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from agentq.approvals import ApprovalInfo
     from agentq.backends.base import QueueStats
     from agentq.ledger import TaskInfo
+    from agentq.run_info import RunInfo, TurnInfo, Usage
 
 __all__ = [
     "ApprovalList",
@@ -32,6 +33,7 @@ __all__ = [
     "approval_html",
     "approvals_html",
     "queue_stats_html",
+    "run_html",
     "safe_value",
     "task_html",
     "tasks_html",
@@ -58,6 +60,8 @@ _COLOURS = {
     "rejected": "#c62828",
     "void": "#757575",
     "expired": "#757575",
+    "failed": "#c62828",
+    "awaiting_tools": "#1565c0",
 }
 _TABLE = 'style="border-collapse:collapse;font-size:12px;text-align:left"'
 _TD = 'style="border:1px solid #ddd;padding:2px 6px;vertical-align:top"'
@@ -194,6 +198,51 @@ def approvals_html(approvals: Sequence[ApprovalInfo]) -> str:
     header = ["approval", "tool", "status", "requested", "escalated", "decided by", "args",
               "reason"]  # fmt: skip
     return f"<p>{len(approvals)} approval(s)</p>" + _table(header, rows, len(approvals))
+
+
+def _tokens(usage: Usage) -> str:
+    return f"{usage.prompt_tokens} / {usage.completion_tokens} / {usage.total_tokens}"
+
+
+def _calls(turn: TurnInfo) -> str:
+    """A turn's calls, one per line: the tool, its task (or why none) and arguments."""
+    lines = []
+    for call in turn.calls:
+        where = call.task_id or ("local" if call.local else f"refused: {call.error}")
+        lines.append(f"{_text(call.tool, _CELL)} ({_text(where, _CELL)}) {_text(call.args, _CELL)}")
+    return "<br>".join(lines)
+
+
+def run_html(run: RunInfo) -> str:
+    """One durable agent run: its status, a table of its turns (tokens, latency,
+    calls, the model's text) and its output or error. The model's text is
+    untrusted like a task's arguments: escaped and redacted."""
+    facts = _fields(
+        f"run {run.run_id}",
+        [
+            ("agent", _text(run.agent, _DETAIL)),
+            ("owner", _text(run.owner, _DETAIL)),
+            ("status", _status(run.status)),
+            ("turn", str(run.turn)),
+            ("tokens (prompt / completion / total)", _tokens(run.usage)),
+            ("created", _text(run.created_at, _DETAIL)),
+            ("updated", _text(run.updated_at, _DETAIL)),
+            ("input", _text(run.input, _DETAIL)),
+            ("waiting on", _text(", ".join(run.pending), _DETAIL)),
+            ("output", _text(run.output, _DETAIL)),
+            ("error", _text(run.error, _DETAIL)),
+        ],
+    )
+    rows = (
+        [
+            str(t.number), _text(t.model, _CELL), _tokens(t.usage),
+            "" if t.latency_ms is None else f"{t.latency_ms:.0f} ms", _calls(t),
+            _text(t.content, _CELL),
+        ]
+        for t in run.turns[:MAX_ROWS]
+    )  # fmt: skip
+    header = ["turn", "model", "tokens (prompt / completion / total)", "latency", "calls", "text"]
+    return facts + _table(header, rows, len(run.turns))
 
 
 def queue_stats_html(stats: Sequence[QueueStats]) -> str:

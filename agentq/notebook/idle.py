@@ -4,7 +4,9 @@ A notebook (or a test) on a :class:`~agentq.clock.FakeClock` wants "what happens
 next, all of it": run the ready tasks, then jump the clock to the next thing that
 is due (a retry's backoff, a delayed task, an escalation, an approval's expiry),
 run again, and so on until nothing is due. Timers are read from the ledger: the
-earliest ``next_attempt_at`` of a task still queued or waiting to retry. A task
+earliest ``next_attempt_at`` of a task still queued or waiting to retry. A
+durable agent run whose next turn is ready counts as work too (the drain goes on
+until it has none); a run waiting for a human's approval is idle. A task
 left ``running`` once the drain is over was abandoned by a crashed worker (a
 ``WorkerCrash`` fault, say): its lease runs out within ``LEASE_SECONDS``, so the
 clock jumps that far and its redelivery runs. Do not run other workers on the
@@ -25,12 +27,17 @@ from agentq.backends import LEASE_SECONDS
 from agentq.clock import FakeClock
 from agentq.errors import ConfigError, NotIdle
 from agentq.ledger import TaskStatus
+from agentq.run_info import RunStatus
 
 if TYPE_CHECKING:
     from agentq.ledger import TaskInfo
+    from agentq.run_info import RunInfo
     from agentq.runtime import Runtime
 
-__all__ = ["IdleReport", "next_timer", "run_until_idle"]
+__all__ = ["IdleReport", "next_timer", "ready_turns", "run_until_idle"]
+
+#: Most queued runs one look reads (the runtime's listing cap).
+_RUNS_READ = 1000
 
 _WAITING = frozenset({TaskStatus.QUEUED, TaskStatus.RETRY_SCHEDULED})
 
@@ -69,6 +76,45 @@ def next_timer(tasks: list[TaskInfo], now: datetime) -> tuple[datetime, TaskInfo
     return None
 
 
+def ready_turns(rt: Runtime, now: datetime) -> list[tuple[RunInfo, TaskInfo]]:
+    """Runs whose next turn a worker could take now (queued, its turn task
+    queued and due), with that task. A turn waiting out a retry is a timer
+    (:func:`next_timer`); a run awaiting approval has no turn queued."""
+    out = []
+    for run in rt.runs(RunStatus.QUEUED, limit=_RUNS_READ):
+        if run.turn_task_id is None:
+            continue
+        task = rt.task(run.turn_task_id)
+        due = task.next_attempt_at is None or task.next_attempt_at <= now
+        if task.status == TaskStatus.QUEUED and due:
+            out.append((run, task))
+    return out
+
+
+def _drain_runs(rt: Runtime, worker: Any, now: datetime, max_steps: int) -> int:
+    """Drain again while a run's turn is ready: the tasks handled. A turn this
+    worker does not take (it serves other queues) raises :class:`NotIdle`."""
+    handled = 0
+    for _ in range(max(max_steps, 1)):
+        ready = ready_turns(rt, now)
+        if not ready:
+            return handled
+        more = worker.drain()
+        if more == 0:
+            run, task = ready[0]
+            raise NotIdle(
+                f"run {run.run_id} ({run.agent}, turn {run.turn}) waits for a worker: its turn "
+                f"task {task.task_id} is ready but this worker took nothing. Does it serve "
+                f"the turn's queue? (worker queues: {', '.join(worker.queues)})"
+            )
+        handled += more
+    ready = ready_turns(rt, now)
+    if ready:
+        raise NotIdle(f"not idle after {max_steps} drain(s): run {ready[0][0].run_id} "
+                      "keeps queuing turns with no time passing")  # fmt: skip
+    return handled
+
+
 def run_until_idle(
     rt: Runtime,
     *,
@@ -103,6 +149,7 @@ def run_until_idle(
     handled = worker.drain()
     steps = 0
     while True:
+        handled += _drain_runs(rt, worker, clock.now(), max_steps)
         found = next_timer(rt.tasks(), clock.now())
         if found is None:
             return IdleReport(handled, steps, clock.now() - start, clock.now())

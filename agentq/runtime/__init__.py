@@ -32,7 +32,7 @@ from agentq.runtime.operations import OperationsMixin
 from agentq.runtime.reading import SCAN_PAGE as SCAN_PAGE  # the page size, as before
 from agentq.runtime.reading import ApprovalPage, ReadingMixin, TaskPage
 from agentq.runtime.retention import PruneReport, RetentionMixin
-from agentq.runtime.runs import RunsMixin
+from agentq.runtime.runs import RunPage, RunsMixin, RunSubmission
 from agentq.runtime.schedules import ScheduleInfo, SchedulesMixin
 
 __all__ = [
@@ -42,6 +42,8 @@ __all__ = [
     "Decision",
     "PruneReport",
     "ReplayReport",
+    "RunPage",
+    "RunSubmission",
     "Runtime",
     "ScheduleInfo",
     "Submission",

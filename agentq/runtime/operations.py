@@ -59,8 +59,9 @@ class OperationsMixin(RuntimeCore):
         **worker_options: Any,
     ) -> IdleReport:
         """Run every ready task, jump the fake clock to the next timer (retry,
-        delayed task, escalation, expiry), and again, until nothing is due; see
-        :func:`agentq.notebook.idle.run_until_idle`."""
+        delayed task, escalation, expiry), and again, until nothing is due and
+        no durable run's turn waits for a worker (a run awaiting a human's
+        approval is idle); see :func:`agentq.notebook.idle.run_until_idle`."""
         from agentq.notebook.idle import run_until_idle
 
         return run_until_idle(

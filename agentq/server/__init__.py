@@ -7,6 +7,10 @@ Routes (all JSON; errors ``application/problem+json`` naming the field):
   ``GET /v1/tasks?status=&tool=``, ``POST /v1/tasks/{id}:cancel`` (:mod:`.tasks`)
 * ``GET /v1/approvals?status=pending``, ``GET /v1/approvals/{id}`` (``ETag``),
   ``POST /v1/approvals/{id}:approve|reject`` (``If-Match``; :mod:`.approvals`)
+* ``POST /v1/runs`` (``Idempotency-Key``), ``GET /v1/runs/{id}`` (``Prefer: wait=N``),
+  ``GET /v1/runs/{id}/events`` (SSE), ``GET /v1/runs?status=&agent=``,
+  ``POST /v1/runs/{id}:cancel``, ``POST /v1/runs/{id}/messages``: durable agent
+  runs (:mod:`.runs`)
 * ``GET /openapi.json`` — generated from the tools' models (:mod:`.openapi`)
 
 Authentication and scopes: :mod:`.auth`. Building the app and mounting other

@@ -1,5 +1,5 @@
-"""Who may see and change which task or approval, on every surface that serves
-principals (the HTTP API, the MCP server, the web console).
+"""Who may see and change which task, approval or run, on every surface that
+serves principals (the HTTP API, the MCP server, the web console).
 
 Every task has an owner, ``created_by``: the principal that enqueued it. The rule:
 
@@ -16,8 +16,9 @@ Every task has an owner, ``created_by``: the principal that enqueued it. The rul
   through the lifecycle event that owns them (approve, reject, the action's
   cancel, expiry). The console shows them read-only to ``operate``/``admin``.
 
-A task, run or approval a principal may not see is answered exactly as one that does
-not exist (:class:`~agentq.errors.TaskNotFound`, 404), so ids cannot be probed.
+A task, run or approval a principal may not see is answered exactly as one that
+does not exist (:class:`~agentq.errors.TaskNotFound`,
+:class:`~agentq.errors.RunNotFound`, 404), so ids cannot be probed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from agentq.server.auth import Principal, Scope
 
 __all__ = [
     "approval_for",
+    "cancel_run",
     "cancel_task",
     "is_internal",
     "may_cancel_run",
@@ -154,3 +156,12 @@ def run_for(rt: Runtime, principal: Principal, run_id: str) -> RunInfo:
 def visible_runs(principal: Principal, runs: Iterable[RunInfo]) -> list[RunInfo]:
     """Those of ``runs`` that ``principal`` may see."""
     return [r for r in runs if may_see_run(principal, r)]
+
+
+def cancel_run(rt: Runtime, principal: Principal, run_id: str, reason: str) -> RunInfo:
+    """Cancel the run for ``principal`` (its name recorded with the reason), if
+    it may; :class:`RunNotFound` if it may not."""
+    run = rt.run(run_id)
+    if not may_cancel_run(principal, run):
+        raise RunNotFound(f"no run {run_id!r}")
+    return rt.cancel_run(run_id, reason, by=principal.name)

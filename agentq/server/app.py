@@ -40,7 +40,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentq.errors import AgentQError, ConfigError
 from agentq.runtime import Runtime
-from agentq.server import actions, approvals, tasks
+from agentq.server import actions, approvals, runs, tasks
 from agentq.server import auth as auth_module
 from agentq.server.local import LocalOnly
 from agentq.server.problems import (
@@ -139,6 +139,7 @@ def create_app(
         *actions.routes(),
         *tasks.routes(),
         *approvals.routes(),
+        *runs.routes(),
         *mounts,
     ]
     app = Starlette(

@@ -4,16 +4,19 @@ Every request is authenticated by Starlette's ``AuthenticationMiddleware``
 with the app's :class:`Authenticator`; routes then call :func:`require` with
 the scope they need. Scopes:
 
-* ``read`` — the principal's own tasks (and their approvals and events), the
-  OpenAPI document;
-* ``enqueue`` — ``POST /v1/tools/{tool}/actions``, and cancelling its own tasks;
+* ``read`` — the principal's own tasks and durable runs (and their approvals
+  and events), the OpenAPI document;
+* ``enqueue`` — ``POST /v1/tools/{tool}/actions``, starting runs (``POST
+  /v1/runs``) and writing their next messages, and cancelling its own tasks and
+  runs;
 * ``approve`` — read, approve or reject the approvals it may decide; the
   decision records the principal's name (never a name the caller typed);
 * ``operate`` — for the humans who run the queue: read and cancel everyone's
-  tasks, read every approval (it implies ``read``, not ``enqueue`` or ``approve``);
+  tasks and runs, read every approval (it implies ``read``, not ``enqueue`` or
+  ``approve``);
 * ``admin`` — everything (it implies the others).
 
-Who may see and change *which* task is :mod:`agentq.server.access`; docs/security.md
+Who may see and change *which* task is :mod:`agentq.server.access`; docs/explanations/security.md
 has the table.
 
 No token, no access: a request without a valid ``Authorization: Bearer …``

@@ -14,20 +14,27 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic.json_schema import models_json_schema
 
 from agentq.approvals import ApprovalInfo
 from agentq.catalog import RecordedTool
 from agentq.ledger import TaskInfo, TaskStatus
+from agentq.lifecycle.runs import MAX_INPUT_CHARS
+from agentq.run_info import RunInfo, RunStatus
 from agentq.runtime import Runtime
 from agentq.tools import ToolDef
 from agentq.tools.arguments import close_schema, refuses_unknown
 from agentq.webhooks import WEBHOOK_TOOL
 
 __all__ = [
+    "AGENT_NAME",
     "ApprovalDecision",
     "RejectDecision",
+    "RunCancel",
+    "RunList",
+    "RunMessage",
+    "RunStart",
     "TaskList",
     "action_model",
     "action_model_for",
@@ -75,6 +82,61 @@ class RejectDecision(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     note: str = Field(default="", max_length=2000)
+
+
+#: An agent's name, as :class:`agentq.agents.Agent` takes it.
+AGENT_NAME = r"^[A-Za-z][A-Za-z0-9_]{0,62}$"
+#: Text a run takes (its input, a message): something besides whitespace.
+_NOT_BLANK = r"\S"
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank: the user's message, some text")
+    return value
+
+
+class RunList(BaseModel):
+    """A page of runs, newest first; ``next_after`` is the ``after`` of the next
+    page (``None`` after the last)."""
+
+    runs: list[RunInfo]
+    next_after: str | None
+
+
+class RunStart(BaseModel):
+    """The body of ``POST /v1/runs``: which agent, and the user's first message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str = Field(pattern=AGENT_NAME, description="the agent's name")
+    input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS,
+                       json_schema_extra={"pattern": _NOT_BLANK},
+                       description="the user's message: the run's first")  # fmt: skip
+
+    _input_not_blank = field_validator("input")(_not_blank)
+
+
+class RunMessage(BaseModel):
+    """The body of ``POST /v1/runs/{run_id}/messages``: the user's next message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_INPUT_CHARS,
+                      json_schema_extra={"pattern": _NOT_BLANK},
+                      description="the user's next message")  # fmt: skip
+
+    _text_not_blank = field_validator("text")(_not_blank)
+
+
+class RunCancel(BaseModel):
+    """The body of ``POST /v1/runs/{run_id}:cancel`` (optional): why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(default="", max_length=2000,
+                        description="recorded as the run's error, with who cancelled "
+                                    "it")  # fmt: skip
 
 
 class ProblemDetail(BaseModel):
@@ -166,6 +228,18 @@ def _task_id_param() -> dict[str, Any]:
             "schema": {"type": "string", "minLength": 1, "maxLength": 200}}  # fmt: skip
 
 
+def _run_id_param() -> dict[str, Any]:
+    return {"name": "run_id", "in": "path", "required": True,
+            "schema": {"type": "string", "minLength": 1, "maxLength": 200}}  # fmt: skip
+
+
+def _until_param() -> dict[str, Any]:
+    return {"name": "until", "in": "query", "required": False,
+            "description": "idle (the default): the run is done or awaits a human's "
+                           "approval; done: it succeeded, failed or was cancelled",
+            "schema": {"type": "string", "enum": ["idle", "done"], "default": "idle"}}  # fmt: skip
+
+
 def _approval_id_param() -> dict[str, Any]:
     return {"name": "approval_id", "in": "path", "required": True,
             "schema": {"type": "string", "minLength": 1, "maxLength": 200}}  # fmt: skip
@@ -188,7 +262,23 @@ _SSE_EVENT = {
                  "contentSchema": {"$ref": "#/components/schemas/TaskInfo"}},
     },
 }  # fmt: skip
+_RUN_EVENTS_DESCRIPTION = (
+    "server-sent events (text/event-stream), one now and one at each change of the "
+    "run until it is idle (done, or awaiting a human's approval; until=done: done), "
+    "then the stream ends: each is the lines `event: run`, `id: ` with the time the "
+    "run changed, and `data: ` with the run as one line of JSON (a RunInfo), then an "
+    "empty line; lines starting with a colon are pings"
+)
+_RUN_SSE_EVENT = {
+    "type": "object", "required": ["event", "data"],
+    "properties": {
+        "event": {"const": "run"}, "id": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "contentSchema": {"$ref": "#/components/schemas/RunInfo"}},
+    },
+}  # fmt: skip
 _LOCATION = {"Location": {"schema": {"type": "string"}, "description": "the task"}}
+_RUN_LOCATION = {"Location": {"schema": {"type": "string"}, "description": "the run"}}
 _ETAG = {"ETag": {"schema": {"type": "string"}, "description": "the approval's version"}}
 
 
@@ -246,6 +336,92 @@ def _type_approval_edits(
     )
 
 
+def _body(ref: str, *, required: bool = True) -> dict[str, Any]:
+    return {"required": required,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}}
+
+
+def _run_paths() -> dict[str, Any]:
+    """The durable agent runs' routes (:mod:`agentq.server.runs`)."""
+    paths: dict[str, Any] = {}
+    paths["/v1/runs"] = {
+        "post": {
+            "operationId": "start_run",
+            "summary": "Start a durable run of an agent on the user's message",
+            "parameters": [{
+                "name": "Idempotency-Key", "in": "header", "required": False,
+                "description": "the same key with the same body returns the same run "
+                               "(200), and the model is not asked again; with another "
+                               "body, 422",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 200,
+                           "pattern": "^[!-~]+$"},
+            }],
+            "requestBody": _body("RunStart"),
+            "responses": _responses(
+                {"200": _json("RunInfo", "the run this Idempotency-Key started before",
+                              _RUN_LOCATION),
+                 "201": _json("RunInfo", "started: its first turn is queued", _RUN_LOCATION)},
+                400, 404, 409, 413, 415, 422,
+            ),
+        },
+        "get": {
+            "operationId": "list_runs",
+            "parameters": [
+                {"name": "status", "in": "query", "required": False,
+                 "schema": {"type": "string", "enum": [s.value for s in RunStatus]}},
+                {"name": "agent", "in": "query", "required": False,
+                 "schema": {"type": "string", "pattern": AGENT_NAME}},
+                {"name": "limit", "in": "query", "required": False,
+                 "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+                {"name": "after", "in": "query", "required": False,
+                 "description": "the next_after of the previous page",
+                 "schema": {"type": "string", "pattern": "^run_[!-~]{1,196}$"}},
+            ],
+            "responses": _responses({"200": _json("RunList", "a page of runs, newest first")},
+                                    400),
+        },
+    }  # fmt: skip
+    paths["/v1/runs/{run_id}"] = {"get": {
+        "operationId": "get_run",
+        "parameters": [_run_id_param(), _until_param(), {
+            "name": "Prefer", "in": "header", "required": False,
+            "description": "wait=N (RFC 7240): answer when the run is idle (or done, "
+                           "until=done) or N s passed",
+            "schema": {"type": "string"},
+        }],
+        "responses": _responses({"200": _json("RunInfo", "the run")}, 400, 404, 429),
+    }}  # fmt: skip
+    paths["/v1/runs/{run_id}/events"] = {"get": {
+        "operationId": "run_events",
+        "parameters": [_run_id_param(), _until_param()],
+        "responses": _responses({"200": {
+            "description": _RUN_EVENTS_DESCRIPTION,
+            "content": {"text/event-stream": {
+                "schema": {"anyOf": [{"type": "string"},
+                                     {"type": "array", "items": _RUN_SSE_EVENT}]},
+                "itemSchema": _RUN_SSE_EVENT,
+            }},
+        }}, 400, 404, 429),
+    }}  # fmt: skip
+    paths["/v1/runs/{run_id}:cancel"] = {"post": {
+        "operationId": "cancel_run",
+        "summary": "Cancel a run: its queued turn and unfinished tool calls are cancelled",
+        "parameters": [_run_id_param()],
+        "requestBody": _body("RunCancel", required=False),
+        "responses": _responses({"200": _json("RunInfo", "the cancelled run")},
+                                400, 404, 409, 413, 415, 422),
+    }}  # fmt: skip
+    paths["/v1/runs/{run_id}/messages"] = {"post": {
+        "operationId": "send_run_message",
+        "summary": "Continue a run that answered (succeeded) with the user's next message",
+        "parameters": [_run_id_param()],
+        "requestBody": _body("RunMessage"),
+        "responses": _responses({"200": _json("RunInfo", "the run, its next turn queued")},
+                                400, 404, 409, 413, 415, 422),
+    }}  # fmt: skip
+    return paths
+
+
 def openapi_document(
     rt: Runtime, known: Iterable[ToolDef] | None = None, *, key_required: frozenset[str]
 ) -> dict[str, Any]:
@@ -259,6 +435,8 @@ def openapi_document(
         (ApprovalInfo, "serialization"), (ApprovalList, "serialization"),
         (ApprovalDecision, "validation"), (RejectDecision, "validation"),
         (ProblemDetail, "serialization"),
+        (RunInfo, "serialization"), (RunList, "serialization"),
+        (RunStart, "validation"), (RunMessage, "validation"), (RunCancel, "validation"),
     ]  # fmt: skip
     models += [(action_model_for(rt, t), "validation") for t in tools]
     refs, top = models_json_schema(models, ref_template="#/components/schemas/{model}")
@@ -376,6 +554,7 @@ def openapi_document(
                 400, 404, 409, 412, 413, 415, 422, 428,
             ),
         }}  # fmt: skip
+    paths.update(_run_paths())
     return {
         "openapi": "3.1.0",
         "info": {"title": "agentq", "version": "1",

@@ -28,6 +28,7 @@ from agentq.errors import (
     InvalidArguments,
     PayloadTooLarge,
     PolicyViolation,
+    RunNotFound,
     SelfApprovalRefused,
     TaskNotFound,
     ToolError,
@@ -122,6 +123,8 @@ def problem_for(exc: AgentQError) -> Problem:
     text = str(exc)
     if isinstance(exc, TaskNotFound):
         return Problem(404, "Task not found", text)
+    if isinstance(exc, RunNotFound):
+        return Problem(404, "Run not found", text)
     if isinstance(exc, ApprovalChanged):
         return Problem(412, "Approval changed", text)
     if isinstance(exc, ApprovalError) and text.startswith("no approval"):

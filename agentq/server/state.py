@@ -1,5 +1,5 @@
 """What every route shares: :class:`ServerState` (from :func:`server_state`),
-:class:`WaitSlots` and :func:`read_json`."""
+:class:`WaitSlots`, :class:`Releasing` and :func:`read_json`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import HTTPConnection, Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentq import jsontext
@@ -20,6 +21,7 @@ from agentq.server.problems import Problem
 __all__ = [
     "MAX_BODY_BYTES",
     "WAIT_RETRY_SECONDS",
+    "Releasing",
     "ServerState",
     "WaitSlots",
     "WithState",
@@ -73,6 +75,21 @@ class WaitSlots:
                 self._open.pop(principal, None)
 
         return release
+
+
+class Releasing(Response):
+    """An answer that gives its wait slot back once it has been sent (or the
+    client went away), however its stream ended (an event stream's)."""
+
+    def __init__(self, answer: Response, release: Callable[[], None]) -> None:
+        self._answer = answer
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._answer(scope, receive, send)
+        finally:
+            self._release()
 
 
 @dataclass

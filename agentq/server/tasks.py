@@ -29,10 +29,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from sse_starlette import EventSourceResponse
-from starlette import types as asgi
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -42,7 +41,7 @@ from agentq.ledger import TaskInfo, TaskStatus
 from agentq.server import access
 from agentq.server.auth import Principal, Scope, require, require_any
 from agentq.server.problems import Problem
-from agentq.server.state import ServerState, server_state
+from agentq.server.state import Releasing, ServerState, server_state
 
 __all__ = ["ORDERS", "parse_prefer_wait", "routes"]
 
@@ -52,7 +51,7 @@ ORDERS = ("newest", "oldest")
 _WAIT = re.compile(r"^\s*wait\s*=\s*\"?(\d{1,6})\"?\s*$", re.IGNORECASE)
 _MAX_ID = 200
 #: A page cursor is a task id (``next_after`` of the page before).
-_CURSOR = re.compile(r"^tsk_[!-~]{1,196}$")
+_CURSOR = re.compile(r"tsk_[!-~]{1,196}")
 
 
 def parse_prefer_wait(header: str | None) -> int | None:
@@ -115,21 +114,6 @@ async def _wait_unless_closing(
     return await run_in_threadpool(access.task_for, state.runtime, principal, task_id)
 
 
-class _Releasing(Response):
-    """An answer that gives its wait slot back once it has been sent (or the
-    client went away), however its stream ended."""
-
-    def __init__(self, answer: Response, release: Callable[[], None]) -> None:
-        self._answer = answer
-        self._release = release
-
-    async def __call__(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
-        try:
-            await self._answer(scope, receive, send)
-        finally:
-            self._release()
-
-
 async def task_events(request: Request) -> Response:
     state = server_state(request)
     principal = require(request, Scope.READ)
@@ -143,7 +127,7 @@ async def task_events(request: Request) -> Response:
             yield {"event": "task", "id": task.updated_at.isoformat(),
                    "data": task.model_dump_json()}  # fmt: skip
 
-    return _Releasing(EventSourceResponse(events(), ping=15), release)
+    return Releasing(EventSourceResponse(events(), ping=15), release)
 
 
 async def list_tasks(request: Request) -> Response:
@@ -164,7 +148,7 @@ async def list_tasks(request: Request) -> Response:
         raise Problem(400, "Invalid tool", "tool must be 1 to 64 characters",
                       errors=[{"parameter": "tool", "detail": "bad length"}])  # fmt: skip
     after = params.get("after")
-    if after is not None and not _CURSOR.match(after):
+    if after is not None and not _CURSOR.fullmatch(after):
         raise Problem(400, "Invalid cursor", "after must be the next_after of an earlier page",
                       errors=[{"parameter": "after", "detail": "not a task cursor"}])  # fmt: skip
     order = params.get("order", "newest")

@@ -118,3 +118,24 @@ def _flow(generated: ModuleType, agent: Any, alice: Any, runtime: Runtime) -> No
     assert statuses and statuses[-1] == "succeeded", events.parsed
     final = json.loads([ln for ln in events.parsed.splitlines() if ln.startswith("data: ")][-1][6:])
     assert final["args"]["amount"] == 400.0  # the approver's edit ran
+
+
+def test_a_generated_client_has_the_run_operations_and_models(
+    generated: ModuleType, server: LiveServer
+) -> None:
+    """Durable runs are in the document a client is generated from: their
+    operations and models are there, and answer (this server has no agents)."""
+    for name in ("start_run", "list_runs", "get_run", "run_events", "cancel_run",
+                 "send_run_message"):  # fmt: skip
+        assert hasattr(_op(generated, name), "sync_detailed"), name
+    client = generated.AuthenticatedClient(base_url=server.url, token="agent-token",
+                                           timeout=httpx.Timeout(60))  # fmt: skip
+    with client:
+        # ``input`` shadows a builtin: the generator names the field ``input_``.
+        start = _model(generated, "RunStart")(agent="refund_agent", input_="Refund order 7")
+        refused = _op(generated, "start_run").sync_detailed(client=client, body=start,
+                                                            idempotency_key="gen-run-1")
+        listed = _op(generated, "list_runs").sync_detailed(client=client, limit=10)
+    assert refused.status_code == 404 and b"unknown agent 'refund_agent'" in refused.content
+    assert listed.status_code == 200 and listed.parsed.runs == []
+    assert listed.parsed.next_after is None

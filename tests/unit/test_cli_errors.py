@@ -69,7 +69,7 @@ def _restore_process_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.mark.parametrize(
     "argv",
     [["worker"], ["init"], ["tasks"], ["dlq", "list"], ["dlq", "replay", "t1"], ["inspect"],
-     ["demo"]],
+     ["demo"], ["runs"], ["runs", "show", "run_1"], ["runs", "cancel", "run_1"]],
 )  # fmt: skip
 def test_database_not_writable_is_a_clean_error_on_every_command(
     argv: list[str],

@@ -60,7 +60,7 @@ def test_every_flag_of_a_fixed_set_of_values_lists_them() -> None:
 
 @pytest.mark.parametrize("argv", [
     ["tasks", "--debug"], ["approvals", "--debug", "--json"], ["dlq", "list", "--debug"],
-    ["--debug", "tasks"],
+    ["--debug", "tasks"], ["runs", "show", "run_1", "--debug"], ["runs", "--debug", "cancel", "r"],
 ])  # fmt: skip
 def test_debug_goes_before_or_after_the_command(argv: list[str]) -> None:
     assert build_parser().parse_args(argv).debug is True
@@ -68,6 +68,15 @@ def test_debug_goes_before_or_after_the_command(argv: list[str]) -> None:
 
 def test_debug_after_the_command_defaults_to_off() -> None:
     assert build_parser().parse_args(["tasks"]).debug is False
+    assert build_parser().parse_args(["runs", "show", "run_1"]).debug is False
+
+
+def test_a_subcommand_keeps_the_options_given_before_it() -> None:
+    """``agentq runs --db X show ID``: the verb's own --db (not given) leaves X."""
+    args = build_parser().parse_args(["runs", "--db", "sqlite:///x.db", "show", "run_1"])
+    assert (args.db, args.json, args.run_id) == ("sqlite:///x.db", False, "run_1")
+    args = build_parser().parse_args(["runs", "cancel", "run_1", "--db", "sqlite:///y.db"])
+    assert (args.db, args.reason) == ("sqlite:///y.db", "cancelled from the command line")
 
 
 @pytest.mark.parametrize(("command", "flag"), sorted(SPAN_FLAGS))
