@@ -65,13 +65,14 @@ from pydantic import BaseModel, ConfigDict
 from agentq.adapters.calls import outcome
 from agentq.backends import Transaction
 from agentq.decision import Decision, EnqueueOptions
+from agentq.envelope import task_queue_spec
 from agentq.errors import ConfigError, ToolError
 from agentq.ledger import TaskInfo
 from agentq.runtime import Runtime
 from agentq.tools.definition import ToolDef
 
 if TYPE_CHECKING:
-    from agentq.tools import ToolContext
+    from agentq.context import ToolContext
 
 __all__ = [
     "CHECKPOINTS",
@@ -134,9 +135,12 @@ def _thread_of(config: RunnableConfig) -> str:
     return str(thread_id)
 
 
-
 #: Staged work: ``fn(decision, tasks)``, ``tasks`` the keys' tasks enqueued so far in this attempt.
 _Work = Callable[[Decision, dict[str, TaskInfo]], Any]
+
+
+def _deleter(table: str, keys: list[str]) -> Callable[[Transaction], list[str]]:
+    return lambda tx: tx.delete_records(table, keys)
 
 
 class ResumeArgs(BaseModel):
@@ -177,11 +181,12 @@ class GraphStep:
     ) -> str:
         """Stage an agentq enqueue (``Decision.enqueue``'s arguments; its
         ``idempotency_key`` is this node's unless one is given); returns the key."""
-        key = options.pop("idempotency_key", None) or self.key(len(self._keys))
+        key = options.get("idempotency_key") or self.key(len(self._keys))
         self._keys.append(key)
+        chosen: EnqueueOptions = {**options, "idempotency_key": key}
 
         def work(d: Decision, tasks: dict[str, TaskInfo]) -> None:
-            tasks[key] = d.enqueue(tool, args, idempotency_key=key, **options)
+            tasks[key] = d.enqueue(tool, args, **chosen)
 
         self.saver._stage(self.thread_id, self.task_id, work)
         return key
@@ -228,7 +233,14 @@ class AgentQSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         self.rt = rt
         self._staged: dict[tuple[str, str], list[_Work]] = {}
-        self._staged_lock = threading.Lock()
+        # Staged work whose writes' transaction failed, by (thread, namespace,
+        # checkpoint, task): done by the ``put`` of the checkpoint that follows
+        # (it holds the node's effects) or by neither. LangGraph may store that
+        # checkpoint even though a task's writes failed; that ``put`` waits for
+        # the writes in flight to its parent (counted here) before it looks.
+        self._unsaved: dict[tuple[str, str, str, str], list[_Work]] = {}
+        self._in_flight: dict[tuple[str, str, str], int] = {}
+        self._staged_lock = threading.Condition()
 
     # -- a node's agentq work ---------------------------------------------------
 
@@ -249,11 +261,48 @@ class AgentQSaver(BaseCheckpointSaver[str]):
         with self._staged_lock:
             return self._staged.pop((thread_id, task_id), [])
 
-    def resume_tool(self, graph: Any, name: str, *, queue: str = "tasks") -> ToolDef:
+    def _writes_started(self, parent: tuple[str, str, str], task_id: str) -> None:
+        with self._staged_lock:
+            self._unsaved.pop((*parent, task_id), None)  # the node ran again
+            self._in_flight[parent] = self._in_flight.get(parent, 0) + 1
+
+    def _writes_ended(
+        self, parent: tuple[str, str, str], task_id: str, unsaved: list[_Work]
+    ) -> None:
+        with self._staged_lock:
+            if unsaved:
+                self._unsaved[(*parent, task_id)] = unsaved
+            left = self._in_flight.pop(parent) - 1
+            if left:
+                self._in_flight[parent] = left
+            self._staged_lock.notify_all()
+
+    def _take_unsaved(self, parent: tuple[str, str, str]) -> dict[str, list[_Work]]:
+        with self._staged_lock:
+            self._staged_lock.wait_for(lambda: parent not in self._in_flight)
+            mine = {k[3]: w for k, w in self._unsaved.items() if k[:3] == parent}
+            for task_id in mine:
+                del self._unsaved[(*parent, task_id)]
+            return mine
+
+    def _do_staged(self, tx: Transaction, work: Sequence[_Work]) -> None:
+        decision = Decision(self.rt, tx)
+        tasks: dict[str, TaskInfo] = {}
+        for one in work:
+            one(decision, tasks)
+
+    def serve(self, graph: Any, name: str, *, queue: str = "langgraph") -> ToolDef:
+        """Register :meth:`resume_tool` on this saver's runtime (and create its
+        queue), so its workers resume ``graph``'s waiting threads; returns it."""
+        definition = self.rt.tools.add(self.resume_tool(graph, name, queue=queue))
+        self.rt.backend.create_queue(task_queue_spec(queue))
+        return definition
+
+    def resume_tool(self, graph: Any, name: str, *, queue: str = "langgraph") -> ToolDef:
         """The internal agentq tool that resumes ``graph`` (compiled with this
         saver) once a waiting node's tasks are done (:meth:`GraphStep.wait`);
         register it on the runtimes whose workers should run it
-        (``rt.tools.add(...)``). A continuation that finds the node no longer
+        (:meth:`serve` does). A continuation that finds the node no longer
         waiting (it ran already) does nothing."""
 
         def handler(ctx: ToolContext, args: ResumeArgs) -> dict[str, Any]:
@@ -267,14 +316,20 @@ class AgentQSaver(BaseCheckpointSaver[str]):
             ]  # fmt: skip
             if not waiting:
                 return {"thread_id": args.thread_id, "skipped": "the node is not waiting"}
-            outcomes = [outcome(self.rt.task(t)) for t in args.task_ids]
+            # Enqueueable by name (an internal tool is not), so it trusts nothing
+            # but the waiting interrupt: the tasks must be the node's own, finished.
+            infos = [self.rt.task(t) for t in args.task_ids]
+            keys = [i.idempotency_key for i in infos]
+            if keys != waiting[0].value.get("idempotency_keys") or not all(i.done for i in infos):
+                raise ToolError(f"tasks {args.task_ids} are not the waiting node's, all done")
+            outcomes = [outcome(i) for i in infos]
             graph.invoke(Command(resume={waiting[0].id: {"outcomes": outcomes}}), config)
             return {"thread_id": args.thread_id, "resumed": args.wait_id}
 
         return ToolDef(
             name=name, handler=handler, args_model=ResumeArgs, result_model=None, queue=queue,
             description="resumes a LangGraph thread whose node's agentq tasks are done "
-            "(internal)", internal=True, visible=False,
+            "(not offered to agents)", visible=False,
         )  # fmt: skip
 
     # -- reading ----------------------------------------------------------------
@@ -400,7 +455,24 @@ class AgentQSaver(BaseCheckpointSaver[str]):
             "checkpoint": self._dump(checkpoint), "metadata": self._dump(full),
         }  # fmt: skip
         key = _checkpoint_key(thread_id, ns, checkpoint["id"])
-        self.rt.backend.transact(lambda tx: tx.put_record(CHECKPOINTS, key, rec))
+        # A node's staged work whose writes failed to commit commits with this
+        # checkpoint, which holds the node's effects, or neither does.
+        parent_id = config["configurable"].get("checkpoint_id")
+        parent = (thread_id, ns, str(parent_id))
+        unsaved = self._take_unsaved(parent) if parent_id else {}
+
+        def store(tx: Transaction) -> None:
+            for work in unsaved.values():
+                self._do_staged(tx, work)
+            tx.put_record(CHECKPOINTS, key, rec)
+
+        try:
+            self.rt.backend.transact(store)
+        except BaseException:
+            for task_id, work in unsaved.items():
+                self._writes_started(parent, task_id)
+                self._writes_ended(parent, task_id, work)
+            raise
         return _config(thread_id, ns, checkpoint["id"])
 
     def put_writes(
@@ -429,17 +501,24 @@ class AgentQSaver(BaseCheckpointSaver[str]):
 
         def store(tx: Transaction) -> None:
             if staged:
-                decision = Decision(self.rt, tx)
-                tasks: dict[str, TaskInfo] = {}
-                for work in staged:
-                    work(decision, tasks)
+                self._do_staged(tx, staged)
             for key, idx, rec in rows:
                 if idx >= 0:
                     tx.insert_record(WRITES, key, rec)
                 else:
                     tx.put_record(WRITES, key, rec)
 
-        self.rt.backend.transact(store)
+        if not staged:
+            self.rt.backend.transact(store)
+            return
+        parent = (thread_id, ns, checkpoint_id)
+        self._writes_started(parent, task_id)
+        unsaved = staged
+        try:
+            self.rt.backend.transact(store)
+            unsaved = []
+        finally:
+            self._writes_ended(parent, task_id, unsaved)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of ``thread_id``, in every namespace
@@ -447,14 +526,10 @@ class AgentQSaver(BaseCheckpointSaver[str]):
         prefix = _thread_prefix(str(thread_id))
         for table in (WRITES, CHECKPOINTS):
             while True:
-                keys = [
-                    k for k, _ in self.rt.backend.list_records(table, prefix, _DELETE_BATCH)
-                ]
+                keys = [k for k, _ in self.rt.backend.list_records(table, prefix, _DELETE_BATCH)]
                 if not keys:
                     break
-                self.rt.backend.transact(
-                    lambda tx, table=table, keys=keys: tx.delete_records(table, keys)
-                )
+                self.rt.backend.transact(_deleter(table, keys))
 
     # -- async: the same, on a thread (agentq's backends are synchronous) --------
 
