@@ -1,7 +1,8 @@
 """AgentQSaver, the LangGraph checkpointer on agentq's backends: LangGraph's own
 conformance suite (langgraph-checkpoint-conformance), a real StateGraph resumed
 by a second runtime over the same database, and a node's agentq tasks
-committing with its writes, on SQLite and PostgreSQL."""
+committing with its writes, on SQLite and PostgreSQL (the conformance suite on
+the Spanner emulator too, both dialects)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,19 @@ from tests.surfaces._extras import require
 require("langgraph", "langchain")
 conformance = require("langgraph.checkpoint.conformance", "dev")
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.serde.types import ERROR
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from typing_extensions import TypedDict
+
 from agentq import Runtime
-from agentq.adapters.langgraph_checkpoint import AgentQSaver
+from agentq.adapters.langgraph_checkpoint import CHECKPOINTS, WRITES, AgentQSaver
+from agentq.demo_server import DemoAPI
+from tests.surfaces.conftest import ROOT
 
 
-def test_langgraphs_own_conformance_suite_passes(rt: Runtime) -> None:
+def check_conformance(rt: Runtime) -> None:
     """Every capability the suite finds AgentQSaver implementing passes, and the
     base ones (put, put_writes, get_tuple, list, delete_thread) are all there."""
 
@@ -34,14 +43,14 @@ def test_langgraphs_own_conformance_suite_passes(rt: Runtime) -> None:
     assert report.passed_all_base(), report.results
 
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.serde.types import ERROR
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
-from typing_extensions import TypedDict
+def test_langgraphs_own_conformance_suite_passes(rt: Runtime) -> None:
+    check_conformance(rt)
 
-from agentq.adapters.langgraph_checkpoint import CHECKPOINTS, WRITES
-from agentq.demo_server import DemoAPI
+
+def test_langgraphs_own_conformance_suite_passes_on_spanner(emulator_database: Any) -> None:
+    """The same implementation on Spanner (the emulator, both dialects)."""
+    with Runtime(str(emulator_database.url), tools=ROOT / "tools") as rt:
+        check_conformance(rt)
 
 
 class Ticket(TypedDict, total=False):
