@@ -143,6 +143,14 @@ def _deleter(table: str, keys: list[str]) -> Callable[[Transaction], list[str]]:
     return lambda tx: tx.delete_records(table, keys)
 
 
+def _putter(table: str, rows: list[tuple[str, dict[str, Any]]]) -> Callable[[Transaction], None]:
+    def put(tx: Transaction) -> None:
+        for key, rec in rows:
+            tx.put_record(table, key, rec)
+
+    return put
+
+
 class ResumeArgs(BaseModel):
     """A continuation task's arguments: which thread, which waiting node, which tasks."""
 
@@ -531,6 +539,64 @@ class AgentQSaver(BaseCheckpointSaver[str]):
                     break
                 self.rt.backend.transact(_deleter(table, keys))
 
+    def _delete_checkpoints(self, keys: Sequence[str]) -> None:
+        """Delete checkpoints by key, with their writes."""
+        for key in keys:
+            writes = [k for k, _ in self._scan(WRITES, key + _SEP)]
+            for start in range(0, len(writes), _DELETE_BATCH):
+                self.rt.backend.transact(_deleter(WRITES, writes[start : start + _DELETE_BATCH]))
+        for start in range(0, len(keys), _DELETE_BATCH):
+            self.rt.backend.transact(
+                _deleter(CHECKPOINTS, list(keys[start : start + _DELETE_BATCH]))
+            )
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints whose metadata names one of ``run_ids``, with
+        their writes (LangGraph's caveat for ``DeltaChannel`` threads applies)."""
+        if not run_ids:
+            return
+        where = {"run_id": [str(r) for r in run_ids]}
+        self._delete_checkpoints([k for k, _ in self._scan(CHECKPOINTS, "", where=where)])
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of a thread, in every namespace, to
+        another thread id (a batch per transaction)."""
+        source = _thread_prefix(str(source_thread_id))
+        target = _thread_prefix(str(target_thread_id))
+        for table in (CHECKPOINTS, WRITES):
+            rows = list(self._scan(table, source))
+            for start in range(0, len(rows), _PAGE):
+                batch = [
+                    (target + key[len(source) :],
+                     {**rec, "thread_id": str(target_thread_id)} if table == CHECKPOINTS
+                     else rec)
+                    for key, rec in rows[start : start + _PAGE]
+                ]  # fmt: skip
+                self.rt.backend.transact(_putter(table, batch))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep each namespace's newest checkpoint (with its
+        writes) of each thread and delete the others; ``delete``: delete the
+        threads. Checkpoints hold their channel values whole, so the newest one
+        needs no other, except for LangGraph's beta ``DeltaChannel`` (see
+        ``BaseCheckpointSaver.prune``)."""
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}: keep_latest or delete")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                self.delete_thread(thread_id)
+                continue
+            newest: set[str] = set()
+            older: list[str] = []
+            for key, rec in self._scan(
+                CHECKPOINTS, _thread_prefix(str(thread_id)), descending=True
+            ):
+                if rec["checkpoint_ns"] in newest:
+                    older.append(key)
+                else:
+                    newest.add(rec["checkpoint_ns"])
+            self._delete_checkpoints(older)
+
     # -- async: the same, on a thread (agentq's backends are synchronous) --------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -570,6 +636,15 @@ class AgentQSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Zero-padded versions, so they also sort as text (as LangGraph's own savers')."""

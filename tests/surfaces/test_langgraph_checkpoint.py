@@ -30,8 +30,9 @@ from tests.surfaces.conftest import ROOT
 
 
 def check_conformance(rt: Runtime) -> None:
-    """Every capability the suite finds AgentQSaver implementing passes, and the
-    base ones (put, put_writes, get_tuple, list, delete_thread) are all there."""
+    """Every capability of the suite passes: the base ones (put, put_writes,
+    get_tuple, list, delete_thread) and the extended ones (delete_for_runs,
+    copy_thread, prune), all implemented."""
 
     @conformance.checkpointer_test(name="AgentQSaver")
     async def saver() -> AsyncIterator[AgentQSaver]:
@@ -41,6 +42,10 @@ def check_conformance(rt: Runtime) -> None:
     failures = {cap: r.failures for cap, r in report.results.items() if r.failures}
     assert not failures, failures
     assert report.passed_all_base(), report.results
+    assert {cap: r.passed for cap, r in report.results.items()} == dict.fromkeys(
+        ["put", "put_writes", "get_tuple", "list", "delete_thread",
+         "delete_for_runs", "copy_thread", "prune"], True,
+    )  # fmt: skip
 
 
 def test_langgraphs_own_conformance_suite_passes(rt: Runtime) -> None:
