@@ -135,6 +135,8 @@ def _thread_of(config: RunnableConfig) -> str:
     return str(thread_id)
 
 
+#: A checkpoint a step started from: (thread, namespace, checkpoint id).
+_Parent = tuple[str, str, str]
 #: Staged work: ``fn(decision, tasks)``, ``tasks`` the keys' tasks enqueued so far in this attempt.
 _Work = Callable[[Decision, dict[str, TaskInfo]], Any]
 
@@ -172,10 +174,14 @@ class GraphStep:
     position in the node, so the same node run again (after an interrupt or a
     crash) finds its tasks instead of making new ones."""
 
-    def __init__(self, saver: AgentQSaver, thread_id: str, task_id: str) -> None:
+    def __init__(
+        self, saver: AgentQSaver, thread_id: str, task_id: str, parent: _Parent | None = None
+    ) -> None:
         self.saver = saver
         self.thread_id = thread_id
         self.task_id = task_id
+        #: The checkpoint the node's step started from (thread, namespace, id).
+        self.parent = parent
         self._keys: list[str] = []
 
     def key(self, position: int) -> str:
@@ -196,14 +202,14 @@ class GraphStep:
         def work(d: Decision, tasks: dict[str, TaskInfo]) -> None:
             tasks[key] = d.enqueue(tool, args, **chosen)
 
-        self.saver._stage(self.thread_id, self.task_id, work)
+        self.saver._stage(self, work)
         return key
 
     def on_commit(self, fn: Callable[[Decision], Any]) -> None:
         """Stage ``fn(decision)``: application SQL or other task operations done in
         the transaction of this node's writes (re-run with it on a transient abort,
         so it must have no outside effects)."""
-        self.saver._stage(self.thread_id, self.task_id, lambda d, _tasks: fn(d))
+        self.saver._stage(self, lambda d, _tasks: fn(d))
 
     def wait(self, resume_tool: str) -> list[dict[str, Any]]:
         """Interrupt the graph until this node's staged tasks are done; returns
@@ -227,7 +233,7 @@ class GraphStep:
                     "task_ids": [t.task_id for t in found]}  # fmt: skip
             d.enqueue(resume_tool, args, idempotency_key=wait_id, after=found)
 
-        self.saver._stage(self.thread_id, self.task_id, continuation)
+        self.saver._stage(self, continuation)
         answer = interrupt({_WAIT_MARK: wait_id, "idempotency_keys": keys})
         if isinstance(answer, dict) and isinstance(answer.get("outcomes"), list):
             return list(answer["outcomes"])
@@ -240,14 +246,15 @@ class AgentQSaver(BaseCheckpointSaver[str]):
     def __init__(self, rt: Runtime, *, serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
         self.rt = rt
-        self._staged: dict[tuple[str, str], list[_Work]] = {}
+        # What nodes staged, by (thread, LangGraph task id): the node's step and its work.
+        self._staged: dict[tuple[str, str], tuple[GraphStep, list[_Work]]] = {}
         # Staged work whose writes' transaction failed, by (thread, namespace,
         # checkpoint, task): done by the ``put`` of the checkpoint that follows
         # (it holds the node's effects) or by neither. LangGraph may store that
         # checkpoint even though a task's writes failed; that ``put`` waits for
         # the writes in flight to its parent (counted here) before it looks.
         self._unsaved: dict[tuple[str, str, str, str], list[_Work]] = {}
-        self._in_flight: dict[tuple[str, str, str], int] = {}
+        self._in_flight: dict[_Parent, int] = {}
         self._staged_lock = threading.Condition()
 
     # -- a node's agentq work ---------------------------------------------------
@@ -259,24 +266,35 @@ class AgentQSaver(BaseCheckpointSaver[str]):
         task_id = configurable.get("__pregel_task_id")
         if not isinstance(task_id, str) or not task_id:
             raise ConfigError("AgentQSaver.step needs the config LangGraph passes a node")
-        return GraphStep(self, _thread_of(config), task_id)
+        thread_id = _thread_of(config)
+        # The node's namespace is its graph's plus "node:task id"; the checkpoint
+        # map names the checkpoint each enclosing graph's step started from.
+        node_ns = str(configurable.get("checkpoint_ns", ""))
+        graph_ns = node_ns.rsplit("|", 1)[0] if "|" in node_ns else ""
+        parent_id = (configurable.get("checkpoint_map") or {}).get(graph_ns)
+        parent = (thread_id, graph_ns, str(parent_id)) if parent_id else None
+        step = GraphStep(self, thread_id, task_id, parent)
+        with self._staged_lock:  # a retried node starts over: its last attempt's work goes
+            self._staged[(thread_id, task_id)] = (step, [])
+        return step
 
-    def _stage(self, thread_id: str, task_id: str, work: _Work) -> None:
+    def _stage(self, step: GraphStep, work: _Work) -> None:
         with self._staged_lock:
-            self._staged.setdefault((thread_id, task_id), []).append(work)
+            found = self._staged.get((step.thread_id, step.task_id))
+            if found is None or found[0] is not step:
+                raise ConfigError("this node's step is over (or superseded): stage nothing more")
+            found[1].append(work)
 
     def _take_staged(self, thread_id: str, task_id: str) -> list[_Work]:
         with self._staged_lock:
-            return self._staged.pop((thread_id, task_id), [])
+            return self._staged.pop((thread_id, task_id), (None, []))[1]
 
-    def _writes_started(self, parent: tuple[str, str, str], task_id: str) -> None:
+    def _writes_started(self, parent: _Parent, task_id: str) -> None:
         with self._staged_lock:
             self._unsaved.pop((*parent, task_id), None)  # the node ran again
             self._in_flight[parent] = self._in_flight.get(parent, 0) + 1
 
-    def _writes_ended(
-        self, parent: tuple[str, str, str], task_id: str, unsaved: list[_Work]
-    ) -> None:
+    def _writes_ended(self, parent: _Parent, task_id: str, unsaved: list[_Work]) -> None:
         with self._staged_lock:
             if unsaved:
                 self._unsaved[(*parent, task_id)] = unsaved
@@ -285,12 +303,21 @@ class AgentQSaver(BaseCheckpointSaver[str]):
                 self._in_flight[parent] = left
             self._staged_lock.notify_all()
 
-    def _take_unsaved(self, parent: tuple[str, str, str]) -> dict[str, list[_Work]]:
+    def _take_unsaved(self, parent: _Parent) -> dict[str, list[_Work]]:
+        """The work of the nodes of the step from ``parent`` that is not stored:
+        their writes failed, or they wrote nothing (LangGraph then calls no
+        ``put_writes``). Called by the ``put`` that ends the step, when every
+        node of it has returned; it waits for the writes in flight to ``parent``."""
         with self._staged_lock:
             self._staged_lock.wait_for(lambda: parent not in self._in_flight)
             mine = {k[3]: w for k, w in self._unsaved.items() if k[:3] == parent}
             for task_id in mine:
                 del self._unsaved[(*parent, task_id)]
+            for key, (step, work) in list(self._staged.items()):
+                if step.parent == parent:
+                    del self._staged[key]
+                    if work:
+                        mine[step.task_id] = work
             return mine
 
     def _do_staged(self, tx: Transaction, work: Sequence[_Work]) -> None:
@@ -463,7 +490,7 @@ class AgentQSaver(BaseCheckpointSaver[str]):
             "checkpoint": self._dump(checkpoint), "metadata": self._dump(full),
         }  # fmt: skip
         key = _checkpoint_key(thread_id, ns, checkpoint["id"])
-        # A node's staged work whose writes failed to commit commits with this
+        # A node's staged work that its writes did not store commits with this
         # checkpoint, which holds the node's effects, or neither does.
         parent_id = config["configurable"].get("checkpoint_id")
         parent = (thread_id, ns, str(parent_id))

@@ -176,6 +176,22 @@ def test_a_nodes_tasks_commit_with_its_writes(rt: Runtime, api: DemoAPI) -> None
     assert len(api.applied()) == 1
 
 
+def test_a_node_that_returns_nothing_still_commits_its_tasks(rt: Runtime) -> None:
+    """A last node returning None updates no channel: its refund commits all the
+    same (with LangGraph's no-writes marker, or else the checkpoint ending its step)."""
+    saver = AgentQSaver(rt)
+
+    def refund(state: Ticket, config: RunnableConfig) -> None:
+        saver.step(config).enqueue("execute_refund", {"order_id": "R9", "amount": 12.0})
+
+    builder = StateGraph(Ticket)
+    builder.add_node("refund", refund)
+    builder.add_edge(START, "refund")
+    builder.add_edge("refund", END)
+    builder.compile(checkpointer=saver).invoke({"order_id": "R9"}, thread("t-9"))
+    assert [t.args["order_id"] for t in refunds(rt)] == ["R9"]
+
+
 def test_a_node_that_fails_after_its_enqueue_leaves_no_task(rt: Runtime) -> None:
     saver = AgentQSaver(rt)
     with pytest.raises(RuntimeError, match="failed after its enqueue"):
