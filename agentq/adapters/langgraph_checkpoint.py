@@ -259,13 +259,19 @@ class AgentQSaver(BaseCheckpointSaver[str]):
 
     # -- a node's agentq work ---------------------------------------------------
 
-    def step(self, config: RunnableConfig) -> GraphStep:
-        """The node run that ``config`` (the config LangGraph passes a node) belongs
-        to, for staging agentq work that commits with the node's writes."""
+    def step(self, config: RunnableConfig | None = None) -> GraphStep:
+        """The node run being executed (LangGraph's ``get_runtime().execution_info``,
+        or the ``config`` LangGraph passes the node), for staging agentq work that
+        commits with the node's writes. Call it once per node run: a second call
+        supersedes the first."""
+        if config is None:
+            from langgraph.config import get_config
+
+            config = get_config()
         configurable = config.get("configurable") or {}
         task_id = configurable.get("__pregel_task_id")
         if not isinstance(task_id, str) or not task_id:
-            raise ConfigError("AgentQSaver.step needs the config LangGraph passes a node")
+            raise ConfigError("AgentQSaver.step runs inside a LangGraph node")
         thread_id = _thread_of(config)
         # The node's namespace is its graph's plus "node:task id"; the checkpoint
         # map names the checkpoint each enclosing graph's step started from.

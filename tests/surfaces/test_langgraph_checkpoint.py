@@ -192,6 +192,28 @@ def test_a_node_that_returns_nothing_still_commits_its_tasks(rt: Runtime) -> Non
     assert [t.args["order_id"] for t in refunds(rt)] == ["R9"]
 
 
+def test_a_subgraphs_node_stages_without_its_config(rt: Runtime) -> None:
+    """``saver.step()`` finds the node run itself, in a subgraph too (its own
+    namespace, its own checkpoints in this saver)."""
+    saver = AgentQSaver(rt)
+
+    def refund(state: Ticket) -> Ticket:
+        return {"refund": saver.step().enqueue("execute_refund", {"order_id": "S1", "amount": 5})}
+
+    inner = StateGraph(Ticket)
+    inner.add_node("refund", refund)
+    inner.add_edge(START, "refund")
+    inner.add_edge("refund", END)
+    outer = StateGraph(Ticket)
+    outer.add_node("billing", inner.compile())
+    outer.add_edge(START, "billing")
+    outer.add_edge("billing", END)
+    done = outer.compile(checkpointer=saver).invoke({"order_id": "S1"}, thread("t-10"))
+    assert [t.idempotency_key for t in refunds(rt)] == [done["refund"]]
+    namespaces = {k.split("|")[1] for k, _ in rt.backend.list_records(CHECKPOINTS)}
+    assert len(namespaces) == 2  # the graph's and the subgraph's
+
+
 def test_a_node_that_fails_after_its_enqueue_leaves_no_task(rt: Runtime) -> None:
     saver = AgentQSaver(rt)
     with pytest.raises(RuntimeError, match="failed after its enqueue"):
