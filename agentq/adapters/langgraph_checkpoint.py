@@ -272,6 +272,11 @@ class AgentQSaver(BaseCheckpointSaver[str]):
         task_id = configurable.get("__pregel_task_id")
         if not isinstance(task_id, str) or not task_id:
             raise ConfigError("AgentQSaver.step runs inside a LangGraph node")
+        if configurable.get("__pregel_durability") == "exit":
+            raise ConfigError(
+                "durability='exit' stores a graph's steps only when it exits: a node's "
+                "agentq work would be lost with the steps never stored; use 'sync' or 'async'"
+            )
         thread_id = _thread_of(config)
         # The node's namespace is its graph's plus "node:task id"; the checkpoint
         # map names the checkpoint each enclosing graph's step started from.

@@ -26,6 +26,7 @@ from typing_extensions import TypedDict
 from agentq import Runtime
 from agentq.adapters.langgraph_checkpoint import CHECKPOINTS, WRITES, AgentQSaver
 from agentq.demo_server import DemoAPI
+from agentq.errors import ConfigError
 from tests.surfaces.conftest import ROOT
 
 
@@ -212,6 +213,14 @@ def test_a_subgraphs_node_stages_without_its_config(rt: Runtime) -> None:
     assert [t.idempotency_key for t in refunds(rt)] == [done["refund"]]
     namespaces = {k.split("|")[1] for k, _ in rt.backend.list_records(CHECKPOINTS)}
     assert len(namespaces) == 2  # the graph's and the subgraph's
+
+
+def test_staging_is_refused_where_langgraph_would_never_store_the_step(rt: Runtime) -> None:
+    """With durability="exit" LangGraph stores no step before the graph exits:
+    a node's tasks would be lost with them, so the node is refused at once."""
+    with pytest.raises(ConfigError, match="durability='exit'"):
+        refund_graph(AgentQSaver(rt)).invoke({"order_id": "X1"}, thread("t-11"), durability="exit")
+    assert refunds(rt) == []
 
 
 def test_a_node_that_fails_after_its_enqueue_leaves_no_task(rt: Runtime) -> None:
