@@ -80,6 +80,7 @@ __all__ = [
     "AgentQSaver",
     "GraphStep",
     "ResumeArgs",
+    "resume_waiting",
 ]
 
 #: The record tables of the checkpointer.
@@ -161,6 +162,36 @@ class ResumeArgs(BaseModel):
     thread_id: str
     wait_id: str
     task_ids: list[str]
+
+
+def resume_waiting(rt: Runtime, graph: Any, args: ResumeArgs) -> dict[str, Any]:
+    """Resume ``graph``'s thread ``args.thread_id`` whose node waits
+    (:meth:`GraphStep.wait`) on the tasks ``args.task_ids``, with their outcomes:
+    the body of a continuation task. In a tools folder, where workers find it::
+
+        @tool("resume_refund_graph", visible=False)
+        def resume_refund_graph(ctx: ToolContext, args: ResumeArgs) -> dict[str, Any]:
+            return resume_waiting(ctx.runtime, build(AgentQSaver(ctx.runtime)), args)
+
+    A thread whose node no longer waits (it ran already) is left alone. The tool
+    can be enqueued by name, so nothing of ``args`` is trusted beyond naming the
+    wait: the tasks must be the waiting node's own, and done."""
+    from langgraph.types import Command
+
+    config: RunnableConfig = {"configurable": {"thread_id": args.thread_id}}
+    waiting = [
+        i for i in graph.get_state(config).interrupts
+        if isinstance(i.value, dict) and i.value.get(_WAIT_MARK) == args.wait_id
+    ]  # fmt: skip
+    if not waiting:
+        return {"thread_id": args.thread_id, "skipped": "the node is not waiting"}
+    infos = [rt.task(t) for t in args.task_ids]
+    keys = [i.idempotency_key for i in infos]
+    if keys != waiting[0].value.get("idempotency_keys") or not all(i.done for i in infos):
+        raise ToolError(f"tasks {args.task_ids} are not the waiting node's, all done")
+    outcomes = [outcome(i) for i in infos]
+    graph.invoke(Command(resume={waiting[0].id: {"outcomes": outcomes}}), config)
+    return {"thread_id": args.thread_id, "resumed": args.wait_id}
 
 
 class GraphStep:
@@ -345,32 +376,14 @@ class AgentQSaver(BaseCheckpointSaver[str]):
         return definition
 
     def resume_tool(self, graph: Any, name: str, *, queue: str = "langgraph") -> ToolDef:
-        """The internal agentq tool that resumes ``graph`` (compiled with this
-        saver) once a waiting node's tasks are done (:meth:`GraphStep.wait`);
-        register it on the runtimes whose workers should run it
-        (:meth:`serve` does). A continuation that finds the node no longer
-        waiting (it ran already) does nothing."""
+        """The agentq tool (hidden from agents) that resumes ``graph`` (compiled
+        with this saver) once a waiting node's tasks are done
+        (:meth:`GraphStep.wait`); register it on the runtimes whose workers should
+        run it (:meth:`serve` does). In a tools folder, declare it with ``@tool``
+        and :func:`resume_waiting` instead."""
 
         def handler(ctx: ToolContext, args: ResumeArgs) -> dict[str, Any]:
-            from langgraph.types import Command
-
-            config: RunnableConfig = {"configurable": {"thread_id": args.thread_id}}
-            state = graph.get_state(config)
-            waiting = [
-                i for i in state.interrupts
-                if isinstance(i.value, dict) and i.value.get(_WAIT_MARK) == args.wait_id
-            ]  # fmt: skip
-            if not waiting:
-                return {"thread_id": args.thread_id, "skipped": "the node is not waiting"}
-            # Enqueueable by name (an internal tool is not), so it trusts nothing
-            # but the waiting interrupt: the tasks must be the node's own, finished.
-            infos = [self.rt.task(t) for t in args.task_ids]
-            keys = [i.idempotency_key for i in infos]
-            if keys != waiting[0].value.get("idempotency_keys") or not all(i.done for i in infos):
-                raise ToolError(f"tasks {args.task_ids} are not the waiting node's, all done")
-            outcomes = [outcome(i) for i in infos]
-            graph.invoke(Command(resume={waiting[0].id: {"outcomes": outcomes}}), config)
-            return {"thread_id": args.thread_id, "resumed": args.wait_id}
+            return resume_waiting(self.rt, graph, args)
 
         return ToolDef(
             name=name, handler=handler, args_model=ResumeArgs, result_model=None, queue=queue,

@@ -285,3 +285,61 @@ def test_a_waiting_graph_is_resumed_by_a_worker_when_its_tasks_finish(
     assert [o["status"] for o in state.values["outcomes"]] == ["succeeded"]
     assert state.values["outcomes"][0]["task_id"] == task.task_id
     assert len(refunds(worker_rt)) == 1 and len(api.applied()) == 1
+
+
+TOOLS_FOLDER_GRAPH = """
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from agentq import ToolContext, tool
+from agentq.adapters.langgraph_checkpoint import AgentQSaver, ResumeArgs, resume_waiting
+
+
+class Ticket(TypedDict, total=False):
+    order_id: str
+    outcomes: list[dict[str, Any]]
+
+
+def build(saver: AgentQSaver) -> Any:
+    def refund(state: Ticket, config: RunnableConfig) -> Ticket:
+        step = saver.step(config)
+        step.enqueue("execute_refund", {"order_id": state["order_id"], "amount": 15.0})
+        return {"outcomes": step.wait("resume_refund_graph")}
+
+    builder = StateGraph(Ticket)
+    builder.add_node("refund", refund)
+    builder.add_edge(START, "refund")
+    builder.add_edge("refund", END)
+    return builder.compile(checkpointer=saver)
+
+
+@tool("resume_refund_graph", queue="langgraph", visible=False)
+def resume_refund_graph(ctx: ToolContext, args: ResumeArgs) -> dict[str, Any]:
+    return resume_waiting(ctx.runtime, build(AgentQSaver(ctx.runtime)), args)
+"""
+
+
+def test_a_tools_folder_declares_the_resume_for_agentq_worker(
+    db_url: str, api: DemoAPI, tmp_path: Any
+) -> None:
+    """The continuation declared with @tool and resume_waiting in a tools folder:
+    what `agentq worker --tools tools` loads, with no saver.serve in sight."""
+    import shutil
+
+    folder = tmp_path / "tools"
+    shutil.copytree(ROOT / "tools", folder)
+    (folder / "refund_graph.py").write_text(TOOLS_FOLDER_GRAPH)
+    settings = {"payments_url": api.url, "notifications_url": api.url}
+    with Runtime(db_url, tools=folder, policies=ROOT / "policies", settings=settings) as rt:
+        build = rt.tools.get("resume_refund_graph").handler.__globals__["build"]
+        graph = build(AgentQSaver(rt))  # the starter's graph: the folder's own
+        assert "__interrupt__" in graph.invoke({"order_id": "F1"}, thread("t-12"))
+        rt.worker().drain()  # the refund, then the continuation: the graph resumed
+        values = graph.get_state(thread("t-12")).values
+        assert [o["status"] for o in values["outcomes"]] == ["succeeded"]
+    assert len(api.applied()) == 1
