@@ -8,4 +8,8 @@ what they share (idempotency keys of a call, waiting for its task).
 
 :mod:`agentq.adapters.pydantic_ai_durable` is the other way in: a Pydantic AI
 agent declared as a durable agentq agent, whose turns and tool calls are tasks.
+
+:mod:`agentq.adapters.langgraph_checkpoint` (``agentq-runtime[langchain]``) is
+a LangGraph checkpointer on agentq's backends, whose nodes' agentq tasks commit
+with the nodes' writes.
 """
