@@ -38,11 +38,11 @@ def rt(db_url: str) -> Iterator[Runtime]:
         yield runtime
 
 
-def user(text: str) -> dict[str, Any]:
+def user(text: str) -> Any:
     return {"role": "user", "content": text}
 
 
-def assistant(text: str) -> dict[str, Any]:
+def assistant(text: str) -> Any:
     return {"role": "assistant", "content": text}
 
 
@@ -54,10 +54,11 @@ def test_it_is_the_sdks_session(rt: Runtime) -> None:
 
 def test_items_come_back_in_order_as_they_were_added(rt: Runtime) -> None:
     session = AgentQSession(rt, "basic")
-    items: list[Any] = [user("Hello"), assistant("Hi there!"),
-                        {"type": "function_call", "call_id": "c1", "name": "f",
-                         "arguments": '{"x": 1}'},
-                        {"type": "function_call_output", "call_id": "c1", "output": "ok"}]  # fmt: skip
+    items: list[Any] = [
+        user("Hello"), assistant("Hi there!"),
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": '{"x": 1}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+    ]  # fmt: skip
 
     async def go() -> list[Any]:
         await session.add_items(items[:2])
@@ -176,8 +177,8 @@ def test_concurrent_adds_lose_nothing_and_keep_each_batch_together(rt: Runtime) 
     session = AgentQSession(rt, "concurrent")
 
     async def go() -> list[Any]:
-        await asyncio.gather(*(session.add_items([user(f"{n}-a"), user(f"{n}-b")])
-                               for n in range(8)))  # fmt: skip
+        batches = [[user(f"{n}-a"), user(f"{n}-b")] for n in range(8)]
+        await asyncio.gather(*(session.add_items(b) for b in batches))
         return await session.get_items()
 
     got = [i["content"] for i in run(go())]
@@ -210,13 +211,17 @@ def test_a_runner_carries_the_conversation_across_runs(rt: Runtime) -> None:
         return Reply.text(f"answer {len(seen)}")
 
     with ScriptedModel(answer) as llm:
-        client = AsyncOpenAI(base_url=llm.base_url, api_key="test", max_retries=0)
-        agent = Agent(name="support", instructions="Be brief.",
-                      model=OpenAIChatCompletionsModel("scripted", openai_client=client))  # fmt: skip
         session = AgentQSession(rt, "ticket-1")
         config = RunConfig(tracing_disabled=True)
 
         async def go() -> tuple[str, str]:
+            client = AsyncOpenAI(base_url=llm.base_url, api_key="test", max_retries=0)
+            model = OpenAIChatCompletionsModel("scripted", openai_client=client)
+            agent = Agent(name="support", instructions="Be brief.", model=model)
+            async with client:
+                return await both(agent)
+
+        async def both(agent: Agent[Any]) -> tuple[str, str]:
             first = await Runner.run(agent, "What city is the Golden Gate in?", session=session,
                                      run_config=config)  # fmt: skip
             second = await Runner.run(agent, "What state is it in?", session=session,
