@@ -17,13 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.surfaces._extras import require
-
-require("agents", "openai-agents")
-
 from agentq import RunStatus, Runtime
 from agentq.testing import LoopbackAPI, ModelRequest, ScriptedModel, WorkerProcess
 from tests.acceptance.test_durable_run_crash import AGENT, db, script, wait_until
+from tests.surfaces._extras import require
+
+require("agents", "openai-agents")  # the workers' tools folder imports the SDK
 
 pytestmark = pytest.mark.slow
 __all__ = ["db"]  # the database fixture (SQLite, PostgreSQL), shared with the core's test
