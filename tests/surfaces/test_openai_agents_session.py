@@ -1,5 +1,5 @@
 """AgentQSession: the OpenAI Agents SDK's Session protocol on agentq's records,
-on SQLite and PostgreSQL. The SDK ships no tests; these are the behaviours its
+on SQLite, PostgreSQL and Spanner (the emulator, behind the queue stand-in). The SDK ships no tests; these are the behaviours its
 SQLiteSession tests check (basic operations, limits, pop, clear, isolation,
 settings, a runner with a session), then agentq's own: one transaction per
 operation, items staged in a caller's transaction, other processes."""
@@ -7,10 +7,13 @@ operation, items staged in a caller's transaction, other processes."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from tests.surfaces._extras import require
 
@@ -20,7 +23,7 @@ from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, set_tra
 from agents.memory import Session, SessionSettings
 from openai import AsyncOpenAI
 
-from agentq import Runtime
+from agentq import Runtime, ToolContext, tool
 from agentq.adapters.openai_agents_session import ITEMS, AgentQSession
 from agentq.scripted_model import ScriptedModel
 from agentq.scripted_replies import ModelRequest, Reply
@@ -32,9 +35,30 @@ def run(coro: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coro, timeout=60))
 
 
+@pytest.fixture(params=["sqlite", "postgresql", "spanner"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """One implementation over the backend contract: every backend runs it."""
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_url"))
+    if request.param == "spanner":
+        if not os.environ.get("SPANNER_EMULATOR_BINARY") and not os.environ.get("CI"):
+            pytest.skip("no Spanner emulator (SPANNER_EMULATOR_BINARY)")
+        return str(request.getfixturevalue("emulator_database_factory")(False).url)
+    return f"sqlite:///{tmp_path / 'sessions.db'}"
+
+
+class Note(BaseModel):
+    text: str
+
+
+@tool(queue="notes")
+def note(ctx: ToolContext, args: Note) -> None:
+    """A tool, so that a runtime on a fresh Spanner database creates agentq's schema."""
+
+
 @pytest.fixture
 def rt(db_url: str) -> Iterator[Runtime]:
-    with Runtime(db_url) as runtime:
+    with Runtime(db_url, tools=[note]) as runtime:
         yield runtime
 
 
@@ -165,7 +189,7 @@ def test_another_runtime_on_the_database_sees_the_same_conversation(
     rt: Runtime, db_url: str
 ) -> None:
     run(AgentQSession(rt, "shared").add_items([user("from process 1")]))
-    with Runtime(db_url) as other:
+    with Runtime(db_url, tools=[note]) as other:
         session = AgentQSession(other, "shared")
         run(session.add_items([assistant("from process 2")]))
     assert run(AgentQSession(rt, "shared").get_items()) == [
