@@ -1,8 +1,9 @@
 """AgentQSession: the OpenAI Agents SDK's Session protocol on agentq's records,
-on SQLite, PostgreSQL and Spanner (the emulator, behind the queue stand-in). The SDK ships no tests; these are the behaviours its
-SQLiteSession tests check (basic operations, limits, pop, clear, isolation,
-settings, a runner with a session), then agentq's own: one transaction per
-operation, items staged in a caller's transaction, other processes."""
+on SQLite, PostgreSQL and Spanner (the emulator, behind the queue stand-in).
+The SDK ships no tests; these are the behaviours its SQLiteSession tests check
+(basic operations, limits, pop, clear, isolation, settings, a runner with a
+session), then agentq's own: one transaction per operation, items staged in a
+caller's transaction, other processes."""
 
 from __future__ import annotations
 
