@@ -134,13 +134,17 @@ async def approve_saved(
     by: str,
     note: str = "",
     tools: AgentQTools | None = None,
+    context_serializer: Callable[[Any], Any] | None = None,
+    context_deserializer: Callable[[Any], Any] | None = None,
 ) -> TaskInfo | None:
     """Approve the call ``call_id`` the state under ``key`` waits on, as ``by``
     (the authenticated approver): agentq's approval of its task (when ``tools``
     made it an agentq call) and the approved state commit in one transaction.
     Returns the task (None: a call of a tool of the SDK's own, approved in the
-    state alone). :class:`StateChanged` if the state was saved again meanwhile."""
-    return await _decide(rt, key, agent, call_id, by, note, tools, approve=True)
+    state alone). :class:`StateChanged` if the state was saved again meanwhile.
+    The context (de)serializers are ``RunState.to_json``'s and ``from_json``'s."""
+    return await _decide(rt, key, agent, call_id, by, note, tools, approve=True,
+                         serializers=(context_serializer, context_deserializer))
 
 
 async def reject_saved(
@@ -152,9 +156,12 @@ async def reject_saved(
     by: str,
     note: str = "",
     tools: AgentQTools | None = None,
+    context_serializer: Callable[[Any], Any] | None = None,
+    context_deserializer: Callable[[Any], Any] | None = None,
 ) -> TaskInfo | None:
     """Reject the call, as :func:`approve_saved` approves it."""
-    return await _decide(rt, key, agent, call_id, by, note, tools, approve=False)
+    return await _decide(rt, key, agent, call_id, by, note, tools, approve=False,
+                         serializers=(context_serializer, context_deserializer))
 
 
 async def delete_state(rt: Runtime, key: str) -> bool:
@@ -244,8 +251,9 @@ async def _decide(
     tools: AgentQTools | None,
     *,
     approve: bool,
+    serializers: tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None],
 ) -> TaskInfo | None:
-    loaded = await _load(rt, key, agent, None)
+    loaded = await _load(rt, key, agent, serializers[1])
     if loaded is None:
         raise StateChanged(f"no state is saved under {key!r}")
     state, version = loaded
@@ -257,7 +265,7 @@ async def _decide(
         state.approve(item)
     else:
         state.reject(item, rejection_message=f"rejected by {by}: {note or 'no reason'}")
-    value = _value(state, None)
+    value = _value(state, serializers[0])
 
     def decide(tx: Decision) -> TaskInfo | None:
         current = tx.tx.get_record(STATES, key)
