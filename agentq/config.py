@@ -90,7 +90,7 @@ class ServerLimits(BaseModel):
     """What the HTTP servers (``agentq serve``, ``agentq ui``, ``agentq mcp
     --transport http``, ``agentq worker --metrics-port``) allow a client: slow or
     idle clients are cut off, and no principal parks more than its share of
-    waits (see docs/security.md, "The servers' limits")."""
+    waits (see docs/explanations/security.md, "The servers' limits")."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 

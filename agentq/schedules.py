@@ -56,12 +56,12 @@ MIN_EVERY = timedelta(seconds=1)
 MAX_CATCH_UP = 1000
 #: Overdue cron slots counted one by one before the count is given as "at least".
 _COUNT_LIMIT = 100_000
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 
 def check_name(name: str) -> str:
     """A schedule name: a letter, then letters, digits or ``_`` (at most 64)."""
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(
             f"invalid schedule name {name!r}: a letter, then letters, digits or '_' "
             "(at most 64 characters)"

@@ -29,7 +29,7 @@ __all__ = [
     "validate_identifier",
 ]
 
-_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,127}$")
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
 # Names agentq and the engines keep for themselves.
 _RESERVED_PREFIXES = ("agentq_", "sqlite_", "spanner_")
 # Spanner recommends payloads under 4 KB; larger data belongs out of band. The hard
@@ -41,7 +41,7 @@ Key = tuple[int | str | bytes, ...]
 
 def validate_identifier(name: object, what: str = "identifier") -> str:
     """Return ``name`` if it is a safe SQL identifier, else raise InvalidIdentifier."""
-    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
         raise InvalidIdentifier(
             f"invalid {what} {name!r}: use a letter followed by up to 127 letters, "
             "digits or underscores"

@@ -13,7 +13,7 @@
   request, scripted faults (:meth:`ScriptedModel.fail_next`, ``stall_next``),
   a hook between an answer and its sending, and every request recorded as a
   :class:`RecordedRequest` per run and turn
-  (:meth:`ScriptedModel.requests_per_turn`). See ``docs/testing-agents.md``.
+  (:meth:`ScriptedModel.requests_per_turn`). See ``docs/how-to/testing-agents.md``.
 * :class:`WorkerProcess` — ``agentq worker`` run as a child process over a
   database URL and a tools folder, which a chaos experiment can SIGKILL
   (:meth:`WorkerProcess.kill`) mid-task. As a context manager it waits (up to

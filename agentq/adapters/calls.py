@@ -24,8 +24,13 @@ from agentq.runtime import Runtime
 __all__ = ["MAX_WAIT_SECONDS", "KeyMode", "call_key", "check_wait", "enqueue_and_wait", "outcome"]
 
 KeyMode = Literal["call_id", "args"]
-#: The longest an adapter's tool call may block its agent waiting for a task.
+"""How a model tool call's idempotency key is made: ``"call_id"`` from the
+conversation and the framework's tool-call id, ``"args"`` from the conversation
+and a digest of the tool and its validated arguments (for providers that mint
+new call ids when the model is asked again)."""
+
 MAX_WAIT_SECONDS = 300.0
+"""The longest an adapter's tool call may block its agent waiting for a task."""
 
 
 def check_wait(wait_seconds: float) -> float:

@@ -97,6 +97,8 @@ class TurnCall:
 
 
 CURRENT_TURN: ContextVar[TurnCall | None] = ContextVar("agentq_durable_turn", default=None)
+"""The turn the current model request is made in (set by a durable adapter's
+model in the task that asks; None outside a turn)."""
 
 
 async def forward(

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
@@ -48,10 +48,13 @@ if TYPE_CHECKING:
 
 __all__ = ["HEADS", "ITEMS", "AgentQSession"]
 
-#: A session's head: ``{"first": n, "next": m}``, its items numbered n .. m-1.
-HEADS = "openai_agents_sessions"
-#: One conversation item: ``{"session_id", "item"}``, keyed ``<session id>:<number>``.
-ITEMS = "openai_agents_session_items"
+HEADS: Final = "openai_agents_sessions"
+"""The record table of sessions' heads: ``{"first": n, "next": m}``, a session's
+items numbered n .. m-1."""
+
+ITEMS: Final = "openai_agents_session_items"
+"""The record table of conversation items: ``{"session_id", "item"}``, keyed
+``<session id>:<number>``."""
 
 _T = TypeVar("_T")
 

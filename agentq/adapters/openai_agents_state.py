@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from agents import Agent as SDKAgent
 from agents import RunState, ToolApprovalItem
@@ -66,8 +66,9 @@ __all__ = [
     "stage_state",
 ]
 
-#: Saved run states: ``{"state": RunState.to_json(), "version", "waiting_on", "agent"}``.
-STATES = "openai_agents_states"
+STATES: Final = "openai_agents_states"
+"""The record table of saved run states: ``{"state": RunState.to_json(),
+"version", "waiting_on"}``, keyed by the caller's key."""
 
 
 class StateChanged(AgentQError):

@@ -1,4 +1,4 @@
-"""Durable agent runs: an agent's model turns as leased tasks (see ``docs/agents.md``).
+"""Durable agent runs: an agent's model turns as leased tasks (see ``docs/how-to/agents.md``).
 
 * :class:`Agent` — a model, its instructions, the tools it may call, its budget;
 * :class:`OpenAICompatibleModel` — any chat-completions endpoint over httpx;

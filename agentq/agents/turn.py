@@ -87,10 +87,10 @@ def run_turn(runtime: Runtime, agent: Agent, ctx: ToolContext, args: TurnArgs) -
         answer = agent.model.complete(http, request, offered_schemas(runtime, agent), headers)
     latency_ms = (ctx.clock.monotonic() - t0) * 1000.0
     usage: dict[str, Any] = dict(_usage(answer))
-    model = answer.model or getattr(agent.model, "model", None)
-    cost = run_budgets.turn_cost(runtime.policy, model, usage)
-    if cost is None and answer.model and answer.model != getattr(agent.model, "model", None):
-        cost = run_budgets.turn_cost(runtime.policy, getattr(agent.model, "model", None), usage)
+    # Priced by the name the endpoint answered with, else the one it was asked for.
+    cost = run_budgets.turn_cost(runtime.policy, answer.model, usage)
+    if cost is None:
+        cost = run_budgets.turn_cost(runtime.policy, _asked_model(agent), usage)
     if cost is not None:
         usage["cost"] = cost
     turn = {
@@ -111,6 +111,13 @@ def _committer(
         commit_turn(runtime, agent, tx, args, answer, turn)
 
     return commit
+
+
+def _asked_model(agent: Agent) -> str | None:
+    """The model name the agent asks for, if its model has one (a framework's
+    model object is not a name)."""
+    name = getattr(agent.model, "model", None)
+    return name if isinstance(name, str) else None
 
 
 def _failer(runtime: Runtime, args: TurnArgs, reason: str) -> Callable[[Decision], None]:

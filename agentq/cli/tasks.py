@@ -48,13 +48,13 @@ def _timestamp(text: str) -> datetime:
 
 
 #: A page cursor: a task's id (``tsk_…``, or a schedule run's ``sch_…``).
-_CURSOR = re.compile(r"^(tsk|sch)_[!-~]{1,196}$")
+_CURSOR = re.compile(r"(tsk|sch)_[!-~]{1,196}")
 
 
 def _cursor(text: str) -> str:
     """argparse type: ``--after``, the ``next_after`` of an earlier page. Anything
     else would list from a place in the ledger nobody chose, without a word."""
-    if not _CURSOR.match(text):
+    if not _CURSOR.fullmatch(text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a page cursor: give the next_after an earlier page printed "
             "(a task id, tsk_...)"

@@ -1,5 +1,5 @@
 """The web console: tasks, an approvals inbox, dead letters, schedules, live queue
-and worker figures, a throughput and latency chart (docs/console.md).
+and worker figures, a throughput and latency chart (docs/how-to/console.md).
 
 Needs the ``ui`` extra (``pip install 'agentq-runtime[ui]'``: the HTTP API's Starlette
 and uvicorn, Jinja2). ``agentq ui`` serves it on loopback. It authenticates

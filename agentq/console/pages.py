@@ -76,7 +76,7 @@ def routes(console: Console) -> list[Route]:
             return console.message(request, who, 400, f"unknown status {status!r}")
         after = q.get("after") or None
         # The runtime's own tasks (timers, notices) only on request, and only to
-        # those who may see them at all (operate, admin): docs/security.md.
+        # those who may see them at all (operate, admin): docs/explanations/security.md.
         internal = q.get("internal") == "1" and access.sees_all(who.principal)
         # One page (the filters in the query, a keyset cursor): never the whole ledger.
         rows, next_after = views.task_rows(console.runtime, status=status, tool=tool,

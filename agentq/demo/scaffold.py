@@ -18,6 +18,10 @@ from agentq.errors import ConfigError
 
 __all__ = ["NEXT_STEPS", "new_project"]
 
+#: The documentation site's tutorial (the ``Documentation`` URL of the package's
+#: metadata, ``tutorial/``), which a new project's README points at.
+TUTORIAL_URL = "https://agentq-runtime.github.io/agentq/tutorial/"
+
 #: The first commands to run in a new project, as its README and ``agentq new`` say.
 NEXT_STEPS = (
     ("agentq demo --keep", "the refund bot end to end; keeps its database, agentq.db"),
@@ -77,7 +81,10 @@ Then make it yours:
 Run it for real: `agentq init` creates the queues and records the tools,
 `agentq worker` serves them, `agentq enqueue execute_refund --args
 '{{"order_id": "o-1", "amount": 30}}'` sends one call. Every command has
-`--help`; the documentation is agentq's README and docs/.
+`--help`.
+
+New to agentq? The tutorial builds this refund bot step by step, from an empty
+folder: {tutorial}
 """
 
 
@@ -107,7 +114,8 @@ def new_project(directory: str | Path) -> list[Path]:
     for name, text in (
         ("agentq.toml", _CONFIG),
         (".gitignore", _GITIGNORE),
-        ("README.md", _README.format(name=target.resolve().name, steps=steps)),
+        ("README.md", _README.format(name=target.resolve().name, steps=steps,
+                                     tutorial=TUTORIAL_URL)),
     ):
         (target / name).write_text(text, encoding="utf-8")
         written.append(target / name)

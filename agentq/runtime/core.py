@@ -339,7 +339,7 @@ class RuntimeCore:
         database. The application commits or rolls back; the decision's tasks,
         approvals and wake-ups exist if and only if that commit succeeds. Unlike
         :meth:`transact` nothing is re-run on a conflict, and the transaction runs
-        at the application's isolation level (docs/postgres.md says when that
+        at the application's isolation level (docs/how-to/postgres.md says when that
         matters). Use one decision per transaction. Other backends refuse it with
         :class:`~agentq.errors.SharedTransactionError`."""
         bind = getattr(self.backend, "bind_transaction", None)

@@ -16,7 +16,7 @@ the scope they need. Scopes:
   ``approve``);
 * ``admin`` — everything (it implies the others).
 
-Who may see and change *which* task is :mod:`agentq.server.access`; docs/security.md
+Who may see and change *which* task is :mod:`agentq.server.access`; docs/explanations/security.md
 has the table.
 
 No token, no access: a request without a valid ``Authorization: Bearer …``

@@ -51,7 +51,7 @@ ORDERS = ("newest", "oldest")
 _WAIT = re.compile(r"^\s*wait\s*=\s*\"?(\d{1,6})\"?\s*$", re.IGNORECASE)
 _MAX_ID = 200
 #: A page cursor is a task id (``next_after`` of the page before).
-_CURSOR = re.compile(r"^tsk_[!-~]{1,196}$")
+_CURSOR = re.compile(r"tsk_[!-~]{1,196}")
 
 
 def parse_prefer_wait(header: str | None) -> int | None:
@@ -148,7 +148,7 @@ async def list_tasks(request: Request) -> Response:
         raise Problem(400, "Invalid tool", "tool must be 1 to 64 characters",
                       errors=[{"parameter": "tool", "detail": "bad length"}])  # fmt: skip
     after = params.get("after")
-    if after is not None and not _CURSOR.match(after):
+    if after is not None and not _CURSOR.fullmatch(after):
         raise Problem(400, "Invalid cursor", "after must be the next_after of an earlier page",
                       errors=[{"parameter": "after", "detail": "not a task cursor"}])  # fmt: skip
     order = params.get("order", "newest")

@@ -25,7 +25,7 @@ from agentq.tools.definition import DEFAULT_MAX_BATCH, MAX_BATCH_LIMIT, ToolDef,
 __all__ = ["tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 
 def tool(
@@ -87,7 +87,7 @@ def tool(
 
     def decorate(fn: F) -> F:
         tool_name = name or fn.__name__
-        if not _NAME.match(tool_name):
+        if not _NAME.fullmatch(tool_name):
             raise ConfigError(f"invalid tool name {tool_name!r}")
         hints = get_type_hints(fn)
         params = list(inspect.signature(fn).parameters)

@@ -13,6 +13,13 @@ the same key). The line just before a block may say more:
   test sets up (a server, a token) and that test runs it; the file must exist;
 * ``<!-- not-run: reason -->``: the block cannot run on its own, and why. That
   should be rare.
+
+The tutorial (``docs/tutorial/``) is one story: its pages run in their order
+(``index.md``, then by name) in **one empty folder**, as a reader follows them.
+Each ``file:`` block is written when it comes (a later one replaces an earlier
+one of the same path), each ``python`` block runs once, and each ``sh`` block
+runs in bash, line by line as typed, with ``agentq`` on the PATH; each must
+exit 0. The folder's state (the database) carries from one step to the next.
 """
 
 from __future__ import annotations
@@ -29,7 +36,12 @@ import pytest
 from agentq.demo.scaffold import new_project
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+TUTORIAL_DIR = ROOT / "docs" / "tutorial"
+TUTORIAL = sorted(TUTORIAL_DIR.glob("*.md"), key=lambda p: (p.name != "index.md", p.name))
+DOCUMENTS = [
+    ROOT / "README.md",
+    *sorted(p for p in (ROOT / "docs").rglob("*.md") if TUTORIAL_DIR not in p.parents),
+]
 _FENCE = re.compile(r"^```(\w*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _MARKER = re.compile(r"<!--\s*(not-run|file|tested as written):\s*(\S.*?)\s*-->\s*$")
 
@@ -49,8 +61,8 @@ class Snippet:
         return f"{self.document.relative_to(ROOT)}:{self.line}"
 
 
-def snippets(document: Path) -> list[Snippet]:
-    """The document's Python blocks and project files, each with the files before it."""
+def blocks(document: Path) -> list[Snippet]:
+    """Every fenced block of the document, in order, with its marker."""
     text = document.read_text(encoding="utf-8")
     found: list[Snippet] = []
     files: list[tuple[str, str]] = []
@@ -59,8 +71,6 @@ def snippets(document: Path) -> list[Snippet]:
         before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
         marker = _MARKER.search(before)
         kind, value = marker.groups() if marker else (None, None)
-        if language != "python" and kind != "file":
-            continue
         line = text.count("\n", 0, match.start()) + 1
         skip = value if kind == "not-run" else None
         if kind == "tested as written":
@@ -73,7 +83,12 @@ def snippets(document: Path) -> list[Snippet]:
         )  # fmt: skip
         if kind == "file" and value is not None:
             files.append((value, code))
-    return [s for s in found if s.language == "python"]
+    return found
+
+
+def snippets(document: Path) -> list[Snippet]:
+    """The document's Python blocks and project files, each with the files before it."""
+    return [s for s in blocks(document) if s.language == "python"]
 
 
 ALL = [s for doc in DOCUMENTS for s in snippets(doc)]
@@ -91,9 +106,7 @@ def test_snippet_runs_as_written(snippet: Snippet, tmp_path: Path) -> None:
     for path, code in snippet.files:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(code, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
-    # As in an activated virtual environment: `agentq` is on the PATH.
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env = _env()  # as in an activated virtual environment: `agentq` is on the PATH
     before = _contents(tmp_path)
     for run in ("first", "second"):
         proc = subprocess.run(
@@ -103,6 +116,42 @@ def test_snippet_runs_as_written(snippet: Snippet, tmp_path: Path) -> None:
         assert proc.returncode == 0, f"{snippet.name} failed its {run} run:\n{proc.stderr[-4000:]}"
         if _contents(tmp_path) == before:
             break  # it left nothing behind (an in-memory database): a second run is the same
+
+
+def test_the_tutorial_is_there_to_run() -> None:
+    steps = [s for page in TUTORIAL for s in blocks(page)]
+    assert TUTORIAL[0].name == "index.md" and len(TUTORIAL) >= 7
+    assert len([s for s in steps if s.language == "python" and not s.path]) >= 5
+
+
+@pytest.mark.slow
+def test_the_tutorial_runs_in_order_in_one_empty_folder(tmp_path: Path) -> None:
+    env = _env()
+    ran = 0
+    for page in TUTORIAL:
+        for block in blocks(page):
+            if block.path is not None:
+                (tmp_path / block.path).parent.mkdir(parents=True, exist_ok=True)
+                (tmp_path / block.path).write_text(block.code, encoding="utf-8")
+                continue
+            if block.skip_reason is not None or block.language not in ("python", "sh"):
+                continue
+            argv = ([sys.executable, "-c", block.code] if block.language == "python"
+                    else ["bash", "-e", "-c", block.code])  # fmt: skip
+            proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
+                                  timeout=180)  # fmt: skip
+            assert proc.returncode == 0, (
+                f"{block.name} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+            )
+            ran += 1
+    assert ran >= 8
+
+
+def _env() -> dict[str, str]:
+    """The environment of a reader's shell: agentq on the PATH, no AGENTQ_ settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
 
 
 def _contents(folder: Path) -> set[str]:

@@ -1,4 +1,5 @@
-"""The README's "In a notebook" snippet runs as written (outside a notebook too)."""
+"""The testing guide's "In a notebook" snippet (docs/how-to/testing.md) runs as
+written (outside a notebook too)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _section_snippet() -> str:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "how-to" / "testing.md").read_text()
     section = readme.split("\n## In a notebook\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert len(blocks) == 1

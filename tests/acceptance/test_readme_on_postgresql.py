@@ -5,7 +5,7 @@
   and run in a folder holding the refund bot's ``tools/`` and ``policies/``: its
   SQL (SQLite's ``?`` marks), its tool's ``on_commit`` write and its asserts
   must all hold there too.
-* The README's three lines for PostgreSQL (``agentq demo``, ``agentq serve``,
+* The PostgreSQL guide's three lines (docs/how-to/postgres.md) (``agentq demo``, ``agentq serve``,
   ``agentq ui`` with a ``postgresql://`` URL) run as written, on a fresh
   database: the demo passes its checks, and the HTTP API and the console show
   and act on what it left.
@@ -67,9 +67,9 @@ def test_the_readme_refund_bot_runs_on_postgresql_by_changing_only_the_url(
 
 
 def three_lines() -> tuple[str, list[list[str]]]:
-    """The README's "On PostgreSQL" paragraph: its token command and the three
-    commands (comments dropped, quotes removed as the shell would)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The PostgreSQL guide's "On PostgreSQL" paragraph: its token command and the
+    three commands (comments dropped, quotes removed as the shell would)."""
+    text = (ROOT / "docs" / "how-to" / "postgres.md").read_text(encoding="utf-8")
     part = text.split("**On PostgreSQL**", 1)[1]
     token = re.search(r"`(agentq token [^`]+)`", part)
     block = re.search(r"^```sh\n(.*?)^```", part, re.S | re.M)

@@ -6,7 +6,10 @@ longer chaos run, from the project root.
 twice during the run (``pg_ctl stop -m fast``, then ``-m immediate``) and runs
 ``agentq serve`` fed by an HTTP producer; ``--backend spanner`` starts the Cloud
 Spanner emulator (``$SPANNER_EMULATOR_BINARY`` or Debian's) behind the queue
-stand-in. Exit status 0 only when every check held.
+stand-in. ``--runs`` adds durable agent runs beside the refunds: an agent of
+the workers' tools folder asking a scripted model on loopback, its workers
+SIGKILLed also while the model answers (:mod:`tests.chaos.runs`). Exit status 0
+only when every check held.
 """
 
 from __future__ import annotations
@@ -61,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-http", action="store_true",
         help="no agentq serve and HTTP producer (default: on with postgresql)",
     )  # fmt: skip
+    parser.add_argument(
+        "--runs", nargs="?", const=-1, type=int, default=0, metavar="N",
+        help="durable agent runs beside the refunds, at most N under way "
+             "(default 12; spanner 3): see tests/chaos/runs.py",
+    )  # fmt: skip
     parser.add_argument("--workdir", help="keep the database here (default: a temporary dir)")
     parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
     ns = parser.parse_args(argv)
@@ -84,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         max_backlog=backlog, seed=ns.seed, kill_interval=(low, high),
         freezes=max(1, int(ns.minutes * 4)), backend=ns.backend, restarts=modes,
         http=postgres and not ns.no_http, down_seconds=ns.down_seconds,
+        runs=(3 if ns.backend == "spanner" else 12) if ns.runs == -1 else ns.runs,
     )  # fmt: skip
     if ns.backend == "spanner":
         # The stand-in's draws (batch shapes, backoff) follow --seed unless the

@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from agentq import Runtime
 from agentq.demo_server import DemoAPI
 from agentq.ledger import TaskStatus
+
+if TYPE_CHECKING:
+    from tests.chaos.run_checks import RunsReport
 
 #: States in which no attempt of a task can be calling the API.
 NOT_STARTED = frozenset({TaskStatus.QUEUED, TaskStatus.AWAITING_APPROVAL})
@@ -49,6 +53,8 @@ class ChaosReport:
 
     kills: int = 0
     kills_after_charge: int = 0
+    kills_model_answering: int = 0  # --runs: by the model's hook, before its answer
+    kills_model_answered: int = 0  # --runs: just after the model's answer
     freezes: int = 0
     workers_started: int = 0
     tasks: int = 0
@@ -79,6 +85,7 @@ class ChaosReport:
     kill_phase_seconds: float = 0.0
     elapsed_seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
+    runs: RunsReport | None = None  # --runs: the durable runs' figures
 
     @property
     def ok(self) -> bool:
@@ -89,14 +96,19 @@ class ChaosReport:
         """One line for people: kills, tasks, lost, doubled, charged twice."""
         restarts = f"restarts={len(self.restarts)} " if self.restarts else ""
         http = f"http_tasks={self.http_tasks} " if self.http_tasks else ""
+        model = (
+            f"while the model answered: {self.kills_model_answering}, just after: "
+            f"{self.kills_model_answered}, " if self.runs is not None else ""
+        )
+        runs = f"\nruns: {self.runs.summary()}" if self.runs is not None else ""
         return (
             f"backend={self.backend} "
-            f"kills={self.kills} (after a charge: {self.kills_after_charge}) "
+            f"kills={self.kills} ({model}after a charge: {self.kills_after_charge}) "
             f"{restarts}{http}"
             f"freezes={self.freezes} "
             f"tasks={self.tasks} lost={self.lost} stuck={self.stuck} doubled={self.doubled} "
             f"charged_twice={self.charged_twice} outcomes={self.outcomes} "
-            f"elapsed={self.elapsed_seconds}s"
+            f"elapsed={self.elapsed_seconds}s{runs}"
         )
 
     def to_json(self) -> str:
@@ -110,8 +122,11 @@ def check_run(
     decided: dict[str, Decided],
     not_final: set[str],
     charged_at: Mapping[str, tuple[float, int | None]],
+    also_charged: Set[str] = frozenset(),
 ) -> ChaosReport:
-    """Compare the ledger, the orders table and the API's books."""
+    """Compare the ledger, the orders table and the API's books (``also_charged``:
+    task ids that may be charged besides the decided ones, the runs' calls,
+    checked by :mod:`tests.chaos.run_checks`)."""
     r = ChaosReport(tasks=len(decided), stuck=len(not_final))
     problems = r.problems
     tasks = {t.task_id: t for t in rt.tasks() if t.task_id in decided}
@@ -124,10 +139,10 @@ def check_run(
     }
     charges = api.charges_per_key("/refunds")
     r.outcomes = dict(sorted(Counter(t.status.value for t in tasks.values()).items()))
-    r.charges = sum(charges.values())
+    r.charges = sum(n for key, n in charges.items() if key not in also_charged)
     r.api_attempts = api.requests("/refunds")
     r.duplicate_charges_prevented = api.replays("/refunds")
-    r.charged_twice = sum(1 for n in charges.values() if n > 1)
+    r.charged_twice = sum(1 for n in charges.values() if n > 1)  # the runs' calls too
     r.doubled = sum(1 for n in commits.values() if n > 1)
     r.approved = sum(d.approved for d in decided.values())
     r.rejected = sum(d.rejected for d in decided.values())
@@ -155,7 +170,7 @@ def check_run(
         problems.append(f"{r.doubled} completion(s) recorded more than once")
     if r.charged_twice:
         problems.append(f"{r.charged_twice} task id(s) charged more than once")
-    unknown = set(charges) - set(decided)
+    unknown = set(charges) - set(decided) - set(also_charged)
     if unknown:
         problems.append(f"charges under unknown keys: {sorted(unknown)[:5]}")
     for task_id, d in decided.items():

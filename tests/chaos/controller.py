@@ -22,12 +22,21 @@ then, for the kill phase:
   (``http``): workers and server must come back by themselves
   (:mod:`tests.chaos.outages`, :mod:`tests.chaos.http_producer`).
 
+With ``runs`` (``--runs``), durable agent runs go beside the refunds
+(:mod:`tests.chaos.runs`): the workers' tools folder also defines an agent whose
+model is a scripted OpenAI-compatible server on loopback (429s and 500s among
+its answers); a driver starts runs (re-starting some by their idempotency key),
+cancels some, and approves or rejects their large refunds after a while; the
+model's hook SIGKILLs the worker it is answering, or the one it just answered.
+
 Then it decides every approval still open, stops killing, waits (bounded) until every
-decided task is final and checks the outcome (:mod:`tests.chaos.checks`).
+decided task is final and every run ended, and checks the outcome
+(:mod:`tests.chaos.checks`, :mod:`tests.chaos.run_checks`).
 """
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -39,12 +48,22 @@ from agentq import Runtime, SystemClock
 from agentq.backends import LEASE_SECONDS
 from agentq.demo_server import DemoAPI
 from agentq.errors import BackendUnavailable, TransactionAborted
+from agentq.testing import ScriptedModel
 from tests.chaos.agent import Agent, retrying
 from tests.chaos.checks import ChaosReport, check_run
 from tests.chaos.http_producer import HttpProducer
 from tests.chaos.outages import Outages, outage_problems
+from tests.chaos.run_checks import check_runs
+from tests.chaos.runs import ModelSide, RunDriver
 from tests.chaos.targets import Target, open_target
-from tests.chaos.workers import ROOT, Supervisor, requesting_pid, worker_settings
+from tests.chaos.workers import (
+    MODEL_URL_VARIABLE,
+    ROOT,
+    RUNS_TOOLS,
+    Supervisor,
+    requesting_pid,
+    worker_settings,
+)
 
 __all__ = ["ChaosConfig", "run_chaos"]
 
@@ -80,6 +99,9 @@ class ChaosConfig:
     # New refunds wait while the refunds queue holds more messages than this, so
     # that kills hit work under way rather than a backlog that drains only after.
     max_backlog: int = 60
+    # Durable agent runs beside the refunds (tests.chaos.runs): at most this many
+    # under way at once (0: none).
+    runs: int = 0
 
 
 Log = Callable[[str], None]
@@ -105,6 +127,8 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
     supervisor: Supervisor | None = None
     producer: HttpProducer | None = None
     charged_at: dict[str, tuple[float, int | None]] = {}  # task id -> (when, worker pid)
+    model_side = ModelSide(cfg.seed + 3, killing)
+    model = ScriptedModel(model_side.script, on_answered=model_side.hook) if cfg.runs else None
     last_charge: dict[int, float] = {}  # worker pid -> when it last applied a charge
     backlog = threading.Event()  # set: the refunds queue is full, decide no new ones
 
@@ -126,17 +150,23 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
         if pid is not None and (first or rng.random() < cfg.kill_after_charge):
             supervisor.kill_pid(pid)
 
+    if model is not None:
+        model.start()
+        os.environ[MODEL_URL_VARIABLE] = model.base_url  # the agent's module reads it
     with DemoAPI(on_applied=after_charge) as api:
         rt = Runtime(
-            target.url, tools=ROOT / "tools", policies=ROOT / "policies", clock=SystemClock(),
-            settings=worker_settings(api.url),
+            target.url, tools=[ROOT / "tools", *([RUNS_TOOLS] if model else [])],
+            policies=ROOT / "policies", clock=SystemClock(), settings=worker_settings(api.url),
         )  # fmt: skip
         try:
             target.create_app_tables(rt)
             agent = Agent(rt, random.Random(cfg.seed + 1), kind=target.kind)
+            driver = RunDriver(rt, random.Random(cfg.seed + 4), max_active=cfg.runs)
             supervisor = Supervisor(
-                cfg.workers, target.worker_url, api.url, seed=cfg.seed + 2, kind=target.kind
+                cfg.workers, target.worker_url, api.url, seed=cfg.seed + 2, kind=target.kind,
+                model_url=model.base_url if model else None,
             )
+            model_side.supervisor = supervisor
             if cfg.http:
                 producer = _producer(rt, agent, target.url, workdir, cfg, backlog).start()
             outages = Outages(
@@ -146,7 +176,9 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
                 down_seconds=cfg.down_seconds, recovery_bound=cfg.recovery_bound, log=log,
             )  # fmt: skip
             killing.set()
-            kill_phase_end = _kill_phase(agent, api, supervisor, outages, cfg, rng, log, backlog)
+            kill_phase_end = _kill_phase(
+                agent, driver, api, supervisor, outages, cfg, rng, log, backlog
+            )
             killing.clear()
             if producer is not None:
                 producer.stop()
@@ -156,13 +188,29 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
             if target.settle_floor > cfg.settle_seconds:
                 log(f"settling for up to {bound:.0f} s: the backend's longest redelivery backoff")
             lost = _settle(rt, set(decided), bound, log)
+            not_ended = driver.settle(bound, log) if cfg.runs else []
             supervisor.close()
             counts, exit_codes = supervisor.counts, supervisor.exit_codes
+            kill_log, freeze_log = supervisor.kill_log, supervisor.freeze_log
             supervisor = None
-            report = check_run(rt, api, decided, lost, charged_at)
+            run_calls = {c.task_id for s in driver.started.values()
+                         for t in rt.run(s.run_id).turns for c in t.calls if c.task_id}  # fmt: skip
+            report = check_run(rt, api, decided, lost, charged_at, also_charged=run_calls)
+            if cfg.runs:
+                report.runs = check_runs(
+                    rt, api, list(driver.started.values()), model_side.answers,
+                    kills=kill_log, freezes=freeze_log,
+                    outages=[(o.stopped_at, o.back_at or time.monotonic()) for o in outages.done],
+                    dedup_mismatches=driver.dedup_mismatches, not_ended=not_ended,
+                    problems=report.problems,
+                )  # fmt: skip
+                report.problems += [f"model: {e}" for e in model_side.script_errors[:5]]
+                report.agent_retries += driver.retries
             report.backend = target.kind
             report.kills = counts.kills
             report.kills_after_charge = counts.kills_after_charge
+            report.kills_model_answering = counts.kills_model_answering
+            report.kills_model_answered = counts.kills_model_answered
             report.freezes = counts.freezes
             report.workers_started = counts.started
             report.worker_exits = counts.exits
@@ -193,6 +241,8 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
             if supervisor is not None:
                 supervisor.close()
             rt.close()
+            if model is not None:
+                model.stop()
     return report
 
 
@@ -208,6 +258,7 @@ def _producer(
 
 def _kill_phase(
     agent: Agent,
+    driver: RunDriver,
     api: DemoAPI,
     sup: Supervisor,
     outages: Outages,
@@ -232,7 +283,9 @@ def _kill_phase(
         enough = overtime or (
             elapsed >= cfg.min_kill_seconds and sup.counts.kills >= cfg.target_kills
         )
-        charge_killed = sup.counts.kills_after_charge >= 1
+        charge_killed = sup.counts.kills_after_charge >= 1 and (
+            not cfg.runs or sup.counts.kills_model_answering >= 1
+        )
         restarted = not outages.pending
         if (enough and charge_killed and restarted) or (
             elapsed >= cfg.max_kill_seconds + cfg.charge_kill_wait and not outages.busy
@@ -263,8 +316,11 @@ def _kill_phase(
         elif roll < 0.72:
             api.fail_next("/refunds", 503, retry_after=0.5)
         agent.decide_approvals(older_than=0.5)
+        if cfg.runs:
+            driver.step(may_start=not backlog.is_set() and not overtime)
         if now - last_log >= 5:
-            log(f"[{elapsed:5.1f}s] kills={sup.counts.kills} tasks={len(agent.decided)}")
+            runs = f" runs={len(driver.started)}" if cfg.runs else ""
+            log(f"[{elapsed:5.1f}s] kills={sup.counts.kills} tasks={len(agent.decided)}{runs}")
             last_log = now
         time.sleep(cfg.pace)
 

@@ -29,3 +29,23 @@ def test_killed_and_frozen_workers_never_lose_double_or_double_charge(tmp_path: 
     assert report.freezes == 1, report.summary()
     assert report.redelivered >= 1 and report.duplicate_charges_prevented >= 1, report.summary()
     assert report.outcomes.get("succeeded", 0) >= 1 and report.cancels >= 1, report.summary()
+
+
+def test_durable_runs_with_killed_workers_never_lose_a_run_or_ask_a_committed_turn_again(
+    tmp_path: Path,
+) -> None:
+    # Runs beside the refunds (--runs), shorter: 10-15 s of kills once a worker
+    # died while the model answered it and one right after a charge; the run's
+    # turns wait out the 10 s lease of each killed worker while settling.
+    report = run_chaos(
+        tmp_path,
+        ChaosConfig(seed=20261206, runs=8, min_kill_seconds=10.0, max_kill_seconds=15.0,
+                    target_kills=25, charge_kill_wait=30.0, settle_seconds=60.0),
+    )  # fmt: skip
+    print(report.summary())
+    assert report.ok, report.to_json()
+    assert report.runs is not None and report.runs.runs >= 3, report.summary()
+    assert report.kills_model_answering >= 1, report.summary()
+    assert report.runs.outcomes.get("succeeded", 0) >= 1, report.summary()
+    assert report.runs.lost == report.runs.stuck == report.runs.asked_again == 0
+    assert report.runs.charged_twice == 0 and report.runs.model_answers >= 3, report.summary()

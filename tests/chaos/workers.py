@@ -12,6 +12,7 @@ right after it applied a charge, before the answer (and so the completion) exist
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import random
@@ -31,6 +32,12 @@ from tests.chaos.appsql import portable_refund_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 PID_HEADER = "X-Chaos-Worker"
+#: The tools folder that defines the chaos agent (``--runs``), and the variable
+#: its model's URL is read from (``runs_tools/chaos_agent.py``).
+RUNS_TOOLS = Path(__file__).resolve().parent / "runs_tools"
+MODEL_URL_VARIABLE = "AGENTQ_CHAOS_MODEL_URL"
+#: A directory: each worker logs (INFO) to ``worker-<pid>.log`` in it.
+WORKER_LOGS_VARIABLE = "AGENTQ_CHAOS_WORKER_LOGS"
 
 
 class _PidTaggingTransport(httpx.BaseTransport):
@@ -73,15 +80,33 @@ def refund_bot_tools(kind: str) -> ToolRegistry:
 QUEUES = {"spanner": ["payments", "notifications"]}
 
 
-def serve(db_url: str, api_url: str, kind: str) -> None:
-    """Entry point of one worker process: serve every queue until SIGTERM."""
+#: The queue of the chaos agent's turns (``--runs``).
+TURNS_QUEUE = "agent_turns"
+
+
+def serve(db_url: str, api_url: str, kind: str, model_url: str | None = None) -> None:
+    """Entry point of one worker process: serve every queue until SIGTERM. With
+    ``model_url`` (``--runs``), the chaos agent's tools folder is loaded too, its
+    model at that URL (:mod:`tests.chaos.runs_tools.chaos_agent`)."""
     from agentq import Runtime, SystemClock
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    logs = os.environ.get(WORKER_LOGS_VARIABLE)
+    if logs:  # each worker's INFO log (its commits, stale completions, retries)
+        logging.basicConfig(
+            filename=str(Path(logs) / f"worker-{os.getpid()}.log"), level=logging.INFO,
+            format="%(created).3f %(levelname)s %(name)s %(message)s",
+        )  # fmt: skip
+    tools = refund_bot_tools(kind)
+    queues = QUEUES.get(kind)
+    if model_url is not None:
+        os.environ[MODEL_URL_VARIABLE] = model_url
+        tools.load_dir(RUNS_TOOLS)
+        queues = None if queues is None else [*queues, TURNS_QUEUE]
     rt = Runtime(
         db_url,
-        tools=refund_bot_tools(kind),
+        tools=tools,
         policies=ROOT / "policies",
         clock=SystemClock(),
         settings=worker_settings(api_url),
@@ -90,7 +115,7 @@ def serve(db_url: str, api_url: str, kind: str) -> None:
     try:
         # No prefetch: a killed worker strands only the tasks it is running, each of
         # which then waits out its 10 s lease before another worker gets it.
-        worker = rt.worker(concurrency=4, prefetch=0, receive_timeout=0.2, queues=QUEUES.get(kind))
+        worker = rt.worker(concurrency=4, prefetch=0, receive_timeout=0.2, queues=queues)
         worker.run(stop)
     finally:
         rt.close()
@@ -103,6 +128,8 @@ class KillCounts:
     started: int = 0
     kills: int = 0
     kills_after_charge: int = 0
+    kills_model_answering: int = 0  # from the model's hook, before its answer is sent
+    kills_model_answered: int = 0  # a few ms after the model answered (before the commit)
     freezes: int = 0
     exits: int = 0  # workers that died without being killed (a finding)
 
@@ -116,16 +143,22 @@ class Supervisor:
     background thread restarts every worker that died, until :meth:`close`.
     """
 
-    def __init__(self, n: int, db_url: str, api_url: str, *, seed: int, kind: str) -> None:
+    def __init__(
+        self, n: int, db_url: str, api_url: str, *, seed: int, kind: str,
+        model_url: str | None = None,
+    ) -> None:  # fmt: skip
         self._ctx = multiprocessing.get_context("forkserver")
         self._ctx.set_forkserver_preload(["agentq.runtime", "agentq.executor", __name__])
-        self._args = (db_url, api_url, kind)
+        self._args = (db_url, api_url, kind, model_url)
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._procs: list[tuple[BaseProcess, float]] = []
         self._doomed: set[int] = set()  # pids already killed (not yet reaped)
         self._frozen: list[tuple[int, float]] = []  # (pid, when to SIGCONT it)
         self.counts = KillCounts()
+        #: Every kill as (monotonic time, pid), and every freeze as (pid, from, to).
+        self.kill_log: list[tuple[float, int]] = []
+        self.freeze_log: list[tuple[int, float, float]] = []
         self.exit_codes: list[int | None] = []  # of the workers counted in counts.exits
         #: While set, nothing is killed or frozen (a database server restart is
         #: under way: the workers alive now must come back by themselves).
@@ -170,6 +203,7 @@ class Supervisor:
         proc.kill()
         self._doomed.add(proc.pid or 0)
         self.counts.kills += 1
+        self.kill_log.append((time.monotonic(), proc.pid or 0))
 
     def kill_random(self, min_life: float) -> bool:
         """SIGKILL one worker that has lived ``min_life`` s; False if none has."""
@@ -183,15 +217,18 @@ class Supervisor:
             self._kill(self._rng.choice(ripe))
             return True
 
-    def kill_pid(self, pid: int) -> bool:
-        """SIGKILL the worker with this pid, if it is one of ours and alive."""
+    def kill_pid(self, pid: int, reason: str = "after_charge") -> bool:
+        """SIGKILL the worker with this pid, if it is one of ours and alive;
+        ``reason`` names the :class:`KillCounts` field it counts in (``kills_``
+        and the reason)."""
         with self._lock:
             if self.paused.is_set():
                 return False
             for proc, _ in self._alive():
                 if proc.pid == pid:
                     self._kill(proc)
-                    self.counts.kills_after_charge += 1
+                    field_name = f"kills_{reason}"
+                    setattr(self.counts, field_name, getattr(self.counts, field_name) + 1)
                     return True
         return False
 
@@ -210,7 +247,9 @@ class Supervisor:
                 return False
             proc = self._rng.choice(candidates)
             _signal(proc.pid or 0, signal.SIGSTOP)
-            self._frozen.append((proc.pid or 0, time.monotonic() + seconds))
+            now = time.monotonic()
+            self._frozen.append((proc.pid or 0, now + seconds))
+            self.freeze_log.append((proc.pid or 0, now, now + seconds))
             self.counts.freezes += 1
             return True
 

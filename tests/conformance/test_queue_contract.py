@@ -1,4 +1,5 @@
-"""The queue contract (docs/architecture.md, "The queue backend contract"), on every backend."""
+"""The queue contract (docs/explanations/architecture.md, "The queue backend contract"),
+on every backend."""
 
 from __future__ import annotations
 

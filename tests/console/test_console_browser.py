@@ -5,8 +5,8 @@ arguments left inert; live figures updated by server-sent events (issue 12, web
 console; issue 28 item 16, a console worth opening).
 
 The pictures go to a temporary folder, so a test run leaves the checkout as it
-was; ``AGENTQ_UPDATE_SCREENSHOTS=1`` writes them to tests/output/screenshots/
-instead, the pictures docs/console.md shows (committed).
+was; ``AGENTQ_UPDATE_SCREENSHOTS=1`` writes them to docs/assets/screenshots/
+instead, the pictures docs/how-to/console.md shows (committed).
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them):
 skipped locally when they are absent, a failure when ``CI`` is set. One browser
@@ -38,7 +38,7 @@ from tests.console.test_console_schedules import hourly_report, weekday_digest  
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-COMMITTED_SHOTS = Path(__file__).resolve().parents[1] / "output" / "screenshots"
+COMMITTED_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "assets" / "screenshots"
 HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
 WAIT = 30  # seconds: generous, the machine is shared
 WIDTH, HEIGHT = 1280, 800

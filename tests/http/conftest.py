@@ -57,7 +57,7 @@ SQLITE_ONLY = {
     "test_schemathesis.py": "fuzzes the HTTP layer against its spec for two minutes: the "
     "same validation code on every backend",
     "test_latency.py": "a measurement, not a check (50 long-polls); on PostgreSQL another "
-    "process's completion reaches a long-poll by the poll_interval (docs/postgres.md)",
+    "process's completion reaches a long-poll by the poll_interval (docs/how-to/postgres.md)",
     "test_client_errors.py": "requests refused before the backend is reached",
     "test_public_spec.py": "the spec and docs pages hold no data",
     "test_a_redirect_is_a_failed_delivery_retried_then_dead": "the webhook client's handling "

@@ -1,5 +1,6 @@
-"""The README's HTTP API section, as written: `agentq token`, `agentq serve`
-(with the port and database moved for the test), and the Python block."""
+"""The HTTP API guide's first steps (docs/how-to/http-api.md, before its first
+section), as written: `agentq token`, `agentq serve` (with the port and database
+moved for the test), and the Python block."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _section() -> str:
-    text = (ROOT / "README.md").read_text()
-    return text.split("## HTTP API", 1)[1].split("\n## ", 1)[0]
+    text = (ROOT / "docs" / "how-to" / "http-api.md").read_text()
+    return text.split("\n## ", 1)[0]
 
 
 def test_readme_http_section_runs_as_written(

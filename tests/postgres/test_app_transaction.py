@@ -121,13 +121,13 @@ def test_the_wake_up_is_sent_only_by_the_applications_commit(
     rt: Runtime, postgres_url: str
 ) -> None:
     with psycopg.connect(postgres_url, autocommit=True) as listener:
-        listener.execute('LISTEN "agentq_agentq"')
+        listener.execute(f'LISTEN "{rt.backend._channel}"')  # type: ignore[attr-defined]
         with psycopg.connect(postgres_url) as conn:
             _decide(conn, rt, "o1")
             conn.rollback()
         # Notifications arrive in commit order: the marker comes first unless the
         # rolled-back decision's wake-up got out.
-        listener.execute("SELECT pg_notify('agentq_agentq', 'marker')")
+        listener.execute("SELECT pg_notify(%s, 'marker')", (rt.backend._channel,))  # type: ignore[attr-defined]
         with psycopg.connect(postgres_url) as conn:
             _decide(conn, rt, "o2")
             conn.commit()

@@ -73,3 +73,26 @@ def test_ddl_creates_the_schema_and_records_its_version() -> None:
     assert statements[0] == 'CREATE SCHEMA IF NOT EXISTS "agentq"'
     assert any('"agentq".records' in s for s in statements)
     assert statements[-1].endswith(f"VALUES ({SCHEMA_VERSION})")
+
+
+@pytest.mark.parametrize("key", ["password", "sslpassword", "PASSWORD"])
+def test_a_password_in_the_query_is_redacted_from_the_safe_url(key: str) -> None:
+    c = parse_url(f"postgresql://app@db.example/shop?{key}=s3cret&sslmode=require&schema=jobs")
+    assert f"{key}=s3cret" in c.conninfo  # libpq needs it (and reads what it knows)
+    assert "s3cret" not in c.safe_url
+    assert f"{key}=REDACTED" in c.safe_url and "sslmode=require" in c.safe_url
+    assert "s3cret" not in repr(c)  # the working conninfo stays private
+    with pytest.raises(ConfigError) as refused:
+        parse_url(f"mysql://app@db.example/shop?{key}=s3cret")
+    assert "s3cret" not in str(refused.value)
+
+
+def test_a_password_in_the_query_stays_out_of_backend_url_and_repr(postgres_url: str) -> None:
+    # The test server trusts the role: the passwords are sent and ignored.
+    b = open_backend(f"{postgres_url}?password=hunter2&sslpassword=k3y&application_name=t")
+    try:
+        for shown in (b.url, repr(b)):
+            assert "hunter2" not in shown and "k3y" not in shown, shown
+            assert "application_name=t" in shown
+    finally:
+        b.close()

@@ -208,3 +208,43 @@ def test_one_line_says_how_long_connecting_failed_once_it_succeeds(
         ("WARNING", "PostgreSQL at db:5432/app: connection back after 36.0s without one "
                     "(3 failed attempts to connect)"),
     ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_an_http_enqueue_while_the_server_is_down_is_a_503_within_seconds(
+    cluster: PgCluster, tmp_path: Path
+) -> None:
+    """Issue 40, item 16: each waited the pool's whole timeout (30 s) for a
+    connection the pool could not make; once it knows the server is unreachable
+    it says so in a few seconds. After the outage the same server answers again."""
+    from agentq.server import TokenAuth, create_app
+    from tests.http.conftest import LiveServer, write_tokens
+
+    rt = Runtime(cluster.url, tools=ROOT / "tools", policies=ROOT / "policies")
+    auth = TokenAuth.from_file(write_tokens(tmp_path / "tokens.toml"))
+    live = LiveServer(create_app(rt, auth=auth)).start()
+    answers: list[tuple[int, float]] = []
+
+    def enqueue(order: str) -> int:
+        started = time.monotonic()
+        r = http.post("/v1/tools/execute_refund/actions",
+                      json={"args": {"order_id": order, "amount": 30}})  # fmt: skip
+        answers.append((r.status_code, time.monotonic() - started))
+        return r.status_code
+
+    try:
+        with live.client() as http:
+            assert enqueue("o-before") < 300, answers
+            cluster.stop("fast")
+            stopped = time.monotonic()
+            for n in range(3):
+                enqueue(f"o-down-{n}")
+            down = answers[1:]
+            assert time.monotonic() - stopped < 30
+            cluster.start()
+            _until(lambda: enqueue("o-after") < 300, "enqueue after the outage")
+    finally:
+        live.stop()
+        rt.close()
+    assert [code for code, _ in down] == [503] * 3, answers
+    assert all(took < 6 for _, took in down), answers

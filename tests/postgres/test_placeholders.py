@@ -22,6 +22,21 @@ from agentq.backends.postgres.placeholders import psycopg_placeholders
         ("SELECT 'it''s ?', ?", "SELECT 'it''s ?', %s"),
         # jsonb's ?| and ?& are operators, never placeholders.
         ("SELECT j ?| array[?] FROM t", "SELECT j ?| array[%s] FROM t"),
+        ("SELECT j ?& array[?] FROM t", "SELECT j ?& array[%s] FROM t"),
+        # Block comments nest on PostgreSQL: the comment ends at the outer */.
+        ("SELECT ? /* x /* y */ ? */, ?", "SELECT %s /* x /* y */ ? */, %s"),
+        ("SELECT ? /* a /* b /* c */ ? */ ? */ + ?", "SELECT %s /* a /* b /* c */ ? */ ? */ + %s"),
+        # A -- comment ends at a bare CR as at a LF.
+        ("SELECT ? -- c\r, ?", "SELECT %s -- c\r, %s"),
+        ("SELECT ? -- c\r\n, ?", "SELECT %s -- c\r\n, %s"),
+        # The geometric operators ?# ?- ?-| ?| ?|| and jsonpath's @? are never marks.
+        ("SELECT a ?# b, ?", "SELECT a ?# b, %s"),
+        ("SELECT a ?- b, ?- a, ?", "SELECT a ?- b, ?- a, %s"),
+        ("SELECT a ?-| b, ?", "SELECT a ?-| b, %s"),
+        ("SELECT a ?| b, a ?|| b, ?| a, ?", "SELECT a ?| b, a ?|| b, ?| a, %s"),
+        ("SELECT j @? '$.a', ?", "SELECT j @? '$.a', %s"),
+        # Around other operators a ? is still a mark.
+        ("SELECT 1 WHERE a=? AND b<>? AND c>=?", "SELECT 1 WHERE a=%s AND b<>%s AND c>=%s"),
     ],
 )  # fmt: skip
 def test_sqlite_marks_become_psycopg_placeholders(sql: str, expected: str) -> None:
@@ -40,6 +55,32 @@ def test_sqlite_marks_become_psycopg_placeholders(sql: str, expected: str) -> No
 )
 def test_statements_in_psycopgs_style_are_left_alone(sql: str, params: object) -> None:
     assert psycopg_placeholders(sql, params) == sql  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SELECT ? /* x /* y */ ? */, ?", ("a", "b")),
+        ("SELECT ? -- c\r, ?", ("a", "b")),
+        ("SELECT lseg '((0,0),(1,1))' ?# lseg '((0,1),(1,0))', ?", (True, "b")),
+        ("SELECT point '(0,0)' ?- point '(1,0)', ?", (True, "b")),
+        ("SELECT lseg '((0,0),(0,1))' ?-| lseg '((0,0),(1,0))', ?", (True, "b")),
+        ("SELECT point '(0,0)' ?| point '(0,1)', ?", (True, "b")),
+        ("SELECT lseg '((0,0),(0,1))' ?|| lseg '((1,0),(1,1))', ?", (True, "b")),
+        ("SELECT '{\"a\": 1}'::jsonb ?| array['a'], ?", (True, "b")),
+        ("SELECT '{\"a\": 1}'::jsonb ?& array['a'], ?", (True, "b")),
+        ("SELECT '{\"a\": 1}'::jsonb @? '$.a', ?", (True, "b")),
+    ],
+)
+def test_comments_and_operators_with_question_marks_run_on_the_server(
+    postgres_url: str, sql: str, expected: tuple[object, ...]
+) -> None:
+    b = open_backend(postgres_url)
+    try:
+        params = tuple(v for v in ("a", "b") if v in expected)
+        assert b.transact(lambda tx: tx.execute(sql, params)) == [expected]
+    finally:
+        b.close()
 
 
 def test_sqlite_style_sql_runs_on_the_server(postgres_url: str) -> None:

@@ -20,7 +20,6 @@ psycopg = pytest.importorskip("psycopg", reason="postgres: psycopg is not instal
 
 from agentq.backends import open_backend  # noqa: E402
 from agentq.backends.notify import record_topic  # noqa: E402
-from agentq.backends.postgres.wakeups import channel  # noqa: E402
 from agentq.clock import SystemClock  # noqa: E402
 from agentq.spec import QueueSpec  # noqa: E402
 
@@ -60,7 +59,7 @@ def test_another_process_notification_wakes_only_the_changed_record(postgres_url
             checks = listener.reader_checks
             other.execute("UPDATE agentq.records SET v = %s WHERE tbl = 'tasks' AND k = %s",
                           (value, key))  # fmt: skip
-            other.execute("SELECT pg_notify(%s, 'Somewhere')", (channel("agentq"),))
+            other.execute("SELECT pg_notify(%s, 'Somewhere')", (backend._channel,))
             _until(lambda: listener.reader_checks > checks)
 
         foreign("c", '{"n": 9}')  # no such record: it wakes neither
@@ -102,13 +101,13 @@ def test_a_new_reader_is_not_woken_by_a_notification_that_left_its_record(
             backend.subscribe_commits(wake, record_topic("tasks", key))
         assert listener.listening.wait(BOUND)
         checks = listener.reader_checks
-        other.execute("SELECT pg_notify(%s, 'Somewhere')", (channel("agentq"),))
+        other.execute("SELECT pg_notify(%s, 'Somewhere')", (backend._channel,))
         _until(lambda: listener.reader_checks > checks)
         assert [w.count for w in wakes] == [0] * len(keys)
         checks = listener.reader_checks
         other.execute("UPDATE agentq.records SET v = %s WHERE tbl = 'tasks' AND k = %s",
                       ('{"n": 1}', keys[4]))  # fmt: skip
-        other.execute("SELECT pg_notify(%s, 'Somewhere')", (channel("agentq"),))
+        other.execute("SELECT pg_notify(%s, 'Somewhere')", (backend._channel,))
         _until(lambda: listener.reader_checks > checks)
         assert [k for k, w in zip(keys, wakes, strict=True) if w.count] == [keys[4]]
     finally:

@@ -11,7 +11,6 @@ psycopg = pytest.importorskip("psycopg", reason="postgres: psycopg is not instal
 
 from agentq.backends import Transaction, open_backend  # noqa: E402
 from agentq.backends.postgres.schema import SCHEMA_VERSION  # noqa: E402
-from agentq.backends.postgres.wakeups import channel  # noqa: E402
 from agentq.errors import ConfigError, DuplicateKey  # noqa: E402
 from agentq.spec import QueueSpec  # noqa: E402
 
@@ -67,7 +66,7 @@ def test_a_send_notifies_listeners_only_when_it_commits(postgres_url: str) -> No
     listener = _connect(postgres_url)
     try:
         b.create_queue(QueueSpec.simple("Tasks"))
-        listener.execute(f'LISTEN "{channel("agentq")}"')
+        listener.execute(f'LISTEN "{b._channel}"')
 
         def send_then_fail(tx: Transaction) -> None:
             tx.send("Tasks", "a", b"x")

@@ -78,7 +78,7 @@ def test_the_wake_up_sent_with_the_commit_is_heard_and_one_of_a_rollback_is_not(
     listener: Any = psycopg.connect(postgres_url, autocommit=True)
     try:
         b.create_queue(QueueSpec.simple("Jobs"))
-        listener.execute('LISTEN "agentq_agentq"')
+        listener.execute(f'LISTEN "{b._channel}"')
 
         def fails(tx: Transaction) -> None:
             tx.send("Jobs", "no", b"x")

@@ -397,12 +397,12 @@ def test_every_state_event_pair_is_either_a_listed_move_or_refused(rt: Runtime) 
                 assert next_approval_state("a1", current, event) == allowed
 
 
-def test_readme_prints_the_transition_tables() -> None:
+def test_the_lifecycle_page_prints_the_transition_tables() -> None:
     from agentq.lifecycle import approval_table_markdown
 
-    readme = (ROOT / "README.md").read_text()
-    assert task_table_markdown() in readme
-    assert approval_table_markdown() in readme
+    page = (ROOT / "docs" / "explanations" / "lifecycle.md").read_text()
+    assert task_table_markdown() in page
+    assert approval_table_markdown() in page
 
 
 # -- expire: an approval rule's deadline --------------------------------------------

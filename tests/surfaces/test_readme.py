@@ -1,5 +1,6 @@
-"""The README's MCP and adapter snippets run as written (in a copy of the project
-folder, so they find tools/ and policies/ and leave nothing behind)."""
+"""The MCP and adapter guides' snippets (docs/how-to/mcp.md, adapters.md) run as
+written (in a copy of the project folder, so they find tools/ and policies/ and
+leave nothing behind)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,14 @@ import pytest
 from tests.surfaces._extras import require
 from tests.surfaces.conftest import ROOT
 
-SECTIONS = ("## MCP server", "## Agent framework adapters")
-#: What each snippet prints, in README order.
+GUIDES = ("mcp.md", "adapters.md")
+#: What each snippet prints, in the guides' order.
 EXPECTED = ["input_required", "queued", "ops-lead", '"status": "queued"']
 
 
 def snippets() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    start = text.index(SECTIONS[0])
-    end = text.index("\n## ", text.index(SECTIONS[1]) + 1)
-    return re.findall(r"```python\n(.*?)```", text[start:end], flags=re.DOTALL)
+    text = "".join((ROOT / "docs" / "how-to" / name).read_text() for name in GUIDES)
+    return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
 
 
 def test_every_snippet_is_checked() -> None:

@@ -408,7 +408,7 @@ def test_replies_and_scripts_are_checked() -> None:
 
 
 def test_the_docs_example_runs() -> None:
-    doc = Path(__file__).resolve().parents[2] / "docs" / "testing-agents.md"
+    doc = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "testing-agents.md"
     (code,) = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)
     namespace: dict[str, Any] = {}
     exec(compile(code, str(doc), "exec"), namespace)

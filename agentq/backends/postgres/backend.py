@@ -77,17 +77,21 @@ class PostgresBackend:
         self.schema = config.schema
         self._specs: dict[str, QueueSQL] = {}
         self._records = Records(qualified(config.schema, "records"))
-        self._channel = channel(config.schema)
         where = f"postgres:{config.where}/{config.schema}"
         self._notifier = notifier_for(where)
         self._commits = notifier_for(where, "commits")
         self._db = Database(config)
+        # Named with a secret of the schema's (see .wakeups): None for a role that
+        # may not read it, which then neither notifies nor listens, only polls.
+        secret = self._db.wakeup_secret
+        self._channel: str | None = None if secret is None else channel(secret)
         self._group = GroupCommit(self._db)  # transact's write path: group commit
         self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
         # Behind a transaction-pooling pooler LISTEN hears nothing: receivers poll.
         self._listener: Listener | _PollOnly = (
-            _PollOnly() if config.transaction_pooler
-            else Listener(config, self._notifier, self._commits, self._read_versions)
+            _PollOnly() if config.transaction_pooler or self._channel is None
+            else Listener(config, self._channel, self._notifier, self._commits,
+                          self._read_versions)
         )  # fmt: skip
         self._space = SpaceReclaimer(config, qualified(config.schema, "records"))
 
@@ -105,6 +109,14 @@ class PostgresBackend:
     # -- queues --------------------------------------------------------------
 
     def create_queue(self, spec: QueueSpec) -> None:
+        # Read first: a queue already there as specified needs no write transaction
+        # (which takes a lock on the specs table that a read-only role may not).
+        there = self._db.read(
+            lambda conn: queues.exists_as(conn, self.schema, spec), f"reading queue {spec.name!r}"
+        )
+        if there:
+            self._specs[spec.name] = QueueSQL(spec, self.schema)
+            return
         self._db.write(
             lambda tx: queues.create_queue(tx.sql, self.schema, spec),
             f"creating queue {spec.name!r}",
@@ -157,7 +169,7 @@ class PostgresBackend:
             _neighbour_failed(conn, mark)
             if tx.doomed is not None:
                 raise tx.doomed
-            if tx.sent:
+            if tx.sent and self._channel is not None:
                 # Delivered to listeners only if this transaction commits; sent with
                 # the COMMIT, in its round trip.
                 notice = payload(tx.sent, own=True)

@@ -88,7 +88,7 @@ class BoundTransaction(PostgresTransaction):
         now: int,
         queue_sql: Callable[[str, Conn], QueueSQL],
         records: Records,
-        channel: str,
+        channel: str | None,
         isolation: str,
     ) -> None:
         super().__init__(conn, now, queue_sql, records)
@@ -135,7 +135,7 @@ class BoundTransaction(PostgresTransaction):
     ) -> None:
         fresh = queue not in self.sent
         super().send(queue, key, payload, deliver_time)
-        if fresh:
+        if fresh and self._channel is not None:
             self._conn.execute("SELECT pg_notify(%s, %s)", (self._channel, notice({queue})))
 
     def _doom(self, exc: TransactionError) -> TransactionError:
@@ -197,7 +197,7 @@ def bind(
     schema: str,
     queue_sql: Callable[[str, Conn], QueueSQL],
     records: Records,
-    channel: str,
+    channel: str | None,
 ) -> BoundTransaction:
     """A transaction on the application's connection, after checking that it is in
     (or will begin) a transaction it commits itself, on a database holding this

@@ -9,10 +9,11 @@ libpq's and goes to the server connection as it is.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from agentq.errors import ConfigError
+from agentq.redact import REDACTED, is_secret_name, redact_text
 
 __all__ = ["DEFAULT_SCHEMA", "POOLERS", "PostgresConfig", "parse_url"]
 
@@ -24,15 +25,16 @@ _OWN_OPTIONS = ("schema", "pool_size", "pool_timeout", "poll_interval", "pooler"
 #: connection (PgBouncer's pool_mode = transaction, Supavisor's transaction mode).
 POOLERS = ("session", "transaction")
 # A lowercase identifier: unquoted, it means the same in every tool (psql, an ORM).
-_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 @dataclass(frozen=True)
 class PostgresConfig:
     """A parsed ``postgresql://user:password@host:port/database?...`` URL."""
 
-    #: What libpq connects with (agentq's own options removed; secrets kept).
-    conninfo: str
+    #: What libpq connects with (agentq's own options removed; secrets kept: never
+    #: shown, not even in this object's ``repr``).
+    conninfo: str = field(repr=False)
     #: The schema of agentq's tables (records, queues, the schema version).
     schema: str
     #: Most connections the backend's pool opens.
@@ -46,7 +48,8 @@ class PostgresConfig:
     #: poll every ``poll_interval``) and no server-side prepared statements (one
     #: prepared on a server connection is not on the next).
     transaction_pooler: bool
-    #: The URL without the password, for logs and ``Backend.url``.
+    #: The URL without the password (in the user info or the query: ``password=``,
+    #: ``sslpassword=``), for logs, ``Backend.url`` and ``repr``.
     safe_url: str
     #: ``host:port/database``, to name the server in error messages.
     where: str
@@ -64,7 +67,7 @@ def parse_url(url: str) -> PostgresConfig:
     pooler = own.get("pooler", "session")
     if pooler not in POOLERS:
         raise ConfigError(f"pooler must be one of {', '.join(POOLERS)}, not {pooler!r}")
-    if not _SCHEMA.match(schema):
+    if not _SCHEMA.fullmatch(schema):
         raise ConfigError(
             f"schema {schema!r} is not a lowercase PostgreSQL identifier (a letter or "
             "underscore, then up to 62 lowercase letters, digits or underscores)"
@@ -76,7 +79,11 @@ def parse_url(url: str) -> PostgresConfig:
     host = parts.hostname or "localhost (socket)"
     port = parts.port if _port_ok(parts) else None
     database = parts.path.lstrip("/") or "(default database)"
-    safe = urlunsplit(("postgresql", _netloc_without_password(parts), parts.path, query, ""))
+    # libpq also takes the password (and sslpassword, the client key's) as a query
+    # parameter: the safe URL keeps the parameter, not its value.
+    shown_rest = [(k, REDACTED if v and is_secret_name(k) else v) for k, v in rest]
+    safe_query = urlencode(shown_rest, quote_via=quote)
+    safe = urlunsplit(("postgresql", _netloc_without_password(parts), parts.path, safe_query, ""))
     shown = [("schema", schema)] if schema != DEFAULT_SCHEMA else []
     shown += [("pooler", pooler)] if pooler != "session" else []
     if shown:
@@ -112,7 +119,7 @@ def _netloc_without_password(parts: SplitResult) -> str:
 def _without_password(url: str) -> str:
     try:
         parts = urlsplit(url)
-        return urlunsplit(parts._replace(netloc=_netloc_without_password(parts)))
+        return redact_text(urlunsplit(parts._replace(netloc=_netloc_without_password(parts))))
     except ValueError:
         return "(unparsable URL)"
 

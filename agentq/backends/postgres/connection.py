@@ -21,6 +21,12 @@ connection has been idle for a while, or its socket has something to read (a
 server that shuts down or ends the session says so before it closes the
 socket); a connection handed back a moment ago with nothing to read is used as it is.
 
+While the pool's attempts to connect keep failing, a checkout waits at most
+:data:`_UNREACHABLE_WAIT` more (a quick restart is still ridden out), then
+raises :class:`~agentq.errors.BackendUnavailable` saying the server cannot be
+reached, instead of waiting out the whole ``pool_timeout`` (30 s: an HTTP
+enqueue's 503 came that late).
+
 psycopg-pool replaces a lost connection in the background, waiting 1, 2, 4, 8 ...
 seconds between failed attempts; uncapped, after an outage of T seconds its next
 attempt came up to T seconds after the server was back (a 40 s restart left
@@ -63,7 +69,7 @@ from agentq.backends.postgres.pipeline import (
     Conn,
     TxConn,
 )
-from agentq.backends.postgres.schema import ensure_schema
+from agentq.backends.postgres.schema import ensure_schema, wakeup_secret
 from agentq.errors import AgentQError, BackendUnavailable
 
 __all__ = [
@@ -99,6 +105,11 @@ def backoff(attempt: int) -> float:
 _CONNECT_TIMEOUT = 10  # seconds, when the URL sets no connect_timeout
 #: A pooled connection idle for longer is checked with a round trip on checkout.
 _CHECK_AFTER_IDLE = 1.0
+#: Once the pool's attempts to connect fail, longest further wait for a
+#: connection (a quick restart is ridden out); then BackendUnavailable, not the
+#: whole pool_timeout (an HTTP enqueue's 503 came after 30 s).
+_UNREACHABLE_WAIT = 2.0
+_WAIT_STEP = 0.5  # how often a checkout waiting for a connection looks at the outage
 
 
 def connect(config: PostgresConfig, *, autocommit: bool = True, name: str | None = None) -> Conn:
@@ -146,6 +157,13 @@ class ConnectionOutage:
         self._lock = threading.Lock()
         self._since: float | None = None
         self._failed = 0
+
+    @property
+    def down_for(self) -> float | None:
+        """Seconds since the first of the attempts to connect that have failed
+        since the last that succeeded; None if the last one succeeded."""
+        with self._lock:
+            return None if self._since is None else self._clock() - self._since
 
     def failed(self) -> None:
         """An attempt to connect failed."""
@@ -206,6 +224,8 @@ class Database:
         setup = connect(config)  # surfaces refused / auth / no database clearly
         try:
             ensure_schema(setup, config.schema)
+            #: The secret part of the wake-up channel's name (None: poll only).
+            self.wakeup_secret = wakeup_secret(setup, config.schema)
         except psycopg.Error as exc:
             raise mapped(exc, config.where, f"creating schema {config.schema!r}") from exc
         finally:
@@ -222,6 +242,7 @@ class Database:
             extra["connect_timeout"] = _CONNECT_TIMEOUT
         self._returned: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
         self._returned_lock = threading.Lock()
+        self._outage = ConnectionOutage(config.where)
         self._pool = _Pool(
             config.conninfo,
             min_size=1,
@@ -231,7 +252,7 @@ class Database:
             check=self._check,
             open=True,
             name=f"agentq {config.where}",
-            outage=ConnectionOutage(config.where),
+            outage=self._outage,
         )
 
     def _check(self, conn: Conn) -> None:
@@ -252,12 +273,40 @@ class Database:
         """A pooled connection (in autocommit mode) for the block."""
         if self.closed:
             raise BackendUnavailable("backend is closed")
-        with self._pool.connection() as conn:
-            try:
+        conn = self._getconn(doing)
+        try:
+            with conn:  # as the pool's connection(): a pooled connection is not closed
                 yield conn
-            finally:
-                with self._returned_lock:
-                    self._returned[conn] = time.monotonic()
+        finally:
+            with self._returned_lock:
+                self._returned[conn] = time.monotonic()
+            self._pool.putconn(conn)
+
+    def _getconn(self, doing: str) -> Conn:
+        """A connection from the pool within ``pool_timeout``, or within
+        :data:`_UNREACHABLE_WAIT` of learning that the server cannot be reached."""
+        now = time.monotonic()
+        deadline = now + self.config.pool_timeout
+        while True:
+            down_for = self._outage.down_for
+            if down_for is not None:
+                deadline = min(deadline, now + _UNREACHABLE_WAIT)
+            try:
+                wait = max(deadline - time.monotonic(), 0.0)
+                conn: Conn = self._pool.getconn(timeout=min(wait, _WAIT_STEP))
+                return conn
+            except psycopg_pool.PoolTimeout:
+                now = time.monotonic()
+                if now < deadline:
+                    continue
+                down_for = self._outage.down_for
+                if down_for is None:
+                    raise
+                raise BackendUnavailable(
+                    f"PostgreSQL at {self.config.where}: the server cannot be reached (the "
+                    f"pool's attempts to connect have failed for {down_for:.1f} s) while "
+                    f"{doing}; nothing was done"
+                ) from None
 
     def write(
         self,

@@ -54,8 +54,10 @@ def mapped(exc: Exception, where: str, doing: str) -> AgentQError:
         )
     if isinstance(exc, pgerr.InsufficientPrivilege):
         return DatabaseNotWritable(
-            f"PostgreSQL at {where}: permission denied while {doing} (the role needs USAGE "
-            f"and CREATE on agentq's schema, or a schema it may create): {message}"
+            f"PostgreSQL at {where}: permission denied while {doing}: {message} (a role "
+            "that may only read agentq's tables lists and shows, and may only read; one "
+            "that changes them needs INSERT, UPDATE and DELETE on them, and one that "
+            "creates them USAGE and CREATE on agentq's schema, or a schema it may create)"
         )
     if state.startswith("28") or (not state and _AUTH.search(str(exc))):
         # Invalid authorization: a bad password, no such role, no pg_hba.conf entry.

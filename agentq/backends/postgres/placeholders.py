@@ -10,10 +10,17 @@ is doubled (psycopg reads ``%`` everywhere in a statement with parameters, so
 SQLite's ``x % 2`` stays a modulo).
 
 A statement holding ``%s``, ``%b``, ``%t`` or ``%(`` is psycopg's and is sent as
-it is; so is one without parameters or with a mapping. PostgreSQL's ``jsonb``
-operators ``?|`` and ``?&`` are never placeholders; the bare ``?`` operator
-(key exists) is ambiguous in a ``?`` statement with parameters: write that
-statement with ``%s`` (or call ``jsonb_exists``).
+it is; so is one without parameters or with a mapping.
+
+Comments are read as PostgreSQL reads them: a ``/* ... */`` comment nests (it
+ends at the ``*/`` that closes its outermost ``/*``), and a ``--`` comment ends
+at a line feed or a carriage return. PostgreSQL's operators that begin with
+``?`` are never placeholders: ``jsonb``'s ``?|`` and ``?&``, the geometric
+``?#``, ``?-``, ``?-|``, ``?|`` and ``?||``, and ``jsonb``'s ``@?`` (so SQLite's
+``? - 1`` needs its space: ``?-1`` is PostgreSQL's ``?-`` operator, as
+PostgreSQL itself reads it). The bare ``?`` operator (``jsonb`` key exists) is
+ambiguous in a ``?`` statement with parameters: write that statement with
+``%s`` (or call ``jsonb_exists``).
 """
 
 from __future__ import annotations
@@ -31,10 +38,10 @@ _SCAN = re.compile(
       | '(?:[^']|'')*'                                       # '...'
       | "(?:[^"]|"")*"                                       # "identifier"
       | (?<![\w$])\$(?P<tag>[A-Za-z_]\w*)?\$.*?\$(?(tag)(?P=tag))\$  # $$..$$, $t$..$t$
-      | --[^\n]*                                             # -- comment
-      | /\*.*?\*/                                            # /* comment */
+      | --[^\n\r]*                                           # -- comment (to LF or CR)
     )
-  | (?P<operator>\?[|&])
+  | (?P<comment>/\*)                                         # /* comment */ (nests)
+  | (?P<operator>@\?|\?(?:-\|?|\|\|?|[#&]))                   # @? ?- ?-| ?| ?|| ?# ?&
   | (?P<mark>\?)
   | (?P<psycopg>%[sbt(])
     """,
@@ -50,18 +57,34 @@ def psycopg_placeholders(sql: str, params: Sequence[Any] | Mapping[str, Any]) ->
     out: list[str] = []
     done = 0
     marks = 0
-    for match in _SCAN.finditer(sql):
+    while (match := _SCAN.search(sql, done)) is not None:
         kind = match.lastgroup
         if kind == "psycopg":
             return sql  # psycopg's own placeholders: nothing to translate
         out.append(sql[done : match.start()].replace("%", "%%"))
+        end = _comment_end(sql, match.end()) if kind == "comment" else match.end()
         if kind == "mark":
             out.append("%s")
             marks += 1
         else:
-            out.append(match.group().replace("%", "%%"))
-        done = match.end()
+            out.append(sql[match.start() : end].replace("%", "%%"))
+        done = end
     if marks == 0:
         return sql
     out.append(sql[done:].replace("%", "%%"))
     return "".join(out)
+
+
+_COMMENT_EDGE = re.compile(r"/\*|\*/")
+
+
+def _comment_end(sql: str, start: int) -> int:
+    """Where the block comment opened just before ``start`` ends (after its
+    ``*/``): comments nest on PostgreSQL. Unclosed: the end of ``sql`` (the
+    server reports it)."""
+    depth = 1
+    for edge in _COMMENT_EDGE.finditer(sql, start):
+        depth += 1 if edge.group() == "/*" else -1
+        if depth == 0:
+            return edge.end()
+    return len(sql)

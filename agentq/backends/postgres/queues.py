@@ -31,6 +31,7 @@ __all__ = [
     "create_queue",
     "ddl_statements",
     "decode_or_raw",
+    "exists_as",
     "load_spec",
     "queue_names",
 ]
@@ -237,6 +238,16 @@ def _parent(conn: Conn, spec: QueueSpec) -> tuple[str, list[str]]:
         )
     table = conn.execute("SELECT %s::regclass::text", (oid[0],)).fetchone()
     return (table[0] if table else f'"{name}"'), parent_keys
+
+
+def exists_as(conn: Conn, schema: str, spec: QueueSpec) -> bool:
+    """Whether queue ``spec.name`` is there with this very spec: a plain read, so
+    that opening a runtime over queues that exist writes nothing (a role that may
+    only read opens it too)."""
+    row = conn.execute(
+        f"SELECT spec FROM {qualified(schema, 'queues')} WHERE name = %s", (spec.name,)
+    ).fetchone()
+    return row is not None and row[0] == _spec_to_json(spec)
 
 
 def load_spec(conn: Conn, schema: str, name: str) -> QueueSpec | None:

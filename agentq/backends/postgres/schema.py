@@ -12,14 +12,25 @@ schema still works once someone else did (``agentq init``).
 
 from __future__ import annotations
 
+import json
+import os
 from typing import TYPE_CHECKING
 
-from agentq.errors import ConfigError
+from agentq.errors import BackendUnavailable, ConfigError
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ddl", "ensure_schema", "qualified"]
+__all__ = [
+    "LOCK_WAIT_SECONDS",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "check_owners",
+    "ddl",
+    "ensure_schema",
+    "qualified",
+    "wakeup_secret",
+]
 
 #: Each migration: the statements that take the schema from the previous version.
 #: ``{s}`` is the quoted schema name.
@@ -42,6 +53,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 # Any constant works: it only has to be the same in every agentq process.
 _LOCK_KEY = 0x61676E7471  # "agntq"
+#: Longest wait for the advisory lock (and for the locks of the migration's DDL):
+#: another role of the database may take it too, and hold it for ever.
+LOCK_WAIT_SECONDS = 30.0
 
 
 def qualified(schema: str, name: str) -> str:
@@ -73,12 +87,55 @@ def _current(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> int |
     return int(str(version[0])) if version and version[0] is not None else 0
 
 
+# The first object of agentq's schema (the schema itself, then its relations) whose
+# owner the connecting role does not trust: not itself or a role it is a member of,
+# not a superuser, not the database's owner (an administrator may lay the schema
+# out: `agentq init --print-ddl`). A role that may only read (no CREATE on the
+# schema, no INSERT on its records) is not asked: it writes nothing an owner could
+# read. Relation kinds: tables, partitioned and foreign tables, views, sequences.
+_UNTRUSTED_OWNER = """
+SELECT o.kind, o.name, pg_get_userbyid(o.owner), current_user FROM (
+    SELECT 0, 'schema', n.nspname::text, n.nspowner FROM pg_namespace n WHERE n.nspname = %(s)s
+    UNION ALL
+    SELECT 1, 'table', n.nspname || '.' || c.relname, c.relowner
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = %(s)s AND c.relkind IN ('r', 'p', 'f', 'v', 'm', 'S')
+) AS o (rank, kind, name, owner)
+WHERE NOT pg_has_role(current_user, o.owner, 'MEMBER')
+  AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = o.owner)
+  AND o.owner <> (SELECT d.datdba FROM pg_database d WHERE d.datname = current_database())
+  AND (coalesce(has_schema_privilege(to_regnamespace(%(quoted)s)::oid, 'CREATE'), true)
+       OR coalesce(has_table_privilege(to_regclass(%(records)s)::oid, 'INSERT'), true))
+ORDER BY o.rank, o.name
+LIMIT 1
+"""
+
+
+def check_owners(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
+    """Refuse agentq's schema, or a table in it, that another role owns (see
+    docs/security.md): its owner could read every task's arguments and rewrite
+    approvals (a schema's owner may drop and replace what is in it)."""
+    params = {"s": schema, "quoted": f'"{schema}"', "records": qualified(schema, "records")}
+    row = conn.execute(_UNTRUSTED_OWNER, params).fetchone()
+    if row is None:
+        return
+    kind, name, owner, me = (str(v) for v in row)
+    raise ConfigError(
+        f"{kind} {name!r} is owned by role {owner!r}, not by {me!r} (or a role it is a "
+        f"member of): agentq will not use it, since its owner could read every task's "
+        f"arguments and rewrite approvals. Use a schema of agentq's own (?schema=...), "
+        f'or have its owner hand it over (ALTER {kind.upper()} {name} OWNER TO "{me}")'
+    )
+
+
 def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
     """Create the schema or bring it forward to :data:`SCHEMA_VERSION`.
 
     ``conn`` is in autocommit mode; each step is its own transaction. A schema
-    already current is only read, so a role without CREATE can use it.
+    already current is only read, so a role without CREATE can use it. A schema
+    or a table in it that another role owns is refused (:func:`check_owners`).
     """
+    check_owners(conn, schema)
     current = _current(conn, schema)
     if current == SCHEMA_VERSION:
         return
@@ -87,18 +144,93 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> 
             f"schema {schema!r} is at version {current}, newer than this agentq "
             f"({SCHEMA_VERSION}): upgrade agentq"
         )
+    from psycopg import errors as pgerr  # here: --print-ddl imports this module without psycopg
+
     s = f'"{schema}"'
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-        exists = conn.execute("SELECT to_regnamespace(%s)", (s,)).fetchone()
-        if exists is None or exists[0] is None:
-            conn.execute(f"CREATE SCHEMA {s}")
-        conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {s}.schema_version "
-            "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+    locked = False
+    try:
+        with conn.transaction():
+            # Bounded: a lock held elsewhere is an error naming it, not a silent wait.
+            conn.execute(f"SET LOCAL lock_timeout = '{int(LOCK_WAIT_SECONDS * 1000)}ms'")
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            locked = True
+            _migrate(conn, schema, s)
+    except pgerr.LockNotAvailable as exc:
+        what = (
+            f"agentq's schema lock (advisory lock {_LOCK_KEY}, which every agentq "
+            "process takes to create or migrate its schema)"
+            if not locked
+            else f"a lock that creating or migrating schema {schema!r} needs"
         )
-        current = _current(conn, schema) or 0  # again, under the lock
-        for number in range(current + 1, SCHEMA_VERSION + 1):
-            for stmt in MIGRATIONS[number - 1]:
-                conn.execute(stmt.format(s=s))
-            conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES (%s)", (number,))
+        held = _holder(conn) if not locked else ""
+        raise BackendUnavailable(
+            f"PostgreSQL: {what} was not free within {LOCK_WAIT_SECONDS:g} s{held}: another "
+            "agentq process may be migrating the schema (try again), or another session "
+            "holds it (end that session)"
+        ) from exc
+
+
+def _holder(conn: psycopg.Connection[tuple[object, ...]]) -> str:
+    """Who holds agentq's advisory lock in this database: ``", held by ..."``."""
+    row = conn.execute(
+        "SELECT l.pid, coalesce(a.usename::text, '?') FROM pg_locks l "
+        "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+        "JOIN pg_database d ON d.oid = l.database AND d.datname = current_database() "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+        "AND l.classid::bigint = %s AND l.objid::bigint = %s LIMIT 1",
+        (_LOCK_KEY >> 32, _LOCK_KEY & 0xFFFFFFFF),
+    ).fetchone()
+    if row is None:
+        return ""
+    return f", held by the session of pid {row[0]} (role {row[1]!r})"
+
+
+def _migrate(conn: psycopg.Connection[tuple[object, ...]], schema: str, s: str) -> None:
+    """Create the schema if need be and apply the migrations it lacks (inside the
+    transaction that holds the advisory lock)."""
+    exists = conn.execute("SELECT to_regnamespace(%s)", (s,)).fetchone()
+    if exists is None or exists[0] is None:
+        conn.execute(f"CREATE SCHEMA {s}")
+    check_owners(conn, schema)  # again, under the lock: one made since the first look
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {s}.schema_version "
+        "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    current = _current(conn, schema) or 0  # again, under the lock
+    for number in range(current + 1, SCHEMA_VERSION + 1):
+        for stmt in MIGRATIONS[number - 1]:
+            conn.execute(stmt.format(s=s))
+        conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES (%s)", (number,))
+
+
+#: Where the secret part of the wake-up channel's name is kept: a record of
+#: agentq's records table (no table of its own: no new schema version, so a
+#: process of an earlier release still opens the schema during a rolling deploy).
+_SECRET_RECORD = ("agentq.wakeups", "channel")
+
+
+def wakeup_secret(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> str | None:
+    """The random part of the schema's ``LISTEN``/``NOTIFY`` channel name: drawn
+    once (128 bits) by the first process that may write, kept in agentq's schema,
+    so only roles that may read agentq's tables can name the channel (another role
+    of the database cannot listen to it or flood it). None for a role that may not
+    read it, or not write it when it is not there yet: that process only polls."""
+    from psycopg import errors as pgerr
+
+    records = qualified(schema, "records")
+    find = f"SELECT v FROM {records} WHERE tbl = %s AND k = %s"
+    try:
+        row = conn.execute(find, _SECRET_RECORD).fetchone()
+        if row is None:
+            drawn = json.dumps(os.urandom(16).hex())
+            conn.execute(
+                f"INSERT INTO {records} (tbl, k, v) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                (*_SECRET_RECORD, drawn),
+            )
+            row = conn.execute(find, _SECRET_RECORD).fetchone()  # another's, if it was first
+    except (pgerr.InsufficientPrivilege, pgerr.ReadOnlySqlTransaction):
+        return None
+    if row is None:
+        return None
+    secret = json.loads(str(row[0]))
+    return secret if isinstance(secret, str) else None

@@ -5,7 +5,13 @@ the queues; PostgreSQL delivers the notification only if that transaction
 commits, and after its rows are visible. Each backend that has a waiting
 receiver keeps one extra connection that ``LISTEN``\\ s on the schema's channel
 (:class:`Listener`, a daemon thread) and sets the in-process subscribers of the
-named queues. A dropped listening connection is reopened with backoff, and
+named queues. Any session of the database may listen or notify on a channel it
+can name, so the channel's name carries a secret kept in agentq's schema
+(:func:`channel`): another role hears nothing of agentq's queues and commit
+times, and cannot wake its receivers. Whoever sends, notifications wake the
+receivers at most once every :data:`WAKE_INTERVAL` (a burst is one wake-up,
+naming every queue named since the last), and the waited-on records are checked
+at most as often. A dropped listening connection is reopened with backoff, and
 every receiver is woken once it is back (notifications sent while it was away
 are lost). Receivers also re-read every ``poll_interval`` seconds whatever
 happens, so a lost notification (PgBouncer in transaction mode, a listener
@@ -35,7 +41,7 @@ from agentq.backends.postgres.config import PostgresConfig
 from agentq.backends.postgres.connection import Conn, connect
 from agentq.backends.record_changes import ReadVersions, RecordChanges
 
-__all__ = ["LISTENER_NAME", "Listener", "channel", "payload"]
+__all__ = ["LISTENER_NAME", "WAKE_INTERVAL", "Listener", "channel", "payload"]
 
 log = logging.getLogger("agentq.backends.postgres")
 
@@ -45,11 +51,18 @@ _STOP_SECONDS = 0.25  # how often the listener looks at its stop flag (bounds cl
 _CHECK_SECONDS = 5.0  # how often a quiet listener checks that its connection is there
 _RECONNECT_MAX = 5.0
 _MAX_PAYLOAD = 7900  # PostgreSQL's limit is 8000 bytes
+#: Shortest time between two wake-ups of the receivers, and between two checks of
+#: the waited-on records, that notifications cause: a burst of them is one
+#: wake-up, and a flood costs at most one round of reads per interval.
+WAKE_INTERVAL = 0.05
 
 
-def channel(schema: str) -> str:
-    """The notification channel of agentq's schema (at most 63 bytes)."""
-    return f"agentq_{schema}"[:63]
+def channel(secret: str) -> str:
+    """The notification channel of agentq's schema, named by the schema's secret
+    (:func:`~agentq.backends.postgres.schema.wakeup_secret`): any session of the
+    database may ``LISTEN`` or ``NOTIFY`` on any channel it can name, so the name
+    is one only agentq's roles can read (at most 63 bytes)."""
+    return f"agentq_{secret}"[:63]
 
 
 def _new_mark() -> str:
@@ -91,11 +104,13 @@ class Listener:
     def __init__(
         self,
         config: PostgresConfig,
+        channel: str,
         receivers: Notifier,
         commits: Notifier,
         read_versions: ReadVersions,
     ) -> None:
         self._config = config
+        self._channel = channel
         self._receivers = receivers
         self._commits = commits
         self._records = RecordChanges(commits)
@@ -110,6 +125,8 @@ class Listener:
         #: Notifications handled, and those another process sent (tests' signals).
         self.heard = 0
         self.foreign = 0
+        #: Wake-ups of the receivers the notifications caused (a test's signal).
+        self.wakes = 0
 
     def start(self) -> None:
         """Start listening if not yet started (idempotent, cheap when running)."""
@@ -145,8 +162,9 @@ class Listener:
             self._check.clear()
             if not self._commits.topics():
                 self._commits.notify(())  # only subscribers without a record: no read
-                continue
-            self._records.check(self._read_versions)
+            else:
+                self._records.check(self._read_versions)
+            self._stop.wait(WAKE_INTERVAL)  # what comes meanwhile: one check after
 
     def _run(self) -> None:
         delay = 0.1
@@ -155,7 +173,7 @@ class Listener:
             conn: Conn | None = None
             try:
                 conn = connect(self._config, name=LISTENER_NAME)
-                conn.execute(f'LISTEN "{channel(self._config.schema)}"')
+                conn.execute(f'LISTEN "{self._channel}"')
                 if not first:
                     # Back after a drop: what was sent meanwhile was not announced.
                     self._receivers.notify()
@@ -182,21 +200,34 @@ class Listener:
 
     def _listen(self, conn: Conn) -> None:
         checked = time.monotonic()
+        woken = -WAKE_INTERVAL  # when the receivers were last woken
+        due: set[str] | None = set()  # the queues to wake next (None: every receiver)
+        pending = False
         while not self._stop.is_set():
-            for note in conn.notifies(timeout=_STOP_SECONDS):
+            now = time.monotonic()
+            wait = min(_STOP_SECONDS, max(0.0, woken + WAKE_INTERVAL - now))
+            # stop_after=1: back after the first packet of notifications (whole:
+            # leaving the generator early would drop the rest of a packet).
+            for note in conn.notifies(timeout=wait if pending else _STOP_SECONDS, stop_after=1):
                 queues, own = _parse(note.payload)
-                self._receivers.notify(queues or None)
+                if due is not None:
+                    due = due | queues if queues else None
+                pending = True
                 if not own:
                     self.foreign += 1
                     self._check.set()
                 self.heard += 1
-                if self._stop.is_set():
-                    return
-            if time.monotonic() - checked >= _CHECK_SECONDS:
+            now = time.monotonic()
+            if pending and now - woken >= WAKE_INTERVAL:
+                # At most one wake-up per interval, for all that came since the last.
+                self._receivers.notify(due)
+                self.wakes += 1
+                woken, due, pending = now, set(), False
+            if now - checked >= _CHECK_SECONDS:
                 # Quiet for a while: make sure the connection is still there (a
                 # half-open socket raises here rather than waiting forever).
                 conn.execute("SELECT 1")
-                checked = time.monotonic()
+                checked = now
 
     def close(self) -> None:
         """Stop the thread; returns within about :data:`_STOP_SECONDS` (a

@@ -13,15 +13,15 @@ from agentq.errors import ConfigError
 
 __all__ = ["DEFAULT_QUIET", "ReceiveShort", "SpannerConfig", "parse_url"]
 
-_PATH = re.compile(r"^/?projects/([^/]+)/instances/([^/]+)/databases/([^/]+)$")
+_PATH = re.compile(r"/?projects/([^/]+)/instances/([^/]+)/databases/([^/]+)")
 _OPTIONS = (
     "dialect", "ddl", "endpoint", "database_role", "timeout", "receive_duration", "receive_short",
     "namespace",
 )  # fmt: skip
-_ROLE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,127}$")
+_ROLE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
 #: A prefix of agentq's table and queue names: lower case, so that both dialects
 #: (PostgreSQL folds unquoted names) address the same name.
-_NAMESPACE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+_NAMESPACE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 #: Default deadline of one call (seconds); UNAVAILABLE is retried within it.
 DEFAULT_TIMEOUT = 30.0
 #: Default length of one long-lived RECEIVE (the documents recommend about 20 minutes).
@@ -80,7 +80,7 @@ class SpannerConfig:
 def parse_url(url: str) -> SpannerConfig:
     """Parse and check a Spanner URL (ConfigError naming the problem)."""
     parts = urlsplit(url)
-    match = _PATH.match(parts.netloc + parts.path)
+    match = _PATH.fullmatch(parts.netloc + parts.path)
     if match is None:
         raise ConfigError(
             f"invalid Spanner URL {url!r}: expected spanner://projects/P/instances/I/databases/D"
@@ -97,13 +97,13 @@ def parse_url(url: str) -> SpannerConfig:
         raise ConfigError(f"dialect must be googlesql or postgresql, not {dialect!r}")
     postgres = dialect == "postgresql"
     role = query.get("database_role")
-    if role is not None and not _ROLE.match(role):
+    if role is not None and not _ROLE.fullmatch(role):
         raise ConfigError(
             f"database_role {role!r} is not a Spanner role name (a letter, then up to 127 "
             "letters, digits or underscores)"
         )
     namespace = query.get("namespace", "")
-    if namespace and not _NAMESPACE.match(namespace):
+    if namespace and not _NAMESPACE.fullmatch(namespace):
         raise ConfigError(
             f"namespace {namespace!r} is not a name prefix: a lower-case letter, then up to "
             "39 lower-case letters, digits or underscores"
