@@ -13,4 +13,8 @@ SDK agent, and :mod:`agentq.adapters.openai_agents_session` and
 :mod:`agentq.adapters.openai_agents_state` keep the SDK's sessions and
 interrupted runs in agentq's database. :mod:`agentq.adapters.durable_turns`
 holds what the durable adapters share.
+
+:mod:`agentq.adapters.langgraph_checkpoint` (``agentq-runtime[langchain]``) is
+a LangGraph checkpointer on agentq's backends, whose nodes' agentq tasks commit
+with the nodes' writes.
 """

@@ -31,6 +31,7 @@ ON_POSTGRES = [
     "trial_reminder.py",
     "ordering.py",
     "ship_when_paid_and_packed.py",
+    "langgraph_durable_refunds.py",
 ]
 
 

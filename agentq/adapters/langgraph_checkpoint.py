@@ -1,0 +1,708 @@
+"""A LangGraph checkpointer on agentq's backends, in the same database as the tasks.
+
+::
+
+    from agentq.adapters.langgraph_checkpoint import AgentQSaver
+
+    saver = AgentQSaver(rt)
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke(inputs, {"configurable": {"thread_id": "ticket-812"}})
+
+:class:`AgentQSaver` is a ``langgraph.checkpoint.base.BaseCheckpointSaver``
+(sync and async) written once over agentq's backend contract, so it runs on
+SQLite, PostgreSQL and Spanner unchanged. It keeps two record tables:
+
+* ``lg_checkpoints``: one record per checkpoint, keyed
+  ``thread|namespace|checkpoint id`` (the parts percent-encoded, so ``|`` only
+  separates), holding the checkpoint and its metadata as the saver's ``serde``
+  typed them (base64). LangGraph's checkpoint ids grow with time, so a thread's
+  newest checkpoint is the first of a descending key-range scan.
+* ``lg_writes``: one record per pending write, keyed
+  ``thread|namespace|checkpoint id|task id|index``; a regular write is inserted
+  once (a repeated ``put_writes`` of the same task and index keeps the first),
+  a special one (error, interrupt, resume: LangGraph's negative indexes)
+  replaces the one before.
+
+**A node's agentq tasks commit with its writes.** Inside a node,
+:meth:`AgentQSaver.step` stages agentq work (``step.enqueue(...)``,
+``step.on_commit(fn)``); it is done by the transaction that stores the node's
+writes (``put_writes`` for that node's task), so the tasks exist if and only if
+LangGraph's record that the node ran does. A node that raises after staging
+stores its error and enqueues nothing. :meth:`GraphStep.wait` interrupts the
+graph until the staged tasks are done and enqueues, in the same transaction,
+a continuation task (``after`` them) that resumes the graph in whichever worker
+takes it (:meth:`AgentQSaver.resume_tool`): a graph waiting days for an
+approval holds no process. ``docs/langgraph.md`` says what each guarantee
+rests on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Unpack
+from urllib.parse import quote
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.types import ERROR
+from pydantic import BaseModel, ConfigDict
+
+from agentq.adapters.calls import outcome
+from agentq.backends import Transaction
+from agentq.decision import Decision, EnqueueOptions
+from agentq.envelope import task_queue_spec
+from agentq.errors import ConfigError, ToolError
+from agentq.ledger import TaskInfo
+from agentq.runtime import Runtime
+from agentq.tools.definition import ToolDef
+
+if TYPE_CHECKING:
+    from agentq.context import ToolContext
+
+__all__ = [
+    "CHECKPOINTS",
+    "WRITES",
+    "AgentQSaver",
+    "GraphStep",
+    "ResumeArgs",
+    "resume_waiting",
+]
+
+#: The record tables of the checkpointer.
+CHECKPOINTS = "lg_checkpoints"
+WRITES = "lg_writes"
+
+_SEP = "|"
+#: Records read per page of a scan (a filtered ``list`` reads on until ``limit`` match).
+_PAGE = 100
+#: Records deleted per transaction by ``delete_thread``.
+_DELETE_BATCH = 500
+#: What a waiting node's interrupt carries (the continuation finds it by this).
+_WAIT_MARK = "agentq_wait"
+
+
+def _part(text: str) -> str:
+    # Percent-encoding never writes "|": it only separates the parts of a key.
+    return quote(text, safe="")
+
+
+def _thread_prefix(thread_id: str) -> str:
+    return _part(thread_id) + _SEP
+
+
+def _ns_prefix(thread_id: str, ns: str) -> str:
+    return _thread_prefix(thread_id) + _part(ns) + _SEP
+
+
+def _checkpoint_key(thread_id: str, ns: str, checkpoint_id: str) -> str:
+    return _ns_prefix(thread_id, ns) + _part(checkpoint_id)
+
+
+def _write_key(thread_id: str, ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
+    base = _checkpoint_key(thread_id, ns, checkpoint_id)
+    return f"{base}{_SEP}{_part(task_id)}{_SEP}{idx}"
+
+
+def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+def _thread_of(config: RunnableConfig) -> str:
+    configurable = config.get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None or thread_id == "":
+        raise ConfigError("a LangGraph checkpoint needs configurable.thread_id")
+    return str(thread_id)
+
+
+#: A checkpoint a step started from: (thread, namespace, checkpoint id).
+_Parent = tuple[str, str, str]
+#: Staged work: ``fn(decision, tasks)``, ``tasks`` the keys' tasks enqueued so far in this attempt.
+_Work = Callable[[Decision, dict[str, TaskInfo]], Any]
+
+
+def _deleter(table: str, keys: list[str]) -> Callable[[Transaction], list[str]]:
+    return lambda tx: tx.delete_records(table, keys)
+
+
+def _putter(table: str, rows: list[tuple[str, dict[str, Any]]]) -> Callable[[Transaction], None]:
+    def put(tx: Transaction) -> None:
+        for key, rec in rows:
+            tx.put_record(table, key, rec)
+
+    return put
+
+
+class ResumeArgs(BaseModel):
+    """A continuation task's arguments: which thread, which waiting node, which tasks."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thread_id: str
+    wait_id: str
+    task_ids: list[str]
+
+
+def resume_waiting(rt: Runtime, graph: Any, args: ResumeArgs) -> dict[str, Any]:
+    """Resume ``graph``'s thread ``args.thread_id`` whose node waits
+    (:meth:`GraphStep.wait`) on the tasks ``args.task_ids``, with their outcomes:
+    the body of a continuation task. In a tools folder, where workers find it::
+
+        @tool("resume_refund_graph", visible=False)
+        def resume_refund_graph(ctx: ToolContext, args: ResumeArgs) -> dict[str, Any]:
+            return resume_waiting(ctx.runtime, build(AgentQSaver(ctx.runtime)), args)
+
+    A thread whose node no longer waits (it ran already) is left alone. The tool
+    can be enqueued by name, so nothing of ``args`` is trusted beyond naming the
+    wait: the tasks must be the waiting node's own, and done."""
+    from langgraph.types import Command
+
+    config: RunnableConfig = {"configurable": {"thread_id": args.thread_id}}
+    waiting = [
+        i for i in graph.get_state(config).interrupts
+        if isinstance(i.value, dict) and i.value.get(_WAIT_MARK) == args.wait_id
+    ]  # fmt: skip
+    if not waiting:
+        return {"thread_id": args.thread_id, "skipped": "the node is not waiting"}
+    infos = [rt.task(t) for t in args.task_ids]
+    keys = [i.idempotency_key for i in infos]
+    if keys != waiting[0].value.get("idempotency_keys") or not all(i.done for i in infos):
+        raise ToolError(f"tasks {args.task_ids} are not the waiting node's, all done")
+    outcomes = [outcome(i) for i in infos]
+    graph.invoke(Command(resume={waiting[0].id: {"outcomes": outcomes}}), config)
+    return {"thread_id": args.thread_id, "resumed": args.wait_id}
+
+
+class GraphStep:
+    """One LangGraph node's run, seen from inside the node (:meth:`AgentQSaver.step`).
+
+    What it stages is done by the transaction that stores the node's writes: if
+    the node returns (or interrupts), the tasks and LangGraph's record of the
+    node commit together; if it raises, or the process dies first, neither does.
+    Each staged enqueue gets an idempotency key derived from the thread, the
+    LangGraph task (a hash of the checkpoint, the node and its path) and its
+    position in the node, so the same node run again (after an interrupt or a
+    crash) finds its tasks instead of making new ones."""
+
+    def __init__(
+        self, saver: AgentQSaver, thread_id: str, task_id: str, parent: _Parent | None = None
+    ) -> None:
+        self.saver = saver
+        self.thread_id = thread_id
+        self.task_id = task_id
+        #: The checkpoint the node's step started from (thread, namespace, id).
+        self.parent = parent
+        self._keys: list[str] = []
+
+    def key(self, position: int) -> str:
+        """The idempotency key of this node's ``position``-th enqueue (-1: its
+        continuation)."""
+        digest = hashlib.sha256(f"{self.thread_id}\0{self.task_id}".encode()).hexdigest()[:32]
+        return f"langgraph:{digest}:{position}"
+
+    def enqueue(
+        self, tool: str, args: Mapping[str, Any] | Any, **options: Unpack[EnqueueOptions]
+    ) -> str:
+        """Stage an agentq enqueue (``Decision.enqueue``'s arguments; its
+        ``idempotency_key`` is this node's unless one is given); returns the key."""
+        key = options.get("idempotency_key") or self.key(len(self._keys))
+        self._keys.append(key)
+        chosen: EnqueueOptions = {**options, "idempotency_key": key}
+
+        def work(d: Decision, tasks: dict[str, TaskInfo]) -> None:
+            tasks[key] = d.enqueue(tool, args, **chosen)
+
+        self.saver._stage(self, work)
+        return key
+
+    def on_commit(self, fn: Callable[[Decision], Any]) -> None:
+        """Stage ``fn(decision)``: application SQL or other task operations done in
+        the transaction of this node's writes (re-run with it on a transient abort,
+        so it must have no outside effects)."""
+        self.saver._stage(self, lambda d, _tasks: fn(d))
+
+    def wait(self, resume_tool: str) -> list[dict[str, Any]]:
+        """Interrupt the graph until this node's staged tasks are done; returns
+        what became of each (``task_id``, ``status``, ``result`` or ``error``), in
+        the order they were enqueued.
+
+        The interrupt commits with the tasks and a continuation task of
+        ``resume_tool`` (:meth:`AgentQSaver.resume_tool`) that waits ``after``
+        them: when the last of them succeeds, a worker resumes the graph with
+        their outcomes, and this call returns them. If one of them dies, is
+        rejected or is cancelled, the continuation is cancelled with it and the
+        graph stays interrupted (resume it by hand with ``Command(resume=...)``)."""
+        from langgraph.types import interrupt
+
+        keys = list(self._keys)
+        wait_id = self.key(-1)
+
+        def continuation(d: Decision, tasks: dict[str, TaskInfo]) -> None:
+            found = [tasks[k] for k in keys]
+            args = {"thread_id": self.thread_id, "wait_id": wait_id,
+                    "task_ids": [t.task_id for t in found]}  # fmt: skip
+            d.enqueue(resume_tool, args, idempotency_key=wait_id, after=found)
+
+        self.saver._stage(self, continuation)
+        answer = interrupt({_WAIT_MARK: wait_id, "idempotency_keys": keys})
+        if isinstance(answer, dict) and isinstance(answer.get("outcomes"), list):
+            return list(answer["outcomes"])
+        raise ToolError(f"resumed with {answer!r:.80}, not the outcomes of the node's tasks")
+
+
+class AgentQSaver(BaseCheckpointSaver[str]):
+    """LangGraph checkpoints and pending writes in agentq's database (module docs)."""
+
+    def __init__(self, rt: Runtime, *, serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        self.rt = rt
+        # What nodes staged, by (thread, LangGraph task id): the node's step and its work.
+        self._staged: dict[tuple[str, str], tuple[GraphStep, list[_Work]]] = {}
+        # Staged work whose writes' transaction failed, by (thread, namespace,
+        # checkpoint, task): done by the ``put`` of the checkpoint that follows
+        # (it holds the node's effects) or by neither. LangGraph may store that
+        # checkpoint even though a task's writes failed; that ``put`` waits for
+        # the writes in flight to its parent (counted here) before it looks.
+        self._unsaved: dict[tuple[str, str, str, str], list[_Work]] = {}
+        self._in_flight: dict[_Parent, int] = {}
+        self._staged_lock = threading.Condition()
+
+    # -- a node's agentq work ---------------------------------------------------
+
+    def step(self, config: RunnableConfig | None = None) -> GraphStep:
+        """The node run being executed (LangGraph's ``get_runtime().execution_info``,
+        or the ``config`` LangGraph passes the node), for staging agentq work that
+        commits with the node's writes. Call it once per node run: a second call
+        supersedes the first."""
+        if config is None:
+            from langgraph.config import get_config
+
+            config = get_config()
+        configurable = config.get("configurable") or {}
+        task_id = configurable.get("__pregel_task_id")
+        if not isinstance(task_id, str) or not task_id:
+            raise ConfigError("AgentQSaver.step runs inside a LangGraph node")
+        if configurable.get("__pregel_durability") == "exit":
+            raise ConfigError(
+                "durability='exit' stores a graph's steps only when it exits: a node's "
+                "agentq work would be lost with the steps never stored; use 'sync' or 'async'"
+            )
+        thread_id = _thread_of(config)
+        # The node's namespace is its graph's plus "node:task id"; the checkpoint
+        # map names the checkpoint each enclosing graph's step started from.
+        node_ns = str(configurable.get("checkpoint_ns", ""))
+        graph_ns = node_ns.rsplit("|", 1)[0] if "|" in node_ns else ""
+        parent_id = (configurable.get("checkpoint_map") or {}).get(graph_ns)
+        parent = (thread_id, graph_ns, str(parent_id)) if parent_id else None
+        step = GraphStep(self, thread_id, task_id, parent)
+        with self._staged_lock:  # a retried node starts over: its last attempt's work goes
+            self._staged[(thread_id, task_id)] = (step, [])
+        return step
+
+    def _stage(self, step: GraphStep, work: _Work) -> None:
+        with self._staged_lock:
+            found = self._staged.get((step.thread_id, step.task_id))
+            if found is None or found[0] is not step:
+                raise ConfigError("this node's step is over (or superseded): stage nothing more")
+            found[1].append(work)
+
+    def _take_staged(self, thread_id: str, task_id: str) -> list[_Work]:
+        with self._staged_lock:
+            return self._staged.pop((thread_id, task_id), (None, []))[1]
+
+    def _writes_started(self, parent: _Parent, task_id: str) -> None:
+        with self._staged_lock:
+            self._unsaved.pop((*parent, task_id), None)  # the node ran again
+            self._in_flight[parent] = self._in_flight.get(parent, 0) + 1
+
+    def _writes_ended(self, parent: _Parent, task_id: str, unsaved: list[_Work]) -> None:
+        with self._staged_lock:
+            if unsaved:
+                self._unsaved[(*parent, task_id)] = unsaved
+            left = self._in_flight.pop(parent) - 1
+            if left:
+                self._in_flight[parent] = left
+            self._staged_lock.notify_all()
+
+    def _take_unsaved(self, parent: _Parent) -> dict[str, list[_Work]]:
+        """The work of the nodes of the step from ``parent`` that is not stored:
+        their writes failed, or they wrote nothing (LangGraph then calls no
+        ``put_writes``). Called by the ``put`` that ends the step, when every
+        node of it has returned; it waits for the writes in flight to ``parent``."""
+        with self._staged_lock:
+            self._staged_lock.wait_for(lambda: parent not in self._in_flight)
+            mine = {k[3]: w for k, w in self._unsaved.items() if k[:3] == parent}
+            for task_id in mine:
+                del self._unsaved[(*parent, task_id)]
+            for key, (step, work) in list(self._staged.items()):
+                if step.parent == parent:
+                    del self._staged[key]
+                    if work:
+                        mine[step.task_id] = work
+            return mine
+
+    def _do_staged(self, tx: Transaction, work: Sequence[_Work]) -> None:
+        decision = Decision(self.rt, tx)
+        tasks: dict[str, TaskInfo] = {}
+        for one in work:
+            one(decision, tasks)
+
+    def serve(self, graph: Any, name: str, *, queue: str = "langgraph") -> ToolDef:
+        """Register :meth:`resume_tool` on this saver's runtime (and create its
+        queue), so its workers resume ``graph``'s waiting threads; returns it."""
+        definition = self.rt.tools.add(self.resume_tool(graph, name, queue=queue))
+        self.rt.backend.create_queue(task_queue_spec(queue))
+        return definition
+
+    def resume_tool(self, graph: Any, name: str, *, queue: str = "langgraph") -> ToolDef:
+        """The agentq tool (hidden from agents) that resumes ``graph`` (compiled
+        with this saver) once a waiting node's tasks are done
+        (:meth:`GraphStep.wait`); register it on the runtimes whose workers should
+        run it (:meth:`serve` does). In a tools folder, declare it with ``@tool``
+        and :func:`resume_waiting` instead."""
+
+        def handler(ctx: ToolContext, args: ResumeArgs) -> dict[str, Any]:
+            return resume_waiting(self.rt, graph, args)
+
+        return ToolDef(
+            name=name, handler=handler, args_model=ResumeArgs, result_model=None, queue=queue,
+            description="resumes a LangGraph thread whose node's agentq tasks are done "
+            "(not offered to agents)", visible=False,
+        )  # fmt: skip
+
+    # -- reading ----------------------------------------------------------------
+
+    def _dump(self, value: Any) -> dict[str, str]:
+        kind, data = self.serde.dumps_typed(value)
+        return {"t": kind, "b": base64.b64encode(data).decode("ascii")}
+
+    def _load(self, typed: Mapping[str, str]) -> Any:
+        return self.serde.loads_typed((typed["t"], base64.b64decode(typed["b"])))
+
+    def _pending_writes(
+        self, thread_id: str, ns: str, checkpoint_id: str
+    ) -> list[tuple[str, str, Any]]:
+        prefix = _checkpoint_key(thread_id, ns, checkpoint_id) + _SEP
+        rows = [rec for _, rec in self._scan(WRITES, prefix)]
+        rows.sort(key=lambda r: writes_sort_key(r["task_path"], r["task_id"], r["idx"]))
+        return [(r["task_id"], r["channel"], self._load(r["value"])) for r in rows]
+
+    def _tuple(self, rec: Mapping[str, Any], metadata: Any = None) -> CheckpointTuple:
+        thread_id, ns, cid = rec["thread_id"], rec["checkpoint_ns"], rec["checkpoint_id"]
+        parent = rec.get("parent_checkpoint_id")
+        return CheckpointTuple(
+            config=_config(thread_id, ns, cid),
+            checkpoint=self._load(rec["checkpoint"]),
+            metadata=metadata if metadata is not None else self._load(rec["metadata"]),
+            parent_config=_config(thread_id, ns, parent) if parent else None,
+            pending_writes=self._pending_writes(thread_id, ns, cid),
+        )
+
+    def _scan(
+        self, table: str, prefix: str, *, after: str = "", descending: bool = False,
+        where: Mapping[str, Sequence[str | None]] | None = None,
+    ) -> Iterator[tuple[str, dict[str, Any]]]:  # fmt: skip
+        """Every record of ``table`` under ``prefix``, a page at a time."""
+        while True:
+            page = self.rt.backend.list_records(
+                table, prefix, _PAGE, after, descending=descending, where=where
+            )
+            yield from page
+            if len(page) < _PAGE:
+                return
+            after = page[-1][0]
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names (its ``checkpoint_id``), else the
+        thread's newest in ``config``'s namespace; None if there is none."""
+        thread_id = _thread_of(config)
+        ns = str(config["configurable"].get("checkpoint_ns", ""))
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id:
+            rec = self.rt.backend.get_record(
+                CHECKPOINTS, _checkpoint_key(thread_id, ns, checkpoint_id)
+            )
+        else:
+            newest = self.rt.backend.list_records(
+                CHECKPOINTS, _ns_prefix(thread_id, ns), 1, descending=True
+            )
+            rec = newest[0][1] if newest else None
+        return None if rec is None else self._tuple(rec)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first (per namespace): of ``config``'s thread (and
+        namespace, if it names one; of every thread without ``config``), only
+        ``config``'s ``checkpoint_id`` if it names one, those older than
+        ``before``'s, those whose metadata holds every item of ``filter``; at
+        most ``limit``."""
+        configurable = (config or {}).get("configurable") or {}
+        if config is None or configurable.get("thread_id") in (None, ""):
+            prefix = ""
+        elif "checkpoint_ns" in configurable:
+            prefix = _ns_prefix(_thread_of(config), str(configurable["checkpoint_ns"]))
+        else:
+            prefix = _thread_prefix(_thread_of(config))
+        only = get_checkpoint_id(config) if config else None
+        before_id = get_checkpoint_id(before) if before else None
+        after = ""
+        if before_id and prefix.count(_SEP) == 2:  # one namespace: a key range
+            after = prefix + _part(before_id)
+        if limit is not None and limit <= 0:
+            return
+        count = 0
+        for _, rec in self._scan(CHECKPOINTS, prefix, after=after, descending=True):
+            cid = rec["checkpoint_id"]
+            if only and cid != only:
+                continue
+            if before_id and cid >= before_id:
+                continue
+            metadata = self._load(rec["metadata"])
+            if filter and not all(metadata.get(k) == v for k, v in filter.items()):
+                continue
+            yield self._tuple(rec, metadata)
+            count += 1
+            if limit is not None and count >= limit:
+                return
+
+    # -- writing ----------------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store ``checkpoint`` (its channel values inline), its parent being
+        ``config``'s ``checkpoint_id``; returns the config that names it."""
+        thread_id = _thread_of(config)
+        ns = str(config["configurable"].get("checkpoint_ns", ""))
+        full = get_checkpoint_metadata(config, metadata)
+        run_id = full.get("run_id")
+        rec = {
+            "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"],
+            "parent_checkpoint_id": config["configurable"].get("checkpoint_id"),
+            "run_id": str(run_id) if run_id is not None else None,
+            "checkpoint": self._dump(checkpoint), "metadata": self._dump(full),
+        }  # fmt: skip
+        key = _checkpoint_key(thread_id, ns, checkpoint["id"])
+        # A node's staged work that its writes did not store commits with this
+        # checkpoint, which holds the node's effects, or neither does.
+        parent_id = config["configurable"].get("checkpoint_id")
+        parent = (thread_id, ns, str(parent_id))
+        unsaved = self._take_unsaved(parent) if parent_id else {}
+
+        def store(tx: Transaction) -> None:
+            for work in unsaved.values():
+                self._do_staged(tx, work)
+            tx.put_record(CHECKPOINTS, key, rec)
+
+        try:
+            self.rt.backend.transact(store)
+        except BaseException:
+            for task_id, work in unsaved.items():
+                self._writes_started(parent, task_id)
+                self._writes_ended(parent, task_id, work)
+            raise
+        return _config(thread_id, ns, checkpoint["id"])
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes to ``config``'s checkpoint, and do in the same
+        transaction the agentq work the task's node staged (:meth:`step`), unless
+        the node failed (its error is stored; its staged work is dropped)."""
+        thread_id = _thread_of(config)
+        ns = str(config["configurable"].get("checkpoint_ns", ""))
+        checkpoint_id = str(config["configurable"]["checkpoint_id"])
+        rows = []
+        for position, (channel, value) in enumerate(writes):
+            idx = WRITES_IDX_MAP.get(channel, position)
+            rows.append((_write_key(thread_id, ns, checkpoint_id, task_id, idx), idx, {
+                "task_id": task_id, "task_path": task_path, "channel": channel, "idx": idx,
+                "value": self._dump(value),
+            }))  # fmt: skip
+        staged = self._take_staged(thread_id, task_id)
+        if any(channel == ERROR for channel, _ in writes):
+            staged = []
+
+        def store(tx: Transaction) -> None:
+            if staged:
+                self._do_staged(tx, staged)
+            for key, idx, rec in rows:
+                if idx >= 0:
+                    tx.insert_record(WRITES, key, rec)
+                else:
+                    tx.put_record(WRITES, key, rec)
+
+        if not staged:
+            self.rt.backend.transact(store)
+            return
+        parent = (thread_id, ns, checkpoint_id)
+        self._writes_started(parent, task_id)
+        unsaved = staged
+        try:
+            self.rt.backend.transact(store)
+            unsaved = []
+        finally:
+            self._writes_ended(parent, task_id, unsaved)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint and write of ``thread_id``, in every namespace
+        (a batch per transaction: a put racing it may survive)."""
+        prefix = _thread_prefix(str(thread_id))
+        for table in (WRITES, CHECKPOINTS):
+            while True:
+                keys = [k for k, _ in self.rt.backend.list_records(table, prefix, _DELETE_BATCH)]
+                if not keys:
+                    break
+                self.rt.backend.transact(_deleter(table, keys))
+
+    def _delete_checkpoints(self, keys: Sequence[str]) -> None:
+        """Delete checkpoints by key, with their writes."""
+        for key in keys:
+            writes = [k for k, _ in self._scan(WRITES, key + _SEP)]
+            for start in range(0, len(writes), _DELETE_BATCH):
+                self.rt.backend.transact(_deleter(WRITES, writes[start : start + _DELETE_BATCH]))
+        for start in range(0, len(keys), _DELETE_BATCH):
+            self.rt.backend.transact(
+                _deleter(CHECKPOINTS, list(keys[start : start + _DELETE_BATCH]))
+            )
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints whose metadata names one of ``run_ids``, with
+        their writes (LangGraph's caveat for ``DeltaChannel`` threads applies)."""
+        if not run_ids:
+            return
+        where = {"run_id": [str(r) for r in run_ids]}
+        self._delete_checkpoints([k for k, _ in self._scan(CHECKPOINTS, "", where=where)])
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of a thread, in every namespace, to
+        another thread id (a batch per transaction)."""
+        source = _thread_prefix(str(source_thread_id))
+        target = _thread_prefix(str(target_thread_id))
+        for table in (CHECKPOINTS, WRITES):
+            rows = list(self._scan(table, source))
+            for start in range(0, len(rows), _PAGE):
+                batch = [
+                    (target + key[len(source) :],
+                     {**rec, "thread_id": str(target_thread_id)} if table == CHECKPOINTS
+                     else rec)
+                    for key, rec in rows[start : start + _PAGE]
+                ]  # fmt: skip
+                self.rt.backend.transact(_putter(table, batch))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep each namespace's newest checkpoint (with its
+        writes) of each thread and delete the others; ``delete``: delete the
+        threads. Checkpoints hold their channel values whole, so the newest one
+        needs no other, except for LangGraph's beta ``DeltaChannel`` (see
+        ``BaseCheckpointSaver.prune``)."""
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}: keep_latest or delete")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                self.delete_thread(thread_id)
+                continue
+            newest: set[str] = set()
+            older: list[str] = []
+            for key, rec in self._scan(
+                CHECKPOINTS, _thread_prefix(str(thread_id)), descending=True
+            ):
+                if rec["checkpoint_ns"] in newest:
+                    older.append(key)
+                else:
+                    newest.add(rec["checkpoint_ns"])
+            self._delete_checkpoints(older)
+
+    # -- async: the same, on a thread (agentq's backends are synchronous) --------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        found = await asyncio.to_thread(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
+        for item in found:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Zero-padded versions, so they also sort as text (as LangGraph's own savers')."""
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(current.split(".")[0])
+        return f"{current_v + 1:032}.{0:016}"
