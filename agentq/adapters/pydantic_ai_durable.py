@@ -67,15 +67,10 @@ Pydantic AI is imported with this module (``agentq-runtime[pydantic-ai]``).
 
 from __future__ import annotations
 
-import asyncio
-import json
-import threading
-from collections.abc import Coroutine, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from typing import Any
 
 import httpx
 import httpx2
@@ -104,8 +99,16 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 from pydantic_ai.usage import RequestUsage
 
+from agentq.adapters.durable_turns import (
+    CURRENT_TURN,
+    TurnCall,
+    answer_calls,
+    forward,
+    host_entry,
+    on_loop,
+    text_of,
+)
 from agentq.agents import Agent, ModelAnswer, ToolCall
-from agentq.agents.model import MAX_ANSWER_BYTES
 from agentq.agents.turn import RUN_HEADER
 from agentq.errors import AgentQError, ConfigError
 from agentq.redact import redact_text
@@ -119,8 +122,6 @@ __all__ = [
     "to_model_messages",
     "turn_http_client",
 ]
-
-_T = TypeVar("_T")
 
 
 def durable_agent(
@@ -185,20 +186,6 @@ def _refuse_structured_output(agent: PydanticAgent[Any, Any], label: str) -> Non
 # --- the turn's model --------------------------------------------------------
 
 
-@dataclass
-class _Turn:
-    """What the model request of one turn sends through (:func:`turn_http_client`)."""
-
-    http: httpx.Client
-    headers: Mapping[str, str]
-    #: agentq's own refusal (RetryLater, a host not allowed) that the provider's
-    #: SDK may wrap or retry: the turn raises it instead.
-    refused: AgentQError | None = None
-
-
-_TURN: ContextVar[_Turn | None] = ContextVar("agentq_pydantic_ai_turn", default=None)
-
-
 @dataclass(eq=False)
 class PydanticAIModel:
     """A :class:`~agentq.agents.ChatModel` that asks a Pydantic AI agent's model
@@ -228,11 +215,7 @@ class PydanticAIModel:
             base_url = self.model.base_url
         except Exception:  # a model that cannot be resolved fails its turn, not this
             return ""
-        parts = urlsplit(base_url or "")
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            return ""
-        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-        return f"{host}:{parts.port}" if parts.port else host
+        return host_entry(base_url)
 
     def complete(
         self,
@@ -241,9 +224,9 @@ class PydanticAIModel:
         tools: Sequence[Mapping[str, Any]],
         headers: Mapping[str, str],
     ) -> ModelAnswer:
-        turn = _Turn(http=http, headers=dict(headers))
+        turn = TurnCall(http=http, headers=dict(headers))
         try:
-            response = _on_loop(self._ask(turn, messages, tools), self.timeout)
+            response = on_loop(self._ask(turn, messages, tools), self.timeout)
         except Exception as exc:
             classified = turn.refused if turn.refused is not None else _classified(exc)
             if classified is exc:
@@ -253,11 +236,11 @@ class PydanticAIModel:
 
     async def _ask(
         self,
-        turn: _Turn,
+        turn: TurnCall,
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]],
     ) -> ModelResponse:
-        _TURN.set(turn)  # this task's own context: the requests it makes see it
+        CURRENT_TURN.set(turn)  # this task's own context: the requests it makes see it
         history = to_model_messages(messages)
         system = await self.agent.system_prompt_parts(deps=self.deps, message_history=history)
         if system and history and isinstance(history[0], ModelRequest):
@@ -366,23 +349,8 @@ def to_model_messages(
 
 
 def _calls(raw: Sequence[Any], turn: int) -> list[ToolCallPart]:
-    seen: set[str] = set()
-    out = []
-    for position, call in enumerate(raw):
-        entry: Mapping[str, Any] = call if isinstance(call, Mapping) else {}
-        named = entry.get("function")
-        function: Mapping[str, Any] = named if isinstance(named, Mapping) else {}
-        call_id = str(entry.get("id") or "")
-        if not call_id or call_id in seen:
-            call_id = f"agentq-{turn}-{position}"
-        seen.add(call_id)
-        arguments = function.get("arguments")
-        out.append(ToolCallPart(
-            tool_name=str(function.get("name") or ""),
-            args=arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
-            tool_call_id=call_id,
-        ))  # fmt: skip
-    return out
+    return [ToolCallPart(tool_name=c.name, args=c.arguments, tool_call_id=c.call_id)
+            for c in answer_calls(raw, turn)]  # fmt: skip
 
 
 def _response(message: Mapping[str, Any], calls: list[ToolCallPart], turn: Any) -> ModelResponse:
@@ -400,8 +368,7 @@ def _response(message: Mapping[str, Any], calls: list[ToolCallPart], turn: Any) 
     return ModelResponse(parts=parts, usage=usage, model_name=turn.model, timestamp=when)
 
 
-def _text(content: Any) -> str:
-    return content if isinstance(content, str) else json.dumps(content, default=str)
+_text = text_of
 
 
 def run_messages(
@@ -413,46 +380,9 @@ def run_messages(
     as each turn's request did."""
     history = to_model_messages(run.messages, run.turns)
     if agent is not None and history and isinstance(history[0], ModelRequest):
-        system = _on_loop(agent.system_prompt_parts(deps=deps, message_history=history), 60.0)
+        system = on_loop(agent.system_prompt_parts(deps=deps, message_history=history), 60.0)
         history[0] = ModelRequest(parts=[*system, *history[0].parts])
     return history
-
-
-# --- the loop the model requests run on -----------------------------------------
-
-_LOOP: asyncio.AbstractEventLoop | None = None
-_LOOP_LOCK = threading.Lock()
-
-
-def _loop() -> asyncio.AbstractEventLoop:
-    """One event loop in a daemon thread for every Pydantic AI request of this
-    process: a provider's async client is bound to the loop it first ran on, and
-    turns run in the worker's handler threads."""
-    global _LOOP
-    with _LOOP_LOCK:
-        if _LOOP is None:
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="agentq-pydantic-ai",
-                             daemon=True).start()  # fmt: skip
-            _LOOP = loop
-        return _LOOP
-
-
-def _on_loop(coro: Coroutine[Any, Any, _T], timeout: float) -> _T:
-    loop = _loop()
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if running is loop:  # waiting here would block the loop that must run it
-        coro.close()
-        raise RuntimeError("called from a Pydantic AI request of a durable agent's turn")
-    future = asyncio.run_coroutine_threadsafe(coro, loop)
-    try:
-        return future.result(timeout)
-    except TimeoutError:
-        future.cancel()
-        raise TimeoutError(f"model request took longer than {timeout:g}s") from None
 
 
 # --- the provider's HTTP client ---------------------------------------------------
@@ -469,36 +399,9 @@ def turn_http_client() -> httpx2.AsyncClient:
 
 class _TurnTransport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        turn = _TURN.get()
-        if turn is None:
-            raise RuntimeError("this client sends only inside an agentq turn of a durable "
-                               "agent (agentq.adapters.pydantic_ai_durable)")  # fmt: skip
-        if turn.refused is not None:
-            raise turn.refused  # the SDK retrying what agentq refused: no new request
-        headers = [(k, v) for k, v in request.headers.multi_items()
-                   if k.lower() not in {h.lower() for h in turn.headers}]  # fmt: skip
-        outgoing = httpx.Request(request.method, str(request.url),
-                                 headers=[*headers, *turn.headers.items()],
-                                 content=await request.aread())  # fmt: skip
-        try:
-            status, answer_headers, body = await asyncio.to_thread(_send, turn.http, outgoing)
-        except AgentQError as exc:
-            turn.refused = exc
-            raise
+        status, answer_headers, body = await forward(
+            request.method, str(request.url), request.headers.multi_items(),
+            await request.aread(), who="agentq.adapters.pydantic_ai_durable",
+        )  # fmt: skip
         # The body as it came (still encoded), with its headers: the SDK's client decodes it.
         return httpx2.Response(status, headers=answer_headers, stream=httpx2.ByteStream(body))
-
-
-def _send(http: httpx.Client, request: httpx.Request) -> tuple[int, list[tuple[str, str]], bytes]:
-    response = http.send(request, stream=True)
-    try:
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_raw():
-            size += len(chunk)
-            if size > MAX_ANSWER_BYTES:
-                raise RuntimeError(f"model answer over {MAX_ANSWER_BYTES} bytes")
-            chunks.append(chunk)
-    finally:
-        response.close()
-    return response.status_code, response.headers.multi_items(), b"".join(chunks)
