@@ -29,6 +29,11 @@ MODULE_PAGES = {
     "agentq.adapters.openai_agents": "adapters.md",
     "agentq.adapters.langchain": "adapters.md",
     "agentq.adapters.calls": "adapters.md",
+    "agentq.adapters.durable_turns": "adapters.md",
+    "agentq.adapters.openai_agents_durable": "adapters.md",
+    "agentq.adapters.openai_agents_session": "adapters.md",
+    "agentq.adapters.openai_agents_state": "adapters.md",
+    "agentq.adapters.langgraph_checkpoint": "adapters.md",
 }
 
 
