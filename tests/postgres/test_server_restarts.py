@@ -99,11 +99,17 @@ def test_the_pool_reconnects_soon_after_a_long_outage_ends(
             "WHERE datname = %s AND pid <> pg_backend_pid()",
             (database,),
         )
-        waiting: list[float] = []
+        outcome: list[str] = []
 
-        def transact() -> None:  # waits in the pool for a connection meanwhile
-            b.transact(lambda tx: tx.put_record("ledger", "k", {"v": 1}))
-            waiting.append(time.monotonic())
+        def transact() -> None:  # asks the pool for a connection during the outage
+            try:
+                b.transact(lambda tx: tx.put_record("ledger", "k", {"v": 1}))
+                outcome.append("committed")
+            except BackendUnavailable:
+                # Issue 40, item 16: once the pool's attempts fail, a caller is
+                # answered within seconds (an HTTP enqueue's 503), not after the
+                # whole pool timeout.
+                outcome.append("unavailable")
 
         blocked = threading.Thread(target=transact)
         blocked.start()
@@ -111,10 +117,13 @@ def test_the_pool_reconnects_soon_after_a_long_outage_ends(
         admin.execute(f'ALTER DATABASE "{database}" CONNECTION LIMIT -1')
         back = time.monotonic()
         blocked.join(30)
-        assert waiting, "the waiting transaction never got a connection"
-        # Uncapped, the attempts after the first failure came at 1, 3 and 7 s.
-        assert waiting[0] - back < 1.5
-        assert b.get_record("ledger", "k") == {"v": 1}
+        assert outcome, "the transaction asked during the outage never got an answer"
+        # The pool's next attempt comes soon after the outage ends (uncapped, the
+        # attempts after the first failure came at 1, 3 and 7 s): a transaction
+        # asked now gets a connection within the checkout's grace.
+        b.transact(lambda tx: tx.put_record("ledger", "k", {"v": 2}))
+        assert time.monotonic() - back < 2.5
+        assert b.get_record("ledger", "k") == {"v": 2}
     finally:
         admin.execute(f'ALTER DATABASE "{database}" CONNECTION LIMIT -1')
         admin.close()
