@@ -34,6 +34,7 @@ MODULE_PAGES = {
     "agentq.adapters.openai_agents_session": "adapters.md",
     "agentq.adapters.openai_agents_state": "adapters.md",
     "agentq.adapters.langgraph_checkpoint": "adapters.md",
+    "agentq.adapters.langgraph_steps": "adapters.md",
 }
 
 
