@@ -86,7 +86,7 @@ def _cmd_token(args: argparse.Namespace) -> int:
     )
     if args.append:
         _append_entry(Path(args.append), entry)
-        print(f"token: {value}")
+        print(value)  # only the token: TOKEN=$(agentq token NAME --append FILE)
         print(f"appended {args.name!r} to {args.append}", file=sys.stderr)
         return 0
     print(f"token: {value}")
