@@ -24,7 +24,7 @@ from agentq.cli.common import (
 from agentq.cli.exits import EXIT_NEGATIVE, EXIT_OK, EXIT_TIMEOUT
 from agentq.cli.output import add_format_args, emit, print_record, print_task
 from agentq.errors import ConfigError
-from agentq.ledger import TaskStatus
+from agentq.statuses import TaskStatus
 
 if TYPE_CHECKING:
     from agentq.ledger import TaskInfo
