@@ -13,24 +13,13 @@ nothing of that escalation is recorded.
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from agentq.statuses import ApprovalStatus
+
 __all__ = ["ApprovalInfo", "ApprovalNotice", "ApprovalStatus"]
-
-
-class ApprovalStatus(StrEnum):
-    """State of an approval request."""
-
-    PENDING = "pending"
-    ESCALATED = "escalated"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    VOID = "void"  # its task was cancelled: it can no longer be decided
-    EXPIRED = "expired"  # nobody decided in time; the request lapsed (expire_after, on_timeout)
-    AUTO_REJECTED = "auto_rejected"  # nobody decided in time; the rule says that is a no
 
 
 class ApprovalInfo(BaseModel):

@@ -7,10 +7,11 @@ they describe, so the ledger and the queues never disagree.
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from agentq.statuses import TaskStatus
 
 __all__ = ["TERMINAL", "Tables", "TaskInfo", "TaskStatus"]
 
@@ -36,33 +37,6 @@ class Tables:
     RUN_KEYS = "run_keys"
     #: An owner's durable runs' usage per UTC day (:mod:`agentq.lifecycle.run_budgets`).
     RUN_USAGE = "run_usage"
-
-
-class TaskStatus(StrEnum):
-    """Where a task is in its life.
-
-    ``retry_scheduled`` means the last attempt failed (or was throttled) and the
-    next one is scheduled at ``next_attempt_at``; ``dead`` means agentq gave up
-    and the task is in the dead-letter queue. ``waiting`` means it runs once the
-    tasks it waits on (``after``) have succeeded; ``outcome_unknown`` means an
-    attempt of a non-idempotent call may have reached the external API and ended
-    without a result, and an operator decides (:meth:`Runtime.resolve`). Ledgers
-    written before this name existed said ``failed``; it is read as ``retry_scheduled``.
-    """
-
-    AWAITING_APPROVAL = "awaiting_approval"
-    WAITING = "waiting"
-    QUEUED = "queued"
-    RUNNING = "running"
-    RETRY_SCHEDULED = "retry_scheduled"
-    OUTCOME_UNKNOWN = "outcome_unknown"
-    SUCCEEDED = "succeeded"
-    DEAD = "dead"
-    CANCELLED = "cancelled"
-
-    @classmethod
-    def _missing_(cls, value: object) -> TaskStatus | None:
-        return cls.RETRY_SCHEDULED if value == "failed" else None
 
 
 TERMINAL = frozenset({TaskStatus.SUCCEEDED, TaskStatus.DEAD, TaskStatus.CANCELLED})

@@ -9,32 +9,13 @@ Python API returns it, the HTTP API serves it, the console and the CLI show it.
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentq.statuses import RunStatus
+
 __all__ = ["RUN_TERMINAL", "CallInfo", "RunInfo", "RunStatus", "TurnInfo", "Usage"]
-
-
-class RunStatus(StrEnum):
-    """Where a run is.
-
-    ``queued``: its next turn is a task waiting for a worker (``running`` while
-    a worker holds it); ``awaiting_tools``: the tool tasks of its last turn are
-    not all finished; ``awaiting_approval``: one of them waits for a human;
-    ``succeeded``: the model answered without calling a tool (the answer is its
-    ``output``; a new user message queues it again); ``failed``: a model call
-    failed for good, or a budget ran out (``error`` says which); ``cancelled``.
-    """
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    AWAITING_TOOLS = "awaiting_tools"
-    AWAITING_APPROVAL = "awaiting_approval"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
 
 
 #: Statuses after which nothing happens to a run unless a user writes to it again.

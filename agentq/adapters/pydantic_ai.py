@@ -41,6 +41,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
 from agentq.adapters.calls import KeyMode, call_key, check_wait, enqueue_and_wait, outcome
+from agentq.approvals import ApprovalInfo, ApprovalStatus
 from agentq.errors import (
     AgentQError,
     ApprovalError,
@@ -67,6 +68,17 @@ def _selected(rt: Runtime, names: Iterable[str] | None) -> dict[str, dict[str, A
     if unknown:
         raise ConfigError(f"not agent-callable tool(s): {', '.join(unknown)}")
     return {n: offered[n] for n in wanted}
+
+
+def _denial(approval: ApprovalInfo) -> str:
+    """What the model is told of an approval that ended without a yes."""
+    if approval.status is ApprovalStatus.REJECTED:
+        who = approval.decided_by or "a human"
+        return f"rejected by {who}: {approval.decision_note or 'no reason'}"
+    why = approval.decision_note or (
+        "its task was cancelled" if approval.status is ApprovalStatus.VOID else ""
+    )
+    return f"approval {approval.status.value}" + (f": {why}" if why else "")
 
 
 class AgentQToolset(AbstractToolset[Any]):
@@ -162,8 +174,19 @@ class AgentQToolset(AbstractToolset[Any]):
         self, requests: DeferredToolRequests, *, wait_seconds: float = 0.0
     ) -> DeferredToolResults:
         """The deferred calls whose tasks have finished (each waited for up to
-        ``wait_seconds``), as results for the next run; unfinished ones are left out."""
+        ``wait_seconds``), and the approvals a human has decided anywhere (CLI,
+        console, HTTP, MCP, :meth:`decide`), as results for the next run.
+
+        An approved call whose task has finished comes back as its result (nothing
+        runs again); one approved but not finished as approved (the resumed run
+        finds its task); a rejected, expired or voided one as denied, with who and
+        why. Unfinished calls and undecided approvals are left out: resume once
+        every request has an answer (Pydantic AI requires one for each)."""
         results = DeferredToolResults()
+        for asked in requests.approvals:
+            approval_id = (requests.metadata.get(asked.tool_call_id) or {}).get("approval_id")
+            if isinstance(approval_id, str):
+                await self._decided(asked, approval_id, results, check_wait(wait_seconds))
         for call in requests.calls:
             task_id = (requests.metadata.get(call.tool_call_id) or {}).get("task_id")
             if not isinstance(task_id, str):
@@ -175,6 +198,24 @@ class AgentQToolset(AbstractToolset[Any]):
                 ok = info.status is TaskStatus.SUCCEEDED
                 results.calls[call.tool_call_id] = info.result if ok else outcome(info)
         return results
+
+    async def _decided(
+        self, asked: ToolCallPart, approval_id: str, results: DeferredToolResults, wait: float
+    ) -> None:
+        """Answer ``asked`` in ``results`` if its approval has been decided."""
+        approval = await asyncio.to_thread(self.rt.approval, approval_id)
+        # The metadata came back from the client: only this very call's approval answers it.
+        self._check_same_call(approval.tool, approval.args, asked, approval_id)
+        call_id = asked.tool_call_id
+        if approval.status is ApprovalStatus.APPROVED:
+            info = await self.rt.wait_async(approval.task_id, wait)
+            if info.done:
+                ok = info.status is TaskStatus.SUCCEEDED
+                results.calls[call_id] = info.result if ok else outcome(info)
+            else:
+                results.approvals[call_id] = True
+        elif approval.status not in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED):
+            results.approvals[call_id] = ToolDenied(_denial(approval))
 
     def _check_same_call(
         self,

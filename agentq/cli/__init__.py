@@ -20,6 +20,11 @@ plus one call in :func:`agentq.cli.main.build_parser`.
 
 from __future__ import annotations
 
-from agentq.cli.main import build_parser, main
+from agentq.cli.exits import EXIT_INTERRUPTED
+
+try:
+    from agentq.cli.main import build_parser, main
+except KeyboardInterrupt:  # Ctrl-C while the command's modules import: no traceback
+    raise SystemExit(EXIT_INTERRUPTED) from None
 
 __all__ = ["build_parser", "main"]

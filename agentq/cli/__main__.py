@@ -2,6 +2,6 @@
 
 import sys
 
-from agentq.cli.main import main
+from agentq.cli import main
 
 sys.exit(main())

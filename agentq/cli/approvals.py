@@ -16,11 +16,11 @@ from collections import Counter
 from typing import Any
 
 from agentq import jsontext
-from agentq.approvals import ApprovalStatus
 from agentq.cli.common import add_db_args, open_ledger, positive
 from agentq.cli.exits import EXIT_OK
 from agentq.cli.output import add_format_args, age, emit, print_json
 from agentq.errors import ApprovalNotFound, ConfigError, TaskNotFound
+from agentq.statuses import ApprovalStatus
 
 __all__ = ["register"]
 

@@ -16,17 +16,24 @@ __all__ = ["register"]
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from agentq.demo import format_summary, run_demo
+    from agentq.demo import DemoFailed, format_summary, new_sqlite_database, run_demo
 
     if args.db and not args.keep:
         raise ConfigError("--db names the database --keep keeps: give --keep too")
     # --keep runs in the database this folder's commands open (agentq.toml's db,
     # else agentq.db), so that `agentq ui` and `agentq tasks` here show it.
     keep = resolve_db(args) if args.keep else None
-    summary = run_demo(
-        requests=args.requests, seed=args.seed, tools=args.tools, policies=args.policies,
-        db=keep, crash=not args.no_crash, out=_progress(args.json),
-    )  # fmt: skip
+    if keep is not None and not keep.lower().startswith(("postgresql:", "postgres:")):
+        keep = new_sqlite_database(keep)  # absolute, once: the demo's worker runs elsewhere
+    try:
+        summary = run_demo(
+            requests=args.requests, seed=args.seed, tools=args.tools, policies=args.policies,
+            db=keep, crash=not args.no_crash, out=_progress(args.json),
+        )  # fmt: skip
+    except (KeyboardInterrupt, DemoFailed) as exc:
+        if keep is not None:
+            _print_half_run(keep, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+        raise
     print(summary.to_json() if args.json else format_summary(summary))
     if keep is not None:
         _print_kept(keep, args.db, sys.stderr if args.json else sys.stdout)
@@ -39,6 +46,26 @@ def _progress(json_output: bool) -> Callable[[str], None]:
     if json_output:
         return lambda line: print(line, file=sys.stderr, flush=True)
     return lambda line: print(line, flush=True)
+
+
+def _print_half_run(url: str, how: str) -> None:
+    """A kept database the demo did not finish: where it is and how to start afresh."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from agentq.demo import DEMO_SCHEMA, kept_database
+
+    if url.lower().startswith(("postgresql:", "postgres:")):
+        schema = parse_qs(urlsplit(url).query).get("schema", [DEMO_SCHEMA])[-1]
+        where, fresh = kept_database(url), f"DROP SCHEMA {schema} CASCADE"
+    else:
+        path = url.removeprefix("sqlite:///").split("?", 1)[0]
+        where, fresh = path, f"rm {shlex.quote(path)}*"
+    print(
+        f"agentq demo {how}: the kept database {where} holds a half-run demo; "
+        f"remove it before agentq demo --keep again: {fresh}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _print_kept(url: str, given: str | None, out: TextIO) -> None:
@@ -166,10 +193,18 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     bench.add_argument("--durability", choices=["full", "normal"], default="full",
                        help="SQLite synchronous=FULL or NORMAL (default full)")  # fmt: skip
-    bench.add_argument("--repeats", type=positive, default=3,
-                       help="interleaved rounds; figures are their medians (default 3)")
-    bench.add_argument("--latency-samples", type=positive, default=90,
-                       help="tasks timed for enqueue-to-start latency (default 90)")
+    bench.add_argument(
+        "--repeats",
+        type=positive,
+        default=3,
+        help="interleaved rounds; figures are their medians (default 3)",
+    )
+    bench.add_argument(
+        "--latency-samples",
+        type=positive,
+        default=90,
+        help="tasks timed for enqueue-to-start latency (default 90)",
+    )
     bench.add_argument("--json", action="store_true", help="print JSON instead of the table")
     bench.add_argument("--out", default="bench-results.json", help="write JSON here ('' to skip)")
     bench.set_defaults(func=_cmd_bench)

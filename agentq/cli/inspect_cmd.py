@@ -10,7 +10,6 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from agentq import backends, overview
 from agentq.cli.common import add_db_args, positive, positive_float, require_database, resolve_db
 from agentq.cli.exits import EXIT_OK
 from agentq.cli.output import add_format_args, emit, print_json, table
@@ -31,10 +30,14 @@ _WORKER_COLUMNS = ("worker_id", "status", "age_s", "queues", "concurrency", "in_
 def _open(args: argparse.Namespace) -> Any:
     url = resolve_db(args)
     require_database(url)
+    from agentq import backends  # here: building the parser imports no backend
+
     return backends.open_backend(url)
 
 
 def _snapshot(backend: Any) -> dict[str, Any]:
+    from agentq import overview
+
     now = backend.clock.now()
     live = [w for w in overview.workers(backend, now) if w.live]
     return {
@@ -76,6 +79,8 @@ def _no_unfinished(snap: dict[str, Any]) -> str:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    from agentq import overview
+
     backend = _open(args)
     try:
         frames = 0
@@ -100,9 +105,12 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_workers(args: argparse.Namespace) -> int:
+    from agentq import overview
+
+    live_within = overview.LIVE_SECONDS if args.live_within is None else args.live_within
     backend = _open(args)
     try:
-        found = overview.workers(backend, backend.clock.now(), args.live_within)
+        found = overview.workers(backend, backend.clock.now(), live_within)
     finally:
         backend.close()
     if not args.all:
@@ -138,7 +146,7 @@ def register(sub: Any) -> None:
     workers.add_argument(
         "--live-within",
         type=positive_float,
-        default=overview.LIVE_SECONDS,
+        default=None,  # overview.LIVE_SECONDS, read when the command runs
         metavar="DURATION",
         help="heard from within this long: live (default 30)",
     )

@@ -144,8 +144,10 @@ def _stdout_closed() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agentq`` console script."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         try:

@@ -19,7 +19,7 @@ from agentq.cli.exits import EXIT_OK
 from agentq.cli.output import add_format_args, emit, print_json, print_record, table
 from agentq.errors import TaskNotFound
 from agentq.redact import redact_text
-from agentq.run_info import RunStatus
+from agentq.statuses import RunStatus
 
 if TYPE_CHECKING:
     from agentq.ledger import TaskInfo

@@ -24,7 +24,7 @@ from agentq.cli.common import (
 from agentq.cli.exits import EXIT_NEGATIVE, EXIT_OK, EXIT_TIMEOUT
 from agentq.cli.output import add_format_args, emit, print_record, print_task
 from agentq.errors import ConfigError
-from agentq.ledger import TaskStatus
+from agentq.statuses import TaskStatus
 
 if TYPE_CHECKING:
     from agentq.ledger import TaskInfo
@@ -116,11 +116,27 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
             ordering_key=args.ordering_key, at=args.at, delay=args.delay,
         )  # fmt: skip
         if args.wait is not None:
-            task = wait_for(rt, task.task_id, args.wait)
+            task = _wait_enqueued(rt, task, args.wait)
     finally:
         rt.close()
     print_task(args, task)
     return EXIT_OK if args.wait is None else _finished_status(task)
+
+
+def _wait_enqueued(rt: Runtime, task: TaskInfo, timeout: float) -> TaskInfo:
+    """``enqueue --wait``: the task is committed before the wait, so its id is said
+    first (on standard error: standard output is the task as it ends), and a Ctrl-C
+    during the wait says the task stays (running the command again would enqueue
+    another, unless it has the same --idempotency-key)."""
+    print(f"agentq: enqueued {task.task_id} ({task.status}); waiting up to {timeout:g}s "
+          "for it to finish", file=sys.stderr, flush=True)  # fmt: skip
+    try:
+        return wait_for(rt, task.task_id, timeout)
+    except KeyboardInterrupt:
+        print(f"agentq: interrupted: {task.task_id} is still {task.status} (Ctrl-C stopped "
+              f"the wait, not the task); follow it with: agentq task {task.task_id} --wait 1m",
+              file=sys.stderr, flush=True)  # fmt: skip
+        raise
 
 
 def _cmd_task(args: argparse.Namespace) -> int:

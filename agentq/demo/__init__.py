@@ -50,21 +50,32 @@ from agentq.demo.project import demo_project
 from agentq.demo.scaffold import new_project
 from agentq.demo.summary import DemoSummary, fill_summary, format_summary
 from agentq.demo_server import LoopbackAPI
-from agentq.errors import ConfigError
+from agentq.errors import AgentQError, ConfigError
 from agentq.ledger import TaskStatus
 from agentq.policies import load_policies
 from agentq.runtime import Decision, Runtime
 
 __all__ = [
+    "DemoFailed",
     "DemoSummary",
     "LoopbackAPI",
     "find_project_dir",
     "format_summary",
+    "kept_database",
     "new_project",
+    "new_sqlite_database",
     "run_demo",
 ]
 
 ESCALATE_AFTER = timedelta(seconds=3)
+#: How long the killed worker's process may take to start and take its task.
+WORKER_START_SECONDS = 30.0
+
+
+class DemoFailed(AgentQError):
+    """The demo could not finish; the message says why in one line."""
+
+
 #: The schema of a demo on PostgreSQL when its URL names none.
 DEMO_SCHEMA = "agentq_demo"
 
@@ -147,6 +158,29 @@ def run_demo(
     makes, or a ``postgresql://`` database, where the demo keeps to a schema of
     its own (see :func:`demo_database`) that must hold no tasks yet. By default
     it runs in a temporary folder, removed after."""
+    tmp = tempfile.TemporaryDirectory(prefix="agentq-demo-") if workdir is None else None
+    try:
+        return _run_demo(
+            requests=requests, seed=seed, tools=tools, policies=policies,
+            workdir=workdir or (tmp.name if tmp else "."), db=db, crash=crash, out=out,
+        )  # fmt: skip
+    finally:
+        if tmp is not None:
+            tmp.cleanup()  # however the demo ended
+
+
+def _run_demo(
+    *,
+    requests: int = 24,
+    seed: int = 7,
+    tools: str | None = None,
+    policies: str | None = None,
+    workdir: str | None = None,
+    db: str | None = None,
+    crash: bool = True,
+    out: Callable[[str], None] = print,
+) -> DemoSummary:
+    """:func:`run_demo` in ``workdir``."""
     clock: Clock = SystemClock()
     started = clock.monotonic()
     tools_dir, policies_dir = _project_dirs(tools, policies)
@@ -160,14 +194,13 @@ def run_demo(
         }
     )
     # The folder the killed worker runs in (and, by default, the database's).
-    tmp = tempfile.TemporaryDirectory(prefix="agentq-demo-") if workdir is None else None
-    root = Path(workdir or (tmp.name if tmp else "."))
+    root = Path(workdir or ".")
     if db is None:
         db_url = f"sqlite:///{root / 'demo.db'}"
     elif _is_postgres(db):
         db_url = demo_database(db)
     else:
-        db_url = _new_sqlite_database(db)
+        db_url = new_sqlite_database(db)
     summary = DemoSummary()
     rng = random.Random(seed)
 
@@ -267,8 +300,6 @@ def run_demo(
         finally:
             rt.close()
     summary.elapsed_seconds = round(clock.monotonic() - started, 2)
-    if tmp is not None:
-        tmp.cleanup()
     return summary
 
 
@@ -327,10 +358,17 @@ def _crash_a_worker(
     )
     say(f"worker process {proc.pid} started")
     task = rt.transact(_decide(order, 42.0, ship=False))
-    if not received.wait(30):
+    if not received.wait(WORKER_START_SECONDS):
         proc.kill()
-        raise RuntimeError(
-            f"worker process did not pick up the task: {proc.stderr.read() if proc.stderr else ''}"
+        proc.wait(10)
+        said = []
+        if proc.stderr is not None:
+            said = [line for line in proc.stderr.read().splitlines() if line.strip()]
+            proc.stderr.close()
+        raise DemoFailed(
+            f"the demo's worker process did not take its task within "
+            f"{WORKER_START_SECONDS:g} s (database {db_url})"
+            + (f"; its last words: {said[-1].strip()}" if said else "")
         )
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
@@ -361,14 +399,18 @@ def _all_settled(rt: Runtime) -> bool:
     return True
 
 
-def _new_sqlite_database(url: str) -> str:
+def new_sqlite_database(url: str) -> str:
     """The URL of the database ``--keep`` makes: SQLite, and not there yet (a demo
     never writes into a database someone may be using)."""
     if not url.lower().startswith("sqlite:///") or url.lower().startswith("sqlite:///:memory:"):
         raise ConfigError(
             f"agentq demo --keep runs in a new SQLite file or a PostgreSQL database, not {url}"
         )
-    path = Path(url[len("sqlite:///"):].split("?", 1)[0])
+    path = Path(url[len("sqlite:///") :].split("?", 1)[0]).absolute()
+    query = url.split("?", 1)[1] if "?" in url else ""
+    # Absolute, once: the killed worker runs in the demo's temporary folder, where a
+    # relative sqlite:///agentq.db is another file (it never took its task).
+    url = f"sqlite:///{path}" + (f"?{query}" if query else "")
     if path.exists():
         raise ConfigError(
             f"{path} exists: agentq demo --keep makes a new database and never writes into "
@@ -406,7 +448,7 @@ def _wait_for(
     while not cond():
         now = clock.monotonic()
         if now > deadline:
-            raise RuntimeError(f"demo timed out waiting for {what}")
+            raise DemoFailed(f"the demo timed out waiting for {what}")
         if now - last >= 2:
             counts = Counter(t.status.value for t in rt.tasks())
             say(

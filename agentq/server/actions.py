@@ -35,6 +35,7 @@ from agentq.server.auth import Scope, require
 from agentq.server.openapi import action_model_for
 from agentq.server.problems import Problem, argument_errors, field_errors
 from agentq.server.state import read_json, server_state
+from agentq.tools import ToolDef
 from agentq.tools.registry import unknown_tool
 from agentq.webhooks import check_callback_url
 
@@ -64,6 +65,23 @@ def stored_name(principal: str) -> str:
     return principal.replace(":", "%3A")
 
 
+def _body_errors(exc: ValidationError, definition: ToolDef, body: Any) -> list[dict[str, str]]:
+    """The body's errors as JSON Pointers; those of ``args`` as the tool's own check
+    words them (a misspelled name with its "did you mean", even when the name it
+    misspells is a required one: pydantic says only "Field required")."""
+    errors = field_errors(exc)
+    args = body.get("args") if isinstance(body, dict) else None
+    if not isinstance(args, dict) or not any(e["pointer"].startswith("/args/") for e in errors):
+        return errors
+    try:
+        definition.enqueueable_args(args)
+    except InvalidArguments as refused:
+        if refused.problems:
+            rest = [e for e in errors if not e["pointer"].startswith("/args")]
+            return rest + argument_errors(refused)
+    return errors
+
+
 def _task_response(task: Any, status: int, collapsed: bool = False) -> Response:
     headers = {"Location": f"/v1/tasks/{task.task_id}"}
     if collapsed:
@@ -91,7 +109,7 @@ async def enqueue(request: Request) -> Response:
         action = action_model_for(rt, definition).model_validate(body)
     except ValidationError as exc:
         raise Problem(422, "Invalid request", f"the body does not fit tool {name!r}",
-                      errors=field_errors(exc)) from exc  # fmt: skip
+                      errors=_body_errors(exc, definition, body)) from exc  # fmt: skip
     fields: dict[str, Any] = action.model_dump()
     if fields["callback_url"] is not None:
         try:

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+_INTERRUPTED = 130  # agentq.cli.exits.EXIT_INTERRUPTED (the CLI is a layer above)
+
 __all__ = ["register"]
 
 #: ``open_runtime(args, catalog=...)`` of :mod:`agentq.cli.common`.
@@ -86,7 +88,7 @@ def _cmd_token(args: argparse.Namespace) -> int:
     )
     if args.append:
         _append_entry(Path(args.append), entry)
-        print(f"token: {value}")
+        print(value)  # only the token: TOKEN=$(agentq token NAME --append FILE)
         print(f"appended {args.name!r} to {args.append}", file=sys.stderr)
         return 0
     print(f"token: {value}")
@@ -180,6 +182,7 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
     stop = threading.Event()
     worker_thread = None
     rt = None
+    interrupted = False
     try:
         # Without a tools folder, the database's recorded tools; a worker runs their code.
         rt = make_runtime(args, catalog=args.worker == 0)
@@ -191,6 +194,8 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
             worker_thread.start()
         print(f"agentq serve: serving on {url_of(args.host, sock)}", file=sys.stderr, flush=True)
         run(app, sock, limits, lifespan="off", on_shutdown=app.state.agentq.closing.set)
+    except KeyboardInterrupt:
+        interrupted = True  # uvicorn stopped cleanly, then re-raised the SIGINT it caught
     finally:
         stop.set()
         if worker_thread is not None:
@@ -198,4 +203,6 @@ def _cmd_serve(args: argparse.Namespace, make_runtime: RuntimeFactory) -> int:
         sock.close()  # run() closed it already, unless something failed before
         if rt is not None:
             rt.close()
-    return 0
+    how = " (Ctrl-C)" if interrupted else ""
+    print(f"agentq serve: stopped{how}", file=sys.stderr, flush=True)
+    return _INTERRUPTED if interrupted else 0

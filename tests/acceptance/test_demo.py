@@ -92,3 +92,31 @@ def test_demo_on_a_database_that_has_tasks_refuses_to_start(postgres_url: str) -
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("agentq: error: agentq demo needs a database without tasks")
     assert "schema=agentq_demo" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_demo_keep_in_a_folder_without_agentq_toml(tmp_path: Path) -> None:
+    """Issue 39, item 2.10: the default ``sqlite:///agentq.db`` stayed relative and
+    the killed worker, running in the demo's temporary folder, opened another file:
+    after 30 s, a traceback (``worker process did not pick up the task``)."""
+    proc = _agentq("demo", "--keep", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and (tmp_path / "agentq.db").is_file()
+    assert f"kept the demo's database: {tmp_path / 'agentq.db'}" in proc.stdout
+
+
+def test_a_demo_whose_worker_never_takes_its_task_ends_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bounded wait, then one clear line (and where the half-run database is)."""
+    import agentq.demo
+    from agentq.cli import main
+
+    monkeypatch.setattr(agentq.demo, "WORKER_START_SECONDS", 0.5)
+    monkeypatch.setattr(agentq.demo.sys, "executable", "/bin/false")  # a worker that dies
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--keep", "--requests", "2"]) != 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "agentq: error: the demo's worker process did not take its task within 0.5 s" in err
+    assert f"the kept database {tmp_path / 'agentq.db'} holds a half-run demo" in err
+    assert len(err.strip().splitlines()) == 2, err

@@ -436,3 +436,18 @@ def test_an_unknown_tool_is_404_with_a_did_you_mean(server: LiveServer) -> None:
     body = _problem(r, 404)
     assert "did you mean 'execute_refund'" in body["detail"]
     assert "escalate" not in body["detail"]  # internal: not exposed
+
+
+def test_a_misspelled_required_argument_is_422_with_a_did_you_mean(
+    server: LiveServer, runtime: Runtime
+) -> None:
+    """Issue 39, item 2.3: ``amout`` for the required ``amount`` was only "Field
+    required" (the CLI and MCP name the misspelling)."""
+    typo = {"args": {"order_id": "X-1", "amout": 50}}
+    with server.client() as http:
+        r = http.post("/v1/tools/execute_refund/actions", json=typo)
+    body = _problem(r, 422)
+    by_pointer = {e["pointer"]: e["detail"] for e in body["errors"]}
+    assert "did you mean 'amount'" in by_pointer["/args/amout"], body
+    assert "/args/amount" in by_pointer  # still said: it is missing
+    assert runtime.tasks() == []

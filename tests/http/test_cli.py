@@ -55,9 +55,9 @@ def test_token_append_writes_entries_the_server_loads(
     (the token line is not TOML); ``--append FILE`` writes only the entry."""
     file = tmp_path / "tokens.toml"
     assert main(["token", "bot", "--scope", "enqueue", "--append", str(file)]) == 0
-    bot = capsys.readouterr().out.strip().removeprefix("token: ")
+    bot = capsys.readouterr().out.strip()
     assert main(["token", "alice", "--scope", "approve", "--append", str(file)]) == 0
-    alice = capsys.readouterr().out.strip().removeprefix("token: ")
+    alice = capsys.readouterr().out.strip()
     text = file.read_text()
     assert bot not in text and alice not in text  # only digests
     auth = TokenAuth.from_file(file)

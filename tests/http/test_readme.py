@@ -37,8 +37,8 @@ def test_readme_http_section_runs_as_written(
     agentq = [sys.executable, "-m", "agentq.cli"]
     made = subprocess.run(agentq + token_cmd[1:], capture_output=True, text=True, check=True,
                           cwd=tmp_path).stdout  # fmt: skip
-    token = re.search(r"^token: (\S+)$", made, re.MULTILINE)
-    assert token
+    token = re.fullmatch(r"(aqt_\S+)\n", made)  # only the token: $(agentq token ...) works
+    assert token, made
     # As written, the command itself writes the tokens file the next one serves with.
     assert token.group(1) not in (tmp_path / "tokens.toml").read_text()
     port = server_port

@@ -11,7 +11,7 @@ from tests.surfaces._extras import require
 
 require("pydantic_ai", "pydantic-ai")
 
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -172,3 +172,63 @@ def test_a_misspelled_argument_queues_nothing_and_the_model_is_told(rt: Runtime)
             if "curency" in str(getattr(p, "content", ""))]  # fmt: skip
     assert told, result.all_messages()
     assert refunds(rt) == []
+
+
+def test_an_approval_given_elsewhere_resumes_the_run_with_the_tasks_result(
+    rt: Runtime, api: DemoAPI
+) -> None:
+    """Issue 39, item 2.1: approved in the CLI/console/HTTP/MCP, not through
+    ``decide()``: ``results()`` must answer the approval (Pydantic AI raised
+    ``UserError`` when it was left out)."""
+    toolset = AgentQToolset(rt, wait_seconds=0)
+    refund = ("execute_refund", {"order_id": "o10", "amount": 500}, "call_10")
+    first = run(agent(toolset, scripted(refund)), "refund o10", conversation_id="conv-10")
+    (asked,) = first.output.approvals
+    approval_id = first.output.metadata[asked.tool_call_id]["approval_id"]
+    assert asyncio.run(toolset.results(first.output)).approvals == {}  # nobody decided yet
+    rt.approve(approval_id, "dave", "checked")  # as `agentq approve` does
+    with worker_thread(rt):
+        task_id = rt.approval(approval_id).task_id
+        assert rt.wait(task_id, 20).status is TaskStatus.SUCCEEDED
+        deferred = asyncio.run(toolset.results(first.output))
+    assert "refund_id" in deferred.calls[asked.tool_call_id]  # the result, nothing runs again
+    resumed = run(agent(toolset, scripted(refund)),
+        message_history=first.all_messages(), deferred_tool_results=deferred,
+        conversation_id="conv-10",
+    )  # fmt: skip
+    assert "refund_id" in resumed.output and len(api.applied()) == 1
+
+
+def test_an_approval_approved_elsewhere_but_not_yet_run_is_approved(
+    rt: Runtime, api: DemoAPI
+) -> None:
+    toolset = AgentQToolset(rt, wait_seconds=20)
+    refund = ("execute_refund", {"order_id": "o12", "amount": 500}, "call_12")
+    first = run(agent(toolset, scripted(refund)), "refund o12", conversation_id="conv-12")
+    (asked,) = first.output.approvals
+    rt.approve(first.output.metadata[asked.tool_call_id]["approval_id"], "dave")
+    deferred = asyncio.run(toolset.results(first.output))
+    assert deferred.approvals == {asked.tool_call_id: True}
+    with worker_thread(rt):
+        resumed = run(agent(toolset, scripted(refund)),
+            message_history=first.all_messages(), deferred_tool_results=deferred,
+            conversation_id="conv-12",
+        )  # fmt: skip
+    assert "refund_id" in resumed.output and len(api.applied()) == 1
+
+
+def test_an_approval_rejected_elsewhere_resumes_the_run_denied(rt: Runtime, api: DemoAPI) -> None:
+    toolset = AgentQToolset(rt, wait_seconds=0)
+    refund = ("execute_refund", {"order_id": "o11", "amount": 500}, "call_11")
+    first = run(agent(toolset, scripted(refund)), "refund o11", conversation_id="conv-11")
+    (asked,) = first.output.approvals
+    rt.reject(first.output.metadata[asked.tool_call_id]["approval_id"], "erin", "too much")
+    deferred = asyncio.run(toolset.results(first.output))
+    denied = deferred.approvals[asked.tool_call_id]
+    assert isinstance(denied, ToolDenied) and "erin" in denied.message
+    assert "too much" in denied.message
+    resumed = run(agent(toolset, scripted(refund)),
+        message_history=first.all_messages(), deferred_tool_results=deferred,
+        conversation_id="conv-11",
+    )  # fmt: skip
+    assert "too much" in resumed.output and api.applied() == []

@@ -124,3 +124,21 @@ def test_a_runtime_that_never_called_out_closes_cleanly(
     monkeypatch.setattr(httpx, "HTTPTransport", _CountingTransport)
     Runtime(f"sqlite:///{tmp_path / 'a.db'}").close()
     assert _CountingTransport.made == []  # closing made none just to close it
+
+
+#: What ``agentq --version`` and ``agentq --help`` must not import (issue 39,
+#: item 2.11: they took 1.1 s importing the whole runtime; now about 0.25 s).
+NOT_FOR_HELP = ("pydantic", "agentq.runtime", "agentq.backends", "agentq.ledger",
+                "agentq.approvals", "agentq.policies", "agentq.agents")  # fmt: skip
+
+
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+def test_version_and_help_import_none_of_the_runtime(flag: str) -> None:
+    code = (
+        "import sys\nfrom agentq.cli import main\n"
+        f"try:\n    main([{flag!r}])\nexcept SystemExit:\n    pass\n"
+        f"print('imported:', *(m for m in {NOT_FOR_HELP!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    assert done.stdout.splitlines()[-1].split() == ["imported:"], done.stdout[-500:]
