@@ -128,9 +128,10 @@ def _wait_enqueued(rt: Runtime, task: TaskInfo, timeout: float) -> TaskInfo:
     first (on standard error: standard output is the task as it ends), and a Ctrl-C
     during the wait says the task stays (running the command again would enqueue
     another, unless it has the same --idempotency-key)."""
-    print(f"agentq: enqueued {task.task_id} ({task.status}); waiting up to {timeout:g}s "
-          "for it to finish", file=sys.stderr, flush=True)  # fmt: skip
     try:
+        # Said inside the try: a Ctrl-C right after the line is still answered.
+        print(f"agentq: enqueued {task.task_id} ({task.status}); waiting up to {timeout:g}s "
+              "for it to finish", file=sys.stderr, flush=True)  # fmt: skip
         return wait_for(rt, task.task_id, timeout)
     except KeyboardInterrupt:
         print(f"agentq: interrupted: {task.task_id} is still {task.status} (Ctrl-C stopped "

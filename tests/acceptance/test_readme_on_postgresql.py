@@ -100,7 +100,8 @@ def test_the_refund_bot_http_api_and_console_run_on_postgresql_as_the_readme_say
     assert "RESULT: all checks passed" in bot.stdout
     made = subprocess.run(run(shlex.split(token_cmd)), cwd=tmp_path, env=env,
                           capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
-    printed = re.search(r"^token: (\S+)$", made.stdout, re.M)
+    # With --append it prints the token alone (issue 39, item 2.2); else "token: ...".
+    printed = re.search(r"^(?:token: )?(aqt_\S+)$", made.stdout, re.M)
     assert printed, made.stdout
     token = printed[1]
 
