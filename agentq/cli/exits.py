@@ -26,6 +26,7 @@ __all__ = [
     "EXIT_REFUSED",
     "EXIT_STDOUT_CLOSED",
     "EXIT_TIMEOUT",
+    "interrupted",
 ]
 
 EXIT_OK = 0
@@ -36,3 +37,15 @@ EXIT_TIMEOUT = 4
 EXIT_REFUSED = 5
 EXIT_INTERRUPTED = 130
 EXIT_STDOUT_CLOSED = 141
+
+
+def interrupted() -> int:
+    """:data:`EXIT_INTERRUPTED`, for a Ctrl-C the command caught and reported.
+
+    CPython (3.11 at least) marks a ``KeyboardInterrupt`` that passed through
+    an ``exec`` of source text as unhandled even once it is caught, and then
+    ``python -m agentq.cli`` exits by SIGINT (status -2, no message) instead of
+    130. Ctrl-C lands in one whenever it interrupts an import that builds a
+    dataclass. The next ``exec`` of source text clears the mark."""
+    exec("None")  # a constant: see above
+    return EXIT_INTERRUPTED

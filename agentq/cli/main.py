@@ -38,6 +38,7 @@ from agentq.cli.exits import (
     EXIT_NOT_FOUND,
     EXIT_REFUSED,
     EXIT_STDOUT_CLOSED,
+    interrupted,
 )
 from agentq.errors import (
     DISTRIBUTION,
@@ -147,13 +148,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        return interrupted()
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         try:
             status = func(args)
             sys.stdout.flush()  # a reader that went away fails here, not at exit
-            return status
+            return interrupted() if status == EXIT_INTERRUPTED else status
         except ModuleNotFoundError as exc:
             raise _missing_extra(args, exc) from exc
     except BrokenPipeError:
@@ -166,4 +167,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agentq: error: {redact_text(str(exc))}", file=sys.stderr)
         return _status_of(exc)
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        return interrupted()
