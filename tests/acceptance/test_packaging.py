@@ -43,7 +43,9 @@ def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProce
     )
 
 
-@pytest.fixture(scope="module")
+# Session-scoped: a module's fixture is torn down whenever its worker runs another
+# module's test in between (the random order does), and the wheel was built 3 times.
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ``bin/`` of a fresh venv with agentq installed from a wheel."""
     base = tmp_path_factory.mktemp("plain-install")
