@@ -63,9 +63,20 @@ class Env(Protocol):
     def args_inline_bytes(self) -> int: ...
 
 
+#: The last time :func:`iso` wrote, and its text: a claimed batch shares one
+#: ``now`` (two stamps each), a success writes two stamps of one ``now``.
+_last_iso: tuple[datetime | None, str] = (None, "")
+
+
 def iso(when: datetime) -> str:
     """A time as the ledger stores it."""
-    return when.isoformat()
+    global _last_iso
+    last, text = _last_iso  # one tuple, swapped whole: safe from any thread
+    if when is last:
+        return text
+    text = when.isoformat()
+    _last_iso = (when, text)
+    return text
 
 
 def read(tx: Transaction, task_id: str) -> dict[str, Any]:
