@@ -164,6 +164,13 @@ def finished_fields(
 ) -> dict[str, Any]:
     """The fields :func:`finished` changes, and only those (for :func:`store_fields`)."""
     stamp = iso(now)
+    if event is Event.SUCCEED and error is None and traceback is None and not changes:
+        # A plain success (every completion of the hot path): what moved_fields
+        # gives for it, without its general steps (no text to redact, no attempt
+        # history: a success's attempt is the record's own started_at/finished_at).
+        status = next_task_state(str(rec["task_id"]), rec.get("status"), event)
+        return {"result": result, "error": None, "traceback": None, "finished_at": stamp,
+                "next_attempt_at": None, "status": status, "updated_at": stamp}  # fmt: skip
     # Out-of-band arguments stay until the task is pruned (agentq.lifecycle.payloads).
     return moved_fields(
         rec, event, now, result=result, error=error, traceback=traceback, finished_at=stamp,

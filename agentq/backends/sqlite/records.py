@@ -151,7 +151,7 @@ def replace_records(
             changed.append(key)
             continue
         if isinstance(value, EncodedFields):
-            sql = _update_sql(value.names) + " AND v = ?"
+            sql = _swap_sql(value.names)
             params: tuple[Any, ...] = (*value.values, table, key, version)
         else:
             sql = "UPDATE agentq_records SET v = ? WHERE tbl = ? AND k = ? AND v = ?"
@@ -173,6 +173,12 @@ def _update_sql(names: tuple[str, ...]) -> str:
     # (a task's arguments, say) is neither decoded nor encoded again in Python.
     sets = ", ".join(f"'$.{name}', json(?)" for name in names)
     return f"UPDATE agentq_records SET v = json_set(v, {sets}) WHERE tbl = ? AND k = ?"
+
+
+@lru_cache(maxsize=64)
+def _swap_sql(names: tuple[str, ...]) -> str:
+    """:func:`_update_sql` where the record is still at the version read."""
+    return _update_sql(names) + " AND v = ?"
 
 
 def update_records(
