@@ -5,6 +5,10 @@ new ``JSONEncoder`` on every call: for a small argument dict about a third of
 the call (4-5 µs with it, 3 µs without), two or three times per enqueue. These
 module-level encoders produce exactly what the equivalent ``json.dumps`` call
 would, and hold no state between calls (safe from any thread).
+
+:func:`decode` reads stored JSON (ledger records, task envelopes) with orjson,
+three to five times faster than ``json.loads``, and always to the value
+``json.loads`` gives: see its docstring for where orjson would differ.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "canonical", "compact", "loads"]
+import orjson
+
+__all__ = ["MAX_DEPTH", "canonical", "compact", "decode", "loads"]
 
 #: Compact ASCII JSON (no spaces); NaN and infinities raise ``ValueError``.
 #: Equal to ``json.dumps(obj, separators=(",", ":"), allow_nan=False)``.
@@ -57,3 +63,30 @@ def loads(text: str | bytes) -> Any:
         return json.loads(text)
     except RecursionError:  # unreachable after the scan; kept so it stays a ValueError
         raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+
+
+# Every byte that is an ASCII digit becomes "0", every other byte " ": a run of
+# 19 digits anywhere in the text is then one C-speed substring search.
+_DIGITS_ONLY = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_DIGIT_RUN = b"0" * 19
+
+
+def decode(text: str | bytes) -> Any:
+    """``json.loads(text)``, with orjson wherever that gives the very same value.
+
+    orjson refuses what ``json.loads`` accepts in only a few places (``NaN`` and
+    ``Infinity``, a number too large for a float, an unpaired surrogate escape,
+    text that is not UTF-8, nesting beyond 1,024): those are read again with
+    ``json.loads``, so they give what they always gave. The one place it accepts
+    the text but gives another value is an integer beyond 64 bits, which it
+    reads as a float: text with 19 or more digits in a row (which may be one)
+    is read with ``json.loads`` as well. Invalid JSON raises ``ValueError`` (a
+    ``json.JSONDecodeError``), as ``json.loads`` does.
+    """
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if _LONG_DIGIT_RUN not in raw.translate(_DIGITS_ONLY):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text)

@@ -7,7 +7,6 @@ an optional TTL. Every name is validated here, before it can reach any SQL.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from agentq.errors import ConfigError, InvalidIdentifier, InvalidMessage, PayloadTooLarge
-from agentq.jsontext import compact
+from agentq.jsontext import compact, decode
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -179,7 +178,7 @@ class QueueSpec:
         """Inverse of :meth:`encode_payload`."""
         if self.payload is PayloadType.BYTES:
             return bytes(data)
-        return json.loads(data)
+        return decode(data)
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from opentelemetry import metrics, propagate, trace
@@ -65,6 +65,11 @@ def _redacted_failures(span: Span) -> Iterator[Span]:
     except BaseException as exc:
         _record_failure(span, exc)
         raise
+
+
+#: What :meth:`Telemetry.execute_span` is without a tracer provider (stateless:
+#: shared by every thread).
+_NO_SPAN: AbstractContextManager[Span] = nullcontext(trace.INVALID_SPAN)
 
 
 class _Gated:
@@ -155,14 +160,18 @@ class Telemetry:
         ):
             yield span
 
-    @contextmanager
     def execute_span(
         self, tool: str, task_id: str, attempt: int, carrier: Mapping[str, str]
-    ) -> Iterator[Span]:
+    ) -> AbstractContextManager[Span]:
         """Span around one execution, linked to the enqueue span."""
         if not self.tracing():
-            yield trace.INVALID_SPAN
-            return
+            return _NO_SPAN  # no generator to start and close on every task
+        return self._execute_span(tool, task_id, attempt, carrier)
+
+    @contextmanager
+    def _execute_span(
+        self, tool: str, task_id: str, attempt: int, carrier: Mapping[str, str]
+    ) -> Iterator[Span]:
         parent = trace.get_current_span(propagate.extract(dict(carrier))).get_span_context()
         links = [Link(parent)] if parent.is_valid else []
         with (

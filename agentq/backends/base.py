@@ -213,8 +213,9 @@ class EncodedFields:
     values: tuple[str, ...]
 
 
-# One encoder for every field value: json.dumps with options builds a new one per
-# call, which costs more than encoding a timestamp.
+# What orjson cannot encode (an integer beyond 64 bits, a string with an unpaired
+# surrogate) is encoded as the standard library would, as encode_record does;
+# json.dumps with options builds a new encoder per call: one, built once.
 _FIELD_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)
 
 
@@ -222,17 +223,29 @@ _encode_str = json.encoder.encode_basestring_ascii  # what the encoder does with
 
 
 def _encode_value(value: Any) -> str:
-    # Most fields are timestamps, statuses and None: encoded without the encoder.
+    # Most fields are timestamps, statuses, counts and None: encoded without an encoder.
+    kind = type(value)
     if value is None:
         return "null"
-    if type(value) is str:
+    if isinstance(value, str):  # a status is a StrEnum: its value, as both encoders write it
         return str(_encode_str(value))
-    return _FIELD_ENCODER.encode(value)
+    if kind is int:
+        return int.__repr__(value)  # what either encoder writes, of any size
+    try:
+        text = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return _FIELD_ENCODER.encode(value)
+    if b"null" in text:
+        # orjson writes NaN and infinities as null, which encode_fields refuses:
+        # the standard library's encoder raises ValueError for them.
+        _FIELD_ENCODER.encode(value)
+    return text.decode()
 
 
 def encode_fields(fields: Mapping[str, Any]) -> EncodedFields:
     """Encode the values of ``fields`` as :func:`encode_record` would inside a
-    record; a non-finite number raises ValueError (no JSON has it)."""
+    record (orjson, with its fallback), to the same values once decoded; a
+    non-finite number raises ValueError (no JSON has it)."""
     return EncodedFields(tuple(fields), tuple(map(_encode_value, fields.values())))
 
 

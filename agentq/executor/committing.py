@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import queue as queue_mod
+from collections import Counter
 
 from agentq.backends import EncodedFields
 from agentq.backends.tags import tagged
@@ -25,7 +26,7 @@ from agentq.executor.outcomes import apply_outcome, apply_plain_successes
 from agentq.executor.state import WorkerState
 from agentq.faults import WorkerCrash
 from agentq.lifecycle import tasks as lifecycle
-from agentq.logs import log_task_finished
+from agentq.logs import TASK_LOGGER, log_task_finished
 
 __all__ = ["Committing"]
 
@@ -95,15 +96,16 @@ class Committing(WorkerState):
             except Exception:
                 # One transaction per outcome; each is tried whatever the others did.
                 labels = [self._commit_each(o) for o in real]
-        for label in labels:
-            if label:
-                self._count(label)
-                self.runtime.telemetry.outcomes.add(1, {"outcome": label})
-        for o, label in zip(real, labels, strict=True):  # one INFO line per finished task
-            inf = o.inflight
-            self.finished += 1
-            log_task_finished(inf.task_id, inf.record["tool"], inf.key[1], label,
-                              self.clock.monotonic() - inf.started, o.exc)  # fmt: skip
+        # Counted per label, not per task: a group is mostly one label.
+        for label, n in Counter(filter(None, labels)).items():
+            self._count(label, n)
+            self.runtime.telemetry.outcomes.add(n, {"outcome": label})
+        self.finished += len(real)
+        if TASK_LOGGER.isEnabledFor(logging.INFO):  # one INFO line per finished task
+            for o, label in zip(real, labels, strict=True):
+                inf = o.inflight
+                log_task_finished(inf.task_id, inf.record["tool"], inf.key[1], label,
+                                  self.clock.monotonic() - inf.started, o.exc)  # fmt: skip
 
     def _commit_each(self, outcome: Outcome) -> str:
         """:meth:`_commit_alone`, and ``commit_failed`` for anything it did not

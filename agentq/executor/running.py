@@ -43,6 +43,7 @@ once and answers the retry with the first result.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import queue as queue_mod
 import threading
@@ -73,6 +74,10 @@ log = logging.getLogger("agentq.worker")
 #: What the result of one of the runtime's own timers says it did.
 _BUILTIN_RESULT = {"escalation": "escalated", "expiry": "expired",
                    "auto_reject": "auto_rejected", "reminder": "reminded"}  # fmt: skip
+
+
+#: A tool's logger (getChild takes logging's module lock on every call).
+_tool_logger = functools.cache(log.getChild)
 
 
 def tool_timeout(runtime: Runtime, definition: ToolDef | None) -> float | None:
@@ -312,7 +317,7 @@ class Running(WorkerState):
             attempt=rec["attempt"],
             clock=self.clock,
             settings=rt.settings,
-            logger=log.getChild(definition.name),
+            logger=_tool_logger(definition.name),
             checkpoint_state=rec.get("checkpoint"),
             scheduled_for=_slot(rec),
             runtime=rt,

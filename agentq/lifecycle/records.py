@@ -63,9 +63,20 @@ class Env(Protocol):
     def args_inline_bytes(self) -> int: ...
 
 
+#: The last time :func:`iso` wrote, and its text: a claimed batch shares one
+#: ``now`` (two stamps each), a success writes two stamps of one ``now``.
+_last_iso: tuple[datetime | None, str] = (None, "")
+
+
 def iso(when: datetime) -> str:
     """A time as the ledger stores it."""
-    return when.isoformat()
+    global _last_iso
+    last, text = _last_iso  # one tuple, swapped whole: safe from any thread
+    if when is last:
+        return text
+    text = when.isoformat()
+    _last_iso = (when, text)
+    return text
 
 
 def read(tx: Transaction, task_id: str) -> dict[str, Any]:
@@ -153,6 +164,13 @@ def finished_fields(
 ) -> dict[str, Any]:
     """The fields :func:`finished` changes, and only those (for :func:`store_fields`)."""
     stamp = iso(now)
+    if event is Event.SUCCEED and error is None and traceback is None and not changes:
+        # A plain success (every completion of the hot path): what moved_fields
+        # gives for it, without its general steps (no text to redact, no attempt
+        # history: a success's attempt is the record's own started_at/finished_at).
+        status = next_task_state(str(rec["task_id"]), rec.get("status"), event)
+        return {"result": result, "error": None, "traceback": None, "finished_at": stamp,
+                "next_attempt_at": None, "status": status, "updated_at": stamp}  # fmt: skip
     # Out-of-band arguments stay until the task is pruned (agentq.lifecycle.payloads).
     return moved_fields(
         rec, event, now, result=result, error=error, traceback=traceback, finished_at=stamp,

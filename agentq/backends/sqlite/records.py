@@ -14,7 +14,6 @@ be stored, so it names no record: reads find nothing, writes are refused as
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -32,6 +31,7 @@ from agentq.backends.base import (
 )
 from agentq.backends.sqlite.connection import Database
 from agentq.errors import InvalidMessage
+from agentq.jsontext import decode
 from agentq.spec import validate_identifier
 
 __all__ = [
@@ -90,7 +90,7 @@ def get_record(conn: sqlite3.Connection, table: str, key: str) -> dict[str, Any]
         ).fetchone()
     except UnicodeEncodeError:
         return None  # no record can have this key
-    return None if row is None else dict(json.loads(row[0]))
+    return None if row is None else dict(decode(row[0]))
 
 
 def get_records(
@@ -101,7 +101,7 @@ def get_records(
     wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
     for first in range(0, len(wanted), _IN_CHUNK):
         for key, text in _select_keys(conn, table, wanted[first : first + _IN_CHUNK]):
-            out[key] = dict(json.loads(text))
+            out[key] = dict(decode(text))
     return out
 
 
@@ -151,7 +151,7 @@ def replace_records(
             changed.append(key)
             continue
         if isinstance(value, EncodedFields):
-            sql = _update_sql(value.names) + " AND v = ?"
+            sql = _swap_sql(value.names)
             params: tuple[Any, ...] = (*value.values, table, key, version)
         else:
             sql = "UPDATE agentq_records SET v = ? WHERE tbl = ? AND k = ? AND v = ?"
@@ -173,6 +173,12 @@ def _update_sql(names: tuple[str, ...]) -> str:
     # (a task's arguments, say) is neither decoded nor encoded again in Python.
     sets = ", ".join(f"'$.{name}', json(?)" for name in names)
     return f"UPDATE agentq_records SET v = json_set(v, {sets}) WHERE tbl = ? AND k = ?"
+
+
+@lru_cache(maxsize=64)
+def _swap_sql(names: tuple[str, ...]) -> str:
+    """:func:`_update_sql` where the record is still at the version read."""
+    return _update_sql(names) + " AND v = ?"
 
 
 def update_records(
@@ -208,7 +214,7 @@ def read_records(db: Database, table: str, keys: Sequence[str]) -> dict[str, Sto
         rows = db.read(partial(_select_keys, table=table, keys=wanted[first : first + _IN_CHUNK]))
         # Decoded outside the lock: a writer may use the connection meanwhile.
         for key, text in rows:
-            out[key] = StoredRecord(value=dict(json.loads(text)), version=text)
+            out[key] = StoredRecord(value=dict(decode(text)), version=text)
     return out
 
 
@@ -263,4 +269,4 @@ def list_records(
     sql += " ORDER BY k DESC LIMIT ?" if descending else " ORDER BY k LIMIT ?"
     params.append(-1 if limit is None else limit)
     rows = db.read(lambda conn: conn.execute(sql, params).fetchall())
-    return [(k, dict(json.loads(v))) for k, v in rows]
+    return [(k, dict(decode(v))) for k, v in rows]
