@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agentq import FakeClock, Runtime, ToolContext, tool
+from agentq import FakeClock, Runtime, ToolContext, retry_serializable, tool
 from agentq.errors import DuplicateKey, SharedTransactionError
 
 psycopg = pytest.importorskip("psycopg")
@@ -366,3 +367,52 @@ def test_a_sqlite_runtime_refuses_and_says_why(tmp_path: Path, clock: FakeClock)
                 runtime.decision(conn)
         finally:
             conn.close()
+
+
+def _serializable(url: str) -> Any:
+    conn = psycopg.connect(url)
+    conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
+    return conn
+
+
+def test_retry_serializable_carries_the_applications_transaction_past_a_worker(
+    postgres_url: str,
+) -> None:
+    """Issue 39, item 2.8: enqueueing or approving in the application's own
+    SERIALIZABLE transaction failed with SerializationFailure on the first try
+    while a worker was starting; retry_serializable runs it again."""
+    runtime = Runtime(postgres_url, tools=[refund, close_account])
+    with psycopg.connect(postgres_url, autocommit=True) as setup:
+        setup.execute("CREATE TABLE public.orders (id text PRIMARY KEY, state text NOT NULL)")
+        setup.execute(
+            "INSERT INTO public.orders SELECT 'o' || i, 'open' FROM generate_series(0, 9) i"
+        )
+    stop = threading.Event()
+    worker = threading.Thread(target=runtime.worker(concurrency=2).run, args=(stop,))
+    worker.start()
+    try:
+        for i in range(5):
+
+            def decide(i: int = i) -> Any:
+                with _serializable(postgres_url) as conn, conn.transaction():
+                    conn.execute("UPDATE orders SET state = 'refunding' WHERE id = %s", (f"o{i}",))
+                    tx = runtime.decision(conn)
+                    tx.enqueue("refund", {"order_id": f"o{i}", "amount": 30},
+                               idempotency_key=f"refund:o{i}")  # fmt: skip
+                    return tx.enqueue("close_account", {"order_id": f"o{i}", "amount": 0})
+
+            asked = retry_serializable(decide)
+
+            def approve(approval_id: str = str(asked.approval_id)) -> None:
+                with _serializable(postgres_url) as conn, conn.transaction():
+                    runtime.decision(conn).approve(approval_id, by="alice")
+
+            retry_serializable(approve)
+        deadline = time.monotonic() + 30
+        while len(RAN) < 10 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        worker.join(30)
+        runtime.close()
+    assert sorted(RAN) == sorted([f"o{i}" for i in range(5)] + [f"closed o{i}" for i in range(5)])
