@@ -59,6 +59,7 @@ if typing.TYPE_CHECKING:
     from agentq.retry import OutcomeUnknown, PermanentError, RetryLater, RetryPolicy
     from agentq.run_info import RunInfo, RunStatus
     from agentq.runtime import Decision, Runtime
+    from agentq.serializable import retry_serializable
     from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec
     from agentq.tools import ToolDef, ToolRegistry, tool
 
@@ -137,6 +138,7 @@ _LAZY = {
     "WorkerStats": "agentq.executor",
     "load_policies": "agentq.policies",
     "open_backend": "agentq.backends",
+    "retry_serializable": "agentq.serializable",
     "tool": "agentq.tools",
 }
 
@@ -226,5 +228,6 @@ __all__ = [
     "WorkerStats",
     "load_policies",
     "open_backend",
+    "retry_serializable",
     "tool",
 ]

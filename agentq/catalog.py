@@ -224,7 +224,10 @@ def record(backend: Backend, tools: ToolRegistry, policy: Policy | None) -> None
         if policy_record is not None and tx.get_record(POLICY_TABLE, _POLICY_KEY) != policy_record:
             tx.put_record(POLICY_TABLE, _POLICY_KEY, policy_record)
 
-    backend.transact(write)
+    # Fenced: each put is the newest entry, whoever wrote before (last writer
+    # wins, as a re-run would); no serializable checks, so a worker that starts
+    # does not abort the application's transactions beside it.
+    backend.transact(write, fenced=True)
 
 
 def read_tool(tx: Transaction, name: str) -> RecordedTool | None:

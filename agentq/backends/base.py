@@ -393,12 +393,25 @@ class Backend(Protocol):
         """Names of all queues."""
         ...
 
-    def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
+    def transact(
+        self, fn: Callable[[Transaction], T], *, durable: bool = True, fenced: bool = False
+    ) -> T:
         """Run ``fn(tx)`` in one read-write transaction, retried on transient aborts.
 
         ``durable=False`` allows a backend to skip forcing this commit to disk
         (still atomic, and durable across a process crash): for bookkeeping whose
         loss on power failure only causes an earlier redelivery.
+
+        ``fenced=True`` says that no write of ``fn`` rests on a read that another
+        transaction could change before the commit, other than through the write
+        itself: each is a strict ack (a delete that must find its row), an insert
+        that must not find one, a compare-and-swap (:meth:`Transaction.replace_records`),
+        a write of a row only this process writes, or an unconditional last-writer-wins
+        put. A backend may then run it without serializable checks (READ COMMITTED
+        on PostgreSQL, where those writes lock their rows and re-check them), so
+        that the bookkeeping of a worker never aborts an application's own
+        SERIALIZABLE transaction. SQLite and Spanner run every transaction as they
+        always do.
         """
         ...
 

@@ -72,9 +72,14 @@ class Admission(CarefulClaims):
             items = [(inf.task_id, version, fields) for inf, version, _, fields in fast]
             try:
                 # Bookkeeping: after a power loss it may be lost, which only
-                # undercounts a delivery by one.
+                # undercounts a delivery by one. Fenced: a compare-and-swap of each
+                # record from the version read, which re-checks the newest row
+                # (READ COMMITTED on PostgreSQL: no serializable conflict with the
+                # completions and decisions beside it).
                 changed = set(
-                    rt.transact(lambda tx: lifecycle.swap_claimed(tx.tx, items), durable=False)
+                    rt.backend.transact(
+                        lambda tx: lifecycle.swap_claimed(tx, items), durable=False, fenced=True
+                    )
                 )
             except TransactionError:
                 changed = {inf.task_id for inf, _, _, _ in fast}

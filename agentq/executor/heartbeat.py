@@ -149,13 +149,16 @@ class Heartbeat:
         def write(tx: Transaction) -> None:
             heartbeats.beat(tx, self.worker_id, record, self.timeout, first=self._first)
 
+        # Fenced: the strict ack of its own message fails if another worker took it
+        # as timed out, and the record is this worker's alone (no serializable
+        # checks, so a beat never aborts an application's transaction).
         try:
-            backend.transact(write, durable=False)
+            backend.transact(write, durable=False, fenced=True)
         except MessageNotFound:
             log.warning("worker %s went %gs without a heartbeat and was reported lost; "
                         "beating again", self.worker_id, self.timeout.total_seconds())  # fmt: skip
             self._first = True
-            backend.transact(write, durable=False)
+            backend.transact(write, durable=False, fenced=True)
         self._first = False
 
     def check_others(self) -> int:
@@ -287,7 +290,7 @@ class Heartbeat:
             self.log_stats()
         try:
             self.worker.runtime.backend.transact(
-                lambda tx: heartbeats.forget(tx, self.worker_id), durable=False
+                lambda tx: heartbeats.forget(tx, self.worker_id), durable=False, fenced=True
             )
         except Exception as exc:
             log.debug("heartbeat not deleted: %s", exc)

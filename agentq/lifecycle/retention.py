@@ -391,16 +391,27 @@ def _gone_or_going(backend: Backend, rules: RetentionRules, now: datetime) -> Go
 def claim_pruning(backend: Backend, owner: str, now: datetime, ttl: timedelta) -> bool:
     """Claim the database's pruning for ``owner`` until ``now + ttl`` unless another
     owner's claim is still running; returns whether ``owner`` holds it. Only saves
-    work: pruners that run at once (a claim that expired mid-pass) are safe."""
+    work: pruners that run at once (a claim that expired mid-pass) are safe.
 
-    def claim(tx: Transaction) -> bool:
-        held = tx.get_record(PRUNER_TABLE, "claim")
-        if held is not None and held.get("owner") != owner:
-            until = stamp(held.get("until"))
-            if until is not None and until > now:
+    The claim is read outside a transaction and written only to take it or to
+    renew it once half its time has passed, as an insert or a compare-and-swap
+    of the version read, in a fenced transaction (issue 39, item 2.8: a claim
+    rewritten at every pass in a SERIALIZABLE transaction aborted application
+    transactions that enqueued beside a starting worker)."""
+    held = backend.read_records(PRUNER_TABLE, ["claim"]).get("claim")
+    if held is not None:
+        until = stamp(held.value.get("until"))
+        if until is not None and until > now:
+            if held.value.get("owner") != owner:
                 return False
-        tx.put_record(PRUNER_TABLE, "claim", {"owner": owner, "until": (now + ttl).isoformat()})
-        return True
+            if until - now > ttl / 2:
+                return True  # still this owner's for long enough: nothing to write
+    claim = {"owner": owner, "until": (now + ttl).isoformat()}
 
-    return backend.transact(claim, durable=False)
+    def take(tx: Transaction) -> bool:
+        if held is None:
+            return tx.insert_record(PRUNER_TABLE, "claim", claim)
+        return not tx.replace_records(PRUNER_TABLE, [("claim", held.version, claim)])
+
+    return backend.transact(take, durable=False, fenced=True)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agentq import FakeClock, Runtime, ToolContext, tool
+from agentq import FakeClock, Runtime, ToolContext, retry_serializable, tool
 from agentq.errors import DuplicateKey, SharedTransactionError
 
 psycopg = pytest.importorskip("psycopg")
@@ -366,3 +367,118 @@ def test_a_sqlite_runtime_refuses_and_says_why(tmp_path: Path, clock: FakeClock)
                 runtime.decision(conn)
         finally:
             conn.close()
+
+
+def _serializable(url: str) -> Any:
+    conn = psycopg.connect(url)
+    conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
+    return conn
+
+
+def test_retry_serializable_carries_the_applications_transaction_past_a_worker(
+    postgres_url: str,
+) -> None:
+    """Issue 39, item 2.8: enqueueing or approving in the application's own
+    SERIALIZABLE transaction failed with SerializationFailure on the first try
+    while a worker was starting; retry_serializable runs it again."""
+    RAN.clear()
+    runtime = Runtime(postgres_url, tools=[refund, close_account])
+    with psycopg.connect(postgres_url, autocommit=True) as setup:
+        setup.execute("CREATE TABLE public.orders (id text PRIMARY KEY, state text NOT NULL)")
+        setup.execute(
+            "INSERT INTO public.orders SELECT 'o' || i, 'open' FROM generate_series(0, 9) i"
+        )
+    stop = threading.Event()
+    worker = threading.Thread(target=runtime.worker(concurrency=2).run, args=(stop,))
+    worker.start()
+    try:
+        for i in range(5):
+
+            def decide(i: int = i) -> Any:
+                with _serializable(postgres_url) as conn, conn.transaction():
+                    conn.execute("UPDATE orders SET state = 'refunding' WHERE id = %s", (f"o{i}",))
+                    tx = runtime.decision(conn)
+                    tx.enqueue("refund", {"order_id": f"o{i}", "amount": 30},
+                               idempotency_key=f"refund:o{i}")  # fmt: skip
+                    return tx.enqueue("close_account", {"order_id": f"o{i}", "amount": 0})
+
+            asked = retry_serializable(decide)
+
+            def approve(approval_id: str = str(asked.approval_id)) -> None:
+                with _serializable(postgres_url) as conn, conn.transaction():
+                    runtime.decision(conn).approve(approval_id, by="alice")
+
+            retry_serializable(approve)
+        deadline = time.monotonic() + 30
+        while len(RAN) < 10 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        worker.join(30)
+        runtime.close()
+    assert sorted(RAN) == sorted([f"o{i}" for i in range(5)] + [f"closed o{i}" for i in range(5)])
+
+
+def _started(runtime: Runtime, deadline: float) -> bool:
+    """The worker's start-up writes are committed: its tools' catalog, its
+    heartbeat record and the pruning claim."""
+    backend = runtime.backend
+    while time.monotonic() < deadline:
+        if (
+            backend.get_record("pruner", "claim") is not None
+            and backend.list_records("workers")
+            and backend.get_record("tool_catalog", "refund") is not None
+        ):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_starting_worker_aborts_no_application_transaction_beside_it(
+    postgres_url: str,
+) -> None:
+    """Issue 39, item 2.8: a worker's start-up and bookkeeping (its tools'
+    catalog, heartbeat, pruning claim) were SERIALIZABLE transactions that read
+    and wrote the records' index pages, so an application's SERIALIZABLE
+    transaction open beside them failed with SerializationFailure on its first
+    try (5 of 5 here). They are fenced now (READ COMMITTED, each write locking
+    and re-checking its row) and take part in no serializable conflict."""
+    RAN.clear()
+    runtime = Runtime(postgres_url, tools=[refund, close_account])
+    with psycopg.connect(postgres_url, autocommit=True) as setup:
+        setup.execute("CREATE TABLE public.orders (id text PRIMARY KEY, state text NOT NULL)")
+        setup.execute("INSERT INTO orders SELECT 'o' || i, 'open' FROM generate_series(0, 4) i")
+    apps = []
+    for i in range(5):  # each has read and written records before the worker starts
+        conn = _serializable(postgres_url)
+        conn.execute("UPDATE orders SET state = 'refunding' WHERE id = %s", (f"o{i}",))
+        runtime.decision(conn).enqueue(
+            "refund", {"order_id": f"o{i}", "amount": 30}, idempotency_key=f"refund:o{i}"
+        )
+        apps.append(conn)
+    stop = threading.Event()
+    # It serves another queue: the refunds run after the commits, so that what is
+    # tested is the worker's own start-up and bookkeeping writes (a completion
+    # beside a transaction may still conflict: retry_serializable is for that).
+    serving = runtime.worker(queues=["escalations"], concurrency=2)
+    worker = threading.Thread(target=serving.run, args=(stop,))
+    worker.start()
+    failed: list[str] = []
+    try:
+        assert _started(runtime, time.monotonic() + 30)
+        for conn in apps:
+            try:
+                conn.commit()  # the first and only try
+            except psycopg.errors.SerializationFailure as exc:
+                failed.append(str(exc.diag.message_detail))
+    finally:
+        for conn in apps:
+            conn.close()
+        stop.set()
+        worker.join(30)
+    try:
+        assert failed == []
+        assert runtime.worker().drain() == 5
+        assert sorted(RAN) == [f"o{i}" for i in range(5)]
+    finally:
+        runtime.close()

@@ -86,7 +86,9 @@ class FlakyCommits:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
+    def transact(
+        self, fn: Callable[[Transaction], T], *, durable: bool = True, fenced: bool = False
+    ) -> T:
         with self._lock:
             n, self.count = self.count, self.count + 1
         plan = self.plan(n, durable)
@@ -98,12 +100,12 @@ class FlakyCommits:
                 raise _RolledBack
 
             try:
-                self._inner.transact(then_roll_back, durable=durable)
+                self._inner.transact(then_roll_back, durable=durable, fenced=fenced)
             except _RolledBack:
                 pass
             if plan == "abort":
                 raise TransactionAborted("injected: the commit failed after the function ran")
-        return self._inner.transact(fn, durable=durable)
+        return self._inner.transact(fn, durable=durable, fenced=fenced)
 
 
 @pytest.fixture

@@ -375,3 +375,34 @@ def test_a_window_pass_reads_only_what_became_old_since_the_last_pass(
         assert rt.prune(since=window.now).counts.tasks == 0
         assert rt.prune().counts.tasks == 1
     assert not exists(rt, late.task_id)
+
+
+def test_the_pruning_claim_is_taken_in_turns_and_written_only_when_it_must_be(
+    backend_url: str, clock: FakeClock
+) -> None:
+    """One worker prunes at a time; the holder's claim is rewritten only once half
+    its time has passed (issue 39, item 2.8: it was rewritten at every pass, a
+    write beside every application transaction), and a lapsed claim is taken."""
+    from agentq.lifecycle.retention import PRUNER_TABLE, claim_pruning
+
+    ttl = timedelta(minutes=4)
+    with Runtime(backend_url, tools=TOOLS, clock=clock) as rt:
+        backend = rt.backend
+
+        def version() -> str:
+            return backend.read_records(PRUNER_TABLE, ["claim"])["claim"].version
+
+        assert claim_pruning(backend, "a", clock.now(), ttl)
+        first = version()
+        assert not claim_pruning(backend, "b", clock.now(), ttl)
+        clock.advance(60)
+        assert claim_pruning(backend, "a", clock.now(), ttl)
+        assert version() == first  # still a's for 3 of its 4 minutes: nothing written
+        clock.advance(90)
+        assert claim_pruning(backend, "a", clock.now(), ttl)  # renewed, to 4 minutes from now
+        assert version() != first
+        clock.advance(150)
+        assert not claim_pruning(backend, "b", clock.now(), ttl)
+        clock.advance(91)
+        assert claim_pruning(backend, "b", clock.now(), ttl)  # a's claim lapsed
+        assert backend.get_record(PRUNER_TABLE, "claim")["owner"] == "b"  # type: ignore[index]

@@ -146,7 +146,9 @@ class PostgresBackend:
 
     # -- transactions --------------------------------------------------------
 
-    def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
+    def transact(
+        self, fn: Callable[[Transaction], T], *, durable: bool = True, fenced: bool = False
+    ) -> T:
         sent: set[str] = set()
         written: set[tuple[str, str]] = set()
 
@@ -177,7 +179,14 @@ class PostgresBackend:
             sent, written = tx.sent, tx.written
             return result
 
-        result = self._write(body, durable)
+        if fenced:
+            # READ COMMITTED: its writes lock and re-check their rows, and a
+            # transaction there takes part in no serializable conflict (it aborts
+            # nobody's, the application's own included). Never in a commit group,
+            # whose transaction is SERIALIZABLE.
+            result = self._db.write(body, durable=durable)
+        else:
+            result = self._write(body, durable)
         if sent:
             self._notifier.notify(sent)
         self._commits.notify(written)  # only the readers of these records

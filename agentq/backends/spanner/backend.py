@@ -234,8 +234,11 @@ class SpannerBackend:
             return {f"p{i}": v for i, v in enumerate(params, start=1)}
         raise ConfigError("GoogleSQL takes named parameters: pass a dict for @name placeholders")
 
-    def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
-        # Every Spanner commit is durable; ``durable`` is accepted for the contract.
+    def transact(
+        self, fn: Callable[[Transaction], T], *, durable: bool = True, fenced: bool = False
+    ) -> T:
+        # Every Spanner commit is durable and serializable; ``durable`` and
+        # ``fenced`` are accepted for the contract.
         written: list[set[tuple[str, str]]] = []
 
         def body(tx: Transaction) -> T:

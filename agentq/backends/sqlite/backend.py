@@ -142,7 +142,10 @@ class SQLiteBackend:
 
     # -- transactions --------------------------------------------------------
 
-    def transact(self, fn: Callable[[Transaction], T], *, durable: bool = True) -> T:
+    def transact(
+        self, fn: Callable[[Transaction], T], *, durable: bool = True, fenced: bool = False
+    ) -> T:
+        # One writer: every transaction is serial, ``fenced`` or not.
         sent: set[str] = set()
         written: set[tuple[str, str]] = set()
 
