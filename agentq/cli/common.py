@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -49,6 +49,7 @@ __all__ = [
     "require_database",
     "resolve_db",
     "tools_folder",
+    "warn_unset_settings",
 ]
 
 DEFAULT_DB = "sqlite:///agentq.db"
@@ -238,6 +239,30 @@ def open_runtime(args: argparse.Namespace, *, catalog: bool = False) -> Runtime:
     if config.agentq.audit_retention is not None:
         rt.audit_retention = config.agentq.audit_retention
     return rt
+
+
+def warn_unset_settings(rt: Runtime, tools: Iterable[str]) -> None:
+    """One line on standard error naming the settings ``tools`` need
+    (``@tool(settings=...)``) that ``rt`` lacks: their tasks would fail (a refund
+    dead-lettered by "setting 'payments_url' is not configured")."""
+    import sys
+
+    missing: dict[str, list[str]] = {}
+    for name in tools:
+        definition = rt.tools.get(name) if name in rt.tools else None
+        for key in definition.settings if definition is not None else ():
+            if rt.settings.get(key) in (None, ""):
+                missing.setdefault(key, []).append(name)
+    if not missing:
+        return
+    said = "; ".join(f"{key} (read by {', '.join(sorted(set(users)))})"
+                     for key, users in sorted(missing.items()))  # fmt: skip
+    example = next(iter(sorted(missing)))
+    print(
+        f"agentq: warning: unset setting(s) {said}: their tasks fail until the worker that "
+        f"runs them has them; set them in agentq.toml's [settings] (or --setting {example}=...)",
+        file=sys.stderr, flush=True,
+    )  # fmt: skip
 
 
 def _say_catalog(rt: Runtime, db: str) -> None:

@@ -20,6 +20,7 @@ from agentq.cli.common import (
     open_runtime,
     positive,
     positive_float,
+    warn_unset_settings,
 )
 from agentq.cli.exits import EXIT_NEGATIVE, EXIT_OK, EXIT_TIMEOUT
 from agentq.cli.output import add_format_args, emit, print_record, print_task
@@ -111,6 +112,7 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
     payload = _read_args(args.args)
     rt = open_runtime(args, catalog=True)  # validated by the tool, or its recorded schema
     try:
+        warn_unset_settings(rt, [args.tool])
         task = rt.enqueue_action(
             args.tool, payload, idempotency_key=args.idempotency_key,
             ordering_key=args.ordering_key, at=args.at, delay=args.delay,

@@ -29,6 +29,7 @@ from agentq.cli.common import (
     positive_float,
     resolve_db,
     tools_folder,
+    warn_unset_settings,
 )
 from agentq.cli.exits import EXIT_INTERRUPTED
 from agentq.errors import ConfigError
@@ -68,6 +69,8 @@ def _cmd_worker(args: argparse.Namespace) -> int:
                            stats_interval=args.stats_interval, worker_id=args.id,
                            heartbeat_interval=args.heartbeat_interval,
                            heartbeat_timeout=args.heartbeat_timeout)  # fmt: skip
+        served = set(worker.queues)
+        warn_unset_settings(rt, (t.name for t in rt.tools if t.queue in served))
         stop = threading.Event()
         _install_signals(stop, args.grace)
         if args.metrics_port is not None:
