@@ -25,6 +25,9 @@ from agentq.statuses import ApprovalStatus
 __all__ = ["register"]
 
 _COLUMNS = ("approval_id", "status", "tool", "age_s", "task_id", "reason", "args")
+#: A listing that may hold decided approvals also says who decided.
+_DECIDED_COLUMNS = ("approval_id", "status", "decided_by", "tool", "age_s", "task_id",
+                    "reason", "args")  # fmt: skip
 _OPEN = ("pending", "escalated")
 
 
@@ -46,7 +49,8 @@ def _cmd_approvals(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = [{**a.model_dump(mode="json"), "age_s": age(now, a.requested_at)}
             for a in page.approvals]  # fmt: skip
-    emit(args, "approvals", rows, _COLUMNS, {"next_after": page.next_after})
+    columns = _COLUMNS if args.status in ("open", *_OPEN) else _DECIDED_COLUMNS
+    emit(args, "approvals", rows, columns, {"next_after": page.next_after})
     if page.next_after is not None and args.jsonl:
         print(f"agentq: more approvals: --after {page.next_after}", file=sys.stderr)
     return EXIT_OK
