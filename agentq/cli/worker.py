@@ -69,8 +69,6 @@ def _cmd_worker(args: argparse.Namespace) -> int:
                            stats_interval=args.stats_interval, worker_id=args.id,
                            heartbeat_interval=args.heartbeat_interval,
                            heartbeat_timeout=args.heartbeat_timeout)  # fmt: skip
-        served = set(worker.queues)
-        warn_unset_settings(rt, (t.name for t in rt.tools if t.queue in served))
         stop = threading.Event()
         _install_signals(stop, args.grace)
         if args.metrics_port is not None:
@@ -82,6 +80,8 @@ def _cmd_worker(args: argparse.Namespace) -> int:
                 limits=args_config(args).servers,
             ).start()  # fmt: skip
             log.info("metrics on %s/metrics, health on %s/healthz", metrics.url, metrics.url)
+        served = set(worker.queues)  # said once it starts: after any error of its setup
+        warn_unset_settings(rt, (t.name for t in rt.tools if t.queue in served))
         print(f"agentq worker on {redact_text(str(args.db))}: queues {', '.join(worker.queues)}",
               flush=True)  # fmt: skip
         if args.once:
