@@ -110,5 +110,6 @@ def test_an_unknown_flag_gets_its_commands_usage_and_a_suggestion(
     err = capsys.readouterr().err
     assert err.startswith(usage), err
     last = err.strip().splitlines()[-1]
-    assert last.startswith(f"agentq {' '.join(usage.split()[2:])}: error: unrecognized argument"), last
+    command = " ".join(usage.split()[2:])
+    assert last.startswith(f"agentq {command}: error: unrecognized argument"), last
     assert suggestion in last, last
