@@ -17,7 +17,7 @@ import argparse
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -39,6 +39,7 @@ __all__ = [
     "config_retention",
     "find_project",
     "int_in",
+    "moment",
     "non_negative",
     "non_negative_span",
     "on_ledger",
@@ -48,6 +49,7 @@ __all__ = [
     "positive_float",
     "require_database",
     "resolve_db",
+    "time_or_ago",
     "tools_folder",
     "warn_unset_settings",
 ]
@@ -119,6 +121,30 @@ def positive_float(text: str) -> float:
     if not 0 < value < 1e9:
         raise argparse.ArgumentTypeError(f"must be above 0 and finite, got {text}")
     return value
+
+
+def time_or_ago(text: str) -> datetime | timedelta:
+    """argparse type: a moment, as an ISO 8601 time with its zone
+    (``2026-01-01T09:00Z``), or as a duration before now (``1h``, ``90``: see
+    :func:`positive_float`); :func:`moment` makes the duration a time."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        try:
+            return timedelta(seconds=positive_float(text))
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f"expected an ISO 8601 time (2026-01-01T09:00Z) or a duration before now "
+                f"(90, 30m, 1h, 2d), got {text!r}"
+            ) from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"give the time zone, e.g. {text}Z for UTC")
+    return when
+
+
+def moment(value: datetime | timedelta | None, now: datetime) -> datetime | None:
+    """A :func:`time_or_ago` value as a time: a duration counts back from ``now``."""
+    return now - value if isinstance(value, timedelta) else value
 
 
 def non_negative_span(text: str) -> float:

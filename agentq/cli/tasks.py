@@ -15,11 +15,13 @@ from agentq.cli.common import (
     add_actor_arg,
     add_db_args,
     add_runtime_args,
+    moment,
     on_ledger,
     open_ledger,
     open_runtime,
     positive,
     positive_float,
+    time_or_ago,
     warn_unset_settings,
 )
 from agentq.cli.exits import EXIT_NEGATIVE, EXIT_OK, EXIT_TIMEOUT
@@ -159,7 +161,8 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     try:
         status = None if args.status in (None, "all") else args.status
         page = rt.task_page(
-            status, tool=args.tool, since=args.since, limit=args.limit, after=args.after,
+            status, tool=args.tool, since=moment(args.since, rt.clock.now()), limit=args.limit,
+            after=args.after,
             newest_first=not args.oldest_first,
         )  # fmt: skip
     finally:
@@ -217,7 +220,9 @@ def register(sub: Any) -> None:
     tasks.add_argument("--status", choices=[*(s.value for s in TaskStatus), "all"],
                        help="only tasks with this status (default all)")  # fmt: skip
     tasks.add_argument("--tool", help="only tasks of this tool")
-    tasks.add_argument("--since", type=_timestamp, help="only tasks created at or after this time")
+    tasks.add_argument("--since", type=time_or_ago, metavar="TIME",
+                       help="only tasks created at or after this time: ISO 8601 "
+                       "(2026-01-01T09:00Z) or a duration before now (30m, 1h, 2d)")  # fmt: skip
     tasks.add_argument("--limit", type=positive, default=100, help="page size (default 100)")
     tasks.add_argument("--after", type=_cursor, metavar="CURSOR",
                        help="the next page: the next_after the last page printed")  # fmt: skip
