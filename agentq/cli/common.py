@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from agentq import jsontext
 from agentq.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -47,6 +49,7 @@ __all__ = [
     "open_runtime",
     "positive",
     "positive_float",
+    "read_args",
     "require_database",
     "resolve_db",
     "time_or_ago",
@@ -145,6 +148,33 @@ def time_or_ago(text: str) -> datetime | timedelta:
 def moment(value: datetime | timedelta | None, now: datetime) -> datetime | None:
     """A :func:`time_or_ago` value as a time: a duration counts back from ``now``."""
     return now - value if isinstance(value, timedelta) else value
+
+
+_MAX_ARGS_BYTES = 1 << 20  # an --args file larger than this is a mistake
+
+
+def read_args(text: str) -> dict[str, Any]:
+    """``--args`` (enqueue, approve): JSON text, ``@file`` or ``@-`` (standard
+    input); an object."""
+    source = "--args"
+    if text.startswith("@"):
+        source = text[1:] or "-"
+        if source == "-":
+            text = sys.stdin.read(_MAX_ARGS_BYTES + 1)
+        else:
+            path = Path(source)
+            if not path.is_file():
+                raise ConfigError(f"--args file {source} does not exist")
+            if path.stat().st_size > _MAX_ARGS_BYTES:
+                raise ConfigError(f"--args file {source} is larger than {_MAX_ARGS_BYTES} bytes")
+            text = path.read_text(encoding="utf-8")
+    try:
+        value = jsontext.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{source} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source} must be a JSON object, got {type(value).__name__}")
+    return value
 
 
 def non_negative_span(text: str) -> float:

@@ -6,10 +6,8 @@ import argparse
 import re
 import sys
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentq import jsontext
 from agentq.cli.common import (
     actor,
     add_actor_arg,
@@ -21,6 +19,7 @@ from agentq.cli.common import (
     open_runtime,
     positive,
     positive_float,
+    read_args,
     time_or_ago,
     warn_unset_settings,
 )
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["register", "wait_for"]
 
 _COLUMNS = ("task_id", "tool", "status", "attempt", "created_at", "error")
-_MAX_ARGS_BYTES = 1 << 20  # an --args file larger than this is a mistake
 
 
 def _timestamp(text: str) -> datetime:
@@ -65,29 +63,6 @@ def _cursor(text: str) -> str:
     return text
 
 
-def _read_args(text: str) -> dict[str, Any]:
-    """``--args``: JSON text, ``@file`` or ``@-`` (standard input); an object."""
-    source = "--args"
-    if text.startswith("@"):
-        source = text[1:] or "-"
-        if source == "-":
-            text = sys.stdin.read(_MAX_ARGS_BYTES + 1)
-        else:
-            path = Path(source)
-            if not path.is_file():
-                raise ConfigError(f"--args file {source} does not exist")
-            if path.stat().st_size > _MAX_ARGS_BYTES:
-                raise ConfigError(f"--args file {source} is larger than {_MAX_ARGS_BYTES} bytes")
-            text = path.read_text(encoding="utf-8")
-    try:
-        value = jsontext.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{source} is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"{source} must be a JSON object, got {type(value).__name__}")
-    return value
-
-
 _WAIT_CHUNK = 3600.0  # the longest one Runtime.wait takes
 
 
@@ -111,7 +86,7 @@ def _finished_status(task: Any) -> int:
 def _cmd_enqueue(args: argparse.Namespace) -> int:
     if args.at is not None and args.delay is not None:
         raise ConfigError("give either --at or --delay, not both")
-    payload = _read_args(args.args)
+    payload = read_args(args.args)
     rt = open_runtime(args, catalog=True)  # validated by the tool, or its recorded schema
     try:
         warn_unset_settings(rt, [args.tool])

@@ -145,7 +145,7 @@ def register(sub: Any) -> None:
     """Add ``worker`` and ``init``."""
     worker = sub.add_parser("worker", help="serve tasks until SIGTERM/SIGINT")
     add_runtime_args(worker)
-    worker.add_argument("--concurrency", type=int_in(1, MAX_CONCURRENCY), default=8,
+    worker.add_argument("--concurrency", type=int_in(1, MAX_CONCURRENCY), default=8, metavar="N",
                         help="handlers running at once (threads; default 8)")  # fmt: skip
     worker.add_argument(
         "--batch-size", type=int_in(1, MAX_BATCH), default=None, metavar="N",
