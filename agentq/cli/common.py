@@ -54,7 +54,7 @@ __all__ = [
     "resolve_db",
     "time_or_ago",
     "tools_folder",
-    "warn_unset_settings",
+    "unset_settings",
 ]
 
 DEFAULT_DB = "sqlite:///agentq.db"
@@ -297,12 +297,10 @@ def open_runtime(args: argparse.Namespace, *, catalog: bool = False) -> Runtime:
     return rt
 
 
-def warn_unset_settings(rt: Runtime, tools: Iterable[str]) -> None:
-    """One line on standard error naming the settings ``tools`` need
-    (``@tool(settings=...)``) that ``rt`` lacks: their tasks would fail (a refund
-    dead-lettered by "setting 'payments_url' is not configured")."""
-    import sys
-
+def unset_settings(rt: Runtime, tools: Iterable[str]) -> str | None:
+    """One line naming the settings ``tools`` need (``@tool(settings=...)``) that
+    ``rt`` lacks, whose tasks would fail (a refund dead-lettered by "setting
+    'payments_url' is not configured"); None when nothing is missing."""
     missing: dict[str, list[str]] = {}
     for name in tools:
         definition = rt.tools.get(name) if name in rt.tools else None
@@ -310,15 +308,14 @@ def warn_unset_settings(rt: Runtime, tools: Iterable[str]) -> None:
             if rt.settings.get(key) in (None, ""):
                 missing.setdefault(key, []).append(name)
     if not missing:
-        return
+        return None
     said = "; ".join(f"{key} (read by {', '.join(sorted(set(users)))})"
                      for key, users in sorted(missing.items()))  # fmt: skip
     example = next(iter(sorted(missing)))
-    print(
-        f"agentq: warning: unset setting(s) {said}: their tasks fail until the worker that "
-        f"runs them has them; set them in agentq.toml's [settings] (or --setting {example}=...)",
-        file=sys.stderr, flush=True,
-    )  # fmt: skip
+    return (
+        f"unset setting(s) {said}: their tasks fail until the worker that runs them has "
+        f"them; set them in agentq.toml's [settings] (or --setting {example}=...)"
+    )
 
 
 def _say_catalog(rt: Runtime, db: str) -> None:

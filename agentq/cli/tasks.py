@@ -21,7 +21,7 @@ from agentq.cli.common import (
     positive_float,
     read_args,
     time_or_ago,
-    warn_unset_settings,
+    unset_settings,
 )
 from agentq.cli.exits import EXIT_NEGATIVE, EXIT_OK, EXIT_TIMEOUT
 from agentq.cli.output import add_format_args, emit, print_record, print_task
@@ -89,7 +89,9 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
     payload = read_args(args.args)
     rt = open_runtime(args, catalog=True)  # validated by the tool, or its recorded schema
     try:
-        warn_unset_settings(rt, [args.tool])
+        unset = unset_settings(rt, [args.tool])
+        if unset is not None:
+            print(f"agentq: warning: {unset}", file=sys.stderr, flush=True)
         task = rt.enqueue_action(
             args.tool, payload, idempotency_key=args.idempotency_key,
             ordering_key=args.ordering_key, at=args.at, delay=args.delay,

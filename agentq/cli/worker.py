@@ -29,7 +29,7 @@ from agentq.cli.common import (
     positive_float,
     resolve_db,
     tools_folder,
-    warn_unset_settings,
+    unset_settings,
 )
 from agentq.cli.exits import EXIT_INTERRUPTED
 from agentq.errors import ConfigError
@@ -81,7 +81,9 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             ).start()  # fmt: skip
             log.info("metrics on %s/metrics, health on %s/healthz", metrics.url, metrics.url)
         served = set(worker.queues)  # said once it starts: after any error of its setup
-        warn_unset_settings(rt, (t.name for t in rt.tools if t.queue in served))
+        unset = unset_settings(rt, (t.name for t in rt.tools if t.queue in served))
+        if unset is not None:
+            log.warning("%s", unset)  # a log line, in the worker's log format
         print(f"agentq worker on {redact_text(str(args.db))}: queues {', '.join(worker.queues)}",
               flush=True)  # fmt: skip
         if args.once:

@@ -89,5 +89,6 @@ def test_run_it_for_real_says_what_to_set_and_enqueue_and_worker_warn(
         [sys.executable, "-m", "agentq.cli", "worker", "--once", "--queue", "payments"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    lines = [line for line in worker.stderr.splitlines() if "agentq: warning: " in line]
-    assert len(lines) == 1 and "payments_url (read by execute_refund)" in lines[0], worker.stderr
+    lines = [line for line in worker.stderr.splitlines() if "unset setting(s)" in line]
+    assert len(lines) == 1 and "WARNING agentq.worker" in lines[0], worker.stderr
+    assert "payments_url (read by execute_refund)" in lines[0], worker.stderr
