@@ -162,7 +162,7 @@ def load_config(path: str | Path = "agentq.toml", *, required: bool = False) -> 
     try:
         config = Config.model_validate(read_toml(file, "config file"))
     except ValidationError as exc:
-        raise ConfigError(validation_problems(exc, lambda loc: (where, loc))) from exc
+        raise ConfigError(validation_problems(exc, lambda loc: (where, loc), Config)) from exc
     base = file.resolve().parent
     section = config.agentq
     for name in ("tools", "policies"):

@@ -10,7 +10,9 @@ What is replaced by ``REDACTED``:
 
 * **userinfo** of a URL with a scheme: ``https://user:pw@host`` becomes
   ``https://user:REDACTED@host``; a lone ``https://TOKEN@host`` (GitHub-style
-  tokens travel as the user name) becomes ``https://REDACTED@host``;
+  tokens travel as the user name) becomes ``https://REDACTED@host``, except in
+  a PostgreSQL URL (``postgresql://app@db/shop``), whose user name is a role,
+  not a credential;
 * the **value of a query or fragment parameter** (after ``?``, ``&``, ``;`` or
   ``#``) whose name looks secret. Names are compared case-insensitively with
   ``-``, ``_`` and ``.`` ignored (``X-Amz-Signature`` is ``xamzsignature``):
@@ -82,12 +84,20 @@ def is_secret_name(name: str) -> bool:
     return normal in _EXACT or any(part in normal for part in _CONTAINS)
 
 
+#: Schemes whose lone user name names a database role, never a token.
+_USER_IS_A_ROLE = ("postgresql://", "postgres://")
+
+
 def _userinfo(match: re.Match[str]) -> str:
     info = match["info"]
     if not info or info == REDACTED or info.endswith(":" + REDACTED):
         return match[0]
     user, colon, _password = info.partition(":")
-    return f"{match['scheme']}{user}:{REDACTED}@" if colon else f"{match['scheme']}{REDACTED}@"
+    if colon:
+        return f"{match['scheme']}{user}:{REDACTED}@"
+    if match["scheme"].lower() in _USER_IS_A_ROLE:
+        return match[0]  # postgresql://app@db: a role's name, shown as psql shows it
+    return f"{match['scheme']}{REDACTED}@"
 
 
 def _param(match: re.Match[str]) -> str:

@@ -15,9 +15,7 @@ from agentq.backends.postgres.config import parse_url as parse_postgres_url
 from agentq.backends.postgres.queues import ddl_statements
 from agentq.backends.spanner.config import parse_url
 from agentq.backends.spanner.ddl import ddl
-from agentq.envelope import task_queue_spec
-from agentq.lifecycle.heartbeats import heartbeat_queue_spec
-from agentq.lifecycle.tasks import ESCALATION_QUEUE
+from agentq.queue_set import add_builtin_tools, queue_specs
 from agentq.spec import QueueSpec
 from agentq.tools import ToolRegistry
 
@@ -27,9 +25,8 @@ __all__ = ["postgres_ddl", "spanner_ddl"]
 def _specs(tools: str | Path) -> list[QueueSpec]:
     registry = ToolRegistry()
     registry.load_dir(tools)
-    specs = [task_queue_spec(q) for q in sorted(registry.queues() | {ESCALATION_QUEUE})]
-    specs.append(heartbeat_queue_spec())
-    return specs
+    add_builtin_tools(registry)  # as a runtime does: webhooks, agents' turns
+    return queue_specs(registry)
 
 
 def spanner_ddl(url: str, tools: str | Path) -> list[str]:

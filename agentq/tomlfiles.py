@@ -13,12 +13,14 @@ The original exception is kept as ``__cause__``.
 
 from __future__ import annotations
 
+import difflib
 import tomllib
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agentq.errors import ConfigError
 
@@ -71,17 +73,67 @@ def field_name(loc: Sequence[int | str]) -> str:
 Locator = Callable[[tuple[int | str, ...]], tuple[str, tuple[int | str, ...]]]
 
 
-def validation_problems(exc: ValidationError, locate: Locator) -> str:
+def _unwrap(tp: Any) -> Any:
+    """``tp`` without ``Annotated`` and ``None`` of an optional: what holds keys."""
+    while True:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            tp = get_args(tp)[0]
+        elif origin is Union or origin is types.UnionType:
+            tp = next((a for a in get_args(tp) if a is not type(None)), tp)
+            if get_origin(tp) in (Union, types.UnionType):
+                return tp
+        else:
+            return tp
+
+
+def _keys_at(model: Any, path: Sequence[int | str]) -> list[str]:
+    """The keys the model takes at ``path`` (through fields, lists and dicts);
+    empty where that is not a model."""
+    tp = model
+    for part in path:
+        tp = _unwrap(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = tp.model_fields.get(part) if isinstance(part, str) else None
+            if field is None:
+                return []
+            tp = field.annotation
+        elif get_origin(tp) in (list, tuple, Sequence) and isinstance(part, int):
+            tp = get_args(tp)[0]
+        elif get_origin(tp) in (dict, Mapping):
+            tp = get_args(tp)[-1]
+        else:
+            return []
+    tp = _unwrap(tp)
+    if not (isinstance(tp, type) and issubclass(tp, BaseModel)):
+        return []
+    return [f.alias or name for name, f in tp.model_fields.items()]
+
+
+def _unknown_key(key: object, known: Sequence[str]) -> str:
+    """The problem of a key the model does not take, with the closest one."""
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+    return f"unknown key: did you mean {close[0]!r}?" if close else (
+        f"unknown key (known: {', '.join(known)})" if known else "unknown key"
+    )
+
+
+def validation_problems(
+    exc: ValidationError, locate: Locator, model: type[BaseModel] | None = None
+) -> str:
     """One line per pydantic error: ``<what> <file>: <field> = <value>: <problem>``.
 
     ``locate(loc)`` gives, for a location in the validated data, the file it came
     from (as ``"policy file <path>"``) and the location within that file: settings
-    merged from several files are validated at once.
+    merged from several files are validated at once. With the validated ``model``,
+    a key it does not take is named with the closest one it does ("did you mean").
     """
     lines = []
     for error in exc.errors():
         where, loc = locate(tuple(error["loc"]))
         problem = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden" and model is not None and error["loc"]:
+            problem = _unknown_key(error["loc"][-1], _keys_at(model, error["loc"][:-1]))
         if error["type"] == "missing":
             lines.append(f"{where}: {field_name(loc)}: {problem}")
         else:

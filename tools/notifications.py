@@ -22,13 +22,13 @@ def _post(ctx: ToolContext, path: str, notice: ApprovalNotice) -> Notified:
     return Notified(notification_id=response.json()["notification_id"])
 
 
-@tool(queue="notifications", max_attempts=10)
+@tool(queue="notifications", max_attempts=10, settings="notifications_url")
 def request_approval(ctx: ToolContext, args: ApprovalNotice) -> Notified:
     """Tell the approvers that an action waits for their decision."""
     return _post(ctx, "/notifications", args)
 
 
-@tool(queue="notifications", max_attempts=10)
+@tool(queue="notifications", max_attempts=10, settings="notifications_url")
 def escalate(ctx: ToolContext, args: ApprovalNotice) -> Notified:
     """Escalate an approval nobody decided in time to the on-call manager."""
     return _post(ctx, "/escalations", args)

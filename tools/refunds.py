@@ -23,7 +23,7 @@ class RefundResult(BaseModel):
     amount: float
 
 
-@tool(queue="payments", max_attempts=6, timeout=60)
+@tool(queue="payments", max_attempts=6, timeout=60, settings="payments_url")
 def execute_refund(ctx: ToolContext, args: RefundArgs) -> RefundResult:
     """Refund money to the customer of an order. Large refunds need a human's approval."""
     base = ctx.settings.get("payments_url")

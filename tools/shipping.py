@@ -19,7 +19,7 @@ class Shipment(BaseModel):
     status: str
 
 
-@tool(queue="shipping", max_attempts=8)
+@tool(queue="shipping", max_attempts=8, settings="shipping_url")
 def request_shipping(ctx: ToolContext, args: ShipArgs) -> Shipment:
     """Request shipment of an order's items to an address."""
     base = ctx.settings.get("shipping_url")

@@ -68,11 +68,12 @@ def call_key(
 
 
 async def enqueue_and_wait(
-    rt: Runtime, tool: str, args: Mapping[str, Any], key: str, wait_seconds: float, reason: str
+    rt: Runtime, tool: str, args: Mapping[str, Any], key: str, wait_seconds: float
 ) -> TaskInfo:
     """Enqueue (or find) the call's task; wait up to ``wait_seconds`` for it unless it
-    awaits approval (nobody is deciding within a tool call)."""
-    info = await rt.aenqueue_action(tool, dict(args), idempotency_key=key, reason=reason)
+    awaits approval (nobody is deciding within a tool call). No ``reason``: a model's
+    tool call gives none, and approvers read a task's reason as why it was asked."""
+    info = await rt.aenqueue_action(tool, dict(args), idempotency_key=key)
     if info.done or info.status is TaskStatus.AWAITING_APPROVAL or wait_seconds <= 0:
         return info
     return await rt.wait_async(info.task_id, wait_seconds)

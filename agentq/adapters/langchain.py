@@ -97,9 +97,8 @@ class AgentQTool(BaseTool):
             rt, "langchain", self.name, kwargs, conversation=conversation, call_id=call_id,
             mode=self.key_mode,
         )  # fmt: skip
-        info = rt.enqueue_action(
-            self.name, kwargs, idempotency_key=key, reason=f"langchain:{conversation}"
-        )
+        # No reason: approvers read it as why the call was asked, and a model's call gives none.
+        info = rt.enqueue_action(self.name, kwargs, idempotency_key=key)
         if info.status is TaskStatus.AWAITING_APPROVAL and self.interrupt_on_approval:
             info = self._interrupt_for(info)
         if not info.done and info.status is not TaskStatus.AWAITING_APPROVAL:

@@ -86,9 +86,7 @@ class AgentQTools:
             self.rt, "openai-agents", tool, args, conversation=conversation, call_id=call_id,
             mode=self.key_mode,
         )  # fmt: skip
-        return await enqueue_and_wait(
-            self.rt, tool, args, key, wait, f"openai-agents:{conversation}"
-        )
+        return await enqueue_and_wait(self.rt, tool, args, key, wait)
 
     def _held_for_approval(self, tool: str, params: dict[str, Any]) -> bool:
         definition = self.rt.tools.get(tool)

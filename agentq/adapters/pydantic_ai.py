@@ -125,9 +125,7 @@ class AgentQToolset(AbstractToolset[Any]):
                 self.rt, "pydantic-ai", name, tool_args, conversation=conversation,
                 call_id=ctx.tool_call_id, mode=self.key_mode,
             )  # fmt: skip
-            info = await enqueue_and_wait(
-                self.rt, name, tool_args, key, self.wait_seconds, f"pydantic-ai:{conversation}"
-            )
+            info = await enqueue_and_wait(self.rt, name, tool_args, key, self.wait_seconds)
         except (InvalidArguments, IdempotencyConflict) as exc:
             raise ModelRetry(str(exc)) from exc
         if info.status is TaskStatus.AWAITING_APPROVAL:

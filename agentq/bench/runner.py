@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -91,6 +92,50 @@ def run_bench(
     (0 skips them).
     """
     root, server = _check_target(db, durability)
+    try:
+        return _run_bench(
+            root,
+            server,
+            db=db,
+            tasks=tasks,
+            workers=workers,
+            concurrency=concurrency,
+            batch=batch,
+            payload_bytes=payload_bytes,
+            durability=durability,
+            repeats=repeats,
+            latency_samples=latency_samples,
+            callers=callers,
+            args_sizes=args_sizes,
+            multi_queue=multi_queue,
+            runs=runs,
+            progress=progress,
+        )
+    finally:
+        if db is None or server is not None:  # a folder of its own: leave nothing behind
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _run_bench(
+    root: Path,
+    server: str | None,
+    *,
+    db: str | None = None,
+    tasks: int = 2000,
+    workers: int = 2,
+    concurrency: int = 16,
+    batch: int = 50,
+    payload_bytes: int = 0,
+    durability: str = "full",
+    repeats: int = 3,
+    latency_samples: int = 100,
+    callers: int = 8,
+    args_sizes: Sequence[int] = (),
+    multi_queue: bool = True,
+    runs: int = 200,
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """:func:`run_bench` in ``root`` (and on ``server``, for PostgreSQL)."""
     pad = "x" * payload_bytes
     results: dict[str, list[float]] = {}
     lat_same: list[float] = []

@@ -16,7 +16,14 @@ from collections import Counter
 from typing import Any
 
 from agentq import jsontext
-from agentq.cli.common import add_db_args, open_ledger, positive
+from agentq.cli.common import (
+    actor,
+    add_actor_arg,
+    add_db_args,
+    open_ledger,
+    positive,
+    read_args,
+)
 from agentq.cli.exits import EXIT_OK
 from agentq.cli.output import add_format_args, age, emit, print_json
 from agentq.errors import ApprovalNotFound, ConfigError, TaskNotFound
@@ -25,6 +32,9 @@ from agentq.statuses import ApprovalStatus
 __all__ = ["register"]
 
 _COLUMNS = ("approval_id", "status", "tool", "age_s", "task_id", "reason", "args")
+#: A listing that may hold decided approvals also says who decided.
+_DECIDED_COLUMNS = ("approval_id", "status", "decided_by", "tool", "age_s", "task_id",
+                    "reason", "args")  # fmt: skip
 _OPEN = ("pending", "escalated")
 
 
@@ -46,7 +56,8 @@ def _cmd_approvals(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = [{**a.model_dump(mode="json"), "age_s": age(now, a.requested_at)}
             for a in page.approvals]  # fmt: skip
-    emit(args, "approvals", rows, _COLUMNS, {"next_after": page.next_after})
+    columns = _COLUMNS if args.status in ("open", *_OPEN) else _DECIDED_COLUMNS
+    emit(args, "approvals", rows, columns, {"next_after": page.next_after})
     if page.next_after is not None and args.jsonl:
         print(f"agentq: more approvals: --after {page.next_after}", file=sys.stderr)
     return EXIT_OK
@@ -79,12 +90,7 @@ def _edited_args(args: argparse.Namespace, asked: dict[str, Any]) -> dict[str, A
         return None
     edited = dict(asked)
     if args.args is not None:
-        try:
-            edited = jsontext.loads(args.args)
-        except ValueError as exc:
-            raise ConfigError(f"approve: --args is not JSON: {exc}") from exc
-        if not isinstance(edited, dict):
-            raise ConfigError("approve: --args must be a JSON object (the whole arguments)")
+        edited = read_args(args.args)  # JSON, @file or @- as enqueue's --args
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -114,8 +120,9 @@ def _not_a_task_id(rt: Any, given: str) -> None:
 
 
 def _decide(args: argparse.Namespace, verdict: str) -> int:
-    if not args.by.strip():
+    if args.by is not None and not args.by.strip():
         raise ConfigError(f"{verdict}: --by must name who decides")
+    args.by = actor(args)  # as cancel: the login name unless --by says otherwise
     rt = open_ledger(args)
     try:
         _not_a_task_id(rt, args.approval_id)
@@ -149,7 +156,8 @@ def register(sub: Any) -> None:
         help="open (pending or escalated, the default), all, or one status",
     )  # fmt: skip
     inbox.add_argument("--limit", type=positive, default=100, help="page size (default 100)")
-    inbox.add_argument("--after", help="the next page: the cursor the last page printed")
+    inbox.add_argument("--after", metavar="CURSOR",
+                       help="the next page: the cursor the last page printed")  # fmt: skip
     inbox.add_argument("--oldest-first", action="store_true", help="oldest first instead")
     add_format_args(inbox)
     add_db_args(inbox)
@@ -158,12 +166,13 @@ def register(sub: Any) -> None:
     for verdict, what in (("approve", "run the task"), ("reject", "cancel the task")):
         p = sub.add_parser(verdict, help=f"{verdict} a pending or escalated request ({what})")
         p.add_argument("approval_id", help="the approval's id (apr_..., from agentq approvals)")
-        p.add_argument("--by", required=True, help="who decides (recorded)")
+        add_actor_arg(p)
         p.add_argument("--note", default="", help="why (recorded)")
         p.add_argument("--json", action="store_true", help="print approval and task as JSON")
         if verdict == "approve":
-            p.add_argument("--args", metavar="JSON",
-                           help="edit the call: its whole arguments as a JSON object")
+            p.add_argument("--args", metavar="JSON|@FILE",
+                           help="edit the call: its whole arguments as a JSON object "
+                           "(@file or @- reads it)")  # fmt: skip
             p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                            help="edit one argument (VALUE: JSON, else text); repeatable")
         add_db_args(p)

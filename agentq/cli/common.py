@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from agentq import jsontext
 from agentq.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ __all__ = [
     "config_retention",
     "find_project",
     "int_in",
+    "moment",
     "non_negative",
     "non_negative_span",
     "on_ledger",
@@ -46,9 +49,12 @@ __all__ = [
     "open_runtime",
     "positive",
     "positive_float",
+    "read_args",
     "require_database",
     "resolve_db",
+    "time_or_ago",
     "tools_folder",
+    "unset_settings",
 ]
 
 DEFAULT_DB = "sqlite:///agentq.db"
@@ -117,6 +123,57 @@ def positive_float(text: str) -> float:
     value = _span(text)
     if not 0 < value < 1e9:
         raise argparse.ArgumentTypeError(f"must be above 0 and finite, got {text}")
+    return value
+
+
+def time_or_ago(text: str) -> datetime | timedelta:
+    """argparse type: a moment, as an ISO 8601 time with its zone
+    (``2026-01-01T09:00Z``), or as a duration before now (``1h``, ``90``: see
+    :func:`positive_float`); :func:`moment` makes the duration a time."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        try:
+            return timedelta(seconds=positive_float(text))
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f"expected an ISO 8601 time (2026-01-01T09:00Z) or a duration before now "
+                f"(90, 30m, 1h, 2d), got {text!r}"
+            ) from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"give the time zone, e.g. {text}Z for UTC")
+    return when
+
+
+def moment(value: datetime | timedelta | None, now: datetime) -> datetime | None:
+    """A :func:`time_or_ago` value as a time: a duration counts back from ``now``."""
+    return now - value if isinstance(value, timedelta) else value
+
+
+_MAX_ARGS_BYTES = 1 << 20  # an --args file larger than this is a mistake
+
+
+def read_args(text: str) -> dict[str, Any]:
+    """``--args`` (enqueue, approve): JSON text, ``@file`` or ``@-`` (standard
+    input); an object."""
+    source = "--args"
+    if text.startswith("@"):
+        source = text[1:] or "-"
+        if source == "-":
+            text = sys.stdin.read(_MAX_ARGS_BYTES + 1)
+        else:
+            path = Path(source)
+            if not path.is_file():
+                raise ConfigError(f"--args file {source} does not exist")
+            if path.stat().st_size > _MAX_ARGS_BYTES:
+                raise ConfigError(f"--args file {source} is larger than {_MAX_ARGS_BYTES} bytes")
+            text = path.read_text(encoding="utf-8")
+    try:
+        value = jsontext.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{source} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source} must be a JSON object, got {type(value).__name__}")
     return value
 
 
@@ -238,6 +295,27 @@ def open_runtime(args: argparse.Namespace, *, catalog: bool = False) -> Runtime:
     if config.agentq.audit_retention is not None:
         rt.audit_retention = config.agentq.audit_retention
     return rt
+
+
+def unset_settings(rt: Runtime, tools: Iterable[str]) -> str | None:
+    """One line naming the settings ``tools`` need (``@tool(settings=...)``) that
+    ``rt`` lacks, whose tasks would fail (a refund dead-lettered by "setting
+    'payments_url' is not configured"); None when nothing is missing."""
+    missing: dict[str, list[str]] = {}
+    for name in tools:
+        definition = rt.tools.get(name) if name in rt.tools else None
+        for key in definition.settings if definition is not None else ():
+            if rt.settings.get(key) in (None, ""):
+                missing.setdefault(key, []).append(name)
+    if not missing:
+        return None
+    said = "; ".join(f"{key} (read by {', '.join(sorted(set(users)))})"
+                     for key, users in sorted(missing.items()))  # fmt: skip
+    example = next(iter(sorted(missing)))
+    return (
+        f"unset setting(s) {said}: their tasks fail until the worker that runs them has "
+        f"them; set them in agentq.toml's [settings] (or --setting {example}=...)"
+    )
 
 
 def _say_catalog(rt: Runtime, db: str) -> None:

@@ -103,7 +103,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     result = run_bench(
         db=args.db, tasks=args.tasks, workers=args.workers, concurrency=args.concurrency,
-        batch=args.batch, payload_bytes=args.payload_bytes, durability=args.durability,
+        batch=args.batch_size, payload_bytes=args.payload_bytes, durability=args.durability,
         repeats=args.repeats, latency_samples=args.latency_samples, callers=args.callers,
         args_sizes=args.args_sizes, multi_queue=not args.no_multi_queue, runs=args.runs,
         progress=(lambda _m: None) if args.json else (lambda m: print(m, flush=True)),
@@ -170,8 +170,12 @@ def register(sub: Any) -> None:
     bench.add_argument("--tasks", type=positive, default=2000,
                        help="tasks per end-to-end measurement (default 2000)")  # fmt: skip
     bench.add_argument("--workers", type=positive, default=2, help="worker processes (default 2)")
-    bench.add_argument("--concurrency", type=positive, default=16, help="handlers per worker")
-    bench.add_argument("--batch", type=positive, default=50, help="lease batch size")
+    bench.add_argument("--concurrency", type=positive, default=16, metavar="N",
+                       help="handlers per worker (default 16)")  # fmt: skip
+    bench.add_argument("--batch-size", type=positive, default=50, metavar="N",
+                       help="messages a worker leases at once (default 50)")  # fmt: skip
+    # The old spelling, kept working: the worker and prune say --batch-size.
+    bench.add_argument("--batch", type=positive, dest="batch_size", help=argparse.SUPPRESS)
     bench.add_argument(
         "--callers", type=positive, default=8,
         help="threads deciding at once for the concurrent decision figures (1: skip them)",

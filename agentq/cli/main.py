@@ -13,6 +13,7 @@ Exit statuses: :mod:`agentq.cli.exits`.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 import traceback
@@ -109,9 +110,33 @@ def _debug_anywhere(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     for command in sub.choices.values():
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="print the traceback of an error (redacted)")  # fmt: skip
+        command.set_defaults(**{_PARSER: command})  # the innermost command's wins
         for action in command._actions:
             if isinstance(action, argparse._SubParsersAction):
                 _debug_anywhere(action)
+
+
+#: The namespace attribute naming the (sub)command's own parser.
+_PARSER = "_agentq_parser"
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; an argument the command does not take is an error of that
+    command (its usage, and the closest option: "did you mean --concurrency?"),
+    where argparse blames the top-level parser and suggests nothing."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    command: argparse.ArgumentParser = getattr(args, _PARSER, parser)
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    options = [o for o in command._option_string_actions if o.startswith("--")]
+    for word in extra:
+        close = difflib.get_close_matches(word.split("=", 1)[0], options, n=1, cutoff=0.6)
+        if word.startswith("--") and close:
+            message += f" (did you mean {close[0]}?)"
+            break
+    command.error(message)
 
 
 def _status_of(exc: BaseException) -> int:
@@ -146,7 +171,7 @@ def _stdout_closed() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agentq`` console script."""
     try:
-        args = build_parser().parse_args(argv)
+        args = _parse(argv)
     except KeyboardInterrupt:
         return interrupted()
     func: Callable[[argparse.Namespace], int] = args.func

@@ -6,20 +6,22 @@ import argparse
 import re
 import sys
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentq import jsontext
 from agentq.cli.common import (
     actor,
     add_actor_arg,
     add_db_args,
     add_runtime_args,
+    moment,
     on_ledger,
     open_ledger,
     open_runtime,
     positive,
     positive_float,
+    read_args,
+    time_or_ago,
+    unset_settings,
 )
 from agentq.cli.exits import EXIT_NEGATIVE, EXIT_OK, EXIT_TIMEOUT
 from agentq.cli.output import add_format_args, emit, print_record, print_task
@@ -33,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["register", "wait_for"]
 
 _COLUMNS = ("task_id", "tool", "status", "attempt", "created_at", "error")
-_MAX_ARGS_BYTES = 1 << 20  # an --args file larger than this is a mistake
 
 
 def _timestamp(text: str) -> datetime:
@@ -62,29 +63,6 @@ def _cursor(text: str) -> str:
     return text
 
 
-def _read_args(text: str) -> dict[str, Any]:
-    """``--args``: JSON text, ``@file`` or ``@-`` (standard input); an object."""
-    source = "--args"
-    if text.startswith("@"):
-        source = text[1:] or "-"
-        if source == "-":
-            text = sys.stdin.read(_MAX_ARGS_BYTES + 1)
-        else:
-            path = Path(source)
-            if not path.is_file():
-                raise ConfigError(f"--args file {source} does not exist")
-            if path.stat().st_size > _MAX_ARGS_BYTES:
-                raise ConfigError(f"--args file {source} is larger than {_MAX_ARGS_BYTES} bytes")
-            text = path.read_text(encoding="utf-8")
-    try:
-        value = jsontext.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{source} is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"{source} must be a JSON object, got {type(value).__name__}")
-    return value
-
-
 _WAIT_CHUNK = 3600.0  # the longest one Runtime.wait takes
 
 
@@ -108,9 +86,12 @@ def _finished_status(task: Any) -> int:
 def _cmd_enqueue(args: argparse.Namespace) -> int:
     if args.at is not None and args.delay is not None:
         raise ConfigError("give either --at or --delay, not both")
-    payload = _read_args(args.args)
+    payload = read_args(args.args)
     rt = open_runtime(args, catalog=True)  # validated by the tool, or its recorded schema
     try:
+        unset = unset_settings(rt, [args.tool])
+        if unset is not None:
+            print(f"agentq: warning: {unset}", file=sys.stderr, flush=True)
         task = rt.enqueue_action(
             args.tool, payload, idempotency_key=args.idempotency_key,
             ordering_key=args.ordering_key, at=args.at, delay=args.delay,
@@ -157,7 +138,8 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     try:
         status = None if args.status in (None, "all") else args.status
         page = rt.task_page(
-            status, tool=args.tool, since=args.since, limit=args.limit, after=args.after,
+            status, tool=args.tool, since=moment(args.since, rt.clock.now()), limit=args.limit,
+            after=args.after,
             newest_first=not args.oldest_first,
         )  # fmt: skip
     finally:
@@ -215,7 +197,9 @@ def register(sub: Any) -> None:
     tasks.add_argument("--status", choices=[*(s.value for s in TaskStatus), "all"],
                        help="only tasks with this status (default all)")  # fmt: skip
     tasks.add_argument("--tool", help="only tasks of this tool")
-    tasks.add_argument("--since", type=_timestamp, help="only tasks created at or after this time")
+    tasks.add_argument("--since", type=time_or_ago, metavar="TIME",
+                       help="only tasks created at or after this time: ISO 8601 "
+                       "(2026-01-01T09:00Z) or a duration before now (30m, 1h, 2d)")  # fmt: skip
     tasks.add_argument("--limit", type=positive, default=100, help="page size (default 100)")
     tasks.add_argument("--after", type=_cursor, metavar="CURSOR",
                        help="the next page: the next_after the last page printed")  # fmt: skip

@@ -17,7 +17,7 @@ import getpass
 import os
 from typing import Any
 
-from agentq.cli.common import add_runtime_args, args_config, open_runtime, positive
+from agentq.cli.common import add_runtime_args, args_config, open_runtime, positive_float
 from agentq.errors import ConfigError
 
 __all__ = ["register"]
@@ -119,6 +119,7 @@ def register(sub: Any) -> None:
     ui.add_argument("--api", action="store_true", help="also serve the HTTP API (/v1/...)")
     ui.add_argument("--allow-remote", action="store_true", help="listen beyond loopback")
     ui.add_argument(
-        "--refresh", type=positive, default=2, help="seconds between live figures (default 2)"
-    )
+        "--refresh", type=positive_float, default=2.0, metavar="DURATION",
+        help="time between live figures: seconds or a duration (250ms, 2s; default 2s)",
+    )  # fmt: skip
     ui.set_defaults(func=_cmd_ui, extra="ui")

@@ -29,6 +29,7 @@ from agentq.cli.common import (
     positive_float,
     resolve_db,
     tools_folder,
+    unset_settings,
 )
 from agentq.cli.exits import EXIT_INTERRUPTED
 from agentq.errors import ConfigError
@@ -79,6 +80,10 @@ def _cmd_worker(args: argparse.Namespace) -> int:
                 limits=args_config(args).servers,
             ).start()  # fmt: skip
             log.info("metrics on %s/metrics, health on %s/healthz", metrics.url, metrics.url)
+        served = set(worker.queues)  # said once it starts: after any error of its setup
+        unset = unset_settings(rt, (t.name for t in rt.tools if t.queue in served))
+        if unset is not None:
+            log.warning("%s", unset)  # a log line, in the worker's log format
         print(f"agentq worker on {redact_text(str(args.db))}: queues {', '.join(worker.queues)}",
               flush=True)  # fmt: skip
         if args.once:
@@ -142,7 +147,7 @@ def register(sub: Any) -> None:
     """Add ``worker`` and ``init``."""
     worker = sub.add_parser("worker", help="serve tasks until SIGTERM/SIGINT")
     add_runtime_args(worker)
-    worker.add_argument("--concurrency", type=int_in(1, MAX_CONCURRENCY), default=8,
+    worker.add_argument("--concurrency", type=int_in(1, MAX_CONCURRENCY), default=8, metavar="N",
                         help="handlers running at once (threads; default 8)")  # fmt: skip
     worker.add_argument(
         "--batch-size", type=int_in(1, MAX_BATCH), default=None, metavar="N",

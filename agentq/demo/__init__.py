@@ -52,6 +52,7 @@ from agentq.demo.summary import DemoSummary, fill_summary, format_summary
 from agentq.demo_server import LoopbackAPI
 from agentq.errors import AgentQError, ConfigError
 from agentq.ledger import TaskStatus
+from agentq.lifecycle import heartbeats
 from agentq.policies import load_policies
 from agentq.runtime import Decision, Runtime
 
@@ -344,9 +345,11 @@ def _crash_a_worker(
 ) -> str:
     """Start a worker process, let it charge a refund, and kill it before it commits."""
     received, release = api.stall_after_applying(order)
+    # Named, so that its heartbeat can be forgotten after the kill (below).
+    worker_id = f"agentq-demo-killed-worker-{os.urandom(4).hex()}"
     cmd = [
         sys.executable, "-c", "import sys; from agentq.cli import main; sys.exit(main())",
-        "worker", "--tools", str(tools_dir),
+        "worker", "--id", worker_id, "--tools", str(tools_dir),
         "--policies", str(policies_dir), "--queue", "payments", "--concurrency", "1",
         "--setting", f"payments_url={api.url}", "--setting", "orders_table=orders",
     ]  # fmt: skip
@@ -374,6 +377,9 @@ def _crash_a_worker(
     proc.wait(10)
     if proc.stderr is not None:
         proc.stderr.close()
+    # The kill was the demo's own: its heartbeat must not haunt a kept database as a
+    # "silent" worker, nor come due as a lost one in the user's first worker.
+    rt.backend.transact(lambda tx: heartbeats.forget(tx, worker_id), durable=False)
     release.set()
     say(
         f"killed worker {proc.pid} (SIGKILL) after the payments API charged {order}, "

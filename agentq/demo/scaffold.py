@@ -37,8 +37,10 @@ db = "sqlite:///agentq.db"
 tools = "tools"
 policies = "policies"
 
-# Handed to the tools as ctx.settings. The refund bot's tools call these APIs;
-# the policy (policies/refunds.toml) lists the hosts each tool may reach.
+# Handed to the tools as ctx.settings. The refund bot's tools call these APIs:
+# set them before `agentq worker` runs a refund (without payments_url the first
+# one is dead-lettered; worker and enqueue warn). The policy
+# (policies/refunds.toml) lists the hosts each tool may reach.
 [settings]
 # payments_url = "https://payments.example.com"        # execute_refund POSTs /refunds here
 # notifications_url = "https://notify.example.com"     # approval requests and escalations
@@ -78,10 +80,22 @@ Then make it yours:
 * `agentq.toml`: the database URL and the `[settings]` your tools read (the
   payments API's URL).
 
-Run it for real: `agentq init` creates the queues and records the tools,
-`agentq worker` serves them, `agentq enqueue execute_refund --args
-'{{"order_id": "o-1", "amount": 30}}'` sends one call. Every command has
-`--help`.
+Run it for real:
+
+1. Point the tools at your APIs: in `agentq.toml`'s `[settings]`, set
+   `payments_url` (where `execute_refund` POSTs `/refunds`) and
+   `notifications_url` (approval requests and escalations; `shipping_url` if
+   you ship), and list their hosts in `allowed_hosts` of
+   `policies/refunds.toml` (only `127.0.0.1` and `localhost` are allowed now).
+   Without `payments_url` a refund is dead-lettered ("setting 'payments_url'
+   is not configured"); `agentq worker` and `agentq enqueue` warn when a
+   setting a tool needs is unset.
+2. `agentq init` creates the queues and records the tools.
+3. `agentq worker` serves them.
+4. `agentq enqueue execute_refund --args '{{"order_id": "o-1", "amount": 30}}'`
+   sends one call.
+
+Every command has `--help`.
 
 New to agentq? The tutorial builds this refund bot step by step, from an empty
 folder: {tutorial}

@@ -38,7 +38,7 @@ def register(
     p.add_argument("--tokens", help="HTTP: tokens file (TOML, as for agentq serve)")
     p.add_argument("--insecure-local", action="store_true",
                    help="HTTP: no tokens, loopback only (development)")  # fmt: skip
-    p.add_argument("--wait", type=span, default=1.0,
+    p.add_argument("--wait", type=span, default=1.0, metavar="DURATION",
                    help="seconds a tool call waits for its result before answering with "
                         "a task handle (default %(default)s)")  # fmt: skip
     p.add_argument("--principal", help="stdio: who the client is (default stdio:<user>)")

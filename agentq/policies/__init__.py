@@ -221,7 +221,7 @@ def load_policies(path: str | Path | None) -> Policy:
                     return f"policy file {file}", local + loc[n:]
             return f"policy in {', '.join(map(str, files))}", loc
 
-        raise ConfigError(tomlfiles.validation_problems(exc, locate)) from exc
+        raise ConfigError(tomlfiles.validation_problems(exc, locate, Policy)) from exc
     policy._rule_files = tuple(
         str(origin[("approvals", i)][0]) for i in range(len(merged["approvals"]))
     )

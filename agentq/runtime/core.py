@@ -17,19 +17,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from agentq import catalog, webhooks
-from agentq.agents import Agent, turn_tool
+from agentq import catalog
+from agentq.agents import Agent
 from agentq.backends import Backend, Transaction, open_backend
 from agentq.clock import Clock
 from agentq.decision import Decision
-from agentq.envelope import MAX_ENVELOPE_BYTES, task_queue_spec
+from agentq.envelope import MAX_ENVELOPE_BYTES
 from agentq.errors import ConfigError, SharedTransactionError, UnknownTool
 from agentq.faults import FaultPoints
-from agentq.lifecycle.heartbeats import heartbeat_queue_spec
 from agentq.lifecycle.payloads import DEFAULT_INLINE_BYTES
 from agentq.lifecycle.retention import RetentionSetting, retention_setting
-from agentq.lifecycle.tasks import ESCALATION_QUEUE
 from agentq.policies import Policy, load_policies
+from agentq.queue_set import add_builtin_tools, queue_specs
 from agentq.retention import DEFAULT_RETENTION
 from agentq.telemetry import Telemetry
 from agentq.tools import ToolDef, ToolRegistry
@@ -161,15 +160,13 @@ class RuntimeCore:
             self.tools = tools
         else:
             self.tools = _registry(tools, reload)
-        if webhooks.WEBHOOK_TOOL not in self.tools:
-            self.tools.add(webhooks.deliver_webhook)  # every worker can send webhooks
         for agent in agents:
             self.tools.add_agent(agent)
+        # Webhook delivery, and each agent's turn tool (its turns are its tasks).
+        add_builtin_tools(self.tools)
         #: Durable agents by name (:mod:`agentq.agents`): ``agents=`` and those
-        #: found in the tools folders; each one's turns are tasks of its turn tool.
+        #: found in the tools folders.
         self.agents: dict[str, Agent] = dict(self.tools.agents)
-        for agent in self.agents.values():
-            self.tools.add(turn_tool(agent))
         self._policy_given = policies is not None
         if isinstance(policies, Policy):
             self.policy = policies
@@ -187,9 +184,8 @@ class RuntimeCore:
         # reads or serves a CLI command never needs.
         self._http_transport = http_transport
         self._http_transport_lock = threading.Lock()
-        for queue in sorted(self.tools.queues() | {ESCALATION_QUEUE}):
-            self.backend.create_queue(task_queue_spec(queue))
-        self.backend.create_queue(heartbeat_queue_spec())  # workers' heartbeat messages
+        for spec in queue_specs(self.tools):  # the tools', escalations, heartbeats
+            self.backend.create_queue(spec)
         self._internal = self._internal_tools()
 
     @property

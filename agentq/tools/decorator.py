@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
@@ -51,6 +51,7 @@ def tool(
     timezone: str = "UTC",
     catch_up: int = 0,
     local: bool = False,
+    settings: str | Iterable[str] = (),
 ) -> Callable[[F], F]:
     """Declare a tool handler ``fn(ctx, args) -> result`` (sync or async).
 
@@ -80,7 +81,14 @@ def tool(
     own tables: its handler is ``fn(tx, args)`` with the :class:`~agentq.Decision`
     it runs in. A durable run's model calls it inside the turn's own commit; a
     call a policy sends for approval runs in the transaction that approves it.
+
+    ``settings`` names the ``ctx.settings`` keys the handler needs (``"payments_url"``
+    or several): ``agentq worker`` and ``agentq enqueue`` warn in one line when
+    one of them is unset, before a task fails for want of it.
     """
+    needed = (settings,) if isinstance(settings, str) else tuple(settings)
+    if not all(isinstance(key, str) and key for key in needed):
+        raise ConfigError(f"settings must be setting names, got {settings!r}")
     if not 1 <= max_batch <= MAX_BATCH_LIMIT:
         raise ConfigError(f"max_batch must be from 1 to {MAX_BATCH_LIMIT}, got {max_batch!r}")
     window = _window(batch_window)
@@ -135,6 +143,7 @@ def tool(
             at_most_once=at_most_once,
             periodic=_periodic(tool_name, args_model, every, cron, timezone, catch_up),
             local=local,
+            settings=needed,
         )
         attach(fn, definition)
         return fn

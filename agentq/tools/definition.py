@@ -53,6 +53,9 @@ class ToolDef:
     #: A local tool's handler is ``fn(tx, args)``: it runs inside a transaction
     #: (a durable run's turn, or the approval of its call), not in a worker.
     local: bool = False
+    #: The ``ctx.settings`` keys the handler needs: ``agentq worker`` and
+    #: ``agentq enqueue`` warn when one is unset (its tasks would fail).
+    settings: tuple[str, ...] = ()
 
     @property
     def guarded(self) -> bool:

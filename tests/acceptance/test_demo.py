@@ -102,6 +102,11 @@ def test_demo_keep_in_a_folder_without_agentq_toml(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and (tmp_path / "agentq.db").is_file()
     assert f"kept the demo's database: {tmp_path / 'agentq.db'}" in proc.stdout
+    # Issue 39, 2.12: the SIGKILLed worker's heartbeat stayed, a "silent" worker in
+    # the kept database that the user's first worker then reported lost.
+    workers = _agentq("workers", "--all", "--json", cwd=tmp_path)
+    assert workers.returncode == 0, workers.stderr
+    assert json.loads(workers.stdout)["workers"] == []
 
 
 def test_a_demo_whose_worker_never_takes_its_task_ends_in_one_line(

@@ -9,6 +9,7 @@ only, no path tricks to find a tools folder).
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -101,18 +102,29 @@ def test_committed_notebook_has_its_outputs_and_public_imports_only(path: Path) 
 @pytest.mark.timeout(400)  # the chaos notebook runs about 30 s, its own bound is 90 s
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_executes_and_shows(path: Path) -> None:
+def test_notebook_executes_and_shows(path: Path, tmp_path: Path) -> None:
+    """Run in a folder of the test's own, its temporary files there too: a run
+    leaves nothing behind and the tracked file unchanged (issue 39, 2.12: the
+    chaos and benchmark notebooks left their temporary folders)."""
+    stored = path.read_bytes()
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = []  # the stored outputs must not satisfy the checks below
+    temp, cwd = tmp_path / "tmp", tmp_path / "cwd"
+    temp.mkdir()
+    cwd.mkdir()
     NotebookClient(
         nb,
         timeout=150,
         kernel_name="python3",
-        resources={"metadata": {"path": str(ROOT / "notebooks")}},
-    ).execute()
+        resources={"metadata": {"path": str(cwd)}},
+    ).execute(env={**os.environ, "TMPDIR": str(temp)})
     _check_outputs(path.name, nb)
+    assert path.read_bytes() == stored
+    assert sorted(p.name for p in cwd.iterdir()) == []
+    left = sorted(p.name for p in temp.iterdir() if p.name.startswith(("agentq-", "tmp")))
+    assert left == [], f"{path.name} left {left} in its temporary folder"
 
 
 def test_stored_outputs_carry_no_local_paths() -> None:

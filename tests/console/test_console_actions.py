@@ -211,3 +211,27 @@ def test_an_approver_edits_the_call_before_approving(serve: Callable[..., Served
     assert rt.task(approval.task_id).args["amount"] == 40
     [entry] = rt.audit_log()
     assert entry.edited_args is not None and entry.edited_args["amount"] == 40
+
+
+def test_an_escalated_approval_says_escalated_not_escalates_ago(
+    serve: Callable[..., Served],
+) -> None:
+    """Issue 39, 2.12: an approval that had escalated read "escalates 2 min ago"."""
+    served = serve()
+    rt = served.rt
+    approval_id = _pending(rt)
+
+    def shown(client: object) -> str:  # the inbox's words, without the markup
+        return re.sub(r"<[^>]+>", "", client.get("/approvals").text)  # type: ignore[attr-defined]
+
+    with served.client("alice") as client:
+        assert "escalates in 3 d" in shown(client)  # still ahead
+        rt.clock.advance(3 * 86400 + 60)  # type: ignore[attr-defined]  # past escalate_after
+        due = shown(client)  # no worker yet: due, not done
+        assert "escalation due 1 min ago" in due and "escalate 1 min ago" not in due, due
+        rt.worker().drain()
+        assert rt.approval(approval_id).status == ApprovalStatus.ESCALATED
+        rt.clock.advance(120)  # type: ignore[attr-defined]
+        page = shown(client)
+    assert "escalated 2 min ago" in page, page
+    assert not re.search(r"escalates? \d+ \w+ ago", page), page

@@ -190,3 +190,25 @@ def test_one_stream_too_many_is_told_to_retry_later(serve: Callable[..., Served]
                 break
         assert time.monotonic() < deadline, "the first stream's place was never freed"
         time.sleep(0.05)
+
+
+def test_the_overview_says_which_window_each_count_covers(
+    serve: Callable[..., Served],
+) -> None:
+    """Issue 39, 2.12: the chart's throughput (its window) and the status counts
+    (the whole ledger) disagreed with no label saying so."""
+    served = serve()
+    rt = served.rt
+    rt.enqueue_action("pay", {"ref": "old", "amount": 3})
+    rt.worker().drain()
+    rt.clock.advance(2 * 3600)  # type: ignore[attr-defined]  # out of the last hour
+    rt.enqueue_action("pay", {"ref": "new", "amount": 3})
+    rt.worker().drain()
+    with served.client("viewer") as client:
+        for window, span in (("1h", "hour"), ("24h", "day")):
+            text = re.sub(r"<[^>]+>", "", client.get(f"/?window={window}").text)
+            counts = text[text.index("Tasks by status"):]
+            assert f"not only the chart's last {span}" in counts, counts[:300]
+            assert f"in the last {span}" in text  # the chart's own label
+        hour = re.sub(r"<[^>]+>", "", client.get("/?window=1h").text)
+    assert "1 in the last hour" in hour  # the chart: the new one only

@@ -349,15 +349,6 @@ def test_a_connection_to_another_database_is_refused(
         rt.decision(conn)
 
 
-def test_a_sqlite_connection_is_not_a_postgres_connection(rt: Runtime, tmp_path: Path) -> None:
-    conn = sqlite3.connect(tmp_path / "app.db")
-    try:
-        with pytest.raises(SharedTransactionError, match="not Connection"):
-            rt.decision(conn)
-    finally:
-        conn.close()
-
-
 def test_a_sqlite_runtime_refuses_and_says_why(tmp_path: Path, clock: FakeClock) -> None:
     url = tmp_path / "agentq.db"
     with Runtime(f"sqlite:///{url}", tools=[refund], clock=clock) as runtime:
@@ -482,3 +473,17 @@ def test_a_starting_worker_aborts_no_application_transaction_beside_it(
         assert sorted(RAN) == [f"o{i}" for i in range(5)]
     finally:
         runtime.close()
+
+
+def test_a_sqlite3_connection_is_named_as_one(rt: Runtime) -> None:
+    """Issue 39, 2.12: a ``sqlite3.Connection`` (to ``:memory:``) was refused as
+    "not Connection", the name of the very type the message asks for."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        with pytest.raises(SharedTransactionError) as raised:
+            rt.decision(conn)
+    finally:
+        conn.close()
+    message = str(raised.value)
+    assert "not a sqlite3.Connection" in message, message
+    assert "this runtime's PostgreSQL database" in message, message

@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from agentq.cli import main
 from tests.ports import held_port
+from tests.postgres.server import DatabaseFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -43,19 +45,51 @@ def test_print_ddl_needs_no_server_and_no_postgres_extra(tmp_path: Path) -> None
     assert 'CREATE TABLE "jobs"."escalations" (' in proc.stdout
 
 
-def test_the_printed_ddl_is_what_init_creates(postgres_url: str) -> None:
+#: agentq's schema as the catalog sees it: tables, columns (type, nullability,
+#: default), indexes (their definitions), constraints.
+_CATALOG = """
+SELECT 'table', c.relname, array_to_string(c.reloptions, ',') FROM pg_class c
+  JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %(s)s AND c.relkind = 'r'
+UNION ALL
+SELECT 'column', table_name || '.' || column_name,
+       concat_ws(' ', data_type, is_nullable, collation_name, column_default)
+  FROM information_schema.columns WHERE table_schema = %(s)s
+UNION ALL
+SELECT 'index', indexname, indexdef FROM pg_indexes WHERE schemaname = %(s)s
+UNION ALL
+SELECT 'constraint', conrelid::regclass::text || '.' || conname, pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE connamespace = to_regnamespace(%(s)s)
+ORDER BY 1, 2
+"""
+
+
+def _catalog(psycopg: Any, url: str, schema: str) -> list[tuple[str, ...]]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(_CATALOG, {"s": schema}).fetchall()
+    # The catalog names the database in nothing above; the schema in index definitions.
+    return [tuple(str(v) for v in row) for row in rows]
+
+
+def test_the_printed_ddl_is_what_init_creates(
+    postgres_url_factory: DatabaseFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39, 2.9: the printed DDL lacked the webhook delivery queue that init
+    creates. Applied by hand to one fresh database, it must make exactly the
+    catalog that ``agentq init`` makes in another."""
     psycopg = pytest.importorskip("psycopg")
-    printed = _agentq("init", "--print-ddl", "--db", postgres_url)
-    assert printed.returncode == 0, printed.stderr
-    conn: Any = psycopg.connect(postgres_url, autocommit=True)
-    try:
-        conn.execute(printed.stdout)  # several statements: the simple query protocol
-    finally:
-        conn.close()
-    # init finds every queue there with the spec it would have created.
-    proc = _agentq("init", "--db", postgres_url)
-    assert proc.returncode == 0, proc.stderr
-    assert "queues escalations" in proc.stdout
+    by_hand, by_init = postgres_url_factory.create(), postgres_url_factory.create()
+    tools = str(ROOT / "tools")
+    assert main(["init", "--print-ddl", "--db", by_hand, "--tools", tools]) == 0
+    printed = capsys.readouterr().out
+    with psycopg.connect(by_hand, autocommit=True) as conn:
+        conn.execute(printed)  # several statements: the simple query protocol
+    assert main(["init", "--db", by_init, "--tools", tools]) == 0
+    made = _catalog(psycopg, by_init, "agentq")
+    assert any(row[:2] == ("table", "webhooks") for row in made)
+    assert _catalog(psycopg, by_hand, "agentq") == made
+    # And init finds every queue there with the spec it would have created.
+    assert main(["init", "--db", by_hand, "--tools", tools]) == 0
+    assert "webhooks" in capsys.readouterr().out
 
 
 def test_init_without_a_server_is_one_error_line() -> None:

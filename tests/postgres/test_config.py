@@ -96,3 +96,43 @@ def test_a_password_in_the_query_stays_out_of_backend_url_and_repr(postgres_url:
             assert "application_name=t" in shown
     finally:
         b.close()
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_a_bare_url_connects_with_libpqs_defaults_as_psql_does(
+    scheme: str, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39, 2.7: ``postgresql://`` reached libpq as ``postgresql:``, and libpq
+    said "missing '=' after 'postgresql:'". It names no host, user or database:
+    libpq takes them from PGHOST, PGUSER, ... and its defaults, as psql does."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(postgres_url)
+    for name, value in (("PGHOST", parts.hostname), ("PGPORT", parts.port),
+                        ("PGUSER", parts.username), ("PGPASSWORD", parts.password),
+                        ("PGDATABASE", parts.path.lstrip("/"))):  # fmt: skip
+        monkeypatch.setenv(name, str(value or ""))
+    backend = open_backend(f"{scheme}://")
+    try:
+        assert backend.queues() == []
+    finally:
+        backend.close()
+    # Its error messages name the server libpq connects to.
+    where = parse_url(f"{scheme}://").where
+    assert where == f"{parts.hostname}:{parts.port}/{parts.path.lstrip('/')}"
+
+
+@pytest.mark.parametrize(
+    ("query", "suggestion"),
+    [("pool_sise=3", "pool_size"), ("shema=jobs", "schema"), ("sslmod=require", "sslmode")],
+)
+def test_a_misspelt_url_option_is_named_with_a_suggestion(query: str, suggestion: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_url(f"postgresql://app:s3cret@localhost/db?{query}")
+    message = str(raised.value)
+    assert f"unknown option {query.split('=')[0]!r}: did you mean {suggestion!r}?" in message
+    assert "s3cret" not in message
+
+
+def test_an_option_of_a_later_libpq_still_reaches_libpq() -> None:
+    assert "future_keyword=1" in parse_url("postgresql://localhost/db?future_keyword=1").conninfo

@@ -89,6 +89,7 @@ def test_approval_interrupts_the_graph_and_resumes_with_the_agentq_approval_id(
         state = app.invoke(Command(resume=approval_id), config)
     assert tool_outputs(state)[-1]["status"] == "succeeded" and len(api.applied()) == 1
     assert rt.approval(approval_id).decided_by == "carol"
+    assert rt.approval(approval_id).reason == ""  # not "langchain:<thread>" (issue 39, 2.12)
 
 
 @pytest.mark.parametrize("forged", [True, "apr_someone_elses"])

@@ -88,6 +88,7 @@ def test_approval_pauses_the_run_and_resumes_it_naming_the_approver(
     assert resumed.final_output == "refunded"
     assert rt.task(task.task_id).status is TaskStatus.SUCCEEDED and len(api.applied()) == 1
     assert rt.approval(str(task.approval_id)).decided_by == "carol"
+    assert rt.approval(str(task.approval_id)).reason == ""  # not "openai-agents:..." (39, 2.12)
 
 
 def test_a_client_side_approval_agentq_did_not_record_runs_nothing(

@@ -112,6 +112,8 @@ def test_approval_pauses_and_resumes_through_pydantic_ai_and_names_the_approver(
     assert "refund_id" in resumed.output and len(api.applied()) == 1
     (approval,) = rt.approvals()
     assert approval.decided_by == "carol"
+    # Approvers saw the adapter's "pydantic-ai:<conversation>" as the reason (issue 39, 2.12).
+    assert approval.reason == ""
 
 
 def test_a_forged_client_side_approval_runs_nothing(rt: Runtime, api: DemoAPI) -> None:

@@ -89,3 +89,27 @@ def test_database_not_writable_is_a_clean_error_on_every_command(
         "agentq: error: spanner://u:REDACTED@h/db?token=REDACTED is read-only: "
         "attempt to write a readonly database\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage", "suggestion"),
+    [
+        (["worker", "--concurency", "2"], "usage: agentq worker ", "did you mean --concurrency?"),
+        (["tasks", "--limt", "3"], "usage: agentq tasks ", "did you mean --limit?"),
+        (["runs", "show", "run_x", "--jsn"], "usage: agentq runs show ", "did you mean --json?"),
+    ],
+)
+def test_an_unknown_flag_gets_its_commands_usage_and_a_suggestion(
+    argv: list[str], usage: str, suggestion: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39, 2.12: a misspelt flag of a subcommand printed the top-level usage
+    (``usage: agentq [-h] ... COMMAND``) and no suggestion."""
+    with pytest.raises(SystemExit) as raised:
+        agentq.cli.main(argv)
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage), err
+    last = err.strip().splitlines()[-1]
+    command = " ".join(usage.split()[2:])
+    assert last.startswith(f"agentq {command}: error: unrecognized argument"), last
+    assert suggestion in last, last

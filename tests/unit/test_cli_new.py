@@ -55,3 +55,40 @@ def test_new_still_writes_a_project_into_a_new_folder(
     assert main(["new", str(tmp_path / "bot")]) == 0
     names = {p.name for p in (tmp_path / "bot").iterdir()}
     assert {"README.md", "agentq.toml", ".gitignore", "tools", "policies"} <= names
+
+
+def test_run_it_for_real_says_what_to_set_and_enqueue_and_worker_warn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39, 2.5: the steps `agentq new` wrote ran a refund with
+    `payments_url` unset (commented out in agentq.toml), which dead-lettered it
+    without a word before. The steps say what to set first, and `agentq enqueue`
+    and `agentq worker` warn in one line about a setting a tool needs."""
+    import subprocess
+    import sys
+
+    project = tmp_path / "bot"
+    assert main(["new", str(project)]) == 0
+    readme = (project / "README.md").read_text()
+    real = readme[readme.index("Run it for real"):]
+    assert "payments_url" in real and "notifications_url" in real
+    assert real.index("payments_url") < real.index("agentq worker")
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("AGENTQ_DB", raising=False)
+    assert main(["init"]) == 0
+    capsys.readouterr()
+    refund = ["enqueue", "execute_refund", "--args", '{"order_id": "o-1", "amount": 30}']
+    assert main(refund) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("agentq: warning: ")]
+    assert len(warnings) == 1 and "payments_url (read by execute_refund)" in warnings[0], err
+    assert "notifications_url" not in warnings[0]  # only what this tool needs
+    assert main([*refund, "--setting", "payments_url=http://127.0.0.1:9"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    worker = subprocess.run(
+        [sys.executable, "-m", "agentq.cli", "worker", "--once", "--queue", "payments"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    lines = [line for line in worker.stderr.splitlines() if "unset setting(s)" in line]
+    assert len(lines) == 1 and "WARNING agentq.worker" in lines[0], worker.stderr
+    assert "payments_url (read by execute_refund)" in lines[0], worker.stderr

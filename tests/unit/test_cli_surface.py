@@ -47,8 +47,14 @@ def _actions() -> Iterator[tuple[str, argparse.Action]]:
 
 
 def test_every_flag_and_argument_has_help_text() -> None:
-    missing = sorted(name for name, action in _actions()
-                     if not (action.help or "").strip() or action.help == argparse.SUPPRESS)
+    """Only an old spelling kept as a hidden alias (its dest is a listed option's,
+    ``bench --batch`` of ``--batch-size``) goes without."""
+    actions = list(_actions())
+    listed = {(name.rsplit(" ", 1)[0], a.dest) for name, a in actions
+              if a.help != argparse.SUPPRESS}  # fmt: skip
+    missing = sorted(name for name, action in actions
+                     if not (action.help or "").strip() or (action.help == argparse.SUPPRESS
+                     and (name.rsplit(" ", 1)[0], action.dest) not in listed))  # fmt: skip
     assert missing == []
 
 

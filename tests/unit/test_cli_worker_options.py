@@ -28,6 +28,8 @@ class _Worker:
 
 class _Runtime:
     options: dict[str, Any] = {}
+    tools: list[Any] = []  # no tool reads a setting (the worker warns of unset ones)
+    settings: dict[str, Any] = {}
 
     def __init__(self, *_: Any, **__: Any) -> None:
         pass

@@ -13,7 +13,7 @@ from agentq.errors import ConfigError
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        (b"[agentq]\ndatabase = 'x'\n", "agentq.database = 'x': Extra inputs are not permitted"),
+        (b"[agentq]\ndatabase = 'x'\n", "agentq.database = 'x': unknown key (known: db, "),
         (b"agentq = 5\n", "agentq = 5: Input should be a valid dictionary"),
         (b"settings = [1]\n", "settings = [1]: Input should be a valid dictionary"),
         (b"[agentq]\ndb = 7\n", "agentq.db = 7: Input should be a valid string"),
@@ -38,3 +38,32 @@ def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "agentq.toml").mkdir()  # exists, cannot be read as a file
     with pytest.raises(ConfigError, match=r"config file .*agentq.toml: cannot be read: "):
         load_config(tmp_path / "agentq.toml")
+
+
+@pytest.mark.parametrize(
+    ("kind", "content", "expected"),
+    [
+        ("config", "[agentq]\ntols = 'tools'\n",
+         "agentq.tols = 'tools': unknown key: did you mean 'tools'?"),
+        ("config", "[setings]\nx = 1\n",
+         "setings = {'x': 1}: unknown key: did you mean 'settings'?"),
+        ("policy", "[defaults]\nmax_atempts = 5\n",
+         "defaults.max_atempts = 5: unknown key: did you mean 'max_attempts'?"),
+        ("policy", "[tools.pay]\nalowed_hosts = ['h']\n",
+         "tools.pay.alowed_hosts = ['h']: unknown key: did you mean 'allowed_hosts'?"),
+        ("policy", "[[approvals]]\ntool = 'pay'\nfeld = 'amount'\nabove = 5\n",
+         "approvals[0].feld = 'amount': unknown key: did you mean 'field'?"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_key_is_one_line_with_file_key_and_suggestion(
+    tmp_path: Path, kind: str, content: str, expected: str
+) -> None:
+    """Issue 39, 2.12: a typo got pydantic's "Extra inputs are not permitted"
+    and no suggestion."""
+    from agentq.policies import load_policies
+
+    file = tmp_path / ("agentq.toml" if kind == "config" else "refunds.toml")
+    file.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        load_config(file) if kind == "config" else load_policies(tmp_path)
+    assert str(info.value) == f"{kind} file {file}: {expected}"

@@ -30,6 +30,10 @@ from agentq.redact import (
          "s3 https://b.s3/o?X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED"),
         ("https://a.blob/c?sv=2020&sig=S%2B", "https://a.blob/c?sv=2020&sig=REDACTED"),
         ("postgres://app:hunter2@db:5432/x?password=p", "postgres://app:REDACTED@db:5432/x?password=REDACTED"),
+        # A database URL's user name alone is no secret (issue 39, 2.12): only passwords are.
+        ("postgresql://app@db/shop?schema=x", "postgresql://app@db/shop?schema=x"),
+        ("agentq worker on postgres://agentq_ci@127.0.0.1:54329/db",
+         "agentq worker on postgres://agentq_ci@127.0.0.1:54329/db"),
         # Nothing secret: unchanged.
         ("https://h/x?order=7&idempotency_key=k&author=me", "https://h/x?order=7&idempotency_key=k&author=me"),
         ("mail bob@example.com about http://h/a", "mail bob@example.com about http://h/a"),

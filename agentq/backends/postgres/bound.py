@@ -160,9 +160,14 @@ def psycopg_connection(obj: Any) -> psycopg.Connection[Any] | _RunSync:
         )
     if type(obj).__module__.startswith("sqlalchemy"):
         return _from_sqlalchemy(obj)
+    kind = type(obj)
+    # Qualified: a sqlite3.Connection was "not Connection", the type asked for.
+    name = kind.__qualname__ if kind.__module__ == "builtins" else (
+        f"{kind.__module__}.{kind.__qualname__}"
+    )
     raise SharedTransactionError(
         "Runtime.decision takes a psycopg 3 Connection or Cursor, or an SQLAlchemy "
-        f"Session or Connection, not {type(obj).__name__}"
+        f"Session or Connection, to this runtime's PostgreSQL database; not a {name}"
     )
 
 

@@ -8,6 +8,8 @@ libpq's and goes to the server connection as it is.
 
 from __future__ import annotations
 
+import difflib
+import os
 import re
 from dataclasses import dataclass, field
 from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -24,6 +26,23 @@ _OWN_OPTIONS = ("schema", "pool_size", "pool_timeout", "poll_interval", "pooler"
 #: session. ``transaction``: a pooler that may hand each transaction another server
 #: connection (PgBouncer's pool_mode = transaction, Supavisor's transaction mode).
 POOLERS = ("session", "transaction")
+#: The connection keywords of libpq 18 (``PQconndefaults``), which a URL may
+#: give as query parameters. A parameter that is neither one of these nor
+#: agentq's own but close to one is refused with a suggestion (``pool_sise``);
+#: one close to none goes to libpq as it is (a keyword of a later libpq works,
+#: and libpq names one it does not know).
+LIBPQ_KEYWORDS = (
+    "application_name", "channel_binding", "client_encoding", "connect_timeout", "dbname",
+    "fallback_application_name", "gssdelegation", "gssencmode", "gsslib", "host", "hostaddr",
+    "keepalives", "keepalives_count", "keepalives_idle", "keepalives_interval", "krbsrvname",
+    "load_balance_hosts", "max_protocol_version", "min_protocol_version", "oauth_client_id",
+    "oauth_client_secret", "oauth_issuer", "oauth_scope", "options", "passfile", "password",
+    "port", "replication", "require_auth", "requirepeer", "scram_client_key",
+    "scram_server_key", "service", "ssl_max_protocol_version", "ssl_min_protocol_version",
+    "sslcert", "sslcertmode", "sslcompression", "sslcrl", "sslcrldir", "sslkey",
+    "sslkeylogfile", "sslmode", "sslnegotiation", "sslpassword", "sslrootcert", "sslsni",
+    "target_session_attrs", "tcp_user_timeout", "user",
+)  # fmt: skip
 # A lowercase identifier: unquoted, it means the same in every tool (psql, an ORM).
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -61,6 +80,8 @@ def parse_url(url: str) -> PostgresConfig:
     if parts.scheme.lower() not in ("postgresql", "postgres"):
         raise ConfigError(f"not a PostgreSQL URL: {_without_password(url)!r}")
     pairs = parse_qsl(parts.query, keep_blank_values=True)
+    for key, _ in pairs:
+        _check_option(key)
     own = {k: v for k, v in pairs if k in _OWN_OPTIONS}
     rest = [(k, v) for k, v in pairs if k not in _OWN_OPTIONS]
     schema = own.get("schema", DEFAULT_SCHEMA)
@@ -75,10 +96,16 @@ def parse_url(url: str) -> PostgresConfig:
     # %20 for a space, not a form's "+": libpq reads "+" as itself, and a space is
     # common in its options (options=-c statement_timeout=5s).
     query = urlencode(rest, quote_via=quote)
-    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, query, ""))
-    host = parts.hostname or "localhost (socket)"
-    port = parts.port if _port_ok(parts) else None
-    database = parts.path.lstrip("/") or "(default database)"
+    # Built by hand: urlunsplit drops the "//" of an empty host, and libpq reads a
+    # bare "postgresql:" as a keyword=value string ("missing '=' after ..."). With
+    # the "//" kept, "postgresql://" connects with libpq's defaults, as psql does.
+    conninfo = f"postgresql://{parts.netloc}{parts.path}" + (f"?{query}" if query else "")
+    # What libpq connects to where the URL is silent: its environment, then its defaults.
+    host = parts.hostname or os.environ.get("PGHOST") or "localhost (socket)"
+    port = (parts.port if _port_ok(parts) else None) or os.environ.get("PGPORT")
+    database = (
+        parts.path.lstrip("/") or os.environ.get("PGDATABASE") or "(default database)"
+    )
     # libpq also takes the password (and sslpassword, the client key's) as a query
     # parameter: the safe URL keeps the parameter, not its value.
     shown_rest = [(k, REDACTED if v and is_secret_name(k) else v) for k, v in rest]
@@ -98,6 +125,19 @@ def parse_url(url: str) -> PostgresConfig:
         safe_url=safe,
         where=f"{host}:{port or 5432}/{database}",
     )
+
+
+def _check_option(key: str) -> None:
+    """Refuse a query parameter that looks like a misspelt option (ConfigError
+    with the suggestion): libpq would only say ``invalid URI query parameter``."""
+    if key in _OWN_OPTIONS or key in LIBPQ_KEYWORDS:
+        return
+    close = difflib.get_close_matches(key, (*_OWN_OPTIONS, *LIBPQ_KEYWORDS), n=1, cutoff=0.75)
+    if close:
+        raise ConfigError(
+            f"PostgreSQL URL: unknown option {key!r}: did you mean {close[0]!r}? "
+            f"(agentq's: {', '.join(_OWN_OPTIONS)}; any other is libpq's)"
+        )
 
 
 def _port_ok(parts: SplitResult) -> bool:
