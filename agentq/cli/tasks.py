@@ -89,13 +89,14 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
     payload = read_args(args.args)
     rt = open_runtime(args, catalog=True)  # validated by the tool, or its recorded schema
     try:
-        unset = unset_settings(rt, [args.tool])
-        if unset is not None:
-            print(f"agentq: warning: {unset}", file=sys.stderr, flush=True)
         task = rt.enqueue_action(
             args.tool, payload, idempotency_key=args.idempotency_key,
             ordering_key=args.ordering_key, at=args.at, delay=args.delay,
         )  # fmt: skip
+        # After the enqueue: a refused call is its one error line, nothing before it.
+        unset = unset_settings(rt, [args.tool])
+        if unset is not None:
+            print(f"agentq: warning: {unset}", file=sys.stderr, flush=True)
         if args.wait is not None:
             task = _wait_enqueued(rt, task, args.wait)
     finally:
