@@ -120,7 +120,9 @@ class Frameworks:
             reports["langgraph"] = check_graphs(
                 self.rt, api, list(self.graphs.started.values()), answers, kills=kills,
                 freezes=freezes, outages=outages, not_ended=not_ended["langgraph"],
-                starter_failures=self.graphs.starter_failures, problems=mine,
+                starter_failures=self.graphs.starter_failures,
+                resumed_kills=self.graphs.resumed_kills_wanted - self.graphs.resumed_kills,
+                problems=mine,
             )  # fmt: skip
             problems += [f"langgraph: {p}" for p in mine]
         return reports

@@ -12,6 +12,8 @@ and the payments API's books: as strict as the core runs' (:mod:`run_checks`).
 * every refund charged at most once (``charged_twice``), exactly once if its
   task succeeded, never if it did not; a thread that ended made every call of
   its plan, each succeeded and charged once, and its answer came after them;
+* the window where a worker resuming a graph dies after the waiting node's
+  writes and before the graph waits again or ends was hit (``resumed_kills``);
 * a committed step is never asked of the model again: the core runs' check
   (:func:`tests.chaos.run_checks.check_requests`) over the threads' requests
   (``X-AgentQ-Run``: the thread; ``X-AgentQ-Turn``: the turn), the kills of the
@@ -41,11 +43,13 @@ class GraphsReport(RunsReport):
     starts: int = 0  # starter processes started (a thread's first, and restarts)
     enqueued_twice: int = 0
     refunds: int = 0
+    resumed_kills: int = 0  # workers killed while the model answered a graph they resumed
 
     def summary(self) -> str:
         return (
             f"threads={self.runs} outcomes={self.outcomes} starts={self.starts} "
-            f"refunds={self.refunds} charges={self.charges} model_answers={self.model_answers} "
+            f"refunds={self.refunds} charges={self.charges} resumed_kills={self.resumed_kills} "
+            f"model_answers={self.model_answers} "
             f"errors={self.model_errors} repeated={self.requests_repeated} "
             f"{self.repeats_explained} asked_again={self.asked_again} "
             f"out_of_order={self.out_of_order} lost={self.lost} stuck={self.stuck} "
@@ -103,6 +107,7 @@ def check_graphs(
     outages: Sequence[tuple[float, float]],
     not_ended: Sequence[str],
     starter_failures: Sequence[str],
+    resumed_kills: int,
     problems: list[str],
 ) -> GraphsReport:
     r = GraphsReport(runs=len(started), stuck=len(not_ended))
@@ -134,6 +139,9 @@ def check_graphs(
         if done and (roles.count("tool"), roles.count("assistant")) != (calls, len(g.plan) + 1):
             problems.append(f"{g.thread_id} ended with messages {roles}, its plan {g.plan}")
     r.outcomes = dict(sorted(outcomes.items()))
+    r.resumed_kills = resumed_kills
+    if outcomes["ended"] and not resumed_kills:
+        problems.append("no worker was killed while the model answered a graph it resumed")
     if r.charged_twice:
         problems.append(f"{r.charged_twice} LangGraph refund(s) charged more than once")
     check_requests(r, {g.thread_id for g in started}, answers, kills, freezes, outages, problems)

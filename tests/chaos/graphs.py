@@ -137,7 +137,8 @@ class GraphDriver:
     started: dict[str, StartedGraph] = field(default_factory=dict)
     starter_failures: list[str] = field(default_factory=list)
     unavailable: int = 0  # starters that met the database down
-    resumed_kills: int = 3  # answers to a worker resuming a graph that kill it, first
+    resumed_kills_wanted: int = 3  # the first answers to a worker resuming a graph kill it
+    resumed_kills: int = 3  # of those, how many are still to come
     retries: int = 0
     n: int = 0
     _next_poll: float = 0.0

@@ -90,8 +90,9 @@ class ModelSide:
         #: Who else may be asking the model (the LangGraph starters): each kills
         #: the process with a pid if it is one of its own, and says so.
         self.killers: list[Callable[[int, str], bool]] = []
-        #: Answers a driver wants killed whatever the dice say (the LangGraph
-        #: driver: the first few asked by a worker resuming a graph).
+        #: Answers a driver wants killed whatever the dice say, in the kill phase
+        #: or after it (the LangGraph driver: the first few asked by a worker
+        #: resuming a graph, which may come only once the refunds settle).
         self.wanted: list[Callable[[ModelRequest, int], bool]] = []
         self.answers: list[Answered] = []
         self.script_errors: list[str] = []  # requests the script could not place
@@ -133,15 +134,17 @@ class ModelSide:
         pid = requesting_pid(request.headers)
         killed: str | None = None
         sup = self.supervisor
-        if self._killing.is_set() and sup is not None and pid is not None and record.status == 200:
+        answered = sup is not None and pid is not None and record.status == 200
+        # An answer a driver wants killed kills, in the kill phase or after it.
+        if answered and pid is not None and any(want(request, pid) for want in self.wanted):
+            if self._kill(pid, "model_answering"):
+                killed = "answering"
+        elif answered and pid is not None and sup is not None and self._killing.is_set():
             with self._lock:
                 roll = self._rng.random()
                 delay = self._rng.uniform(0.002, 0.05)
-            # Until one worker died while the model answered it, every answer kills;
-            # so does every answer a driver wants killed (see ``wanted``).
-            first = sup.counts.kills_model_answering == 0 or any(
-                want(request, pid) for want in self.wanted
-            )
+            # Until one worker died while the model answered it, every answer kills.
+            first = sup.counts.kills_model_answering == 0
             if first or roll < self._kill_answering:
                 if self._kill(pid, "model_answering"):
                     killed = "answering"
