@@ -1,8 +1,9 @@
-"""The crash of issue 41 for LangGraph, with real processes: a ReAct-style
-``StateGraph`` (an ``agent`` node asking the scripted model over HTTP, a
-``refunds`` node whose refunds are agentq tasks staged with
-``AgentQSaver.step`` and awaited with ``step.wait``) in the tools folder every
-worker loads, its continuation declared with ``resume_waiting``. The user's
+"""The crash of issue 41 for LangGraph, with real processes: the chaos run's
+ReAct-style ``StateGraph`` (:mod:`tests.chaos.graph_tools.chaos_graph`: an
+``agent`` node asking the scripted model over HTTP, a ``refunds`` node whose
+refunds are agentq tasks staged with ``AgentQSaver.step`` and awaited with
+``step.wait``) in the tools folder every worker loads, its continuation
+declared with ``resume_waiting``. The user's
 process starts the thread and waits for it; it is SIGKILLed after the refunds
 node committed a refund, and the worker too while the refund is applied.
 Started again as users start them (same thread id, same prompt), the refund is
@@ -35,62 +36,9 @@ require("langgraph", "langchain")  # the workers' tools folder imports LangGraph
 pytestmark = pytest.mark.slow
 __all__ = ["db"]  # the database fixture (SQLite, PostgreSQL)
 
-#: The graph, in the tools folder (``agentq worker --tools`` finds the resume).
-GRAPH = '''
-import json
-import operator
-import os
-from typing import Annotated, Any
-
-import httpx
-from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END, START, StateGraph
-from typing_extensions import TypedDict
-
-from agentq import ToolContext, tool
-from agentq.adapters.langgraph_checkpoint import AgentQSaver, ResumeArgs, resume_waiting
-
-
-class Chat(TypedDict, total=False):
-    messages: Annotated[list[dict[str, Any]], operator.add]
-
-
-def build(saver: AgentQSaver) -> Any:
-    def agent(state: Chat, config: RunnableConfig) -> Chat:
-        messages = state["messages"]
-        turn = 1 + sum(m["role"] == "assistant" for m in messages)
-        headers = {"X-AgentQ-Run": config["configurable"]["thread_id"], "X-AgentQ-Turn": str(turn)}
-        answer = httpx.post(os.environ["REFUND_MODEL_URL"] + "/chat/completions", headers=headers,
-                            json={"model": "scripted", "messages": messages}, timeout=60)
-        answer.raise_for_status()
-        return {"messages": [answer.json()["choices"][0]["message"]]}
-
-    def refunds(state: Chat, config: RunnableConfig) -> Chat:
-        step = saver.step(config)
-        calls = state["messages"][-1]["tool_calls"]
-        for call in calls:
-            step.enqueue(call["function"]["name"], json.loads(call["function"]["arguments"]))
-        outcomes = step.wait("resume_refund_graph")
-        return {"messages": [{"role": "tool", "tool_call_id": c["id"],
-                              "content": json.dumps(o.get("result") or o.get("error"))}
-                             for c, o in zip(calls, outcomes)]}
-
-    def route(state: Chat) -> str:
-        return "refunds" if state["messages"][-1].get("tool_calls") else END
-
-    builder = StateGraph(Chat)
-    builder.add_node("agent", agent)
-    builder.add_node("refunds", refunds)
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", route, ["refunds", END])
-    builder.add_edge("refunds", "agent")
-    return builder.compile(checkpointer=saver)
-
-
-@tool("resume_refund_graph", queue="langgraph", visible=False)
-def resume_refund_graph(ctx: ToolContext, args: ResumeArgs) -> dict[str, Any]:
-    return resume_waiting(ctx.runtime, build(AgentQSaver(ctx.runtime)), args)
-'''
+#: The graph, in the tools folder (``agentq worker --tools`` finds its resume):
+#: the chaos run's, whose model URL is ``AGENTQ_CHAOS_MODEL_URL``.
+GRAPH = Path(__file__).resolve().parents[1] / "chaos" / "graph_tools" / "chaos_graph.py"
 
 #: The user's process: start the thread (or carry it on), wait until it ends.
 STARTER = '''
@@ -100,20 +48,22 @@ import time
 sys.path.insert(0, sys.argv[2])
 from agentq import Runtime
 from agentq.adapters.langgraph_checkpoint import AgentQSaver
-from refund_graph import build
+from chaos_graph import build
 
 THREAD = {"configurable": {"thread_id": "conv-7"}}
 with Runtime(sys.argv[1], tools=sys.argv[2], policies=sys.argv[3]) as rt:
     graph = build(AgentQSaver(rt))
     state = graph.get_state(THREAD)
-    if not state.interrupts and (state.next or not state.values):  # neither waiting nor done
-        start = None if state.next else {"messages": [
+    # Neither waiting nor ended (an ended thread has neither next nor tasks):
+    # start it if it has no checkpoint, else carry it on from its last one.
+    if not state.interrupts and (state.next or state.tasks or not state.values):
+        start = None if state.values else {"messages": [
             {"role": "user", "content": "Refund order o1: 40.00"}]}
         graph.invoke(start, THREAD, durability="sync")
     deadline = time.monotonic() + 120
-    while graph.get_state(THREAD).next and time.monotonic() < deadline:
+    while (state := graph.get_state(THREAD)).next or state.tasks:
+        assert time.monotonic() < deadline
         time.sleep(0.05)  # a worker resumes it once its refund is done
-    state = graph.get_state(THREAD)
     print("next", list(state.next), flush=True)
     print("answer", state.values["messages"][-1]["content"], flush=True)
 '''
@@ -123,10 +73,9 @@ def test_a_graph_killed_after_its_node_enqueued_a_refund_charges_once_when_resta
     db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with ScriptedModel(script) as model, LoopbackAPI() as api:
-        monkeypatch.setenv("REFUND_MODEL_URL", model.base_url)
-        tools, policies = project(
-            tmp_path, api, {"refunds": REFUND_TOOL, "refund_graph": GRAPH}
-        )
+        monkeypatch.setenv("AGENTQ_CHAOS_MODEL_URL", model.base_url)
+        modules = {"refunds": REFUND_TOOL, "chaos_graph": GRAPH.read_text()}
+        tools, policies = project(tmp_path, api, modules)
         rt = Runtime(db, tools=tools, policies=policies)
 
         def killed() -> None:  # the refund committed with the node's step; no answer yet

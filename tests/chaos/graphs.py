@@ -19,7 +19,6 @@ a user would, and approves or rejects the large refunds after a while.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import random
@@ -35,8 +34,7 @@ from typing import Any
 
 from agentq import Runtime
 from agentq.approvals import ApprovalStatus
-from tests.chaos.agent import retrying
-from tests.chaos.runs import make_plan
+from tests.chaos.runs import Retrying, decide_approval, new_plan
 from tests.chaos.workers import (
     FRAMEWORK_TOOLS,
     MODEL_URL_VARIABLE,
@@ -123,7 +121,7 @@ class StartedGraph:
 
 
 @dataclass
-class GraphDriver:
+class GraphDriver(Retrying):
     """The user side of the LangGraph threads (module docs)."""
 
     rt: Runtime
@@ -150,12 +148,6 @@ class GraphDriver:
         self._ctx = multiprocessing.get_context("forkserver")
         self._graph = graph_of(self.rt)
 
-    def _retry(self, fn: Callable[[], Any]) -> Any:
-        def count(_: Exception) -> None:
-            self.retries += 1
-
-        return retrying(fn, count)
-
     @property
     def active(self) -> list[StartedGraph]:
         return [g for g in self.started.values() if g.final is None]
@@ -171,8 +163,7 @@ class GraphDriver:
     def start_one(self) -> None:
         tag = f"lg{self.n:05}"
         self.n += 1
-        plan = make_plan(self.rng, self.rng.random() < self.approval_share)
-        text = f"Chaos run {tag}: refund per plan {json.dumps(plan)}"
+        plan, text = new_plan(self.rng, tag, self.approval_share)
         g = StartedGraph(f"chaos-graph:{tag}", tag, text, plan)
         self.started[g.thread_id] = g
         self._spawn(g)
@@ -231,17 +222,7 @@ class GraphDriver:
             if task.approval_id is None:
                 continue
             yes = self.rng.random() < approve
-
-            def once(a: str = task.approval_id, yes: bool = yes) -> None:
-                if self.rt.approval(a).status not in (ApprovalStatus.PENDING,
-                                                      ApprovalStatus.ESCALATED):  # fmt: skip
-                    return  # decided by an earlier attempt whose answer was lost
-                if yes:
-                    self.rt.approve(a, by="chaos-approver")
-                else:
-                    self.rt.reject(a, by="chaos-approver", note="not eligible")
-
-            self._retry(once)
+            self._retry(lambda a=task.approval_id, y=yes: decide_approval(self.rt, a, y))
             g.approved += yes
             g.rejected += not yes
 

@@ -40,7 +40,8 @@ from tests.chaos.agent import retrying
 from tests.chaos.workers import RUNS_TOOLS, Supervisor, requesting_pid
 
 __all__ = [
-    "AGENT", "RUNS_TOOLS", "Answered", "ModelSide", "RunDriver", "StartedRun", "make_plan",
+    "AGENT", "RUNS_TOOLS", "Answered", "ModelSide", "Retrying", "RunDriver", "StartedRun",
+    "decide_approval", "make_plan", "new_plan",
 ]  # fmt: skip
 
 AGENT = "chaos_runs"
@@ -175,6 +176,36 @@ def make_plan(rng: random.Random, needs_approval: bool) -> list[list[float]]:
     return plan
 
 
+def new_plan(rng: random.Random, tag: str, approval_share: float) -> tuple[list[list[float]], str]:
+    """A plan (:func:`make_plan`, a large refund in ``approval_share`` of them)
+    and the input that carries it, for the run or thread tagged ``tag``."""
+    plan = make_plan(rng, rng.random() < approval_share)
+    return plan, f"Chaos run {tag}: refund per plan {json.dumps(plan)}"
+
+
+def decide_approval(rt: Runtime, approval_id: str, yes: bool) -> None:
+    """Approve or reject, unless an earlier attempt whose answer was lost did."""
+    status = rt.approval(approval_id).status
+    if status not in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED):
+        return
+    if yes:
+        rt.approve(approval_id, by="chaos-approver")
+    else:
+        rt.reject(approval_id, by="chaos-approver", note="not eligible")
+
+
+class Retrying:
+    """``_retry(fn)``: :func:`tests.chaos.agent.retrying`, counted in ``retries``."""
+
+    retries: int
+
+    def _retry(self, fn: Callable[[], T]) -> T:
+        def count(_: Exception) -> None:
+            self.retries += 1
+
+        return retrying(fn, count)
+
+
 @dataclass
 class StartedRun:
     """One run the driver started, and what it did to it later."""
@@ -197,7 +228,7 @@ class StartedRun:
 
 
 @dataclass
-class RunDriver:
+class RunDriver(Retrying):
     """The user side of the runs: start, restart by key, cancel, approve or reject."""
 
     rt: Runtime
@@ -216,12 +247,6 @@ class RunDriver:
     _next_poll: float = 0.0
     _approve_delay: dict[str, float] = field(default_factory=dict)
 
-    def _retry(self, fn: Callable[[], T]) -> T:
-        def count(_: Exception) -> None:
-            self.retries += 1
-
-        return retrying(fn, count)
-
     @property
     def active(self) -> list[StartedRun]:
         return [r for r in self.started.values() if r.final is None]
@@ -229,8 +254,7 @@ class RunDriver:
     def start_one(self) -> StartedRun:
         tag = f"{self.prefix}{self.n:05}"
         self.n += 1
-        plan = make_plan(self.rng, self.rng.random() < self.approval_share)
-        text = f"Chaos run {tag}: refund per plan {json.dumps(plan)}"
+        plan, text = new_plan(self.rng, tag, self.approval_share)
         key = f"chaos-run:{tag}"
         info = self._retry(
             lambda: self.rt.start_run(self.agent, text, idempotency_key=key, by=OWNER)
@@ -278,19 +302,8 @@ class RunDriver:
             task = self._retry(lambda t=task_id: self.rt.task(t))  # type: ignore[misc]
             if task.status is not TaskStatus.AWAITING_APPROVAL or task.approval_id is None:
                 continue
-            approval_id = task.approval_id
             yes = self.rng.random() < approve
-
-            def once(a: str = approval_id, yes: bool = yes) -> None:
-                status = self.rt.approval(a).status
-                if status not in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED):
-                    return  # decided by an earlier attempt whose answer was lost
-                if yes:
-                    self.rt.approve(a, by="chaos-approver")
-                else:
-                    self.rt.reject(a, by="chaos-approver", note="not eligible")
-
-            self._retry(once)
+            self._retry(lambda a=task.approval_id, y=yes: decide_approval(self.rt, a, y))  # type: ignore[misc]
             run.approved += yes
             run.rejected += not yes
 

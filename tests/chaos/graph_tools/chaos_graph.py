@@ -7,7 +7,8 @@ process, so the model's hook can SIGKILL it); while the answer has tool calls,
 waits for them (``step.wait``): the continuation ``resume_chaos_graph``
 resumes the graph in a worker. A 429 or 500 is asked again after its
 ``Retry-After``, as OpenAI's client does. The user's process that starts a
-thread is :func:`tests.chaos.graphs.starter`."""
+thread is :func:`tests.chaos.graphs.starter`. The crash acceptance test
+(``tests/acceptance/test_langgraph_durable_crash.py``) runs the same graph."""
 
 from __future__ import annotations
 
