@@ -343,4 +343,3 @@ def test_a_tools_folder_declares_the_resume_for_agentq_worker(
         values = graph.get_state(thread("t-12")).values
         assert [o["status"] for o in values["outcomes"]] == ["succeeded"]
     assert len(api.applied()) == 1
-
