@@ -43,6 +43,12 @@ FRAMEWORK_TOOLS = {
     "langgraph": (Path(__file__).resolve().parent / "graph_tools", "langgraph"),
     "openai-agents": (Path(__file__).resolve().parent / "sdk_tools", None),
 }
+#: What each framework's workers import, preloaded by the forkserver: a worker
+#: killed every second must not spend its life importing them again.
+FRAMEWORK_PRELOAD = {
+    "langgraph": ["langgraph.graph", "agentq.adapters.langgraph_checkpoint"],
+    "openai-agents": ["agents", "openai", "agentq.adapters.openai_agents_durable"],
+}
 #: A directory: each worker logs (INFO) to ``worker-<pid>.log`` in it.
 WORKER_LOGS_VARIABLE = "AGENTQ_CHAOS_WORKER_LOGS"
 
@@ -161,7 +167,9 @@ class Supervisor:
         model_url: str | None = None,
     ) -> None:  # fmt: skip
         self._ctx = multiprocessing.get_context("forkserver")
-        self._ctx.set_forkserver_preload(["agentq.runtime", "agentq.executor", __name__])
+        frameworks = filter(None, os.environ.get(FRAMEWORKS_VARIABLE, "").split(","))
+        preload = [m for f in frameworks for m in FRAMEWORK_PRELOAD[f]]
+        self._ctx.set_forkserver_preload(["agentq.runtime", "agentq.executor", __name__, *preload])
         self._args = (db_url, api_url, kind, model_url)
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
