@@ -4,8 +4,10 @@ and the payments API's books: as strict as the core runs' (:mod:`run_checks`).
 
 * no thread lost: every thread started has checkpoints (``lost``);
 * none stuck: once the run settled, every thread ended, or waits on the refund
-  a human rejected (its continuation cancelled): ``stuck``; no user's process
-  (a starter) failed but by being killed or meeting the database down;
+  a human rejected (its continuation cancelled), or on a task dead-lettered
+  after its workers were killed ``max_deliveries`` times (the poison-message
+  guard: an end, as for the core runs; resumed by hand): ``stuck``; no user's
+  process (a starter) failed but by being killed or meeting the database down;
 * each refund the model asked for is one task: never two tasks for one call of
   a turn (``enqueued_twice``: what a node that enqueued on its own, apart from
   its step's commit, would make when run again after a crash);
@@ -32,6 +34,9 @@ from agentq.ledger import TaskInfo, TaskStatus
 from tests.chaos.graphs import StartedGraph, ended, graph_of, thread_config
 from tests.chaos.run_checks import RunsReport, check_requests
 from tests.chaos.runs import Answered
+
+#: The error of a task dead-lettered after its workers died too often.
+DEAD_LETTERED = "times without completing"
 
 __all__ = ["GraphsReport", "check_graph_refunds", "check_graphs"]
 
@@ -114,8 +119,6 @@ def check_graphs(
     r.starts = sum(g.starts for g in started)
     r.approved = sum(g.approved for g in started)
     r.rejected = sum(g.rejected for g in started)
-    if not_ended:
-        problems.append(f"{len(not_ended)} LangGraph thread(s) never ended: {list(not_ended)[:5]}")
     problems += [f"LangGraph starter failed: {f}" for f in starter_failures[:5]]
     graph = graph_of(rt)
     tasks: dict[str, list[TaskInfo]] = defaultdict(list)
@@ -123,6 +126,11 @@ def check_graphs(
         order = str(t.args.get("order_id", ""))
         if order.startswith("lg"):
             tasks[order].append(t)
+    from tests.chaos.graph_tools.chaos_graph import RESUME_TOOL
+
+    continuations: dict[str, list[TaskInfo]] = defaultdict(list)
+    for t in rt.tasks(tool=RESUME_TOOL):
+        continuations[str(t.args.get("thread_id"))].append(t)
     charges = api.charges_per_key("/refunds")
     outcomes: Counter[str] = Counter()
     for g in started:
@@ -133,12 +141,23 @@ def check_graphs(
             continue
         done = ended(state)
         outcomes["ended" if done else g.final or "open"] += 1
+        if g.thread_id in not_ended:
+            mine = [t for o, ts in tasks.items() if o.startswith(g.tag + "-") for t in ts]
+            mine += continuations.get(g.thread_id, [])
+            if state.interrupts and any(DEAD_LETTERED in (t.error or "") for t in mine):
+                outcomes["dead_lettered"] += 1  # an end, as the core runs' (see module docs)
+                outcomes["open"] -= 1
+                r.stuck -= 1
+                continue
+            problems.append(f"{g.thread_id} never ended: next {state.next}, "
+                            f"{len(state.interrupts)} interrupt(s), tasks "
+                            f"{[(t.tool, t.status.value) for t in mine]}")  # fmt: skip
         check_graph_refunds(r, g.thread_id, g.plan, done, tasks, charges, problems)
         roles = [m["role"] for m in state.values["messages"]]
         calls = sum(len(t) for t in g.plan)
         if done and (roles.count("tool"), roles.count("assistant")) != (calls, len(g.plan) + 1):
             problems.append(f"{g.thread_id} ended with messages {roles}, its plan {g.plan}")
-    r.outcomes = dict(sorted(outcomes.items()))
+    r.outcomes = dict(sorted((k, n) for k, n in outcomes.items() if n))
     r.resumed_kills = resumed_kills
     if outcomes["ended"] and not resumed_kills:
         problems.append("no worker was killed while the model answered a graph it resumed")

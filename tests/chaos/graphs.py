@@ -143,6 +143,7 @@ class GraphDriver(Retrying):
     _next_kill: float = 0.0
     _delay: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _resumed_killed: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self._ctx = multiprocessing.get_context("forkserver")
@@ -185,9 +186,12 @@ class GraphDriver(Retrying):
         writes and the graph's next wait or end."""
         with self._lock:
             starter = any(g.proc is not None and g.proc.pid == pid for g in self.started.values())
+            thread = str(request.run_id)
             if self.resumed_kills <= 0 or starter or request.run_turn < 2 or \
-                    not str(request.run_id).startswith("chaos-graph:"):  # fmt: skip
+                    not thread.startswith("chaos-graph:") or \
+                    thread in self._resumed_killed:  # fmt: skip
                 return False
+            self._resumed_killed.add(thread)  # one per thread: its redelivery must get through
             self.resumed_kills -= 1
             return True
 
