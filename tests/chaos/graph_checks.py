@@ -4,9 +4,10 @@ and the payments API's books: as strict as the core runs' (:mod:`run_checks`).
 
 * no thread lost: every thread started has checkpoints (``lost``);
 * none stuck: once the run settled, every thread ended, or waits on the refund
-  a human rejected (its continuation cancelled), or on a task dead-lettered
-  after its workers were killed ``max_deliveries`` times (the poison-message
-  guard: an end, as for the core runs; resumed by hand): ``stuck``; no user's
+  a human rejected (its continuation cancelled), or stopped at a refund or a
+  continuation dead-lettered after its workers were killed ``max_deliveries``
+  times (the poison-message guard: an end, as a core run's failure; resumed by
+  hand with ``invoke(None)``): ``stuck``; no user's
   process (a starter) failed but by being killed or meeting the database down;
 * each refund the model asked for is one task: never two tasks for one call of
   a turn (``enqueued_twice``: what a node that enqueued on its own, apart from
@@ -144,7 +145,7 @@ def check_graphs(
         if g.thread_id in not_ended:
             mine = [t for o, ts in tasks.items() if o.startswith(g.tag + "-") for t in ts]
             mine += continuations.get(g.thread_id, [])
-            if state.interrupts and any(DEAD_LETTERED in (t.error or "") for t in mine):
+            if any(DEAD_LETTERED in (t.error or "") for t in mine):
                 outcomes["dead_lettered"] += 1  # an end, as the core runs' (see module docs)
                 outcomes["open"] -= 1
                 r.stuck -= 1
