@@ -57,25 +57,45 @@ def resume_waiting(rt: Runtime, graph: Any, args: ResumeArgs) -> dict[str, Any]:
         def resume_refund_graph(ctx: ToolContext, args: ResumeArgs) -> dict[str, Any]:
             return resume_waiting(ctx.runtime, build(AgentQSaver(ctx.runtime)), args)
 
-    A thread whose node no longer waits (it ran already) is left alone. The tool
+    A continuation redelivered after its worker died mid-resume (the waiting
+    node's writes stored, the graph neither waiting again nor ended) carries the
+    graph on from its last checkpoint (``invoke(None)``): the node is not run
+    again. Any other thread whose node no longer waits is left alone. The tool
     can be enqueued by name, so nothing of ``args`` is trusted beyond naming the
-    wait: the tasks must be the waiting node's own, and done."""
+    wait: the tasks must be the waiting node's own, and done; a thread is
+    carried on only if its history holds that wait."""
     from langgraph.types import Command
 
     config: RunnableConfig = {"configurable": {"thread_id": args.thread_id}}
-    waiting = [
-        i for i in graph.get_state(config).interrupts
-        if isinstance(i.value, dict) and i.value.get(_WAIT_MARK) == args.wait_id
-    ]  # fmt: skip
+    state = graph.get_state(config)
+    waiting = _waits(state, args.wait_id)
+    carry_on = False
     if not waiting:
-        return {"thread_id": args.thread_id, "skipped": "the node is not waiting"}
+        # Not waiting: resumed already. If the graph neither waits elsewhere nor
+        # ended, the attempt that resumed it died before either: carry it on.
+        if state.interrupts or not (state.next or state.tasks):
+            return {"thread_id": args.thread_id, "skipped": "the node is not waiting"}
+        waiting = next((w for s in graph.get_state_history(config)
+                        if (w := _waits(s, args.wait_id))), [])  # fmt: skip
+        if not waiting:
+            return {"thread_id": args.thread_id, "skipped": "the node is not waiting"}
+        carry_on = True
     infos = [rt.task(t) for t in args.task_ids]
     keys = [i.idempotency_key for i in infos]
     if keys != waiting[0].value.get("idempotency_keys") or not all(i.done for i in infos):
         raise ToolError(f"tasks {args.task_ids} are not the waiting node's, all done")
+    if carry_on:
+        graph.invoke(None, config)
+        return {"thread_id": args.thread_id, "carried_on": args.wait_id}
     outcomes = [outcome(i) for i in infos]
     graph.invoke(Command(resume={waiting[0].id: {"outcomes": outcomes}}), config)
     return {"thread_id": args.thread_id, "resumed": args.wait_id}
+
+
+def _waits(state: Any, wait_id: str) -> list[Any]:
+    """The interrupts of a state snapshot that wait on ``wait_id``."""
+    return [i for i in state.interrupts
+            if isinstance(i.value, dict) and i.value.get(_WAIT_MARK) == wait_id]  # fmt: skip
 
 
 class GraphStep:

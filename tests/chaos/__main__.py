@@ -8,8 +8,12 @@ twice during the run (``pg_ctl stop -m fast``, then ``-m immediate``) and runs
 Spanner emulator (``$SPANNER_EMULATOR_BINARY`` or Debian's) behind the queue
 stand-in. ``--runs`` adds durable agent runs beside the refunds: an agent of
 the workers' tools folder asking a scripted model on loopback, its workers
-SIGKILLed also while the model answers (:mod:`tests.chaos.runs`). Exit status 0
-only when every check held.
+SIGKILLed also while the model answers (:mod:`tests.chaos.runs`).
+``--frameworks langgraph,openai-agents`` adds the frameworks' agents, asking
+the same model: LangGraph threads over ``AgentQSaver`` whose user processes
+are SIGKILLed and started again, and OpenAI Agents SDK runs made durable with
+``durable_agent`` (:mod:`tests.chaos.frameworks`). Exit status 0 only when
+every check held.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 
 from tests.chaos.appsql import BACKENDS
 from tests.chaos.controller import ChaosConfig, run_chaos
+from tests.chaos.frameworks import FRAMEWORKS, parse_frameworks
 from tests.spanner_emulator.choices import SEED_VARIABLE
 
 #: Per backend: worker processes, the seconds a worker lives before a random kill
@@ -69,6 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         help="durable agent runs beside the refunds, at most N under way "
              "(default 12; spanner 3): see tests/chaos/runs.py",
     )  # fmt: skip
+    parser.add_argument(
+        "--frameworks", default="", metavar="NAMES",
+        help="the frameworks' agents beside the refunds, comma-separated: "
+             f"{','.join(FRAMEWORKS)} (see tests/chaos/frameworks.py)",
+    )  # fmt: skip
+    parser.add_argument("--framework-runs", type=int, default=6, metavar="N",
+                        help="at most N runs (threads) of each framework under way")  # fmt: skip
     parser.add_argument("--workdir", help="keep the database here (default: a temporary dir)")
     parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
     ns = parser.parse_args(argv)
@@ -80,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--restarts needs --backend postgresql")
     if set(modes) - {"smart", "fast", "immediate"}:
         parser.error(f"--restarts: modes are smart, fast, immediate; got {restarts!r}")
+    try:
+        frameworks = parse_frameworks(ns.frameworks)
+    except ValueError as exc:
+        parser.error(f"--frameworks: {exc}")
     workers, min_life, pace, backlog, settle = _DEFAULTS[ns.backend]
     try:
         low, high = (float(x) for x in ns.kill_interval.split(","))
@@ -93,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         freezes=max(1, int(ns.minutes * 4)), backend=ns.backend, restarts=modes,
         http=postgres and not ns.no_http, down_seconds=ns.down_seconds,
         runs=(3 if ns.backend == "spanner" else 12) if ns.runs == -1 else ns.runs,
+        frameworks=frameworks, framework_runs=ns.framework_runs,
     )  # fmt: skip
     if ns.backend == "spanner":
         # The stand-in's draws (batch shapes, backoff) follow --seed unless the

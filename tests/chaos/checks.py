@@ -86,6 +86,9 @@ class ChaosReport:
     elapsed_seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
     runs: RunsReport | None = None  # --runs: the durable runs' figures
+    kills_starter: int = 0  # --frameworks langgraph: user processes killed at random
+    #: --frameworks: each framework's figures (RunsReport, or GraphsReport for LangGraph)
+    frameworks: dict[str, RunsReport] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -98,12 +101,15 @@ class ChaosReport:
         http = f"http_tasks={self.http_tasks} " if self.http_tasks else ""
         model = (
             f"while the model answered: {self.kills_model_answering}, just after: "
-            f"{self.kills_model_answered}, " if self.runs is not None else ""
+            f"{self.kills_model_answered}, "
+            if self.runs is not None or self.frameworks else ""
         )
+        starters = f"starters: {self.kills_starter}, " if self.kills_starter else ""
         runs = f"\nruns: {self.runs.summary()}" if self.runs is not None else ""
+        runs += "".join(f"\n{name}: {r.summary()}" for name, r in self.frameworks.items())
         return (
             f"backend={self.backend} "
-            f"kills={self.kills} ({model}after a charge: {self.kills_after_charge}) "
+            f"kills={self.kills} ({model}{starters}after a charge: {self.kills_after_charge}) "
             f"{restarts}{http}"
             f"freezes={self.freezes} "
             f"tasks={self.tasks} lost={self.lost} stuck={self.stuck} doubled={self.doubled} "

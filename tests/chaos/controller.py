@@ -51,6 +51,7 @@ from agentq.errors import BackendUnavailable, TransactionAborted
 from agentq.testing import ScriptedModel
 from tests.chaos.agent import Agent, retrying
 from tests.chaos.checks import ChaosReport, check_run
+from tests.chaos.frameworks import Frameworks, announce
 from tests.chaos.http_producer import HttpProducer
 from tests.chaos.outages import Outages, outage_problems
 from tests.chaos.run_checks import check_runs
@@ -102,6 +103,10 @@ class ChaosConfig:
     # Durable agent runs beside the refunds (tests.chaos.runs): at most this many
     # under way at once (0: none).
     runs: int = 0
+    # The frameworks' agents beside them (tests.chaos.frameworks): langgraph,
+    # openai-agents; each at most framework_runs runs (threads) under way.
+    frameworks: tuple[str, ...] = ()
+    framework_runs: int = 6
 
 
 Log = Callable[[str], None]
@@ -128,7 +133,9 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
     producer: HttpProducer | None = None
     charged_at: dict[str, tuple[float, int | None]] = {}  # task id -> (when, worker pid)
     model_side = ModelSide(cfg.seed + 3, killing)
-    model = ScriptedModel(model_side.script, on_answered=model_side.hook) if cfg.runs else None
+    asks = bool(cfg.runs or cfg.frameworks)  # a model is asked
+    model = ScriptedModel(model_side.script, on_answered=model_side.hook) if asks else None
+    fw: Frameworks | None = None
     last_charge: dict[int, float] = {}  # worker pid -> when it last applied a charge
     backlog = threading.Event()  # set: the refunds queue is full, decide no new ones
 
@@ -155,8 +162,9 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
         os.environ[MODEL_URL_VARIABLE] = model.base_url  # the agent's module reads it
     with DemoAPI(on_applied=after_charge) as api:
         rt = Runtime(
-            target.url, tools=[ROOT / "tools", *([RUNS_TOOLS] if model else [])],
-            policies=ROOT / "policies", clock=SystemClock(), settings=worker_settings(api.url),
+            target.url, policies=ROOT / "policies", clock=SystemClock(),
+            tools=[ROOT / "tools", *([RUNS_TOOLS] if model else []), *announce(cfg.frameworks)],
+            settings=worker_settings(api.url),
         )  # fmt: skip
         try:
             target.create_app_tables(rt)
@@ -167,6 +175,13 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
                 model_url=model.base_url if model else None,
             )
             model_side.supervisor = supervisor
+            if cfg.frameworks and model is not None:
+                fw = Frameworks(
+                    cfg.frameworks, rt, seed=cfg.seed, max_active=cfg.framework_runs,
+                    supervisor=supervisor, model_side=model_side, worker_url=target.worker_url,
+                    api_url=api.url, kind=target.kind, model_url=model.base_url,
+                    logs=workdir / "starters",
+                )  # fmt: skip
             if cfg.http:
                 producer = _producer(rt, agent, target.url, workdir, cfg, backlog).start()
             outages = Outages(
@@ -177,7 +192,7 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
             )  # fmt: skip
             killing.set()
             kill_phase_end = _kill_phase(
-                agent, driver, api, supervisor, outages, cfg, rng, log, backlog
+                agent, driver, fw, api, supervisor, outages, cfg, rng, log, backlog
             )
             killing.clear()
             if producer is not None:
@@ -189,28 +204,38 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
                 log(f"settling for up to {bound:.0f} s: the backend's longest redelivery backoff")
             lost = _settle(rt, set(decided), bound, log)
             not_ended = driver.settle(bound, log) if cfg.runs else []
+            fw_left = fw.settle(bound, log) if fw is not None else {}
             supervisor.close()
             counts, exit_codes = supervisor.counts, supervisor.exit_codes
             kill_log, freeze_log = supervisor.kill_log, supervisor.freeze_log
             supervisor = None
             run_calls = {c.task_id for s in driver.started.values()
                          for t in rt.run(s.run_id).turns for c in t.calls if c.task_id}  # fmt: skip
+            if fw is not None:
+                run_calls |= fw.charged_task_ids()
+            outage_spans = [(o.stopped_at, o.back_at or time.monotonic()) for o in outages.done]
             report = check_run(rt, api, decided, lost, charged_at, also_charged=run_calls)
             if cfg.runs:
                 report.runs = check_runs(
                     rt, api, list(driver.started.values()), model_side.answers,
                     kills=kill_log, freezes=freeze_log,
-                    outages=[(o.stopped_at, o.back_at or time.monotonic()) for o in outages.done],
+                    outages=outage_spans,
                     dedup_mismatches=driver.dedup_mismatches, not_ended=not_ended,
                     problems=report.problems,
                 )  # fmt: skip
-                report.problems += [f"model: {e}" for e in model_side.script_errors[:5]]
                 report.agent_retries += driver.retries
+            if fw is not None:
+                report.frameworks = fw.check(
+                    api, model_side.answers, fw_left, kills=kill_log, freezes=freeze_log,
+                    outages=outage_spans, problems=report.problems,
+                )  # fmt: skip
+            report.problems += [f"model: {e}" for e in model_side.script_errors[:5]]
             report.backend = target.kind
             report.kills = counts.kills
             report.kills_after_charge = counts.kills_after_charge
             report.kills_model_answering = counts.kills_model_answering
             report.kills_model_answered = counts.kills_model_answered
+            report.kills_starter = counts.kills_starter
             report.freezes = counts.freezes
             report.workers_started = counts.started
             report.worker_exits = counts.exits
@@ -224,7 +249,7 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
                 report.problems.append(
                     f"{agent.dedup_mismatches} re-sent idempotency key(s) made another task"
                 )
-            report.agent_retries = agent.retries
+            report.agent_retries += agent.retries + (fw.retries() if fw is not None else 0)
             report.agent_retry_reasons = agent.retry_reasons
             report.restarts = [o.summary() for o in outages.done]
             report.problems += outage_problems(outages.done, http=producer is not None)
@@ -259,6 +284,7 @@ def _producer(
 def _kill_phase(
     agent: Agent,
     driver: RunDriver,
+    fw: Frameworks | None,
     api: DemoAPI,
     sup: Supervisor,
     outages: Outages,
@@ -284,7 +310,7 @@ def _kill_phase(
             elapsed >= cfg.min_kill_seconds and sup.counts.kills >= cfg.target_kills
         )
         charge_killed = sup.counts.kills_after_charge >= 1 and (
-            not cfg.runs or sup.counts.kills_model_answering >= 1
+            not (cfg.runs or fw) or sup.counts.kills_model_answering >= 1
         )
         restarted = not outages.pending
         if (enough and charge_killed and restarted) or (
@@ -318,6 +344,8 @@ def _kill_phase(
         agent.decide_approvals(older_than=0.5)
         if cfg.runs:
             driver.step(may_start=not backlog.is_set() and not overtime)
+        if fw is not None:
+            fw.step(may_start=not backlog.is_set() and not overtime)
         if now - last_log >= 5:
             runs = f" runs={len(driver.started)}" if cfg.runs else ""
             log(f"[{elapsed:5.1f}s] kills={sup.counts.kills} tasks={len(agent.decided)}{runs}")

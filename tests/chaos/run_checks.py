@@ -22,7 +22,7 @@ records, the scripted model's answers and the payments API's books.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -33,7 +33,7 @@ from agentq.ledger import TaskStatus
 from agentq.run_info import RunInfo, RunStatus
 from tests.chaos.runs import Answered, StartedRun
 
-__all__ = ["RunsReport", "check_runs"]
+__all__ = ["RunsReport", "check_requests", "check_runs"]
 
 
 @dataclass
@@ -161,19 +161,21 @@ def check_runs(
                     for t in i.turns for c in t.calls)  # fmt: skip
     if r.charged_twice:
         problems.append(f"{r.charged_twice} run call(s) charged more than once")
-    _check_requests(r, infos, answers, kills, freezes, outages, problems)
+    check_requests(r, infos, answers, kills, freezes, outages, problems)
     return r
 
 
-def _check_requests(
+def check_requests(
     r: RunsReport,
-    infos: dict[str, RunInfo],
+    infos: Collection[str],
     answers: Sequence[Answered],
     kills: Sequence[tuple[float, int]],
     freezes: Sequence[tuple[int, float, float]],
     outages: Sequence[tuple[float, float]],
     problems: list[str],
 ) -> None:
+    """The model's answers to the runs (or threads) ``infos`` names: no committed
+    turn asked again, none out of order, repeats bounded by the disruptions."""
     ours = [a for a in answers if a.run_id in infos]
     r.model_requests = len(ours)
     r.model_answers = sum(a.status == 200 for a in ours)

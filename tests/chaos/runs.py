@@ -39,7 +39,10 @@ from agentq.testing import ModelRequest, RecordedRequest, Reply
 from tests.chaos.agent import retrying
 from tests.chaos.workers import RUNS_TOOLS, Supervisor, requesting_pid
 
-__all__ = ["AGENT", "RUNS_TOOLS", "Answered", "ModelSide", "RunDriver", "StartedRun"]
+__all__ = [
+    "AGENT", "RUNS_TOOLS", "Answered", "ModelSide", "Retrying", "RunDriver", "StartedRun",
+    "decide_approval", "make_plan", "new_plan",
+]  # fmt: skip
 
 AGENT = "chaos_runs"
 OWNER = "chaos-user"  # the runs' owner: never their approver (four eyes)
@@ -85,6 +88,13 @@ class ModelSide:
         self._p429, self._p500 = p429, p500
         self._kill_answering, self._kill_answered = kill_answering, kill_answered
         self.supervisor: Supervisor | None = None
+        #: Who else may be asking the model (the LangGraph starters): each kills
+        #: the process with a pid if it is one of its own, and says so.
+        self.killers: list[Callable[[int, str], bool]] = []
+        #: Answers a driver wants killed whatever the dice say, in the kill phase
+        #: or after it (the LangGraph driver: the first few asked by a worker
+        #: resuming a graph, which may come only once the refunds settle).
+        self.wanted: list[Callable[[ModelRequest, int], bool]] = []
         self.answers: list[Answered] = []
         self.script_errors: list[str] = []  # requests the script could not place
 
@@ -115,22 +125,33 @@ class ModelSide:
             return Reply.tool_calls(*calls)
         return Reply.text(f"Done with {tag}: {len(request.last_tool_results())} result(s).")
 
+    def _kill(self, pid: int, reason: str) -> bool:
+        sup = self.supervisor
+        if sup is not None and sup.kill_pid(pid, reason=reason):
+            return True
+        return any(kill(pid, reason) for kill in self.killers)
+
     def hook(self, request: ModelRequest, record: RecordedRequest) -> None:
         pid = requesting_pid(request.headers)
         killed: str | None = None
         sup = self.supervisor
-        if self._killing.is_set() and sup is not None and pid is not None and record.status == 200:
+        answered = sup is not None and pid is not None and record.status == 200
+        # An answer a driver wants killed kills, in the kill phase or after it.
+        if answered and pid is not None and any(want(request, pid) for want in self.wanted):
+            if self._kill(pid, "model_answering"):
+                killed = "answering"
+        elif answered and pid is not None and sup is not None and self._killing.is_set():
             with self._lock:
                 roll = self._rng.random()
                 delay = self._rng.uniform(0.002, 0.05)
             # Until one worker died while the model answered it, every answer kills.
             first = sup.counts.kills_model_answering == 0
             if first or roll < self._kill_answering:
-                if sup.kill_pid(pid, reason="model_answering"):
+                if self._kill(pid, "model_answering"):
                     killed = "answering"
             elif roll < self._kill_answering + self._kill_answered:
                 killed = "answered"
-                timer = threading.Timer(delay, sup.kill_pid, (pid,), {"reason": "model_answered"})
+                timer = threading.Timer(delay, self._kill, (pid, "model_answered"))
                 timer.daemon = True
                 timer.start()
         now = time.monotonic()
@@ -139,6 +160,50 @@ class ModelSide:
                          asked, now, killed)  # fmt: skip
         with self._lock:
             self.answers.append(entry)
+
+
+def make_plan(rng: random.Random, needs_approval: bool) -> list[list[float]]:
+    """A run's plan: 1 to 3 refunds over 1 or 2 turns; with ``needs_approval``,
+    one of them above 100 (a human decides it)."""
+    calls = rng.randint(1, 3)
+    turns = 1 if calls == 1 else rng.randint(1, 2)
+    sizes = [calls] if turns == 1 else [1, calls - 1] if calls == 2 else \
+        rng.choice([[1, 2], [2, 1]])  # fmt: skip
+    plan = [[round(rng.uniform(5, 100), 2) for _ in range(k)] for k in sizes]
+    if needs_approval:
+        t = rng.randrange(len(plan))
+        plan[t][rng.randrange(len(plan[t]))] = round(rng.uniform(150, 900), 2)
+    return plan
+
+
+def new_plan(rng: random.Random, tag: str, approval_share: float) -> tuple[list[list[float]], str]:
+    """A plan (:func:`make_plan`, a large refund in ``approval_share`` of them)
+    and the input that carries it, for the run or thread tagged ``tag``."""
+    plan = make_plan(rng, rng.random() < approval_share)
+    return plan, f"Chaos run {tag}: refund per plan {json.dumps(plan)}"
+
+
+def decide_approval(rt: Runtime, approval_id: str, yes: bool) -> None:
+    """Approve or reject, unless an earlier attempt whose answer was lost did."""
+    status = rt.approval(approval_id).status
+    if status not in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED):
+        return
+    if yes:
+        rt.approve(approval_id, by="chaos-approver")
+    else:
+        rt.reject(approval_id, by="chaos-approver", note="not eligible")
+
+
+class Retrying:
+    """``_retry(fn)``: :func:`tests.chaos.agent.retrying`, counted in ``retries``."""
+
+    retries: int
+
+    def _retry(self, fn: Callable[[], T]) -> T:
+        def count(_: Exception) -> None:
+            self.retries += 1
+
+        return retrying(fn, count)
 
 
 @dataclass
@@ -163,12 +228,14 @@ class StartedRun:
 
 
 @dataclass
-class RunDriver:
+class RunDriver(Retrying):
     """The user side of the runs: start, restart by key, cancel, approve or reject."""
 
     rt: Runtime
     rng: random.Random
     max_active: int = 12
+    agent: str = AGENT  # the agent whose runs it starts
+    prefix: str = "run"  # of the runs' tags (and so of their idempotency keys)
     approve_after: tuple[float, float] = (0.5, 3.0)
     cancel_share: float = 0.12
     restart_share: float = 0.3
@@ -180,35 +247,17 @@ class RunDriver:
     _next_poll: float = 0.0
     _approve_delay: dict[str, float] = field(default_factory=dict)
 
-    def _retry(self, fn: Callable[[], T]) -> T:
-        def count(_: Exception) -> None:
-            self.retries += 1
-
-        return retrying(fn, count)
-
     @property
     def active(self) -> list[StartedRun]:
         return [r for r in self.started.values() if r.final is None]
 
-    def _plan(self, needs_approval: bool) -> list[list[float]]:
-        calls = self.rng.randint(1, 3)
-        turns = 1 if calls == 1 else self.rng.randint(1, 2)
-        sizes = [calls] if turns == 1 else [1, calls - 1] if calls == 2 else \
-            self.rng.choice([[1, 2], [2, 1]])  # fmt: skip
-        plan = [[round(self.rng.uniform(5, 100), 2) for _ in range(k)] for k in sizes]
-        if needs_approval:
-            t = self.rng.randrange(len(plan))
-            plan[t][self.rng.randrange(len(plan[t]))] = round(self.rng.uniform(150, 900), 2)
-        return plan
-
     def start_one(self) -> StartedRun:
-        tag = f"run{self.n:05}"
+        tag = f"{self.prefix}{self.n:05}"
         self.n += 1
-        plan = self._plan(self.rng.random() < self.approval_share)
-        text = f"Chaos run {tag}: refund per plan {json.dumps(plan)}"
+        plan, text = new_plan(self.rng, tag, self.approval_share)
         key = f"chaos-run:{tag}"
         info = self._retry(
-            lambda: self.rt.start_run(AGENT, text, idempotency_key=key, by=OWNER)
+            lambda: self.rt.start_run(self.agent, text, idempotency_key=key, by=OWNER)
         )
         now = time.monotonic()
         run = StartedRun(info.run_id, tag, key, text, plan, now)
@@ -222,7 +271,7 @@ class RunDriver:
     def restart(self, run: StartedRun) -> None:
         """The user's process started again: the same key and input, the same run."""
         info = self._retry(
-            lambda: self.rt.start_run(AGENT, run.input, idempotency_key=run.key, by=OWNER)
+            lambda: self.rt.start_run(self.agent, run.input, idempotency_key=run.key, by=OWNER)
         )
         run.restarted += 1
         run.restart_at = None
@@ -253,19 +302,8 @@ class RunDriver:
             task = self._retry(lambda t=task_id: self.rt.task(t))  # type: ignore[misc]
             if task.status is not TaskStatus.AWAITING_APPROVAL or task.approval_id is None:
                 continue
-            approval_id = task.approval_id
             yes = self.rng.random() < approve
-
-            def once(a: str = approval_id, yes: bool = yes) -> None:
-                status = self.rt.approval(a).status
-                if status not in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED):
-                    return  # decided by an earlier attempt whose answer was lost
-                if yes:
-                    self.rt.approve(a, by="chaos-approver")
-                else:
-                    self.rt.reject(a, by="chaos-approver", note="not eligible")
-
-            self._retry(once)
+            self._retry(lambda a=task.approval_id, y=yes: decide_approval(self.rt, a, y))  # type: ignore[misc]
             run.approved += yes
             run.rejected += not yes
 

@@ -5,13 +5,18 @@ problems. The runs themselves are ``.ci/run`` steps (``python -m tests.chaos
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
 
+from agentq.ledger import TaskInfo, TaskStatus
 from agentq.tools import ToolRegistry
 from tests.chaos.appsql import portable, portable_refund_tool
+from tests.chaos.graph_checks import GraphsReport, check_graph_refunds
 from tests.chaos.outages import Outage, outage_problems
+from tests.chaos.run_checks import check_requests
+from tests.chaos.runs import Answered
 from tests.chaos.workers import ROOT
 
 
@@ -92,3 +97,67 @@ def test_an_outage_names_each_worker_and_the_server_that_did_not_come_back() -> 
     assert outage_problems([Outage("fast", error="pg_ctl failed")], http=False) == [
         "restart -m fast failed: pg_ctl failed"
     ]
+
+
+def _refund(task_id: str, status: TaskStatus = TaskStatus.SUCCEEDED) -> TaskInfo:
+    return TaskInfo.model_construct(task_id=task_id, tool="execute_refund", status=status)
+
+
+def _graph_problems(
+    tasks: dict[str, list[TaskInfo]], charges: dict[str, int], *, ended: bool = True
+) -> tuple[GraphsReport, list[str]]:
+    report, problems = GraphsReport(), []
+    check_graph_refunds(report, "chaos-graph:lg00001", [[40.0], [12.5, 300.0]], ended, tasks,
+                        Counter(charges), problems)  # fmt: skip
+    return report, problems
+
+
+def test_a_graphs_refund_charged_twice_or_enqueued_twice_or_missing_is_a_problem() -> None:
+    calls = ["lg00001-t1-c0", "lg00001-t2-c0", "lg00001-t2-c1"]
+    once = {order: [_refund(f"task-{i}")] for i, order in enumerate(calls)}
+    report, problems = _graph_problems(once, {"task-0": 1, "task-1": 1, "task-2": 1})
+    assert problems == [] and (report.refunds, report.charges) == (3, 3)
+
+    report, problems = _graph_problems(once, {"task-0": 2, "task-1": 1, "task-2": 1})
+    assert report.charged_twice == 1 and any("charged 2" in p for p in problems)
+
+    # A node run again after a crash that enqueued apart from its step's commit.
+    twice = once | {"lg00001-t1-c0": [_refund("task-0"), _refund("task-9")]}
+    report, problems = _graph_problems(twice, {"task-0": 1, "task-9": 1, "task-1": 1, "task-2": 1})
+    assert report.enqueued_twice == 1 and any("enqueued 2 times" in p for p in problems)
+
+    # Ended, yet a call of its plan was never made (or never charged).
+    report, problems = _graph_problems({"lg00001-t1-c0": once["lg00001-t1-c0"]}, {"task-0": 1})
+    assert sum("ended, yet call" in p for p in problems) == 2
+    report, problems = _graph_problems(once, {"task-0": 1, "task-1": 1})
+    assert any("task-2 succeeded, charged 0" in p for p in problems)
+
+    # Not ended (waiting on a human's no): the rejected refund must not be charged.
+    rejected = once | {"lg00001-t2-c1": [_refund("task-2", TaskStatus.DEAD)]}
+    assert _graph_problems(rejected, {"task-0": 1, "task-1": 1}, ended=False)[1] == []
+    _, problems = _graph_problems(rejected, {"task-0": 1, "task-1": 1, "task-2": 1}, ended=False)
+    assert any("dead, yet charged 1" in p for p in problems)
+
+
+def test_a_committed_turn_asked_again_is_a_problem_unless_its_asker_was_killed() -> None:
+    thread = "chaos-graph:lg00001"
+    first = Answered(thread, 1, 1, 200, pid=11, asked_at=1.0, at=1.1)
+    again = Answered(thread, 1, 1, 200, pid=12, asked_at=2.0, at=2.1)
+    turn2 = Answered(thread, 2, 2, 200, pid=12, asked_at=3.0, at=3.1)
+
+    def check(answers: list[Answered], kills: list[tuple[float, int]]) -> tuple[Any, list[str]]:
+        report, problems = GraphsReport(), []
+        check_requests(report, {thread}, answers, kills, [], [], problems)
+        return report, problems
+
+    report, problems = check([first, turn2], [])
+    assert problems == [] and report.model_answers == 2
+    report, problems = check([first, again, turn2], [])
+    assert report.asked_again == 1 and any("turn 1 asked again" in p for p in problems)
+    report, problems = check([first, again, turn2], [(1.5, 11)])  # the first asker died
+    assert problems == [] and report.repeats_explained == {"kill": 1}
+    report, problems = check([first, again, turn2], [(2.5, 11)])  # killed only after the redo
+    assert report.asked_again == 1
+    late = Answered(thread, 1, 1, 200, pid=13, asked_at=4.0, at=4.1)
+    report, problems = check([first, turn2, late], [(1.5, 11)])
+    assert report.out_of_order == 1 and any("after turn 2" in p for p in problems)

@@ -36,6 +36,19 @@ PID_HEADER = "X-Chaos-Worker"
 #: its model's URL is read from (``runs_tools/chaos_agent.py``).
 RUNS_TOOLS = Path(__file__).resolve().parent / "runs_tools"
 MODEL_URL_VARIABLE = "AGENTQ_CHAOS_MODEL_URL"
+#: The frameworks whose agents the workers load too (``--frameworks``), comma-separated.
+FRAMEWORKS_VARIABLE = "AGENTQ_CHAOS_FRAMEWORKS"
+#: Each framework's tools folder, and the queue its continuations use (if any).
+FRAMEWORK_TOOLS = {
+    "langgraph": (Path(__file__).resolve().parent / "graph_tools", "langgraph"),
+    "openai-agents": (Path(__file__).resolve().parent / "sdk_tools", None),
+}
+#: What each framework's workers import, preloaded by the forkserver: a worker
+#: killed every second must not spend its life importing them again.
+FRAMEWORK_PRELOAD = {
+    "langgraph": ["langgraph.graph", "agentq.adapters.langgraph_checkpoint"],
+    "openai-agents": ["agents", "openai", "agentq.adapters.openai_agents_durable"],
+}
 #: A directory: each worker logs (INFO) to ``worker-<pid>.log`` in it.
 WORKER_LOGS_VARIABLE = "AGENTQ_CHAOS_WORKER_LOGS"
 
@@ -104,6 +117,11 @@ def serve(db_url: str, api_url: str, kind: str, model_url: str | None = None) ->
         os.environ[MODEL_URL_VARIABLE] = model_url
         tools.load_dir(RUNS_TOOLS)
         queues = None if queues is None else [*queues, TURNS_QUEUE]
+        for name in filter(None, os.environ.get(FRAMEWORKS_VARIABLE, "").split(",")):
+            folder, queue = FRAMEWORK_TOOLS[name]
+            tools.load_dir(folder)
+            if queues is not None and queue is not None:
+                queues.append(queue)
     rt = Runtime(
         db_url,
         tools=tools,
@@ -130,6 +148,7 @@ class KillCounts:
     kills_after_charge: int = 0
     kills_model_answering: int = 0  # from the model's hook, before its answer is sent
     kills_model_answered: int = 0  # a few ms after the model answered (before the commit)
+    kills_starter: int = 0  # a LangGraph thread's user process, at random (--frameworks)
     freezes: int = 0
     exits: int = 0  # workers that died without being killed (a finding)
 
@@ -148,7 +167,9 @@ class Supervisor:
         model_url: str | None = None,
     ) -> None:  # fmt: skip
         self._ctx = multiprocessing.get_context("forkserver")
-        self._ctx.set_forkserver_preload(["agentq.runtime", "agentq.executor", __name__])
+        frameworks = filter(None, os.environ.get(FRAMEWORKS_VARIABLE, "").split(","))
+        preload = [m for f in frameworks for m in FRAMEWORK_PRELOAD[f]]
+        self._ctx.set_forkserver_preload(["agentq.runtime", "agentq.executor", __name__, *preload])
         self._args = (db_url, api_url, kind, model_url)
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
@@ -231,6 +252,16 @@ class Supervisor:
                     setattr(self.counts, field_name, getattr(self.counts, field_name) + 1)
                     return True
         return False
+
+    def note_kill(self, pid: int, reason: str) -> None:
+        """Count a kill of another process of the run (a LangGraph starter) as
+        this supervisor's: in :attr:`counts` (``kills_`` and ``reason``) and
+        :attr:`kill_log`, which the checks read."""
+        with self._lock:
+            self.counts.kills += 1
+            field_name = f"kills_{reason}"
+            setattr(self.counts, field_name, getattr(self.counts, field_name) + 1)
+            self.kill_log.append((time.monotonic(), pid))
 
     def freeze_random(self, seconds: float) -> bool:
         """SIGSTOP one worker for ``seconds`` (past its leases), then SIGCONT it.

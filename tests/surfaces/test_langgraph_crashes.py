@@ -1,0 +1,115 @@
+"""LangGraph on agentq when a process dies at the worst moments the chaos run
+(``python -m tests.chaos --frameworks langgraph``) hits: a user's process
+between a node's writes and its step's checkpoint, a worker resuming a graph
+after the waiting node's writes. Neither may repeat a committed step, start a
+thread over, or leave it stuck."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from tests.surfaces._extras import require
+
+require("langgraph", "langchain")
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+
+from agentq import Runtime
+from agentq.adapters.langgraph_checkpoint import AgentQSaver, ResumeArgs, resume_waiting
+from agentq.demo_server import DemoAPI
+from tests.surfaces.conftest import ROOT
+from tests.surfaces.test_langgraph_checkpoint import Ticket, refunds, thread
+
+
+class _Died(BaseException):
+    """The starter's process dies (a SIGKILL, in-process)."""
+
+
+def test_a_starter_killed_between_a_nodes_writes_and_its_checkpoint_carries_the_thread_on(
+    db_url: str, api: DemoAPI, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example's starter dies after ``decide``'s writes are stored and before
+    the checkpoint that ends its step (the chaos run's kills land there). The
+    thread's ``next`` is then empty (its node is among ``tasks``, with its
+    writes): started again, it carries the thread on (``decide`` is not run
+    again) rather than starting it over, which would ask the model again and
+    enqueue a second refund."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lg_example", ROOT / "examples" /
+                                                  "langgraph_durable_refunds.py")  # fmt: skip
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "lg_example", example)  # its TypedDict's hints
+    spec.loader.exec_module(example)
+    put = AgentQSaver.put
+
+    def dies_after_decide(self: AgentQSaver, config: Any, checkpoint: Any, metadata: Any,
+                          versions: Any) -> Any:  # fmt: skip
+        if metadata.get("step") == 1:
+            raise _Died
+        return put(self, config, checkpoint, metadata, versions)
+
+    with monkeypatch.context() as m, pytest.raises(_Died):
+        m.setattr(AgentQSaver, "put", dies_after_decide)
+        example.starter(db_url, api.url, tmp_path)
+    with Runtime(db_url) as rt:
+        state = example.build(AgentQSaver(rt), tmp_path).get_state(example.THREAD)
+        assert state.next == () and [t.name for t in state.tasks] == ["decide"]
+    example.starter(db_url, api.url, tmp_path)  # the user starts it again
+    assert (tmp_path / "ran.txt").read_text().split().count("model") == 1
+    with Runtime(db_url) as rt:
+        assert len(refunds(rt)) == 1
+
+
+def test_a_continuation_redelivered_after_its_worker_died_mid_resume_carries_the_graph_on(
+    rt: Runtime, api: DemoAPI
+) -> None:
+    """The worker resuming a graph dies after the waiting node's writes are stored,
+    in the node after it (the chaos run's kills while the model answers a
+    resumed graph). The continuation, redelivered, finds the node no longer
+    waiting: it carries the graph on from its last checkpoint instead of leaving
+    it stuck, and the waiting node is not run again."""
+    saver = AgentQSaver(rt)
+    dies = {"report": 1}
+    ran: list[str] = []
+
+    def refund(state: Ticket, config: RunnableConfig) -> Ticket:
+        ran.append("refund")
+        step = saver.step(config)
+        step.enqueue("execute_refund", {"order_id": "Q1", "amount": 30.0})
+        return {"outcomes": step.wait("resume_q")}
+
+    def report(state: Ticket) -> Ticket:
+        ran.append("report")
+        if dies["report"]:
+            dies["report"] -= 1
+            raise _Died
+        return {"note": "reported"}
+
+    builder = StateGraph(Ticket)
+    builder.add_node("refund", refund)
+    builder.add_node("report", report)
+    builder.add_edge(START, "refund")
+    builder.add_edge("refund", "report")
+    builder.add_edge("report", END)
+    graph = builder.compile(checkpointer=saver)
+    saver.serve(graph, "resume_q")
+    graph.invoke({"order_id": "Q1"}, thread("t-13"))
+    rt.worker(queues=["payments"]).drain()  # the refund; its continuation is sent
+    (continuation,) = [t for t in rt.tasks() if t.tool == "resume_q"]
+    args = ResumeArgs(**continuation.args)
+    with pytest.raises(_Died):
+        resume_waiting(rt, graph, args)  # the worker dies in `report`
+    assert graph.get_state(thread("t-13")).next == ("report",)
+    assert resume_waiting(rt, graph, args)["carried_on"] == args.wait_id  # redelivered
+    state = graph.get_state(thread("t-13"))
+    assert state.next == () and state.values["note"] == "reported"
+    assert ran == ["refund", "refund", "report", "report"]  # resumed once, then carried on
+    assert resume_waiting(rt, graph, args)["skipped"]  # once more: it ended, nothing runs
+    assert resume_waiting(rt, graph, args.model_copy(update={"wait_id": "forged"}))["skipped"]
+    assert len(refunds(rt)) == 1 and len(api.applied()) == 1
