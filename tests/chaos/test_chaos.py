@@ -1,5 +1,5 @@
-"""The bounded chaos run: part of the normal test command (real time; usually
-30-60 s, bounded by the config's phases, which end on conditions)."""
+"""The bounded chaos runs (real time; usually 30-60 s, bounded by the config's
+phases, which end on conditions): a step of .ci/run (``AGENTQ_CI_STEPS=1``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from tests.chaos.controller import ChaosConfig, run_chaos
 # Its phases end on conditions, each bounded (kill phase 30 s, plus up to 60 s for
 # a kill right after a charge; settling up to 90 s): more than the suite's 300 s
 # on a loaded machine.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+# A step of .ci/run of its own (ci_step), beside the longer runs of python -m tests.chaos.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400), pytest.mark.ci_step]
 
 
 def test_killed_and_frozen_workers_never_lose_double_or_double_charge(tmp_path: Path) -> None:
