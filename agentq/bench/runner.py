@@ -92,147 +92,109 @@ def run_bench(
     (0 skips them).
     """
     root, server = _check_target(db, durability)
+    # A folder of its own (no db, or a PostgreSQL server's): leave nothing behind.
+    own_folder = db is None or server is not None
     try:
-        return _run_bench(
-            root,
-            server,
-            db=db,
-            tasks=tasks,
-            workers=workers,
-            concurrency=concurrency,
-            batch=batch,
-            payload_bytes=payload_bytes,
-            durability=durability,
-            repeats=repeats,
-            latency_samples=latency_samples,
-            callers=callers,
-            args_sizes=args_sizes,
-            multi_queue=multi_queue,
-            runs=runs,
-            progress=progress,
-        )
+        pad = "x" * payload_bytes
+        results: dict[str, list[float]] = {}
+        lat_same: list[float] = []
+        lat_other: list[float] = []
+        run_figures: dict[str, list[float]] = {}
+
+        def measure(name: str, where: str, fn: Callable[[BenchEnv], float]) -> None:
+            with BenchEnv(root, durability, where, server) as env:
+                value = fn(env)
+            results.setdefault(name, []).append(value)
+            progress(f"  {name}: {value:,.1f}")
+
+        def sample(into: list[float], where: str, in_process: bool) -> None:
+            with BenchEnv(root, durability, where, server) as env:
+                into += latency(env, samples, in_process)
+
+        n = min(tasks, 2000)
+        samples = latency_samples // repeats or 1
+        for r in range(repeats):
+            progress(f"repeat {r + 1}/{repeats}")
+            measure("raw_commits_per_s", "raw", lambda e: raw_commits(e, n, durability))
+            if server is not None and callers > 1:
+                # The server flushes concurrent clients' commits together: the floor
+                # that group commit in agentq is compared with, beside the lone client's.
+                measure(
+                    f"raw_commits_per_s_{callers}_callers", "rawn",
+                    lambda e: raw_commits(e, 2 * n, durability, callers),
+                )  # fmt: skip
+            measure("queue_send_per_s", "qs", lambda e: queue_send(e, n, pad.encode()))
+            measure(
+                "queue_recv_ack_per_s", "qr",
+                lambda e: queue_receive_ack(e, tasks, batch, pad.encode()),
+            )  # fmt: skip
+            measure("decisions_per_s", "dec", lambda e: decisions(e, n, pad))
+            measure("enqueue_per_s", "enq", lambda e: enqueues(e, n, pad))
+            measure("enqueue_action_per_s", "act", lambda e: enqueue_actions(e, n, pad))
+            if callers > 1:
+                measure(
+                    f"decisions_per_s_{callers}_callers", "decn",
+                    lambda e: decisions(e, 2 * n, pad, callers),
+                )  # fmt: skip
+                measure(
+                    f"enqueue_action_per_s_{callers}_callers", "actn",
+                    lambda e: enqueue_actions(e, 2 * n, pad, callers),
+                )  # fmt: skip
+            for w in sorted({1, workers}):
+                measure(
+                    f"tasks_per_s_{w}w", f"e2e{w}",
+                    functools.partial(end_to_end, n=tasks, workers=w, concurrency=concurrency,
+                                      batch=batch, pad=pad),
+                )  # fmt: skip
+            if multi_queue:
+                measure(
+                    "tasks_per_s_multi_queue", "e2eall",
+                    lambda e: end_to_end(e, tasks, 1, concurrency, batch, pad, queues=None),
+                )  # fmt: skip
+            for size in args_sizes:
+                measure(
+                    f"tasks_per_s_{workers}w_args_{size}B", f"e2eargs{size}",
+                    functools.partial(end_to_end, n=tasks, workers=workers, concurrency=concurrency,
+                                      batch=batch, pad="x" * size),
+                )  # fmt: skip
+            if runs:
+                with BenchEnv(root, durability, "runs", server) as env:
+                    for name, value in durable_runs(env, runs, concurrency).items():
+                        run_figures.setdefault(name, []).append(value)
+                        progress(f"  {name}: {value:,.2f}")
+            sample(lat_same, "lat1", True)
+            sample(lat_other, "lat2", False)
+        progress("idle worker CPU")
+        with BenchEnv(root, durability, "idle", server) as idle_env:
+            idle = idle_cpu(idle_env)
+        out: dict[str, Any] = {
+            "settings": {
+                "tasks": tasks, "workers": workers, "concurrency": concurrency, "batch": batch,
+                "callers": callers, "payload_bytes": payload_bytes, "args_sizes": list(args_sizes),
+                "runs": runs,
+                "durability": durability, "repeats": repeats, "python": sys.version.split()[0],
+                "sqlite": sqlite3.sqlite_version, "cpus": os.cpu_count(),
+                "load_average": _load_average(), **_server_settings(server),
+            },
+            "throughput": {name: _stats(vals) for name, vals in results.items()},
+            "latency_ms": {
+                "same_process": latency_summary(lat_same),
+                "other_process": latency_summary(lat_other),
+            },
+            "idle_worker_cpu_percent": round(idle, 2),
+            "durable_runs": {name: _stats(vals) for name, vals in run_figures.items()},
+        }  # fmt: skip
+        raw = out["throughput"]["raw_commits_per_s"]["median"]
+        out["fraction_of_raw"] = {
+            name: round(v["median"] / raw, 3)
+            for name, v in out["throughput"].items()
+            if name != "raw_commits_per_s"
+        }
+        out["ratios"] = _ratios(results, workers, callers)
+        return out
     finally:
-        if db is None or server is not None:  # a folder of its own: leave nothing behind
+        if own_folder:
             shutil.rmtree(root, ignore_errors=True)
-
-
-def _run_bench(
-    root: Path,
-    server: str | None,
-    *,
-    db: str | None = None,
-    tasks: int = 2000,
-    workers: int = 2,
-    concurrency: int = 16,
-    batch: int = 50,
-    payload_bytes: int = 0,
-    durability: str = "full",
-    repeats: int = 3,
-    latency_samples: int = 100,
-    callers: int = 8,
-    args_sizes: Sequence[int] = (),
-    multi_queue: bool = True,
-    runs: int = 200,
-    progress: Callable[[str], None] = print,
-) -> dict[str, Any]:
-    """:func:`run_bench` in ``root`` (and on ``server``, for PostgreSQL)."""
-    pad = "x" * payload_bytes
-    results: dict[str, list[float]] = {}
-    lat_same: list[float] = []
-    lat_other: list[float] = []
-    run_figures: dict[str, list[float]] = {}
-
-    def measure(name: str, where: str, fn: Callable[[BenchEnv], float]) -> None:
-        with BenchEnv(root, durability, where, server) as env:
-            value = fn(env)
-        results.setdefault(name, []).append(value)
-        progress(f"  {name}: {value:,.1f}")
-
-    def sample(into: list[float], where: str, in_process: bool) -> None:
-        with BenchEnv(root, durability, where, server) as env:
-            into += latency(env, samples, in_process)
-
-    n = min(tasks, 2000)
-    samples = latency_samples // repeats or 1
-    for r in range(repeats):
-        progress(f"repeat {r + 1}/{repeats}")
-        measure("raw_commits_per_s", "raw", lambda e: raw_commits(e, n, durability))
-        if server is not None and callers > 1:
-            # The server flushes concurrent clients' commits together: the floor
-            # that group commit in agentq is compared with, beside the lone client's.
-            measure(
-                f"raw_commits_per_s_{callers}_callers", "rawn",
-                lambda e: raw_commits(e, 2 * n, durability, callers),
-            )  # fmt: skip
-        measure("queue_send_per_s", "qs", lambda e: queue_send(e, n, pad.encode()))
-        measure(
-            "queue_recv_ack_per_s", "qr",
-            lambda e: queue_receive_ack(e, tasks, batch, pad.encode()),
-        )  # fmt: skip
-        measure("decisions_per_s", "dec", lambda e: decisions(e, n, pad))
-        measure("enqueue_per_s", "enq", lambda e: enqueues(e, n, pad))
-        measure("enqueue_action_per_s", "act", lambda e: enqueue_actions(e, n, pad))
-        if callers > 1:
-            measure(
-                f"decisions_per_s_{callers}_callers", "decn",
-                lambda e: decisions(e, 2 * n, pad, callers),
-            )  # fmt: skip
-            measure(
-                f"enqueue_action_per_s_{callers}_callers", "actn",
-                lambda e: enqueue_actions(e, 2 * n, pad, callers),
-            )  # fmt: skip
-        for w in sorted({1, workers}):
-            measure(
-                f"tasks_per_s_{w}w", f"e2e{w}",
-                functools.partial(end_to_end, n=tasks, workers=w, concurrency=concurrency,
-                                  batch=batch, pad=pad),
-            )  # fmt: skip
-        if multi_queue:
-            measure(
-                "tasks_per_s_multi_queue", "e2eall",
-                lambda e: end_to_end(e, tasks, 1, concurrency, batch, pad, queues=None),
-            )  # fmt: skip
-        for size in args_sizes:
-            measure(
-                f"tasks_per_s_{workers}w_args_{size}B", f"e2eargs{size}",
-                functools.partial(end_to_end, n=tasks, workers=workers, concurrency=concurrency,
-                                  batch=batch, pad="x" * size),
-            )  # fmt: skip
-        if runs:
-            with BenchEnv(root, durability, "runs", server) as env:
-                for name, value in durable_runs(env, runs, concurrency).items():
-                    run_figures.setdefault(name, []).append(value)
-                    progress(f"  {name}: {value:,.2f}")
-        sample(lat_same, "lat1", True)
-        sample(lat_other, "lat2", False)
-    progress("idle worker CPU")
-    with BenchEnv(root, durability, "idle", server) as idle_env:
-        idle = idle_cpu(idle_env)
-    out: dict[str, Any] = {
-        "settings": {
-            "tasks": tasks, "workers": workers, "concurrency": concurrency, "batch": batch,
-            "callers": callers, "payload_bytes": payload_bytes, "args_sizes": list(args_sizes),
-            "runs": runs,
-            "durability": durability, "repeats": repeats, "python": sys.version.split()[0],
-            "sqlite": sqlite3.sqlite_version, "cpus": os.cpu_count(),
-            "load_average": _load_average(), **_server_settings(server),
-        },
-        "throughput": {name: _stats(vals) for name, vals in results.items()},
-        "latency_ms": {
-            "same_process": latency_summary(lat_same),
-            "other_process": latency_summary(lat_other),
-        },
-        "idle_worker_cpu_percent": round(idle, 2),
-        "durable_runs": {name: _stats(vals) for name, vals in run_figures.items()},
-    }  # fmt: skip
-    raw = out["throughput"]["raw_commits_per_s"]["median"]
-    out["fraction_of_raw"] = {
-        name: round(v["median"] / raw, 3)
-        for name, v in out["throughput"].items()
-        if name != "raw_commits_per_s"
-    }
-    out["ratios"] = _ratios(results, workers, callers)
-    return out
 
 
 def _ratios(results: dict[str, list[float]], workers: int, callers: int) -> dict[str, float]:
