@@ -160,148 +160,132 @@ def run_demo(
     its own (see :func:`demo_database`) that must hold no tasks yet. By default
     it runs in a temporary folder, removed after."""
     tmp = tempfile.TemporaryDirectory(prefix="agentq-demo-") if workdir is None else None
+    workdir = workdir or (tmp.name if tmp else ".")
     try:
-        return _run_demo(
-            requests=requests, seed=seed, tools=tools, policies=policies,
-            workdir=workdir or (tmp.name if tmp else "."), db=db, crash=crash, out=out,
-        )  # fmt: skip
+        clock: Clock = SystemClock()
+        started = clock.monotonic()
+        tools_dir, policies_dir = _project_dirs(tools, policies)
+        policy = load_policies(policies_dir)
+        # Accelerated escalations: 3 s instead of 72 h, so the demo shows them firing.
+        policy = policy.model_copy(
+            update={
+                "approvals": tuple(
+                    rule.model_copy(update={"escalate_after": ESCALATE_AFTER})
+                    for rule in policy.approvals
+                )
+            }
+        )
+        # The folder the killed worker runs in (and, by default, the database's).
+        root = Path(workdir)
+        if db is None:
+            db_url = f"sqlite:///{root / 'demo.db'}"
+        elif _is_postgres(db):
+            db_url = demo_database(db)
+        else:
+            db_url = new_sqlite_database(db)
+        summary = DemoSummary()
+        rng = random.Random(seed)
+
+        def say(msg: str) -> None:
+            out(f"[{clock.monotonic() - started:5.1f}s] {msg}")
+
+        with LoopbackAPI() as api:
+            settings = {
+                "payments_url": api.url,
+                "notifications_url": api.url,
+                "shipping_url": api.url,
+                "orders_table": "orders",
+            }
+            rt = Runtime(db_url, tools=tools_dir, policies=policy, clock=clock, settings=settings)
+            try:
+                if rt.tasks(limit=1):  # a PostgreSQL schema: a SQLite file is new
+                    schema = getattr(rt.backend, "schema", DEMO_SCHEMA)
+                    raise ConfigError(
+                        f"agentq demo needs a database without tasks; {rt.backend.url} has tasks "
+                        f"of an earlier run: drop its schema (DROP SCHEMA {schema} CASCADE), or "
+                        "name another with ?schema="
+                    )
+                say(f"database {rt.backend.url}; loopback API at {api.url}")
+                rt.transact(
+                    lambda tx: tx.execute(
+                        "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount REAL, "
+                        "state TEXT NOT NULL, refund_id TEXT)"
+                    )
+                )
+                crash_order = "order-000"
+                crashed_task: str | None = None
+                if crash:
+                    crashed_task = _crash_a_worker(
+                        rt, api, db_url, root, tools_dir, policies_dir, crash_order, say
+                    )
+                    summary.worker_crashes = 1
+                # A transient outage the runtime must ride out (503 with Retry-After).
+                api.fail_next("/refunds", 503, retry_after=1)
+                worker = rt.worker(concurrency=8).start()
+                say("in-process worker started (8 handler threads)")
+                large: list[tuple[str, str]] = []
+                in_time: list[tuple[str, str]] = []
+                first = 1 if crash else 0
+                for i in range(first, requests):
+                    order = f"order-{i:03}"
+                    amount = round(
+                        rng.uniform(150, 900) if rng.random() < 0.3 else rng.uniform(5, 100), 2
+                    )
+                    task = rt.transact(_decide(order, amount, ship=i % 4 == 0))
+                    summary.refund_requests += 1
+                    summary.shipments_requested += i % 4 == 0
+                    if task.status == TaskStatus.AWAITING_APPROVAL:
+                        summary.needed_approval += 1
+                        large.append((order, task.approval_id or ""))
+                        if len(large) % 2 == 1:
+                            # A human answers this one at once: well within its
+                            # escalation, however slow this machine is.
+                            rt.approve(large[-1][1], by="alice", note=f"checked {order}")
+                            summary.approved_in_time += 1
+                            in_time.append(large[-1])
+                    else:
+                        summary.auto_approved += 1
+                    clock.sleep(0.05)
+                if crash:
+                    summary.refund_requests += 1
+                    summary.auto_approved += 1
+                say(
+                    f"agent decided {summary.refund_requests} refunds: {summary.auto_approved} "
+                    f"auto-approved, {summary.needed_approval} waiting for a human"
+                )
+                # Humans approved every other large refund at once (above); now they
+                # reject one and let the rest escalate.
+                decided = list(in_time)
+                rest = [a for a in large if a not in decided]
+                if len(rest) > 1:
+                    order, approval_id = rest[0]
+                    rt.reject(approval_id, by="alice", note="duplicate request")
+                    summary.rejected += 1
+                    decided = [*decided, (order, approval_id)]
+                waiting = [a for a in large if a not in decided]
+                say(
+                    f"humans approved {summary.approved_in_time}, rejected {summary.rejected}; "
+                    f"{len(waiting)} left to escalate after {ESCALATE_AFTER.total_seconds():g}s"
+                )
+                _wait_for(rt, clock, say, lambda: all(
+                    rt.approval(a).status == ApprovalStatus.ESCALATED for _, a in waiting
+                ), "escalations")  # fmt: skip
+                if waiting:
+                    rt.approve(waiting[0][1], by="manager", note="approved after escalation")
+                    summary.approved_after_escalation = 1
+                    say("a manager approved one escalated refund (late approval still works)")
+                _wait_for(rt, clock, say, lambda: _all_settled(rt), "all tasks",
+                          lambda: _lease_note(rt, crashed_task))  # fmt: skip
+                worker.stop()
+                summary.stale_completions = worker.stats["stale_completion"]
+                fill_summary(rt, api, summary, crashed_task)
+            finally:
+                rt.close()
+        summary.elapsed_seconds = round(clock.monotonic() - started, 2)
+        return summary
     finally:
         if tmp is not None:
             tmp.cleanup()  # however the demo ended
-
-
-def _run_demo(
-    *,
-    requests: int = 24,
-    seed: int = 7,
-    tools: str | None = None,
-    policies: str | None = None,
-    workdir: str | None = None,
-    db: str | None = None,
-    crash: bool = True,
-    out: Callable[[str], None] = print,
-) -> DemoSummary:
-    """:func:`run_demo` in ``workdir``."""
-    clock: Clock = SystemClock()
-    started = clock.monotonic()
-    tools_dir, policies_dir = _project_dirs(tools, policies)
-    policy = load_policies(policies_dir)
-    # Accelerated escalations: 3 s instead of 72 h, so the demo shows them firing.
-    policy = policy.model_copy(
-        update={
-            "approvals": tuple(
-                r.model_copy(update={"escalate_after": ESCALATE_AFTER}) for r in policy.approvals
-            )
-        }
-    )
-    # The folder the killed worker runs in (and, by default, the database's).
-    root = Path(workdir or ".")
-    if db is None:
-        db_url = f"sqlite:///{root / 'demo.db'}"
-    elif _is_postgres(db):
-        db_url = demo_database(db)
-    else:
-        db_url = new_sqlite_database(db)
-    summary = DemoSummary()
-    rng = random.Random(seed)
-
-    def say(msg: str) -> None:
-        out(f"[{clock.monotonic() - started:5.1f}s] {msg}")
-
-    with LoopbackAPI() as api:
-        settings = {
-            "payments_url": api.url,
-            "notifications_url": api.url,
-            "shipping_url": api.url,
-            "orders_table": "orders",
-        }
-        rt = Runtime(db_url, tools=tools_dir, policies=policy, clock=clock, settings=settings)
-        try:
-            if rt.tasks(limit=1):  # a PostgreSQL schema: a SQLite file is new
-                schema = getattr(rt.backend, "schema", DEMO_SCHEMA)
-                raise ConfigError(
-                    f"agentq demo needs a database without tasks; {rt.backend.url} has tasks "
-                    f"of an earlier run: drop its schema (DROP SCHEMA {schema} CASCADE), or "
-                    "name another with ?schema="
-                )
-            say(f"database {rt.backend.url}; loopback API at {api.url}")
-            rt.transact(
-                lambda tx: tx.execute(
-                    "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount REAL, "
-                    "state TEXT NOT NULL, refund_id TEXT)"
-                )
-            )
-            crash_order = "order-000"
-            crashed_task: str | None = None
-            if crash:
-                crashed_task = _crash_a_worker(
-                    rt, api, db_url, root, tools_dir, policies_dir, crash_order, say
-                )
-                summary.worker_crashes = 1
-            # A transient outage the runtime must ride out (503 with Retry-After).
-            api.fail_next("/refunds", 503, retry_after=1)
-            worker = rt.worker(concurrency=8).start()
-            say("in-process worker started (8 handler threads)")
-            large: list[tuple[str, str]] = []
-            in_time: list[tuple[str, str]] = []
-            first = 1 if crash else 0
-            for i in range(first, requests):
-                order = f"order-{i:03}"
-                amount = round(
-                    rng.uniform(150, 900) if rng.random() < 0.3 else rng.uniform(5, 100), 2
-                )
-                task = rt.transact(_decide(order, amount, ship=i % 4 == 0))
-                summary.refund_requests += 1
-                summary.shipments_requested += i % 4 == 0
-                if task.status == TaskStatus.AWAITING_APPROVAL:
-                    summary.needed_approval += 1
-                    large.append((order, task.approval_id or ""))
-                    if len(large) % 2 == 1:
-                        # A human answers this one at once: well within its
-                        # escalation, however slow this machine is.
-                        rt.approve(large[-1][1], by="alice", note=f"checked {order}")
-                        summary.approved_in_time += 1
-                        in_time.append(large[-1])
-                else:
-                    summary.auto_approved += 1
-                clock.sleep(0.05)
-            if crash:
-                summary.refund_requests += 1
-                summary.auto_approved += 1
-            say(
-                f"agent decided {summary.refund_requests} refunds: {summary.auto_approved} "
-                f"auto-approved, {summary.needed_approval} waiting for a human"
-            )
-            # Humans approved every other large refund at once (above); now they
-            # reject one and let the rest escalate.
-            decided = list(in_time)
-            rest = [a for a in large if a not in decided]
-            if len(rest) > 1:
-                order, approval_id = rest[0]
-                rt.reject(approval_id, by="alice", note="duplicate request")
-                summary.rejected += 1
-                decided = [*decided, (order, approval_id)]
-            waiting = [a for a in large if a not in decided]
-            say(
-                f"humans approved {summary.approved_in_time}, rejected {summary.rejected}; "
-                f"{len(waiting)} left to escalate after {ESCALATE_AFTER.total_seconds():g}s"
-            )
-            _wait_for(rt, clock, say, lambda: all(
-                rt.approval(a).status == ApprovalStatus.ESCALATED for _, a in waiting
-            ), "escalations")  # fmt: skip
-            if waiting:
-                rt.approve(waiting[0][1], by="manager", note="approved after escalation")
-                summary.approved_after_escalation = 1
-                say("a manager approved one escalated refund (late approval still works)")
-            _wait_for(rt, clock, say, lambda: _all_settled(rt), "all tasks",
-                      lambda: _lease_note(rt, crashed_task))  # fmt: skip
-            worker.stop()
-            summary.stale_completions = worker.stats["stale_completion"]
-            fill_summary(rt, api, summary, crashed_task)
-        finally:
-            rt.close()
-    summary.elapsed_seconds = round(clock.monotonic() - started, 2)
-    return summary
 
 
 def _decide(order: str, amount: float, ship: bool) -> Callable[[Decision], Any]:
