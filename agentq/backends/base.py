@@ -34,6 +34,7 @@ from agentq.clock import Clock
 from agentq.spec import Key, QueueSpec
 
 __all__ = [
+    "COMMON_TASK_STATUSES",
     "LEASE_SECONDS",
     "Backend",
     "EncodedFields",
@@ -55,6 +56,14 @@ T = TypeVar("T")
 #: :meth:`Backend.list_records`' filter: field name → the values it may hold
 #: (strings; ``None``: missing or null). Field names are identifiers.
 RecordFilter = Mapping[str, Collection[str | None]]
+
+#: The statuses every task passes through (enqueued, claimed, done). The tasks'
+#: status index holds the others (rare: dead, cancelled, awaiting approval,
+#: waiting, a retry scheduled, an outcome unknown), so that a worker's status
+#: changes never touch an index (on PostgreSQL they stay HOT updates), while a
+#: listing of tasks filtered on rare statuses only (:func:`rare_statuses`)
+#: reads the records it returns, not the finished ones in between.
+COMMON_TASK_STATUSES = ("queued", "running", "succeeded")
 
 #: Lease length on receive and on renew; fixed, as in Spanner.
 LEASE_SECONDS = 10.0
@@ -172,6 +181,61 @@ def check_record_filter(where: RecordFilter | None) -> list[tuple[str, list[str]
             raise ValueError(f"values of record field {name!r} must be strings or None")
         out.append((name, strings, None in values))
     return out
+
+
+def rare_statuses(table: str, where: RecordFilter | None) -> list[str] | None:
+    """The statuses a listing of ``table`` filtered by ``where`` walks the tasks'
+    index of rare statuses for (sorted), or None if it walks the primary key:
+    only tasks filtered on statuses that are all rare (none of
+    :data:`COMMON_TASK_STATUSES`, and not a missing status) use the index."""
+    if table != "tasks" or not where or "status" not in where:
+        return None
+    wanted = list(where["status"])
+    if any(v is None or not isinstance(v, str) or v in COMMON_TASK_STATUSES for v in wanted):
+        return None
+    return sorted(set(wanted))  # type: ignore[arg-type]
+
+
+def rare_status(table: str, status: Any) -> str | None:
+    """What a record of ``table`` with ``status`` keeps in its rare-status
+    column: the status of a task whose status is a string and not one of
+    :data:`COMMON_TASK_STATUSES`, else None (not in the index)."""
+    if table != "tasks" or not isinstance(status, str) or status in COMMON_TASK_STATUSES:
+        return None
+    return status
+
+
+def record_rare_status(table: str, value: Mapping[str, Any] | str) -> str | None:
+    """:func:`rare_status` of a whole record (a mapping, or its stored text, which
+    is parsed only for a task)."""
+    if table != "tasks":
+        return None
+    if not isinstance(value, Mapping):
+        value = _loads(value)
+        if not isinstance(value, Mapping):
+            return None
+    return rare_status(table, value.get("status"))
+
+
+def fields_rare_status(table: str, fields: EncodedFields) -> tuple[bool, str | None]:
+    """Whether ``fields`` set a task's status, and :func:`rare_status` of the
+    status they set."""
+    if table != "tasks" or "status" not in fields.names:
+        return False, None
+    text = fields.values[fields.names.index("status")]
+    return True, rare_status(table, _loads(text))
+
+
+def _loads(text: str) -> Any:
+    """``text`` parsed for its status (a string either parser reads alike; None:
+    not JSON)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None
 
 
 def check_stream_args(max_batch_size: int, max_duration: float) -> None:
@@ -454,7 +518,10 @@ class Backend(Protocol):
         ``where`` keeps only records whose top-level string fields hold one of
         the values given for them (``None`` among the values: the field is
         missing or null), checked in the query: ``limit`` counts the records
-        that match, and the ones that do not are never sent back."""
+        that match, and the ones that do not are never sent back. Tasks
+        filtered on rare statuses only (:func:`rare_statuses`) are read
+        through an index of those statuses where the backend keeps one (SQLite,
+        PostgreSQL): the query reads the records that match, not the others."""
         ...
 
     def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:

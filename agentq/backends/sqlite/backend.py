@@ -23,7 +23,7 @@ from agentq.backends.base import (
     check_stream_args,
 )
 from agentq.backends.notify import RecordTopic, Wake
-from agentq.backends.sqlite import queues, records, space
+from agentq.backends.sqlite import indexes, queues, records, space
 from agentq.backends.sqlite.connection import Database
 from agentq.backends.sqlite.doorbell import Doorbell
 from agentq.backends.sqlite.files import DEFAULT_FILE_MODE, parse_file_mode
@@ -99,7 +99,7 @@ class SQLiteBackend:
                     receivers=(self._notifier, self._changed_queues), bell=self._bell,
                     others_version=self._others_version,
                 )  # fmt: skip
-            self._db.setup(queues.SCHEMA + records.SCHEMA)
+            self._db.setup(queues.SCHEMA + records.SCHEMA, then=indexes.ensure_rare_status)
         except BaseException:
             self.close()  # a database that cannot be set up leaves nothing open
             raise

@@ -125,10 +125,15 @@ class Database:
             raise mapped from exc
         return conn
 
-    def setup(self, script: str) -> None:
-        """Run a DDL script (``CREATE ... IF NOT EXISTS``) on the connection."""
+    def setup(
+        self, script: str, then: Callable[[sqlite3.Connection], None] | None = None
+    ) -> None:
+        """Run a DDL script (``CREATE ... IF NOT EXISTS``) on the connection, then
+        ``then(conn)`` (a migration that needs a check first)."""
         with self._lock, self._mapped_errors():
             self._conn.executescript(script)
+            if then is not None:
+                then(self._conn)
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` under the connection lock. A commit group holds that

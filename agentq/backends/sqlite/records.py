@@ -25,11 +25,13 @@ from agentq.backends.base import (
     EncodedRecord,
     RecordFilter,
     StoredRecord,
-    check_record_filter,
-    prefix_end,
+    fields_rare_status,
+    record_rare_status,
     record_text,
 )
+from agentq.backends.record_pages import filtered_page
 from agentq.backends.sqlite.connection import Database
+from agentq.backends.sqlite.indexes import DIALECT
 from agentq.errors import InvalidMessage
 from agentq.jsontext import decode
 from agentq.spec import validate_identifier
@@ -53,6 +55,7 @@ CREATE TABLE IF NOT EXISTS agentq_records (
     tbl TEXT NOT NULL,
     k TEXT NOT NULL,
     v TEXT NOT NULL,
+    rare_status TEXT,
     PRIMARY KEY (tbl, k)
 ) WITHOUT ROWID;
 """
@@ -110,8 +113,8 @@ def put_record(
 ) -> None:
     try:
         conn.execute(
-            "INSERT OR REPLACE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
-            (_record_table(table), key, record_text(value)),
+            "INSERT OR REPLACE INTO agentq_records (tbl, k, v, rare_status) VALUES (?, ?, ?, ?)",
+            (_record_table(table), key, record_text(value), record_rare_status(table, value)),
         )
     except UnicodeEncodeError as exc:
         raise _unstorable(table, key, exc) from exc
@@ -120,8 +123,8 @@ def put_record(
 def insert_record(conn: sqlite3.Connection, table: str, key: str, value: Mapping[str, Any]) -> bool:
     try:
         cur = conn.execute(
-            "INSERT OR IGNORE INTO agentq_records (tbl, k, v) VALUES (?, ?, ?)",
-            (_record_table(table), key, record_text(value)),
+            "INSERT OR IGNORE INTO agentq_records (tbl, k, v, rare_status) VALUES (?, ?, ?, ?)",
+            (_record_table(table), key, record_text(value), record_rare_status(table, value)),
         )
     except UnicodeEncodeError as exc:
         raise _unstorable(table, key, exc) from exc
@@ -152,10 +155,11 @@ def replace_records(
             continue
         if isinstance(value, EncodedFields):
             sql = _swap_sql(value.names)
-            params: tuple[Any, ...] = (*value.values, table, key, version)
+            params: tuple[Any, ...] = (*value.values, *_rare_param(table, value), table, key,
+                                       version)  # fmt: skip
         else:
-            sql = "UPDATE agentq_records SET v = ? WHERE tbl = ? AND k = ? AND v = ?"
-            params = (record_text(value), table, key, version)
+            sql = "UPDATE agentq_records SET v = ?, rare_status = ? WHERE tbl = ? AND k = ? AND v = ?"
+            params = (record_text(value), record_rare_status(table, value), table, key, version)
         if execute(sql, params).rowcount == 0:
             changed.append(key)
     return changed
@@ -172,7 +176,17 @@ def _update_sql(names: tuple[str, ...]) -> str:
     # json_set changes the named fields in SQLite's own code: the rest of the record
     # (a task's arguments, say) is neither decoded nor encoded again in Python.
     sets = ", ".join(f"'$.{name}', json(?)" for name in names)
-    return f"UPDATE agentq_records SET v = json_set(v, {sets}) WHERE tbl = ? AND k = ?"
+    # A status set sets the rare-status column too (:func:`_rare_param`).
+    rare = ", rare_status = ?" if "status" in names else ""
+    return f"UPDATE agentq_records SET v = json_set(v, {sets}){rare} WHERE tbl = ? AND k = ?"
+
+
+def _rare_param(table: str, fields: EncodedFields) -> tuple[str | None, ...]:
+    """The rare-status column's parameter of :func:`_update_sql` (none if the
+    fields set no status)."""
+    if "status" not in fields.names:
+        return ()
+    return (fields_rare_status(table, fields)[1],)
 
 
 @lru_cache(maxsize=64)
@@ -193,7 +207,9 @@ def update_records(
         if not _storable(key):
             missing.append(key)
             continue
-        groups.setdefault(fields.names, []).append((*fields.values, table, key))
+        groups.setdefault(fields.names, []).append(
+            (*fields.values, *_rare_param(table, fields), table, key)
+        )
     for names, rows in groups.items():
         if conn.executemany(_update_sql(names), rows).rowcount == len(rows):
             continue
@@ -247,26 +263,7 @@ def list_records(
 ) -> list[tuple[str, dict[str, Any]]]:
     if not _storable(prefix) or not _storable(after):
         return []  # no stored key starts with it (or: a cursor no key came from)
-    # Keys with the prefix form one contiguous range of the primary key, walked
-    # forwards or backwards from the cursor: a page reads what it returns (and,
-    # with a filter, the rows in between that do not match: in SQLite, not here).
-    sql = "SELECT k, v FROM agentq_records WHERE tbl = ? AND k >= ?"
-    params: list[Any] = [table, prefix]
-    upper = prefix_end(prefix)
-    if upper is not None:
-        sql += " AND k < ?"
-        params.append(upper)
-    if after:
-        sql += " AND k < ?" if descending else " AND k > ?"
-        params.append(after)
-    for name, values, missing in check_record_filter(where):
-        field = f"json_extract(v, '$.{name}')"
-        either = [f"{field} IN ({', '.join('?' * len(values))})"] if values else []
-        if missing:
-            either.append(f"{field} IS NULL")
-        sql += f" AND ({' OR '.join(either) or '0'})"
-        params += values
-    sql += " ORDER BY k DESC LIMIT ?" if descending else " ORDER BY k LIMIT ?"
-    params.append(-1 if limit is None else limit)
+    sql, params = filtered_page(DIALECT, _record_table(table), prefix, after,
+                                descending=descending, where=where, limit=limit)  # fmt: skip
     rows = db.read(lambda conn: conn.execute(sql, params).fetchall())
     return [(k, dict(decode(v))) for k, v in rows]

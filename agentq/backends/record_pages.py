@@ -1,0 +1,99 @@
+"""The SQL of a page of records, for the backends whose SQL is alike (SQLite,
+PostgreSQL).
+
+A page walks the primary key from its cursor, checking any filter on the rows
+it finds. Tasks filtered on rare statuses only (none of
+:data:`~agentq.backends.base.COMMON_TASK_STATUSES`: ``GET
+/v1/tasks?status=dead``, the overview's counts of unfinished work) walk the
+tasks' partial index of rare statuses instead, one walk per status asked for,
+each in key order and stopping at the page's limit, merged by key: the page
+reads the records it returns, not the finished ones in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agentq.backends.base import RecordFilter, check_record_filter, prefix_end, rare_statuses
+
+__all__ = ["PageDialect", "filtered_page"]
+
+
+@dataclass(frozen=True)
+class PageDialect:
+    """How a backend's SQL spells a page: its records table, its placeholder, a
+    field's string value in a record, false, the predicate of the rare statuses'
+    index (the terms spelled as the index has them), the status as that index
+    keys it, and the clause that names the index (if any)."""
+
+    records: str
+    mark: str
+    field: Callable[[str], str]
+    false: str
+    rare: str
+    indexed_by: str = ""
+    rare_status: str = ""
+
+
+def filtered_page(
+    d: PageDialect,
+    table: str,
+    prefix: str,
+    after: str,
+    *,
+    descending: bool,
+    where: RecordFilter | None,
+    limit: int | None,
+) -> tuple[str, list[Any]]:
+    """The SQL and parameters of a page of ``table``'s records (an identifier)
+    whose keys start with ``prefix``, past ``after`` in key order
+    (``descending``: from the highest key down), filtered by ``where``, at most
+    ``limit`` rows."""
+    m = d.mark
+    # Keys with the prefix form one contiguous range of the primary key (and of
+    # each status's part of the index), walked forwards or backwards.
+    bounds = f" AND k >= {m}"
+    bound_params: list[Any] = [prefix]
+    upper = prefix_end(prefix)
+    if upper is not None:
+        bounds += f" AND k < {m}"
+        bound_params.append(upper)
+    if after:
+        bounds += f" AND k {'<' if descending else '>'} {m}"
+        bound_params.append(after)
+    order = "k DESC" if descending else "k"
+    cut = "" if limit is None else f" LIMIT {m}"
+    tail_params: list[Any] = [] if limit is None else [limit]
+    checked = check_record_filter(where)
+    walks = rare_statuses(table, where)
+    rest: list[str] = []
+    params: list[Any] = []
+    for name, values, missing in checked:
+        if walks is not None and name == "status":
+            continue
+        field = d.field(name)
+        either = [f"{field} IN ({', '.join([m] * len(values))})"] if values else []
+        if missing:
+            either.append(f"{field} IS NULL")
+        rest.append(f"({' OR '.join(either) or d.false})")
+        params += values
+    conditions = bounds + "".join(f" AND {cond}" for cond in rest)
+    if walks is None:
+        sql = f"SELECT k, v FROM {d.records} WHERE tbl = {m}{conditions} ORDER BY {order}{cut}"
+        return sql, [table, *bound_params, *params, *tail_params]
+    if not walks:
+        return f"SELECT k, v FROM {d.records} WHERE {d.false}", []  # no status asked for
+    # One walk of the index per status (the status is one value in it, so its
+    # order is key order); a planner that misjudges how many match still walks it.
+    status = d.rare_status or d.field("status")
+    way = " DESC" if descending else ""
+    source = f"{d.records}{d.indexed_by} WHERE {d.rare} AND {status} = {m}"
+    one = f"SELECT k, v FROM {source}{conditions} ORDER BY {status}{way}, {order}{cut}"
+    each = [*bound_params, *params, *tail_params]
+    if len(walks) == 1:
+        return one, [walks[0], *each]
+    selects = [f"SELECT k, v FROM ({one}) AS w{i}" for i in range(len(walks))]
+    merged = [p for value in walks for p in (value, *each)]
+    return " UNION ALL ".join(selects) + f" ORDER BY {order}{cut}", merged + tail_params

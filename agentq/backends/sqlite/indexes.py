@@ -1,0 +1,71 @@
+"""The tasks' index of rare statuses on SQLite (issue 38 item 1).
+
+A task's status is kept in the record's JSON, and also, when it is rare (none
+of :data:`~agentq.backends.base.COMMON_TASK_STATUSES`: dead, cancelled,
+awaiting approval, waiting, a retry scheduled, an outcome unknown), in the
+column ``rare_status`` that the record writes set (NULL otherwise, and in
+every other table's records). A partial index of that column holds the few
+records an operator looks for among many finished ones. It costs the worker's
+writes next to nothing: the column is a value the writer already has (no JSON
+parsed in SQL: an index of ``json_extract(v, '$.status')`` cost a claim and a
+completion 4-8 µs each, measured by ``tests/bench/record_writes.py``), and a
+task that goes queued -> running -> succeeded never enters the index.
+
+A database made before the column gets it when it is first opened by this
+version (:func:`ensure_rare_status`: the column added, the rare tasks' values
+filled in, the index built, in one write transaction). An older agentq writing
+to it afterwards would leave the column unset on its writes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from agentq.backends.base import COMMON_TASK_STATUSES
+from agentq.backends.record_pages import PageDialect
+
+__all__ = ["DIALECT", "RARE_INDEX", "ensure_rare_status"]
+
+#: The name of the tasks' index of rare statuses.
+RARE_INDEX = "agentq_records_rare_status"
+
+_INDEX = (
+    f"CREATE INDEX IF NOT EXISTS {RARE_INDEX} ON agentq_records (rare_status, k) "
+    "WHERE rare_status IS NOT NULL"
+)
+_COMMON = ", ".join(f"'{s}'" for s in COMMON_TASK_STATUSES)
+_FILL = (
+    "UPDATE agentq_records SET rare_status = json_extract(v, '$.status') "
+    "WHERE tbl = 'tasks' AND json_valid(v) AND json_type(v, '$.status') = 'text' "
+    f"AND json_extract(v, '$.status') NOT IN ({_COMMON})"
+)
+
+#: How a page of records is written here (:mod:`agentq.backends.record_pages`).
+DIALECT = PageDialect(
+    records="agentq_records", mark="?", field=lambda name: f"json_extract(v, '$.{name}')",
+    false="0", rare="tbl = 'tasks'", indexed_by=f" INDEXED BY {RARE_INDEX}",
+    rare_status="rare_status",
+)  # fmt: skip
+
+
+def _has_column(conn: sqlite3.Connection) -> bool:
+    return any(row[1] == "rare_status" for row in conn.execute("PRAGMA table_info(agentq_records)"))
+
+
+def ensure_rare_status(conn: sqlite3.Connection) -> None:
+    """Give a database made before the rare-status column the column, its values
+    and its index, in one write transaction (two processes opening it at once
+    fill it once); a database that has them is only read."""
+    if _has_column(conn):
+        conn.execute(_INDEX)  # a no-op once built
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not _has_column(conn):
+            conn.execute("ALTER TABLE agentq_records ADD COLUMN rare_status TEXT")
+            conn.execute(_FILL)
+        conn.execute(_INDEX)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

@@ -1,0 +1,66 @@
+"""Tasks listed by rare status (issue 38 item 1): SQLite and PostgreSQL read them
+through an index of the rare statuses that every record write keeps (a column
+the writer sets, not a trigger), Spanner by filtering. Whatever the path, a
+listing must say what the records say after every kind of write: a whole
+record put, inserted or swapped, fields set or swapped, a record deleted, a
+task moving into a rare status and out of it again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentq.backends import encode_fields, encode_record
+
+from .conftest import Harness
+
+RARE = ["awaiting_approval", "cancelled", "dead", "failed", "outcome_unknown",
+        "retry_scheduled", "waiting"]  # fmt: skip
+
+
+def _listed(b: Any, statuses: list[str], **kw: Any) -> list[tuple[str, str]]:
+    rows = b.list_records("tasks", where={"status": statuses}, **kw)
+    return [(k, v["status"]) for k, v in rows]
+
+
+@pytest.mark.needs("state")
+def test_a_listing_by_rare_status_follows_every_kind_of_write(harness: Harness) -> None:
+    b = harness.backend
+
+    def fill(tx: Any) -> None:
+        tx.put_record("tasks", "t1", {"status": "queued", "tool": "a"})
+        tx.put_record("tasks", "t2", encode_record({"status": "dead", "tool": "a"}))
+        tx.insert_record("tasks", "t3", {"status": "waiting", "tool": "b"})
+        tx.put_record("tasks", "t4", {"status": "succeeded", "tool": "b"})
+        tx.put_record("tasks", "t5", {"status": 7, "tool": "b"})  # not a string: not rare
+        tx.put_record("other", "o1", {"status": "dead"})  # not a task
+
+    b.transact(fill)
+    assert _listed(b, RARE) == [("t2", "dead"), ("t3", "waiting")]
+    assert b.list_records("other", where={"status": ["dead"]})[0][0] == "o1"
+
+    def move(tx: Any) -> None:
+        tx.update_records("tasks", [("t1", encode_fields({"status": "retry_scheduled"})),
+                                    ("t2", encode_fields({"status": "queued"})),
+                                    ("t3", encode_fields({"note": "x"}))])  # fmt: skip
+
+    b.transact(move)
+    assert _listed(b, RARE) == [("t1", "retry_scheduled"), ("t3", "waiting")]
+
+    versions = b.read_records("tasks", ["t1", "t3", "t4"])
+    b.transact(lambda tx: tx.replace_records("tasks", [
+        ("t1", versions["t1"].version, encode_fields({"status": "running"})),
+        ("t3", versions["t3"].version, {"status": "cancelled", "tool": "b"}),
+        ("t4", versions["t4"].version, encode_record({"status": "outcome_unknown", "tool": "b"})),
+    ]))  # fmt: skip
+    assert _listed(b, RARE) == [("t3", "cancelled"), ("t4", "outcome_unknown")]
+    assert _listed(b, ["cancelled"], descending=True, limit=1) == [("t3", "cancelled")]
+    assert _listed(b, RARE, descending=True, limit=1) == [("t4", "outcome_unknown")]
+    assert _listed(b, RARE, after="t3") == [("t4", "outcome_unknown")]
+
+    b.transact(lambda tx: tx.delete_record("tasks", "t3"))
+    b.transact(lambda tx: tx.put_record("tasks", "t4", {"status": "succeeded", "tool": "b"}))
+    assert _listed(b, RARE) == []
+    assert _listed(b, ["queued", "dead"]) == [("t2", "queued")]
+    assert [k for k, _ in b.list_records("tasks", where={"status": ["queued", None]})] == ["t2"]
