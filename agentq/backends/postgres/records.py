@@ -27,12 +27,13 @@ from agentq.backends.base import (
     EncodedRecord,
     RecordFilter,
     StoredRecord,
-    check_record_filter,
-    prefix_end,
+    rare_status,
+    record_rare_status,
     record_text,
 )
 from agentq.backends.postgres.connection import Conn, Database
 from agentq.backends.postgres.pipeline import run_or_defer
+from agentq.backends.record_pages import PageDialect, filtered_page
 from agentq.errors import InvalidMessage
 from agentq.spec import validate_identifier
 
@@ -76,15 +77,16 @@ def _text(value: Mapping[str, Any] | EncodedRecord) -> str:
     return text
 
 
-def _merged(text: str, fields: EncodedFields) -> str:
-    """The record ``text`` with ``fields`` set (the other fields as they were)."""
+def _merged(table: str, text: str, fields: EncodedFields) -> tuple[str, str | None]:
+    """The record ``text`` with ``fields`` set (the other fields as they were),
+    and its rare status (:func:`~agentq.backends.base.rare_status`)."""
     for name in fields.names:
         if not _FIELD_NAME.match(name):
             raise ValueError(f"record field name {name!r} is not an identifier")
     record = json.loads(text)
     for name, value in zip(fields.names, fields.values, strict=True):
         record[name] = json.loads(value)
-    return record_text(record)
+    return record_text(record), rare_status(table, record.get("status"))
 
 
 class Records:
@@ -113,17 +115,17 @@ class Records:
         _check_storable(_record_table(table), key)
         run_or_defer(  # nothing to read back: sent with the transaction's next round trip
             conn,
-            f"INSERT INTO {self.table} (tbl, k, v) VALUES (%s, %s, %s) "
-            "ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v",
-            (table, key, _text(value)),
+            f"INSERT INTO {self.table} (tbl, k, v, rare_status) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v, rare_status = excluded.rare_status",
+            (table, key, _text(value), record_rare_status(table, value)),
         )
 
     def insert(self, conn: Conn, table: str, key: str, value: Mapping[str, Any]) -> bool:
         _check_storable(_record_table(table), key)
         cur = conn.execute(
-            f"INSERT INTO {self.table} (tbl, k, v) VALUES (%s, %s, %s) "
+            f"INSERT INTO {self.table} (tbl, k, v, rare_status) VALUES (%s, %s, %s, %s) "
             "ON CONFLICT (tbl, k) DO NOTHING",
-            (table, key, _text(value)),
+            (table, key, _text(value), record_rare_status(table, value)),
         )
         return cur.rowcount > 0
 
@@ -161,35 +163,37 @@ class Records:
         whole set is one statement (a key given twice: one at a time, in order)."""
         _record_table(table)
         changed: list[str] = []
-        rows: list[tuple[str, str, str]] = []  # key, version, new text
+        rows: list[tuple[str, str, str, str | None]] = []  # key, version, new text, rare
         for key, version, value in items:
             if not _storable(key):
                 changed.append(key)
                 continue
             if isinstance(value, EncodedFields):
                 try:
-                    text = _merged(version, value)  # the version is the stored text
+                    text, rare = _merged(table, version, value)  # the version is the stored text
                 except json.JSONDecodeError:  # not a version read from this table
                     changed.append(key)
                     continue
             else:
-                text = _text(value)
-            rows.append((key, version, text))
-        if len({key for key, _, _ in rows}) < len(rows):
-            sql = f"UPDATE {self.table} SET v = %s WHERE tbl = %s AND k = %s AND v = %s"
-            for key, version, text in rows:
-                if conn.execute(sql, (text, table, key, version)).rowcount == 0:
+                text, rare = _text(value), record_rare_status(table, value)
+            rows.append((key, version, text, rare))
+        if len({row[0] for row in rows}) < len(rows):
+            sql = (f"UPDATE {self.table} SET v = %s, rare_status = %s "
+                   "WHERE tbl = %s AND k = %s AND v = %s")  # fmt: skip
+            for key, version, text, rare in rows:
+                if conn.execute(sql, (text, rare, table, key, version)).rowcount == 0:
                     changed.append(key)
             return changed
         if rows:
-            keys, versions, texts = (list(col) for col in zip(*rows, strict=True))
+            keys, versions, texts, rares = (list(col) for col in zip(*rows, strict=True))
             swapped = {
                 r[0]
                 for r in conn.execute(
-                    f"UPDATE {self.table} AS r SET v = x.v "
-                    "FROM unnest(%b::text[], %b::text[], %b::text[]) AS x(k, old, v) "
+                    f"UPDATE {self.table} AS r SET v = x.v, rare_status = x.rare "
+                    "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[]) "
+                    "AS x(k, old, v, rare) "
                     "WHERE r.tbl = %s AND r.k = x.k AND r.v = x.old RETURNING r.k",
-                    (keys, versions, texts, table),
+                    (keys, versions, texts, rares, table),
                 ).fetchall()
             }
             changed.extend(key for key in keys if key not in swapped)
@@ -210,18 +214,20 @@ class Records:
         )
         missing: list[str] = []
         written: dict[str, str] = {}
+        rares: dict[str, str | None] = {}
         for key, fields in items:
             text = stored.get(key)
             if text is None:
                 missing.append(key)
                 continue
-            text = _merged(text, fields)
+            text, rares[key] = _merged(table, text, fields)
             stored[key] = written[key] = text  # a key given twice: the second sees the first
         if written:
             conn.execute(
-                f"UPDATE {self.table} AS r SET v = x.v "
-                "FROM unnest(%b::text[], %b::text[]) AS x(k, v) WHERE r.tbl = %s AND r.k = x.k",
-                (list(written), list(written.values()), table),
+                f"UPDATE {self.table} AS r SET v = x.v, rare_status = x.rare "
+                "FROM unnest(%b::text[], %b::text[], %b::text[]) AS x(k, v, rare) "
+                "WHERE r.tbl = %s AND r.k = x.k",
+                (list(written), list(written.values()), [rares[k] for k in written], table),
             )
         return missing
 
@@ -251,6 +257,16 @@ class Records:
     def read_one(self, db: Database, table: str, key: str) -> dict[str, Any] | None:
         return db.read(lambda conn: self.get(conn, table, key), f"reading {table!r}")
 
+    @property
+    def dialect(self) -> PageDialect:
+        """How a page of records is written here (:mod:`agentq.backends.record_pages`):
+        a field read from the text parsed as json (not jsonb, which refuses a
+        \\u0000 that a tool's argument may hold)."""
+        return PageDialect(
+            records=self.table, mark="%s", field=lambda name: f"(v::json ->> '{name}')",
+            false="false", rare="tbl = 'tasks'", rare_status="rare_status",
+        )  # fmt: skip
+
     def list(
         self,
         db: Database,
@@ -266,29 +282,7 @@ class Records:
             return []  # no stored key starts with it (or: a cursor no key came from)
         if limit is not None and limit <= 0:
             return []
-        # Keys with the prefix form one contiguous range of the primary key.
-        sql = f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k >= %s"
-        params: list[Any] = [table, prefix]
-        upper = prefix_end(prefix)
-        if upper is not None:
-            sql += " AND k < %s"
-            params.append(upper)
-        if after:
-            sql += " AND k < %s" if descending else " AND k > %s"
-            params.append(after)
-        for name, values, missing in check_record_filter(where):
-            # The text parsed as json (not jsonb, which refuses a \u0000 that a
-            # tool's argument may hold); ->> gives a string field's value.
-            field = f"(v::json ->> '{name}')"
-            either = [f"{field} = ANY (%s)"] if values else []
-            if values:
-                params.append(values)
-            if missing:
-                either.append(f"{field} IS NULL")
-            sql += f" AND ({' OR '.join(either) or 'false'})"
-        sql += " ORDER BY k DESC" if descending else " ORDER BY k"
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(limit)
+        sql, params = filtered_page(self.dialect, _record_table(table), prefix, after,
+                                    descending=descending, where=where, limit=limit)  # fmt: skip
         rows = db.read(lambda conn: conn.execute(sql, params).fetchall(), f"listing {table!r}")
         return [(k, dict(json.loads(v))) for k, v in rows]

@@ -49,6 +49,22 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         'CREATE TABLE {s}.records (tbl text NOT NULL, k text COLLATE "C" NOT NULL, '
         "v text NOT NULL, PRIMARY KEY (tbl, k)) WITH (fillfactor = 50)",
     ),
+    (
+        # Issue 38 item 1: a task's status, when rare (not queued, running or
+        # succeeded), in a column the record writes set, with a partial index: a
+        # listing of dead or waiting tasks reads those, not the ledger. A column,
+        # not an index of v's JSON: an index naming v (or a column that changes on
+        # every status change) makes each of the worker's updates non-HOT; this
+        # one stays NULL from queued to succeeded.
+        "ALTER TABLE {s}.records ADD COLUMN rare_status text",
+        "UPDATE {s}.records SET rare_status = j.v ->> 'status' FROM (SELECT tbl AS t, "
+        "k AS key, replace(v, '\\u0000', '\\u0020')::json AS v FROM {s}.records "
+        "WHERE tbl = 'tasks') AS j WHERE tbl = j.t AND k = j.key "
+        "AND json_typeof(j.v -> 'status') = 'string' "
+        "AND j.v ->> 'status' NOT IN ('queued', 'running', 'succeeded')",
+        "CREATE INDEX records_rare_status ON {s}.records (rare_status, k) "
+        "WHERE rare_status IS NOT NULL",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # Any constant works: it only has to be the same in every agentq process.

@@ -158,7 +158,8 @@ def replace_records(
             params: tuple[Any, ...] = (*value.values, *_rare_param(table, value), table, key,
                                        version)  # fmt: skip
         else:
-            sql = "UPDATE agentq_records SET v = ?, rare_status = ? WHERE tbl = ? AND k = ? AND v = ?"
+            sql = ("UPDATE agentq_records SET v = ?, rare_status = ? "
+                   "WHERE tbl = ? AND k = ? AND v = ?")  # fmt: skip
             params = (record_text(value), record_rare_status(table, value), table, key, version)
         if execute(sql, params).rowcount == 0:
             changed.append(key)
