@@ -35,7 +35,9 @@ from agentq.spec import Key, QueueSpec
 
 __all__ = [
     "COMMON_TASK_STATUSES",
+    "COUNTED_TABLES",
     "LEASE_SECONDS",
+    "OPEN_APPROVAL_STATUSES",
     "Backend",
     "EncodedFields",
     "EncodedRecord",
@@ -64,6 +66,11 @@ RecordFilter = Mapping[str, Collection[str | None]]
 #: listing of tasks filtered on rare statuses only (:func:`rare_statuses`)
 #: reads the records it returns, not the finished ones in between.
 COMMON_TASK_STATUSES = ("queued", "running", "succeeded")
+#: The approvals' open statuses, which the same index holds for the approvals
+#: table (the inbox: pending among many decided).
+OPEN_APPROVAL_STATUSES = ("escalated", "pending")
+#: The record tables whose records :meth:`Backend.record_count` counts.
+COUNTED_TABLES = ("dead_letters", "tasks")
 
 #: Lease length on receive and on renew; fixed, as in Spanner.
 LEASE_SECONDS = 10.0
@@ -188,10 +195,10 @@ def rare_statuses(table: str, where: RecordFilter | None) -> list[str] | None:
     index of rare statuses for (sorted), or None if it walks the primary key:
     only tasks filtered on statuses that are all rare (none of
     :data:`COMMON_TASK_STATUSES`, and not a missing status) use the index."""
-    if table != "tasks" or not where or "status" not in where:
+    if table not in ("tasks", "approvals") or not where or "status" not in where:
         return None
     wanted = list(where["status"])
-    if any(v is None or not isinstance(v, str) or v in COMMON_TASK_STATUSES for v in wanted):
+    if any(rare_status(table, v) is None for v in wanted):
         return None
     return sorted(set(wanted))  # type: ignore[arg-type]
 
@@ -199,16 +206,21 @@ def rare_statuses(table: str, where: RecordFilter | None) -> list[str] | None:
 def rare_status(table: str, status: Any) -> str | None:
     """What a record of ``table`` with ``status`` keeps in its rare-status
     column: the status of a task whose status is a string and not one of
-    :data:`COMMON_TASK_STATUSES`, else None (not in the index)."""
-    if table != "tasks" or not isinstance(status, str) or status in COMMON_TASK_STATUSES:
+    :data:`COMMON_TASK_STATUSES`, or of an approval in one of
+    :data:`OPEN_APPROVAL_STATUSES`; else None (not in the index)."""
+    if not isinstance(status, str):
         return None
-    return status
+    if table == "tasks":
+        return None if status in COMMON_TASK_STATUSES else status
+    if table == "approvals":
+        return status if status in OPEN_APPROVAL_STATUSES else None
+    return None
 
 
 def record_rare_status(table: str, value: Mapping[str, Any] | str) -> str | None:
     """:func:`rare_status` of a whole record (a mapping, or its stored text, which
     is parsed only for a task)."""
-    if table != "tasks":
+    if table not in ("tasks", "approvals"):
         return None
     if not isinstance(value, Mapping):
         value = _loads(value)
@@ -220,7 +232,7 @@ def record_rare_status(table: str, value: Mapping[str, Any] | str) -> str | None
 def fields_rare_status(table: str, fields: EncodedFields) -> tuple[bool, str | None]:
     """Whether ``fields`` set a task's status, and :func:`rare_status` of the
     status they set."""
-    if table != "tasks" or "status" not in fields.names:
+    if table not in ("tasks", "approvals") or "status" not in fields.names:
         return False, None
     text = fields.values[fields.names.index("status")]
     return True, rare_status(table, _loads(text))

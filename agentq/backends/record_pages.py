@@ -4,8 +4,9 @@ PostgreSQL).
 A page walks the primary key from its cursor, checking any filter on the rows
 it finds. Tasks filtered on rare statuses only (none of
 :data:`~agentq.backends.base.COMMON_TASK_STATUSES`: ``GET
-/v1/tasks?status=dead``, the overview's counts of unfinished work) walk the
-tasks' partial index of rare statuses instead, one walk per status asked for,
+/v1/tasks?status=dead``, the overview's counts of unfinished work), and
+approvals filtered on open ones, walk the partial index of the ``rare_status``
+column (:func:`~agentq.backends.base.rare_status`) instead, one walk per status asked for,
 each in key order and stopping at the page's limit, merged by key: the page
 reads the records it returns, not the finished ones in between.
 """
@@ -24,17 +25,14 @@ __all__ = ["PageDialect", "filtered_page"]
 @dataclass(frozen=True)
 class PageDialect:
     """How a backend's SQL spells a page: its records table, its placeholder, a
-    field's string value in a record, false, the predicate of the rare statuses'
-    index (the terms spelled as the index has them), the status as that index
-    keys it, and the clause that names the index (if any)."""
+    field's string value in a record, false, the clause that names the rare
+    statuses' index (if any)."""
 
     records: str
     mark: str
     field: Callable[[str], str]
     false: str
-    rare: str
     indexed_by: str = ""
-    rare_status: str = ""
 
 
 def filtered_page(
@@ -87,10 +85,10 @@ def filtered_page(
         return f"SELECT k, v FROM {d.records} WHERE {d.false}", []  # no status asked for
     # One walk of the index per status (the status is one value in it, so its
     # order is key order); a planner that misjudges how many match still walks it.
-    status = d.rare_status or d.field("status")
     way = " DESC" if descending else ""
-    source = f"{d.records}{d.indexed_by} WHERE {d.rare} AND {status} = {m}"
-    one = f"SELECT k, v FROM {source}{conditions} ORDER BY {status}{way}, {order}{cut}"
+    source = f"{d.records}{d.indexed_by} WHERE rare_status = {m} AND tbl = '{table}'"
+    walk = f" ORDER BY rare_status{way}, tbl{way}, {order}{cut}"
+    one = f"SELECT k, v FROM {source}{conditions}{walk}"
     each = [*bound_params, *params, *tail_params]
     if len(walks) == 1:
         return one, [walks[0], *each]

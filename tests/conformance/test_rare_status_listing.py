@@ -64,3 +64,18 @@ def test_a_listing_by_rare_status_follows_every_kind_of_write(harness: Harness) 
     assert _listed(b, RARE) == []
     assert _listed(b, ["queued", "dead"]) == [("t2", "queued")]
     assert [k for k, _ in b.list_records("tasks", where={"status": ["queued", None]})] == ["t2"]
+
+
+@pytest.mark.needs("state")
+def test_a_listing_of_open_approvals_follows_their_decisions(harness: Harness) -> None:
+    b = harness.backend
+    b.transact(lambda tx: [tx.put_record("approvals", f"a{i}", {"status": s}) for i, s in
+                           enumerate(["pending", "approved", "escalated", "pending"])])  # fmt: skip
+    open_ = {"status": ["pending", "escalated"]}
+    assert [k for k, _ in b.list_records("approvals", where=open_)] == ["a0", "a2", "a3"]
+    b.transact(lambda tx: tx.update_records("approvals", [
+        ("a0", encode_fields({"status": "approved"})),
+        ("a1", encode_fields({"status": "escalated"}))]))  # fmt: skip
+    assert [k for k, _ in b.list_records("approvals", where=open_)] == ["a1", "a2", "a3"]
+    assert [k for k, _ in b.list_records("approvals", where=open_, descending=True,
+                                         limit=2)] == ["a3", "a2"]  # fmt: skip

@@ -25,7 +25,8 @@ NOISE_SMALL, NOISE_LARGE = 100, 2000
 
 def _noise(b: Backend, start: int, count: int) -> None:
     b.transact(lambda tx: [
-        tx.put_record("tasks", f"t{i:06d}", {"status": "succeeded", "tool": "a"})
+        (tx.put_record("tasks", f"t{i:06d}", {"status": "succeeded", "tool": "a"}),
+         tx.put_record("approvals", f"a{i:06d}", {"status": "approved"}))
         for i in range(start, start + count)
     ])  # fmt: skip
 
@@ -35,24 +36,28 @@ def _wanted(b: Backend) -> None:
         tx.put_record("tasks", "t999990", {"status": "dead", "tool": "b"})
         tx.put_record("tasks", "t999991", {"status": "waiting", "tool": "b"})
         tx.put_record("tasks", "t999992", {"status": "awaiting_approval", "tool": "c"})
+        tx.put_record("approvals", "a999990", {"status": "pending"})
 
     b.transact(fill)
 
 
 # fmt: off
-LISTINGS: dict[str, tuple[dict[str, Any], int]] = {
-    "dead tasks": ({"where": {"status": ["dead"]}, "limit": 11}, 1),
-    "no task cancelled": ({"where": {"status": ["cancelled"]}, "limit": 11}, 0),
-    "unfinished, rare": ({"where": {"status": ["waiting", "awaiting_approval", "dead"]}}, 3),
-    "newest dead of a tool": ({"where": {"status": ["dead"], "tool": ["b"]},
+LISTINGS: dict[str, tuple[str, dict[str, Any], int]] = {
+    "dead tasks": ("tasks", {"where": {"status": ["dead"]}, "limit": 11}, 1),
+    "no task cancelled": ("tasks", {"where": {"status": ["cancelled"]}, "limit": 11}, 0),
+    "unfinished, rare": ("tasks", {"where": {"status": ["waiting", "awaiting_approval", "dead"]}}, 3),
+    "newest dead of a tool": ("tasks", {"where": {"status": ["dead"], "tool": ["b"]},
                                "descending": True, "limit": 1}, 1),
+    "open approvals": ("approvals", {"where": {"status": ["pending", "escalated"]},
+                                     "limit": 201}, 1),
 }
 # fmt: on
 
 
 @pytest.fixture(scope="module")
 def sizes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Backend, Backend]]:
-    """Two ledgers alike but for the noise: 100 and 2,000 finished tasks."""
+    """Two ledgers alike but for the noise: 100 and 2,000 finished tasks (and
+    decided approvals)."""
     folder = tmp_path_factory.mktemp("sizes")
     small, large = (open_backend(f"sqlite:///{folder / name}") for name in ("s.db", "l.db"))
     for backend, count in ((small, NOISE_SMALL), (large, NOISE_LARGE)):
@@ -63,9 +68,9 @@ def sizes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Backend, B
     large.close()
 
 
-def _steps(backend: Backend, options: dict[str, Any], expected: int) -> int:
+def _steps(backend: Backend, table: str, options: dict[str, Any], expected: int) -> int:
     with SQLiteSteps(backend) as counted:
-        rows = backend.list_records("tasks", **options)
+        rows = backend.list_records(table, **options)
     assert len(rows) == expected, rows
     return counted.steps
 

@@ -264,7 +264,7 @@ class Records:
         \\u0000 that a tool's argument may hold)."""
         return PageDialect(
             records=self.table, mark="%s", field=lambda name: f"(v::json ->> '{name}')",
-            false="false", rare="tbl = 'tasks'", rare_status="rare_status",
+            false="false",
         )  # fmt: skip
 
     def list(

@@ -51,18 +51,20 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     (
         # Issue 38 item 1: a task's status, when rare (not queued, running or
-        # succeeded), in a column the record writes set, with a partial index: a
-        # listing of dead or waiting tasks reads those, not the ledger. A column,
+        # succeeded), and an approval's, when open, in a column the record writes
+        # set, with a partial index: a listing of dead or waiting tasks, or of
+        # pending approvals, reads those, not the ledger. A column,
         # not an index of v's JSON: an index naming v (or a column that changes on
         # every status change) makes each of the worker's updates non-HOT; this
         # one stays NULL from queued to succeeded.
         "ALTER TABLE {s}.records ADD COLUMN rare_status text",
         "UPDATE {s}.records SET rare_status = j.v ->> 'status' FROM (SELECT tbl AS t, "
         "k AS key, replace(v, '\\u0000', '\\u0020')::json AS v FROM {s}.records "
-        "WHERE tbl = 'tasks') AS j WHERE tbl = j.t AND k = j.key "
-        "AND json_typeof(j.v -> 'status') = 'string' "
-        "AND j.v ->> 'status' NOT IN ('queued', 'running', 'succeeded')",
-        "CREATE INDEX records_rare_status ON {s}.records (rare_status, k) "
+        "WHERE tbl IN ('tasks', 'approvals')) AS j WHERE tbl = j.t AND k = j.key "
+        "AND json_typeof(j.v -> 'status') = 'string' AND CASE j.t WHEN 'tasks' "
+        "THEN j.v ->> 'status' NOT IN ('queued', 'running', 'succeeded') "
+        "ELSE j.v ->> 'status' IN ('pending', 'escalated') END",
+        "CREATE INDEX records_rare_status ON {s}.records (rare_status, tbl, k) "
         "WHERE rare_status IS NOT NULL",
     ),
 )

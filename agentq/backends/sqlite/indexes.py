@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from agentq.backends.base import COMMON_TASK_STATUSES
+from agentq.backends.base import COMMON_TASK_STATUSES, OPEN_APPROVAL_STATUSES
 from agentq.backends.record_pages import PageDialect
 
 __all__ = ["DIALECT", "RARE_INDEX", "ensure_rare_status"]
@@ -30,21 +30,23 @@ __all__ = ["DIALECT", "RARE_INDEX", "ensure_rare_status"]
 RARE_INDEX = "agentq_records_rare_status"
 
 _INDEX = (
-    f"CREATE INDEX IF NOT EXISTS {RARE_INDEX} ON agentq_records (rare_status, k) "
+    f"CREATE INDEX IF NOT EXISTS {RARE_INDEX} ON agentq_records (rare_status, tbl, k) "
     "WHERE rare_status IS NOT NULL"
 )
+_STATUS = "json_extract(v, '$.status')"
 _COMMON = ", ".join(f"'{s}'" for s in COMMON_TASK_STATUSES)
+_OPEN = ", ".join(f"'{s}'" for s in OPEN_APPROVAL_STATUSES)
 _FILL = (
-    "UPDATE agentq_records SET rare_status = json_extract(v, '$.status') "
-    "WHERE tbl = 'tasks' AND json_valid(v) AND json_type(v, '$.status') = 'text' "
-    f"AND json_extract(v, '$.status') NOT IN ({_COMMON})"
+    f"UPDATE agentq_records SET rare_status = {_STATUS} "
+    "WHERE tbl IN ('tasks', 'approvals') AND json_valid(v) "
+    f"AND json_type(v, '$.status') = 'text' AND CASE tbl WHEN 'tasks' "
+    f"THEN {_STATUS} NOT IN ({_COMMON}) ELSE {_STATUS} IN ({_OPEN}) END"
 )
 
 #: How a page of records is written here (:mod:`agentq.backends.record_pages`).
 DIALECT = PageDialect(
     records="agentq_records", mark="?", field=lambda name: f"json_extract(v, '$.{name}')",
-    false="0", rare="tbl = 'tasks'", indexed_by=f" INDEXED BY {RARE_INDEX}",
-    rare_status="rare_status",
+    false="0", indexed_by=f" INDEXED BY {RARE_INDEX}",
 )  # fmt: skip
 
 
