@@ -45,7 +45,8 @@ def _wanted(b: Backend) -> None:
 LISTINGS: dict[str, tuple[str, dict[str, Any], int]] = {
     "dead tasks": ("tasks", {"where": {"status": ["dead"]}, "limit": 11}, 1),
     "no task cancelled": ("tasks", {"where": {"status": ["cancelled"]}, "limit": 11}, 0),
-    "unfinished, rare": ("tasks", {"where": {"status": ["waiting", "awaiting_approval", "dead"]}}, 3),
+    "unfinished, rare": ("tasks", {"where": {"status": ["waiting", "awaiting_approval",
+                                                     "dead"]}}, 3),
     "newest dead of a tool": ("tasks", {"where": {"status": ["dead"], "tool": ["b"]},
                                "descending": True, "limit": 1}, 1),
     "open approvals": ("approvals", {"where": {"status": ["pending", "escalated"]},
