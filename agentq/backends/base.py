@@ -250,6 +250,12 @@ def _loads(text: str) -> Any:
             return None
 
 
+def check_counted(table: str) -> None:
+    """ValueError unless :meth:`Backend.record_count` counts ``table``."""
+    if table not in COUNTED_TABLES:
+        raise ValueError(f"records of {table!r} are not counted (only {', '.join(COUNTED_TABLES)})")
+
+
 def check_stream_args(max_batch_size: int, max_duration: float) -> None:
     """The argument checks every backend's :meth:`Backend.stream` makes."""
     if max_batch_size < 1:
@@ -534,6 +540,20 @@ class Backend(Protocol):
         filtered on rare statuses only (:func:`rare_statuses`) are read
         through an index of those statuses where the backend keeps one (SQLite,
         PostgreSQL): the query reads the records that match, not the others."""
+        ...
+
+    def record_count(self, table: str) -> int:
+        """How many records ``table`` holds, for the tables of
+        :data:`COUNTED_TABLES` (ValueError for another). SQLite and PostgreSQL
+        keep the count in the transaction of each insert and delete (a record's
+        updates cost nothing), so reading it costs one row, not the records;
+        Spanner counts the records in the query."""
+        ...
+
+    def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
+        """The keys of every message in ``queue`` (ready, scheduled or leased), in
+        no particular order. The queue holds only unfinished work: reading its
+        keys costs the messages, not the ledger."""
         ...
 
     def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:

@@ -136,6 +136,7 @@ def test_a_schema_of_version_1_is_brought_forward(postgres_url: str) -> None:
     try:
         dead = b.list_records("tasks", where={"status": ["dead"]})
         assert [k for k, _ in dead] == ["t1"]
+        assert b.record_count("tasks") == 3  # counted when the totals were made
     finally:
         b.close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:

@@ -103,6 +103,7 @@ def test_a_database_made_before_the_column_gets_it_when_opened(tmp_path: Path) -
     try:
         assert [k for k, _ in first.list_records("tasks", where={"status": ["dead"]})] == ["t1"]
         assert [k for k, _ in second.list_records("runs", where={"status": ["dead"]})] == ["r1"]
+        assert first.record_count("tasks") == 4  # counted once, by the first to open it
     finally:
         first.close()
         second.close()

@@ -92,7 +92,9 @@ def test_a_lone_transaction_has_no_savepoint(backend: SQLiteBackend) -> None:
     backend._db._conn.set_trace_callback(statements.append)
     backend.transact(lambda tx: tx.put_record("t", "alone", {}))
     backend._db._conn.set_trace_callback(None)
-    assert [s.split()[0] for s in statements] == ["BEGIN", "INSERT", "COMMIT"]
+    # The trigger that keeps the counts is traced as its statement again.
+    kept = [s.split()[0] for i, s in enumerate(statements) if i == 0 or s != statements[i - 1]]
+    assert kept == ["BEGIN", "INSERT", "COMMIT"]
 
 
 def test_a_queued_function_runs_on_the_leaders_thread_in_its_callers_context(

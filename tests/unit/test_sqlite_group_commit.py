@@ -63,7 +63,7 @@ def test_queued_transactions_share_one_commit_and_a_failure_undoes_only_itself(
 
     threads = [threading.Thread(target=run, args=(fn,)) for fn in (first, good, bad)]
     threads[0].start()
-    while not any(s.startswith("INSERT OR REPLACE") for s in statements):
+    while not any(s.startswith("INSERT INTO agentq_records") for s in statements):
         threading.Event().wait(0.001)
     threads[1].start()
     threads[2].start()

@@ -19,10 +19,11 @@ from agentq.backends.base import (
     Renewal,
     StoredRecord,
     Transaction,
+    check_counted,
     check_stream_args,
 )
 from agentq.backends.notify import RecordTopic, Wake, notifier_for
-from agentq.backends.postgres import queues
+from agentq.backends.postgres import queues, totals
 from agentq.backends.postgres.bound import bind
 from agentq.backends.postgres.config import PostgresConfig, parse_url
 from agentq.backends.postgres.connection import Conn, Database, TxConn
@@ -269,6 +270,20 @@ class PostgresBackend:
 
     def stats(self, queue: str) -> QueueStats:
         return self._leases.stats(self._queue_sql(queue))
+
+    def record_count(self, table: str) -> int:
+        check_counted(table)
+        return self._db.read(
+            lambda conn: totals.record_count(conn, self.schema, table), f"counting {table!r}"
+        )
+
+    def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
+        sql = self._queue_sql(queue)
+        rows = self._db.read(
+            lambda conn: conn.execute(f"SELECT {sql.key_list} FROM {sql.table}").fetchall(),
+            f"reading the keys of queue {queue!r}",
+        )
+        return [tuple(row) for row in rows]
 
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         return self._records.read_one(self._db, table, key)

@@ -16,6 +16,7 @@ import json
 import os
 from typing import TYPE_CHECKING
 
+from agentq.backends.postgres.totals import TOTALS_DDL
 from agentq.errors import BackendUnavailable, ConfigError
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ELSE j.v ->> 'status' IN ('pending', 'escalated') END",
         "CREATE INDEX records_rare_status ON {s}.records (rare_status, tbl, k) "
         "WHERE rare_status IS NOT NULL",
+        *TOTALS_DDL,
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -293,6 +293,12 @@ class SpannerBackend:
         """Depth, ready and scheduled from the queue table (see :mod:`.inspection`)."""
         return queue_stats(self, self.queue_spec(queue))
 
+    def record_count(self, table: str) -> int:
+        return records.record_count(self, table)
+
+    def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
+        return records.message_keys(self, self.queue_spec(queue))
+
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         return records.get_record(self, table, key)
 

@@ -8,11 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 from google.cloud.spanner_v1 import param_types
 
-from agentq.backends.base import RecordFilter, StoredRecord, check_record_filter, prefix_end
+from agentq.backends.base import (
+    RecordFilter,
+    StoredRecord,
+    check_counted,
+    check_record_filter,
+    prefix_end,
+)
 from agentq.backends.spanner.api_errors import mapped_errors
 from agentq.backends.spanner.wire import storable_key
 
 if TYPE_CHECKING:
+    from agentq.spec import QueueSpec
     from agentq.backends.spanner.backend import SpannerBackend
 
 __all__ = ["get_record", "list_records", "read_records"]
@@ -114,3 +121,31 @@ def list_records(
     if after:
         out = [(k, v) for k, v in out if (k < after if descending else k > after)]
     return out if limit is None else out[:limit]
+
+
+def record_count(backend: SpannerBackend, table: str) -> int:
+    """How many records ``table`` holds, counted in the query (Spanner keeps no
+    totals yet: the scan of the table's key range, not of its values)."""
+    check_counted(table)
+    d = backend.dialect
+    [name] = d.params(["tbl"])
+    sql = f"SELECT COUNT(*) FROM {d.records} WHERE tbl = {name}"
+    with (
+        mapped_errors(f"counting records of {table}", backend.endpoint),
+        backend.database.snapshot() as snap,
+    ):
+        rows = list(snap.execute_sql(sql, params=d.param_dict(["tbl"], [table]),
+                                     param_types={d.param_keys(["tbl"])[0]: param_types.STRING}))  # fmt: skip
+    return int(rows[0][0]) if rows else 0
+
+
+def message_keys(backend: SpannerBackend, spec: QueueSpec) -> list[tuple[Any, ...]]:
+    """The keys of every message of the queue ``spec``."""
+    d = backend.dialect
+    keys = ", ".join(d.ident(c.name) for c in spec.key)
+    with (
+        mapped_errors(f"reading the keys of queue {spec.name}", backend.endpoint),
+        backend.database.snapshot() as snap,
+    ):
+        rows = list(snap.execute_sql(f"SELECT {keys} FROM {d.queue_ident(spec.name)}"))
+    return [tuple(row) for row in rows]

@@ -278,6 +278,16 @@ class SQLiteBackend:
     def stats(self, queue: str) -> QueueStats:
         return self._leases.stats(self._queue_sql(queue))
 
+    def record_count(self, table: str) -> int:
+        return self._db.read(lambda conn: indexes.record_count(conn, table))
+
+    def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
+        sql = self._queue_sql(queue)
+        rows = self._db.read(
+            lambda conn: conn.execute(f'SELECT {sql.key_list} FROM "{sql.spec.name}"').fetchall()
+        )
+        return [tuple(row) for row in rows]
+
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         return self._db.read(lambda conn: records.get_record(conn, table, key))
 

@@ -113,7 +113,10 @@ def put_record(
 ) -> None:
     try:
         conn.execute(
-            "INSERT OR REPLACE INTO agentq_records (tbl, k, v, rare_status) VALUES (?, ?, ?, ?)",
+            # An upsert, not INSERT OR REPLACE: a replacing delete fires no trigger,
+            # and the totals' triggers must not count a record put again.
+            "INSERT INTO agentq_records (tbl, k, v, rare_status) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v, rare_status = excluded.rare_status",
             (_record_table(table), key, record_text(value), record_rare_status(table, value)),
         )
     except UnicodeEncodeError as exc:

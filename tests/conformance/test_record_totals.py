@@ -1,0 +1,54 @@
+"""``Backend.record_count`` and ``Backend.message_keys`` (issue 38 item 1): what
+the operator's overview counts from instead of reading the ledger. The totals
+follow inserts, puts over an existing record (not counted twice), inserts
+refused as duplicates, deletes one by one and in sets, and a transaction rolled
+back; the message keys are a queue's messages, leased or not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentq.spec import QueueSpec
+
+from .conftest import Harness
+
+
+@pytest.mark.needs("state")
+def test_record_count_follows_inserts_and_deletes(harness: Harness) -> None:
+    b = harness.backend
+    assert b.record_count("tasks") == 0
+    b.transact(lambda tx: [tx.put_record("tasks", f"t{i}", {"status": "queued"}) for i in range(5)])
+    b.transact(lambda tx: [tx.put_record("tasks", f"t{i}", {"status": "succeeded"})
+                           for i in range(3)])  # fmt: skip
+    b.transact(lambda tx: tx.insert_record("tasks", "t1", {"status": "queued"}))
+    b.transact(lambda tx: tx.insert_record("tasks", "t9", {"status": "queued"}))
+    b.transact(lambda tx: tx.put_record("dead_letters", "d1", {"task_id": "t0"}))
+    b.transact(lambda tx: tx.put_record("other", "o1", {}))
+    assert (b.record_count("tasks"), b.record_count("dead_letters")) == (6, 1)
+
+    def undone(tx: Any) -> None:
+        tx.put_record("tasks", "t7", {})
+        raise RuntimeError("rolled back")
+
+    with pytest.raises(RuntimeError):
+        b.transact(undone)
+    b.transact(lambda tx: tx.delete_record("tasks", "t0"))
+    b.transact(lambda tx: tx.delete_records("tasks", ["t1", "t2", "missing"]))
+    b.transact(lambda tx: tx.delete_record("dead_letters", "d1"))
+    assert (b.record_count("tasks"), b.record_count("dead_letters")) == (3, 0)
+    with pytest.raises(ValueError, match="not counted"):
+        b.record_count("other")
+
+
+@pytest.mark.needs("state")
+def test_message_keys_are_the_queues_messages(harness: Harness) -> None:
+    b = harness.backend
+    spec = QueueSpec.simple(harness.table("keys"))
+    b.create_queue(spec)
+    assert b.message_keys(spec.name) == []
+    b.transact(lambda tx: [tx.send(spec.name, (f"m{i}",), b"x") for i in range(3)])
+    assert sorted(b.message_keys(spec.name)) == [("m0",), ("m1",), ("m2",)]
+    b.transact(lambda tx: tx.ack(spec.name, ("m1",)))
+    assert sorted(b.message_keys(spec.name)) == [("m0",), ("m2",)]
