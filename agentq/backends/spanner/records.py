@@ -19,8 +19,8 @@ from agentq.backends.spanner.api_errors import mapped_errors
 from agentq.backends.spanner.wire import storable_key
 
 if TYPE_CHECKING:
-    from agentq.spec import QueueSpec
     from agentq.backends.spanner.backend import SpannerBackend
+    from agentq.spec import QueueSpec
 
 __all__ = ["get_record", "list_records", "read_records"]
 
