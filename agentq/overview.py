@@ -2,8 +2,15 @@
 queued, running, retrying, awaiting approval and dead, and how old the oldest
 unfinished one is; the open approvals; the workers' heartbeats.
 
-Read from the ledger a page at a time (the raw records, not validated models),
-outside any transaction: a snapshot that may be a moment old, never a lock.
+Read outside any transaction (a snapshot that may be a moment old, never a
+lock), and never from the finished tasks (issue 38 item 1): the unfinished and
+rare tasks are those in the index of rare statuses (waiting, awaiting approval,
+a retry scheduled, an outcome unknown, dead, cancelled: read through it) and
+those a task queue holds a message for (queued, running: their records read
+by key); the finished ones are counted by the backend's totals
+(:meth:`~agentq.backends.Backend.record_count`, kept on insert and delete),
+less the others. What is read grows with the unfinished and rare tasks, not
+with the ledger.
 """
 
 from __future__ import annotations
@@ -13,7 +20,10 @@ from datetime import datetime
 from typing import Any
 
 from agentq.backends import Backend
+from agentq.backends.base import COMMON_TASK_STATUSES, OPEN_APPROVAL_STATUSES, RecordFilter
+from agentq.envelope import TASK_KEY
 from agentq.ledger import Tables
+from agentq.statuses import TaskStatus
 
 __all__ = [
     "LIVE_SECONDS",
@@ -22,7 +32,9 @@ __all__ = [
     "dead_letter_count",
     "finished_counts",
     "open_approvals",
+    "status_counts",
     "tool_counts",
+    "unfinished_tasks",
     "workers",
 ]
 
@@ -62,10 +74,19 @@ class ToolCounts:
     oldest_approval_s: float | None = None
 
 
-def _scan(backend: Backend, table: str) -> Any:
+#: The tasks' statuses the index of rare statuses holds ("failed": a ledger
+#: written before ``retry_scheduled`` had its name).
+RARE_TASK_STATUSES = sorted(
+    {s.value for s in TaskStatus if s.value not in COMMON_TASK_STATUSES} | {"failed"}
+)
+_OPEN = ("queued", "running")
+_IN_CHUNK = 500
+
+
+def _scan(backend: Backend, table: str, where: RecordFilter | None = None) -> Any:
     after = ""
     while True:
-        rows = backend.list_records(table, limit=_PAGE, after=after)
+        rows = backend.list_records(table, limit=_PAGE, after=after, where=where)
         yield from rows
         if len(rows) < _PAGE:
             return
@@ -79,10 +100,47 @@ def _age(now: datetime, stamp: Any) -> float | None:
         return None
 
 
+def _queued_task_ids(backend: Backend) -> set[str]:
+    """The tasks a task queue (keyed as the runtime keys them) holds a message for."""
+    ids: set[str] = set()
+    for name in backend.queues():
+        key = tuple((c.name, c.type.value) for c in backend.queue_spec(name).key)
+        if key == TASK_KEY:
+            ids.update(str(k[0]) for k in backend.message_keys(name))
+    return ids
+
+
+def unfinished_tasks(backend: Backend) -> dict[str, dict[str, Any]]:
+    """The records of the tasks in a rare status (through its index) and of the
+    queued and running ones (the tasks a queue holds a message for, read by
+    key), by task id: every task that is not succeeded, and no succeeded one."""
+    out = dict(_scan(backend, Tables.TASKS, {"status": RARE_TASK_STATUSES}))
+    wanted = sorted(_queued_task_ids(backend) - out.keys())
+    for first in range(0, len(wanted), _IN_CHUNK):
+        found = backend.read_records(Tables.TASKS, wanted[first : first + _IN_CHUNK])
+        out.update((k, r.value) for k, r in found.items() if r.value.get("status") in _OPEN)
+    return out
+
+
+def status_counts(backend: Backend) -> dict[str, int]:
+    """How many tasks are in each status (those with none left out): the
+    unfinished and rare ones counted from their records, the others (succeeded)
+    as the ledger's total less those."""
+    tasks = unfinished_tasks(backend)
+    counts: dict[str, int] = {}
+    for rec in tasks.values():
+        status = str(rec.get("status"))
+        counts[status] = counts.get(status, 0) + 1
+    rest = backend.record_count(Tables.TASKS) - len(tasks)
+    if rest > 0:
+        counts["succeeded"] = counts.get("succeeded", 0) + rest
+    return dict(sorted(counts.items()))
+
+
 def tool_counts(backend: Backend, now: datetime) -> list[ToolCounts]:
     """Per-tool counts of the ledger, sorted by tool name."""
     out: dict[str, ToolCounts] = {}
-    for _, rec in _scan(backend, Tables.TASKS):
+    for rec in unfinished_tasks(backend).values():
         status = str(rec.get("status"))
         column = _COUNTED.get(status)
         if column is None:
@@ -101,19 +159,14 @@ def tool_counts(backend: Backend, now: datetime) -> list[ToolCounts]:
 def finished_counts(backend: Backend) -> dict[str, int]:
     """How many tasks there are in each status :func:`tool_counts` leaves out
     (finished: succeeded, cancelled), for a listing that is empty to say what exists."""
-    counts: dict[str, int] = {}
-    for _, rec in _scan(backend, Tables.TASKS):
-        status = str(rec.get("status"))
-        if status not in _COUNTED:
-            counts[status] = counts.get(status, 0) + 1
-    return dict(sorted(counts.items()))
+    return {s: n for s, n in status_counts(backend).items() if s not in _COUNTED}
 
 
 def open_approvals(backend: Backend, now: datetime) -> dict[str, Any]:
     """Undecided approvals: how many are pending and escalated, the oldest's age."""
     counts = {"pending": 0, "escalated": 0}
     oldest: float | None = None
-    for _, rec in _scan(backend, Tables.APPROVALS):
+    for _, rec in _scan(backend, Tables.APPROVALS, {"status": list(OPEN_APPROVAL_STATUSES)}):
         status = rec.get("status")
         if status in counts:
             counts[str(status)] += 1
@@ -125,7 +178,7 @@ def open_approvals(backend: Backend, now: datetime) -> dict[str, Any]:
 
 def dead_letter_count(backend: Backend) -> int:
     """Entries in the dead-letter queue (strays included)."""
-    return sum(1 for _ in _scan(backend, Tables.DEAD_LETTERS))
+    return backend.record_count(Tables.DEAD_LETTERS)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from agentq import overview as overview_counts
 from agentq.console import charts, login_links, panels, run_views, views
 from agentq.console.app import HEADERS, Console, Who
 from agentq.errors import ApprovalError, RunNotFound, TaskNotFound
@@ -60,11 +61,11 @@ def routes(console: Console) -> list[Route]:
         window = request.query_params.get("window", "1h")
         if window not in charts.WINDOWS:
             return console.message(request, who, 400, f"unknown window {window!r}: 1h or 24h")
-        shown = access.visible_tasks(who.principal, rt.tasks(), internal=True)
         ended = charts.buckets(rt.backend, now, window, panels.record_visible_to(who.principal))
         return console.render(
-            request, "overview.html", who, counts=views.status_counts(shown),
-            dead=len(rt.dead_letters()), seq=0, now=now, schedules=len(rt.schedules()),
+            request, "overview.html", who, counts=views.status_counts(rt, who.principal),
+            dead=overview_counts.dead_letter_count(rt.backend), seq=0, now=now,
+            schedules=len(rt.schedules()),
             chart=charts.chart(ended, window), window=window, windows=list(charts.WINDOWS),
             **panels.live_panels(rt, who.principal, now),
         )  # fmt: skip

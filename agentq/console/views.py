@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from agentq import overview
 from agentq.approvals import ApprovalStatus
 from agentq.ledger import Tables, TaskInfo, TaskStatus
 from agentq.redact import REDACTED, is_secret_name, redact_data, redact_text
@@ -101,10 +102,20 @@ def queue_figures(rt: Runtime) -> list[dict[str, Any]]:
     return rows
 
 
-def status_counts(tasks: list[TaskInfo]) -> dict[str, int]:
-    """How many tasks are in each status (every status listed, zeros included)."""
+def status_counts(rt: Runtime, principal: Principal) -> dict[str, int]:
+    """How many tasks ``principal`` may see are in each status (every status
+    listed, zeros included). For those who see all (the runtime's own tasks too),
+    from the backend's index and totals (:func:`agentq.overview.status_counts`:
+    never the finished tasks); for others, from their tasks."""
     counts = {s.value: 0 for s in TaskStatus}
-    for t in tasks:
+    if access.sees_all(principal):
+        for status, n in overview.status_counts(rt.backend).items():
+            try:
+                counts[TaskStatus(status).value] += n  # "failed": retry_scheduled
+            except ValueError:
+                continue  # not a status this version knows
+        return counts
+    for t in access.visible_tasks(principal, rt.tasks(), internal=True):
         counts[t.status.value] += 1
     return counts
 

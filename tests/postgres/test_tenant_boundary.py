@@ -139,7 +139,11 @@ def test_an_agentq_table_another_role_created_first_is_refused_naming_its_owner(
         open_backend(as_role(url, agent))
     # The administrator's schema with agentq's own tables is used as before.
     _as(url, tenant, *(f"DROP TABLE agentq.{t}" for t in _relations(postgres_url_factory, url)
-                       if not t.endswith("_pkey")))  # fmt: skip
+                       if not t.endswith("_pkey") and not t.startswith("records_")))  # fmt: skip
+    # Its functions too: the records' triggers would run them with agentq's rights.
+    with pytest.raises(ConfigError, match=rf"function 'agentq.\w+' is owned by role '{tenant}'"):
+        open_backend(as_role(url, agent))
+    _as(url, tenant, "DROP FUNCTION agentq.count_record_total")
     open_backend(as_role(url, agent)).close()
 
 

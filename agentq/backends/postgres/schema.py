@@ -112,7 +112,8 @@ def _current(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> int |
 # not a superuser, not the database's owner (an administrator may lay the schema
 # out: `agentq init --print-ddl`). A role that may only read (no CREATE on the
 # schema, no INSERT on its records) is not asked: it writes nothing an owner could
-# read. Relation kinds: tables, partitioned and foreign tables, views, sequences.
+# read. Relation kinds: tables, partitioned and foreign tables, views, sequences;
+# and functions (the records' triggers run them with the writer's rights).
 _UNTRUSTED_OWNER = """
 SELECT o.kind, o.name, pg_get_userbyid(o.owner), current_user FROM (
     SELECT 0, 'schema', n.nspname::text, n.nspowner FROM pg_namespace n WHERE n.nspname = %(s)s
@@ -120,6 +121,9 @@ SELECT o.kind, o.name, pg_get_userbyid(o.owner), current_user FROM (
     SELECT 1, 'table', n.nspname || '.' || c.relname, c.relowner
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
     WHERE n.nspname = %(s)s AND c.relkind IN ('r', 'p', 'f', 'v', 'm', 'S')
+    UNION ALL
+    SELECT 2, 'function', n.nspname || '.' || p.proname, p.proowner
+    FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %(s)s
 ) AS o (rank, kind, name, owner)
 WHERE NOT pg_has_role(current_user, o.owner, 'MEMBER')
   AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = o.owner)
