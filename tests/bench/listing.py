@@ -1,22 +1,28 @@
-"""Listing reads what it shows (issue 27 item 12): the time of ``GET
-/v1/tasks?limit=10`` at 1,000 and at 100,000 tasks.
+"""Reads cost what they show (issue 27 item 12, issue 38 item 1): the time of
+the operator's reads at 1,000 and at 100,000 tasks.
 
 Not part of the test run. Usage, from the project's virtual environment:
 
     python tests/bench/listing.py --small 1000 --large 100000 --requests 21 --rounds 3
+    python tests/bench/listing.py --backend postgresql ...   # $AGENTQ_TEST_POSTGRES_URL
 
-Two SQLite ledgers are filled (``--small`` and ``--large`` tasks of another
-principal, then 20 of the agent's own, the newest), each is served by its own
-``agentq serve --tokens`` process, and each round times ``--requests`` requests
-of every kind against both servers, alternating between them (a shared
+Two ledgers are filled (``--small`` and ``--large`` tasks of another principal,
+finished as a worker finishes them, their ends spread over the last 7 days,
+unless ``--queued``; then 20 of the agent's
+own, queued, the newest), each is served by its own ``agentq ui --api --tokens``
+process (the console and the HTTP API), and each round times ``--requests``
+requests of every kind against both servers, alternating between them (a shared
 machine's speed moves). Kinds:
+
+* ``overview``: an admin's ``GET /console/`` (counts, chart, queues, workers);
+* ``inspect``: ``agentq inspect --json`` (a process: its start-up included);
 
 * ``admin``: an admin's newest page (sees everyone's tasks);
 * ``agent``: a ``read`` + ``enqueue`` token's newest page (its own tasks only,
   behind every other principal's in key order);
 * ``status_queued``: an admin's page of queued tasks (every task matches);
-* ``status_dead``: an admin's page of dead tasks (none match: the query scans
-  the ledger in the database, past rows that do not match).
+* ``status_dead``: an admin's page of dead tasks (none match: the filter that
+  matches nothing).
 
 Prints per kind the median milliseconds at each size (min-max over the
 rounds' medians) and the median (and range) of the rounds' ratios large/small.
@@ -33,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +47,13 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 OWN = 20
+#: How far back the finished tasks' ends are spread (the chart shows the last hour).
+HISTORY = timedelta(days=7)
 TOKENS = {"admin-bench-token-0123456789": ("ops", ["admin"]),
           "agent-bench-token-0123456789": ("agent", ["enqueue", "read"])}  # fmt: skip
 KINDS = {
+    "overview": ("admin-bench-token-0123456789", {}),
+    "inspect": ("", {}),
     "admin": ("admin-bench-token-0123456789", {}),
     "agent": ("agent-bench-token-0123456789", {}),
     "status_queued": ("admin-bench-token-0123456789", {"status": "queued"}),
@@ -50,15 +61,31 @@ KINDS = {
 }
 
 
-def _fill(db: Path, others: int) -> None:
+def _fill(url: str, others: int, finished: bool) -> None:
     from agentq import Runtime
+    from agentq.backends import encode_fields
+    from agentq.ledger import Tables
 
-    rt = Runtime(f"sqlite:///{db}", tools=ROOT / "tools", policies=ROOT / "policies")
+    rt = Runtime(url, tools=ROOT / "tools", policies=ROOT / "policies")
     try:
         for first in range(0, others, 1000):
-            rt.transact(lambda tx, f=first: [
+            tasks = rt.transact(lambda tx, f=first: [
                 tx.enqueue("execute_refund", {"order_id": f"x{f + i}", "amount": 5}, by="other")
                 for i in range(min(1000, others - f))])  # fmt: skip
+            if not finished:
+                continue
+            # Finished as a worker finishes them (the outcome written, the message
+            # acked), over the last 7 days: a ledger that keeps a week of history.
+            now = rt.clock.now()
+            done = [(t.task_id, encode_fields({
+                "status": "succeeded", "result": {"ok": True},
+                "started_at": (now - HISTORY * ((first + n + 0.5) / others)).isoformat(),
+                "finished_at": (now - HISTORY * ((first + n) / others)).isoformat()}))
+                for n, t in enumerate(tasks)]  # fmt: skip
+            queue = str((rt.backend.get_record(Tables.TASKS, tasks[0].task_id) or {})["queue"])
+            rt.backend.transact(lambda tx, done=done, queue=queue: (
+                tx.update_records(Tables.TASKS, done),
+                tx.ack_all(queue, [(i, 1) for i, _ in done])))  # fmt: skip
         rt.transact(lambda tx: [
             tx.enqueue("execute_refund", {"order_id": f"mine{i}", "amount": 5}, by="agent")
             for i in range(OWN)])  # fmt: skip
@@ -75,33 +102,66 @@ def _tokens(path: Path) -> Path:
     return path
 
 
-def _serve(folder: Path, db: Path, tokens: Path) -> tuple[subprocess.Popen[str], str]:
+def _serve(folder: Path, url: str, tokens: Path) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentq.cli", "serve", "--tokens", str(tokens), "--port", "0",
-         "--db", f"sqlite:///{db}", "--tools", str(ROOT / "tools"),
+        [sys.executable, "-m", "agentq.cli", "ui", "--api", "--tokens", str(tokens),
+         "--port", "0", "--db", url, "--tools", str(ROOT / "tools"),
          "--policies", str(ROOT / "policies")],
-        cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 120
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        line = proc.stderr.readline()
+        line = proc.stdout.readline()
         found = re.search(r"(http://127\.0\.0\.1:\d+)", line)
         if found:
             return proc, found.group(1)
         if not line and proc.poll() is not None:
             break
-    raise RuntimeError("agentq serve did not start")
+    raise RuntimeError("agentq ui did not start")
 
 
-def _timed(client: httpx.Client, token: str, params: dict[str, str]) -> tuple[float, int]:
+def _timed(client: httpx.Client, url: str, kind: str) -> tuple[float, int]:
+    token, params = KINDS[kind]
     start = time.perf_counter()
-    answer = client.get("/v1/tasks", params={"limit": "10", **params},
-                        headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    if kind == "inspect":
+        done = subprocess.run(
+            [sys.executable, "-m", "agentq.cli", "inspect", "--json", "--db", url],
+            capture_output=True, text=True, check=True, cwd=ROOT,
+        )  # fmt: skip
+        took = time.perf_counter() - start
+        return took * 1000, len(json.loads(done.stdout)["tools"])
+    path = "/console/" if kind == "overview" else "/v1/tasks"
+    query = {} if kind == "overview" else {"limit": "10", **params}
+    answer = client.get(path, params=query, headers={"Authorization": f"Bearer {token}"})
     took = time.perf_counter() - start
     answer.raise_for_status()
-    return took * 1000, len(answer.json()["tasks"])
+    shown = len(answer.text) if kind == "overview" else len(answer.json()["tasks"])
+    return took * 1000, shown
+
+
+def _database(backend: str, folder: Path, name: str) -> str:
+    if backend == "sqlite":
+        return f"sqlite:///{folder / name}.db"
+    import psycopg
+
+    base = os.environ["AGENTQ_TEST_POSTGRES_URL"]
+    db = f"agentq_bench_{name}_{os.getpid()}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {db}")
+        conn.execute(f"CREATE DATABASE {db}")
+    return base.rsplit("/", 1)[0] + "/" + db
+
+
+def _drop(url: str) -> None:
+    if url.startswith("sqlite"):
+        return
+    import psycopg
+
+    base = os.environ["AGENTQ_TEST_POSTGRES_URL"]
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]} WITH (FORCE)")
 
 
 def main() -> None:
@@ -110,31 +170,38 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=100_000)
     parser.add_argument("--requests", type=int, default=21)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--queued", action="store_true", help="leave the others' tasks queued")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds")
     args = parser.parse_args()
+    kinds = [k for k in args.kinds.split(",") if k]
     with tempfile.TemporaryDirectory(prefix="agentq-listing-") as tmp:
         folder = Path(tmp)
         tokens = _tokens(folder / "tokens.toml")
         sizes = {"small": args.small, "large": args.large}
         servers: dict[str, tuple[subprocess.Popen[str], str]] = {}
+        urls: dict[str, str] = {}
         try:
             for name, count in sizes.items():
                 start = time.perf_counter()
-                _fill(folder / f"{name}.db", count)
+                urls[name] = _database(args.backend, folder, name)
+                _fill(urls[name], count, not args.queued)
                 print(f"filled {name}: {count + OWN} tasks in {time.perf_counter() - start:.0f} s",
                       file=sys.stderr, flush=True)  # fmt: skip
-                servers[name] = _serve(folder, folder / f"{name}.db", tokens)
+                servers[name] = _serve(folder, urls[name], tokens)
             medians: dict[str, dict[str, list[float]]] = {k: {"small": [], "large": []}
-                                                          for k in KINDS}  # fmt: skip
-            shown: dict[str, dict[str, int]] = {k: {} for k in KINDS}
-            clients = {name: httpx.Client(base_url=url, timeout=120)
+                                                          for k in kinds}  # fmt: skip
+            shown: dict[str, dict[str, int]] = {k: {} for k in kinds}
+            clients = {name: httpx.Client(base_url=url, timeout=600)
                        for name, (_, url) in servers.items()}  # fmt: skip
             for _ in range(args.rounds):
-                for kind, (token, params) in KINDS.items():
+                for kind in kinds:
                     times: dict[str, list[float]] = {"small": [], "large": []}
-                    for i in range(args.requests):
+                    requests = max(3, args.requests // 4) if kind == "inspect" else args.requests
+                    for i in range(requests):
                         # Alternating which goes first, too.
                         for name in ("small", "large") if i % 2 else ("large", "small"):
-                            took, count = _timed(clients[name], token, params)
+                            took, count = _timed(clients[name], urls[name], kind)
                             times[name].append(took)
                             shown[kind][name] = count
                     for name in times:
@@ -145,8 +212,12 @@ def main() -> None:
             for proc, _ in servers.values():
                 proc.terminate()
                 proc.wait(30)
-    report: dict[str, Any] = {"tasks": {n: c + OWN for n, c in sizes.items()},
-                              "requests": args.requests, "rounds": args.rounds}  # fmt: skip
+            for url in urls.values():
+                _drop(url)
+    report: dict[str, Any] = {"backend": args.backend,
+                              "tasks": {n: c + OWN for n, c in sizes.items()},
+                              "finished": not args.queued, "requests": args.requests,
+                              "rounds": args.rounds, "loadavg": os.getloadavg()}  # fmt: skip
     for kind, by_size in medians.items():
         small, large = statistics.median(by_size["small"]), statistics.median(by_size["large"])
         # Each round's ratio of its two medians (the machine's speed moves between rounds).
@@ -158,9 +229,16 @@ def main() -> None:
                                                          round(max(by_size["large"]), 2)],
             "ratio_median": round(statistics.median(ratios), 2),
             "ratio_range": [round(min(ratios), 2), round(max(ratios), 2)],
-            "tasks_shown": shown[kind],
+            "shown": shown[kind],
         }  # fmt: skip
     print(json.dumps(report, indent=2))
+    print(f"| read ({args.backend}) | {report['tasks']['small']} tasks | "
+          f"{report['tasks']['large']} tasks | ratio (range) |\n| --- | ---: | ---: | ---: |",
+          file=sys.stderr)  # fmt: skip
+    for kind in kinds:
+        r = report[kind]
+        print(f"| {kind} | {r['small_ms']} ms | {r['large_ms']} ms | {r['ratio_median']} "
+              f"({r['ratio_range'][0]}-{r['ratio_range'][1]}) |", file=sys.stderr)  # fmt: skip
 
 
 if __name__ == "__main__":
