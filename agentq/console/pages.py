@@ -134,16 +134,25 @@ def routes(console: Console) -> list[Route]:
         )  # fmt: skip
 
     def dead_letters(request: Request, who: Who) -> Response:
-        rows = views.dead_letter_rows(console.runtime)
-        return console.render(request, "dead_letters.html", who, rows=rows)
+        # One page (a keyset cursor), and the count the backend keeps.
+        after = request.query_params.get("after") or None
+        rows, next_after = views.dead_letter_rows(console.runtime, after)
+        total = overview_counts.dead_letter_count(console.runtime.backend)
+        return console.render(request, "dead_letters.html", who, rows=rows, total=total,
+                              next_after=next_after)  # fmt: skip
 
     def schedules(request: Request, who: Who) -> Response:
         rows = sorted(console.runtime.schedules(), key=lambda s: (s.status == "removed", s.name))
         return console.render(request, "schedules.html", who, rows=rows)
 
     def audit(request: Request, who: Who) -> Response:
-        entries = console.runtime.audit_log(limit=500)
-        return console.render(request, "audit.html", who, audit=entries)
+        # One page (a keyset cursor: the last entry's id), and one entry more to
+        # know whether an older page exists.
+        after = request.query_params.get("after") or None
+        entries = console.runtime.audit_log(limit=views.AUDIT_PAGE + 1, after=after)
+        shown = entries[: views.AUDIT_PAGE]
+        next_after = shown[-1].audit_id if len(entries) > views.AUDIT_PAGE else None
+        return console.render(request, "audit.html", who, audit=shown, next_after=next_after)
 
     async def events(request: Request) -> Response:
         who = await console.who(request)

@@ -49,6 +49,10 @@ SEARCH_CHARS = 200
 SEARCH_SCAN = 2000
 #: Most open approvals the inbox shows (longest waiting first).
 OPEN_SHOWN = 200
+#: Dead-letter entries a page shows (newest first).
+DEAD_LETTER_PAGE = 200
+#: Audit entries a page shows (newest first).
+AUDIT_PAGE = 200
 
 
 def shown(value: Any) -> Any:
@@ -243,10 +247,14 @@ def approval_inbox(
     )
 
 
-def dead_letter_rows(rt: Runtime) -> list[dict[str, Any]]:
-    """Dead-letter entries, newest first, shown redacted."""
+def dead_letter_rows(
+    rt: Runtime, after: str | None = None, limit: int = DEAD_LETTER_PAGE
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of dead-letter entries, newest first, shown redacted; and the
+    cursor of the next page (None after the last)."""
     rows = []
-    for entry in rt.dead_letters():
+    entries, next_after = rt.dead_letter_page(limit, after)
+    for entry in entries:
         rows.append(
             {
                 "entry_id": str(entry["entry_id"]),
@@ -261,4 +269,4 @@ def dead_letter_rows(rt: Runtime) -> list[dict[str, Any]]:
             }
         )
     rows.sort(key=lambda r: str(r["dead_at"]), reverse=True)
-    return rows
+    return rows, next_after

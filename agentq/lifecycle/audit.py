@@ -111,17 +111,35 @@ def record(
     return entry
 
 
+#: Entries read at once, newest first.
+_PAGE = 500
+
+
 def entries(
-    backend: Backend, *, target: str | None = None, limit: int | None = None
+    backend: Backend,
+    *,
+    target: str | None = None,
+    limit: int | None = None,
+    after: str | None = None,
 ) -> list[AuditEntry]:
-    """Audit entries, newest first; only those about ``target`` (an approval,
-    task or dead-letter id, matched as the target or its task) if given."""
+    """Audit entries, newest first (their ids sort by time); only those about
+    ``target`` (an approval, task or dead-letter id, matched as the target or its
+    task) if given; at most ``limit``, those older than the entry id ``after``.
+    Read a page at a time from the newest: a page of the log reads that page,
+    not the whole log (entries about a target are looked for page by page)."""
     out: list[AuditEntry] = []
-    for _key, value in reversed(backend.list_records(Tables.AUDIT)):
-        entry = AuditEntry.model_validate(value)
-        if target is not None and target not in (entry.target, entry.task_id):
-            continue
-        out.append(entry)
-        if limit is not None and len(out) >= limit:
-            break
-    return out
+    cursor = after or ""
+    while True:
+        # Without a target, the page is what is still wanted: it is all shown.
+        size = _PAGE if target is not None or limit is None else min(_PAGE, limit - len(out))
+        page = backend.list_records(Tables.AUDIT, limit=size, after=cursor, descending=True)
+        for _key, value in page:
+            entry = AuditEntry.model_validate(value)
+            if target is not None and target not in (entry.target, entry.task_id):
+                continue
+            out.append(entry)
+            if limit is not None and len(out) >= limit:
+                return out
+        if len(page) < size:
+            return out
+        cursor = page[-1][0]

@@ -42,6 +42,21 @@ class DeadLettersMixin(RuntimeCore):
         corrupt): they can be deleted, never replayed."""
         return [{**v, "entry_id": k} for k, v in self.backend.list_records(Tables.DEAD_LETTERS)]
 
+    def dead_letter_page(
+        self, limit: int, after: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of :meth:`dead_letters`, newest first (by key: creation order
+        on SQLite and PostgreSQL), at most ``limit`` entries; and the cursor of
+        the next page (pass it as ``after``; None after the last). A page reads
+        what it shows and one entry more."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        rows = self.backend.list_records(
+            Tables.DEAD_LETTERS, limit=limit + 1, after=after or "", descending=True
+        )
+        page = [{**v, "entry_id": k} for k, v in rows[:limit]]
+        return page, (rows[limit - 1][0] if len(rows) > limit else None)
+
     def replay(self, task_id: str, *, by: str | None = None) -> TaskInfo:
         """Send a dead task again for a fresh set of attempts. Only dead tasks can
         be replayed: a succeeded, cancelled, queued or running one raises

@@ -93,10 +93,14 @@ def _payload_reader(backend: Backend, recs: list[dict[str, Any]]) -> payloads.Re
 class ReadingMixin(RuntimeCore):
     """The reads of :class:`~agentq.runtime.Runtime`."""
 
-    def audit_log(self, *, target: str | None = None, limit: int | None = None) -> list[AuditEntry]:
+    def audit_log(
+        self, *, target: str | None = None, limit: int | None = None, after: str | None = None
+    ) -> list[AuditEntry]:
         """Operator actions (approve, reject, cancel, replay, delete), newest first;
-        only those about ``target`` (an approval, task or dead-letter id) if given."""
-        return audit.entries(self.backend, target=target, limit=limit)
+        only those about ``target`` (an approval, task or dead-letter id) if given;
+        at most ``limit``, older than the entry ``after`` (its ``audit_id``: the
+        last of the page before) if given."""
+        return audit.entries(self.backend, target=target, limit=limit, after=after)
 
     def task(self, task_id: str) -> TaskInfo:
         """Status, attempts, result or error of a task."""

@@ -21,6 +21,7 @@ from agentq import Runtime, TaskStatus, overview  # noqa: E402
 from agentq.backends import Transaction, encode_fields  # noqa: E402
 from agentq.console import views  # noqa: E402
 from agentq.ledger import Tables  # noqa: E402
+from agentq.lifecycle import audit  # noqa: E402
 from agentq.server.auth import Principal, Scope  # noqa: E402
 from tests.console.conftest import Served  # noqa: E402
 from tests.record_counter import RecordCounter, SQLiteSteps  # noqa: E402
@@ -82,3 +83,46 @@ def test_the_overview_counts_and_inspect_read_no_finished_task(
     assert tools[0][2] is not None  # the oldest's age, from the records read
     assert finished == {TaskStatus.SUCCEEDED.value: 1600}
     assert approvals["pending"] == 0 and dead == 1600
+
+
+def _page_cost(served: Served, path: str) -> tuple[int, int, str]:
+    rt = served.rt
+    with served.client("root") as client:
+        counter = RecordCounter(rt.backend)
+        rt.backend = counter  # type: ignore[assignment]
+        try:
+            with SQLiteSteps(counter) as steps:
+                answer = client.get(path)
+        finally:
+            rt.backend = counter._inner
+    assert answer.status_code == 200, answer.text[:500]
+    return counter.read, steps.steps, answer.text
+
+
+def test_the_dead_letter_and_audit_pages_read_a_page(serve: Callable[..., Served]) -> None:
+    """Before, each read every entry (the audit page every entry, then kept 500)."""
+    served = serve()
+    rt = served.rt
+
+    def notes(count: int, start: int) -> None:
+        def write(tx: Any) -> None:
+            for i in range(start, start + count):
+                audit.record(tx, actor="bob", action=audit.AuditAction.CANCEL, target=f"x{i}")
+                tx.put_record(Tables.DEAD_LETTERS, f"d{i:06d}", {
+                    "task_id": None, "stray": True, "queue": "q", "error": "e"})  # fmt: skip
+
+        rt.backend.transact(write)
+
+    notes(250, 0)
+    small = {p: _page_cost(served, p) for p in ("/dead-letters", "/audit")}
+    notes(1500, 250)
+    large = {p: _page_cost(served, p) for p in ("/dead-letters", "/audit")}
+    for path in small:
+        assert large[path][0] == small[path][0], (path, small[path][0], large[path][0])
+        assert large[path][1] <= 1.5 * small[path][1] + 20, (path, small[path][1], large[path][1])
+    dead_letters = large["/dead-letters"][2]
+    assert "older entries" in dead_letters and "1750 entries" in dead_letters
+    assert "older entries" in large["/audit"][2]
+    with served.client("root") as client:  # the next page goes on where the first ended
+        older = client.get("/audit", params={"after": rt.audit_log(limit=200)[-1].audit_id})
+    assert "x1549" in older.text and "x1550" not in older.text
