@@ -119,6 +119,7 @@ def main() -> None:
             path.unlink()
         print(f"round {r + 1}: " + ", ".join(
             f"{v} {s} {got[v][s][-1]:.1f}" for v in variants for s in got[v]), flush=True)
+    root.rmdir()
     for name in variants:
         for step, values in got[name].items():
             ratios = [a / b for a, b in zip(values, got["main"][step], strict=True)]
