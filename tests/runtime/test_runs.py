@@ -18,6 +18,7 @@ from agentq import (
     FakeClock,
     IdempotencyConflict,
     IllegalTransition,
+    InvalidArguments,
     OpenAICompatibleModel,
     RunNotFound,
     RunStatus,
@@ -299,6 +300,27 @@ def test_a_succeeded_run_continues_with_its_owners_next_message(
     done = rt.run(run.run_id)
     assert done.status is RunStatus.SUCCEEDED and len(done.turns) == 3
     assert done.messages[-2] == {"role": "user", "content": "And o2?"}
+
+
+def test_a_retried_message_with_its_key_is_appended_once(
+    rt: Runtime, model: ScriptedModel
+) -> None:
+    run = rt.start_run("refunds", "Refund o1", by="alice")
+    drain(rt)
+    rt.send_message(run.run_id, "And o2?", by="alice", idempotency_key="m-1")
+    drain(rt)
+    answered = rt.run(run.run_id)
+    # The answer was lost; the caller retries after the run answered again.
+    retried = rt.send_message(run.run_id, "And o2?", by="alice", idempotency_key="m-1")
+    assert retried.status is RunStatus.SUCCEEDED and retried.turn == answered.turn
+    assert [m["content"] for m in retried.messages if m["role"] == "user"] == [
+        "Refund o1", "And o2?"]
+    with pytest.raises(IdempotencyConflict, match="m-1"):
+        rt.send_message(run.run_id, "And o3?", by="alice", idempotency_key="m-1")
+    with pytest.raises(InvalidArguments, match="idempotency_key"):
+        rt.send_message(run.run_id, "And o3?", by="alice", idempotency_key="")
+    drain(rt)
+    assert rt.run(run.run_id).turn == answered.turn  # nothing was queued
 
 
 def test_unknown_agents_and_runs_are_one_clear_error(rt: Runtime) -> None:
