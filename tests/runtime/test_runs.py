@@ -204,6 +204,7 @@ def test_the_models_bad_calls_are_told_to_it_not_obeyed(
             ("drop_tables", {}),  # not offered to the agent
             ("execute_refund", {"order_id": "o1"}),  # amount missing
             ("agentq_webhook", {"url": "http://169.254.169.254/"}),  # internal: never offered
+            ("execute_refund", {"order_id": "o" * 70_000, "amount": 1.0}),  # over the limit
         ),
         Reply.text("Sorry."),
     ]
@@ -215,7 +216,8 @@ def test_the_models_bad_calls_are_told_to_it_not_obeyed(
         errors = [c.error for c in done.turns[0].calls]
         assert all(errors) and all(c.task_id is None for c in done.turns[0].calls)
         assert "drop_tables" in str(errors[0]) and "amount" in str(errors[1])
-        assert [m["content"][:6] for m in done.messages[2:5]] == ["error:"] * 3
+        assert "exceed the limit" in str(errors[3])
+        assert [m["content"][:6] for m in done.messages[2:6]] == ["error:"] * 4
         assert CHARGES == [] and rt.tasks(tool="agentq_webhook") == []
 
 
