@@ -42,7 +42,6 @@ once and answers the retry with the first result.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import queue as queue_mod
@@ -60,6 +59,7 @@ from agentq.ratelimit import RateLimiter
 from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
+    import asyncio
     from collections.abc import Sequence
 
     import httpx
@@ -330,6 +330,8 @@ class Running(WorkerState):
         self, definition: ToolDef, ctx: ToolContext, args: Any, inflight: Inflight,
         fn: Any = None,
     ) -> Any:  # fmt: skip
+        import asyncio  # a worker whose tools are all synchronous never needs it
+
         loop = self._event_loop()
         coro = (fn or definition.handler)(ctx, args)
         future = asyncio.run_coroutine_threadsafe(coro, loop)
@@ -343,6 +345,8 @@ class Running(WorkerState):
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
+                import asyncio
+
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=loop.run_forever, name="agentq-async", daemon=True)
                 thread.start()
