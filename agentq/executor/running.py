@@ -55,6 +55,7 @@ from agentq.executor.inflight import Inflight, Outcome
 from agentq.executor.outcomes import TIMER_KINDS, succeeded_fields, succeeded_record
 from agentq.executor.state import WorkerState
 from agentq.faults import WorkerCrash
+from agentq.lifecycle.records import Swap
 from agentq.ratelimit import RateLimiter
 from agentq.tools import ToolDef
 
@@ -244,8 +245,16 @@ class Running(WorkerState):
         now = self.clock.now()
         if self.runtime.backend.swaps_in_sets:
             # Only the changed fields: SQLite sets them inside the stored record,
-            # PostgreSQL merges them into it, a set of records in one statement.
-            outcome.final = succeeded_fields(rec, now, outcome.result)
+            # a set of records in one statement. Where the claim swapped in the
+            # whole record (PostgreSQL), the whole succeeded record too, swapped
+            # in from the claim's text: no read, nothing decoded in the commit.
+            fields = succeeded_fields(rec, now, outcome.result)
+            version = outcome.inflight.version
+            if fields is not None and version is not None:
+                whole = succeeded_record(rec, now, outcome.result)
+                outcome.final = Swap(version, whole, fields)
+            else:
+                outcome.final = fields
         if outcome.final is None:
             outcome.final = succeeded_record(rec, now, outcome.result)
 
