@@ -34,6 +34,7 @@ from agentq.backends.base import (
 from agentq.backends.postgres.connection import Conn, Database
 from agentq.backends.postgres.pipeline import run_or_defer
 from agentq.errors import InvalidMessage
+from agentq.jsontext import decode
 from agentq.spec import validate_identifier
 
 __all__ = ["Records"]
@@ -81,9 +82,9 @@ def _merged(text: str, fields: EncodedFields) -> str:
     for name in fields.names:
         if not _FIELD_NAME.match(name):
             raise ValueError(f"record field name {name!r} is not an identifier")
-    record = json.loads(text)
+    record = decode(text)
     for name, value in zip(fields.names, fields.values, strict=True):
-        record[name] = json.loads(value)
+        record[name] = decode(value)
     return record_text(record)
 
 
@@ -102,10 +103,10 @@ class Records:
         row = conn.execute(
             f"SELECT v FROM {self.table} WHERE tbl = %s AND k = %s", (table, key)
         ).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        return None if row is None else dict(decode(row[0]))
 
     def get_many(self, conn: Conn, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        return {k: dict(json.loads(v)) for k, v in self._select(conn, table, keys)}
+        return {k: dict(decode(v)) for k, v in self._select(conn, table, keys)}
 
     def put(
         self, conn: Conn, table: str, key: str, value: Mapping[str, Any] | EncodedRecord
@@ -241,7 +242,7 @@ class Records:
         self, db: Database, table: str, keys: Sequence[str]
     ) -> dict[str, StoredRecord]:
         rows = db.read(lambda conn: self._select(conn, table, keys), f"reading {table!r}")
-        return {k: StoredRecord(value=dict(json.loads(v)), version=v) for k, v in rows}
+        return {k: StoredRecord(value=dict(decode(v)), version=v) for k, v in rows}
 
     def read_texts(self, db: Database, table: str, keys: Sequence[str]) -> dict[str, str]:
         """The versions (stored texts, not decoded) of the records of ``keys``."""
@@ -291,4 +292,4 @@ class Records:
             sql += " LIMIT %s"
             params.append(limit)
         rows = db.read(lambda conn: conn.execute(sql, params).fetchall(), f"listing {table!r}")
-        return [(k, dict(json.loads(v))) for k, v in rows]
+        return [(k, dict(decode(v))) for k, v in rows]
