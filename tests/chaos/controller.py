@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agentq import Runtime, SystemClock
 from agentq.backends import LEASE_SECONDS
@@ -206,6 +207,8 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
             if target.settle_floor > cfg.settle_seconds:
                 log(f"settling for up to {bound:.0f} s: the backend's longest redelivery backoff")
             lost = _settle(rt, set(decided), bound, log)
+            if lost:
+                _forensics(rt, lost, log)
             not_ended = driver.settle(bound, log) if cfg.runs else []
             fw_left = fw.settle(bound, log) if fw is not None else {}
             supervisor.close()
@@ -372,6 +375,34 @@ def _backlog(rt: Runtime) -> int:
         return rt.backend.stats("payments").depth
     except (BackendUnavailable, TransactionAborted):
         return 0
+
+
+def _forensics(rt: Runtime, task_ids: set[str], log: Log) -> None:
+    """What a task that never became final left behind (the database is thrown
+    away with the run): its ledger record and, on PostgreSQL, every row of
+    agentq's schema naming it (its queue message, its keys)."""
+    for task_id in sorted(task_ids)[:5]:
+        log(f"stuck {task_id}: ledger record {rt.backend.get_record('tasks', task_id)}")
+        if not rt.backend.url.startswith("postgresql"):
+            continue
+
+        def rows(tx: Any, task_id: str = task_id) -> list[str]:
+            tables = tx.execute(
+                "SELECT table_schema, table_name FROM information_schema.tables "
+                "WHERE table_schema NOT IN ('pg_catalog', 'information_schema')"
+            )
+            found = []
+            for schema, table in tables:
+                q = f'SELECT row_to_json(t)::text FROM "{schema}"."{table}" t'
+                found += [f"{schema}.{table}: {r[0][:600]}" for r in tx.execute(
+                    f"{q} WHERE row_to_json(t)::text LIKE ?", (f"%{task_id}%",))]  # fmt: skip
+            return found
+
+        try:
+            for line in rt.backend.transact(rows):
+                log(f"stuck {task_id}: {line}")
+        except Exception as exc:  # forensics must not hide the report
+            log(f"stuck {task_id}: rows not read ({exc})")
 
 
 def _settle(rt: Runtime, task_ids: set[str], bound: float, log: Log) -> set[str]:
