@@ -45,8 +45,8 @@ class _Section(BaseModel):
     """Where the deployment's database, tools and policies are."""
 
     # Attribute docstrings are the field descriptions docs/reference/config.md is
-    # generated from (python -m agentq.reference).
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    # generated from (python -m agentq.reference, agentq.attribute_docs).
+    model_config = ConfigDict(extra="forbid")
 
     db: str | None = None
     """Database URL (``sqlite:///agentq.db``, ``spanner://projects/P/instances/I/databases/D``);
@@ -92,7 +92,7 @@ class ServerLimits(BaseModel):
     idle clients are cut off, and no principal parks more than its share of
     waits (see docs/explanations/security.md, "The servers' limits")."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
     header_timeout: float = Field(default=10.0, ge=0.5, le=300)
     """Seconds a client has to send a request's line and headers, counted from
@@ -136,7 +136,7 @@ class ServerLimits(BaseModel):
 class Config(BaseModel):
     """The validated contents of ``agentq.toml``."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
     agentq: _Section = _Section()
     """The database, tools and policies."""

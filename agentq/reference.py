@@ -32,6 +32,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from agentq.attribute_docs import field_docs
 from agentq.config import Config
 from agentq.policies import MAX_DURATION, Policy, format_duration
 
@@ -115,19 +116,21 @@ def _section(name: str, annotation: Any) -> tuple[str, type[BaseModel] | None]:
 
 def _keys(model: type[BaseModel]) -> list[str]:
     rows = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    docs = field_docs(model)
     for key, info in model.model_fields.items():
         kind = _type(info.annotation)
         limits = _limits(info)
         kind = f"{kind} ({limits})" if limits else kind
-        rows.append(f"| `{key}` | {kind} | {_default(info)} | {_text(info.description)} |")
+        rows.append(f"| `{key}` | {kind} | {_default(info)} | {_text(docs[key])} |")
     return rows
 
 
 def _render(title: str, source: str, intro: str, model: type[BaseModel], outro: str) -> str:
     lines = [_NOTICE.format(source=source), "", f"# {title}", "", intro.strip(), ""]
+    docs = field_docs(model)
     for name, info in model.model_fields.items():
         heading, keys = _section(name, info.annotation)
-        lines += [f"## `{heading}`", "", _text(info.description), ""]
+        lines += [f"## `{heading}`", "", _text(docs[name]), ""]
         if keys is not None:
             lines += [*_keys(keys), ""]
     lines += [outro.strip(), ""]

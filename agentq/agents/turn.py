@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from agentq.agents.agent import Agent, TurnArgs
 from agentq.agents.model import ModelAnswer, ToolCall
 from agentq.context import ToolContext
-from agentq.errors import AgentQError, ToolError
+from agentq.envelope import check_args_size
+from agentq.errors import AgentQError, PayloadTooLarge, ToolError
 from agentq.ledger import Tables, TaskStatus
 from agentq.lifecycle import run_budgets, runs
 from agentq.run_info import RunStatus
@@ -234,7 +235,14 @@ def _checked_call(offered: dict[str, ToolDef], call: ToolCall) -> tuple[ToolDef,
         raise _Refused(f"the arguments of {call.name!r} are not JSON") from None
     if not isinstance(raw, dict):
         raise _Refused(f"the arguments of {call.name!r} are not a JSON object")
-    return definition, definition.enqueueable_args(raw)
+    args, text = definition.encoded_args(raw)
+    try:
+        # Here, before anything of the call is written: raised inside the
+        # enqueue it would fail the whole turn's commit, and then the run.
+        check_args_size(call.name, len(text))
+    except PayloadTooLarge as exc:
+        raise _Refused(str(exc)) from None
+    return definition, args
 
 
 def _needs_approval(runtime: Runtime, definition: ToolDef, args: dict[str, Any]) -> bool:

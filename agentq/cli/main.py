@@ -77,10 +77,25 @@ def _version() -> str:
         return "unknown"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``, looking the version up only when asked: reading the
+    distribution's metadata costs every other command (a worker's start-up
+    included) a few milliseconds for nothing."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:  # fmt: skip
+        super().__init__(option_strings, dest, nargs=0, default=default,
+                         help=help or "show program's version number and exit")  # fmt: skip
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        parser._print_message(f"agentq {_version()}\n", sys.stdout)
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``agentq`` command."""
     parser = argparse.ArgumentParser(prog="agentq", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"agentq {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     parser.add_argument(
         "--debug", action="store_true", help="print the traceback of an error (redacted)"
     )

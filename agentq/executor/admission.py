@@ -40,7 +40,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agentq.backends import EncodedFields, Message, encode_fields
+from agentq.backends import EncodedFields, EncodedRecord, Message, encode_fields, encode_record
 from agentq.errors import TransactionError
 from agentq.executor.inflight import Inflight, looks_like_envelope
 from agentq.faults import WorkerCrash
@@ -67,8 +67,8 @@ class Admission(CarefulClaims):
         fast, slow = self._plan_claims(batch)
         runnable: list[Inflight] = []
         if fast:
-            # Only the claim's fields: SQLite sets them inside the stored record,
-            # so the rest of it (the arguments) is not encoded or written again.
+            # Only the claim's fields on SQLite, the whole record on PostgreSQL
+            # (see _prepare_claim).
             items = [(inf.task_id, version, fields) for inf, version, _, fields in fast]
             try:
                 # Bookkeeping: after a power loss it may be lost, which only
@@ -107,7 +107,7 @@ class Admission(CarefulClaims):
 
     def _plan_claims(
         self, batch: list[Message]
-    ) -> tuple[list[tuple[Inflight, str, Message, EncodedFields]], list[Message]]:
+    ) -> tuple[list[tuple[Inflight, str, Message, EncodedFields | EncodedRecord]], list[Message]]:
         """Split a batch into claims prepared from a read (with the version read
         and the claim's changed fields, encoded) and messages to claim inside a
         transaction."""
@@ -120,7 +120,7 @@ class Admission(CarefulClaims):
         offloaded = [k for k, found in stored.items() if payloads.is_offloaded(found.value)]
         rows = rt.backend.read_records(Tables.PAYLOADS, offloaded) if offloaded else {}
         now = rt.clock.now()
-        fast: list[tuple[Inflight, str, Message, EncodedFields]] = []
+        fast: list[tuple[Inflight, str, Message, EncodedFields | EncodedRecord]] = []
         slow: list[Message] = []
 
         def read(table: str, key: str) -> dict[str, Any] | None:
@@ -138,7 +138,7 @@ class Admission(CarefulClaims):
 
     def _prepare_claim(
         self, msg: Message, rec: dict[str, Any], now: datetime, read: payloads.Reader
-    ) -> tuple[Inflight, EncodedFields] | None:
+    ) -> tuple[Inflight, EncodedFields | EncodedRecord] | None:
         """The running record of an ordinary delivery and its changed fields, or
         None to decide in a transaction (every branch that writes more than the
         claim goes there)."""
@@ -170,4 +170,13 @@ class Admission(CarefulClaims):
         fields = lifecycle.claimed_fields(rec, now, deliveries)
         inflight = self._make_inflight(msg, {**rec, **fields}, definition)
         inflight.args = args
-        return inflight, encode_fields(fields)
+        if rt.backend.single_writer:
+            # SQLite sets the fields inside the stored record, in its own code:
+            # the rest of it (the arguments) is not encoded or written again.
+            return inflight, encode_fields(fields)
+        # PostgreSQL would decode the text just read (and decoded here) to merge
+        # the fields into it: the whole claimed record instead, its text kept
+        # for the completion to swap from (no read then either).
+        text = encode_record(inflight.record)
+        inflight.version = text
+        return inflight, text

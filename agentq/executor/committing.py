@@ -72,10 +72,10 @@ class Committing(WorkerState):
             # Plain successes' ledger writes go as one set; written before any
             # other outcome's writes, which may read records (an ordering key's
             # next task), so the order of writes is the outcomes' order.
-            finals: list[tuple[str, EncodedFields]] = []
+            finals: list[tuple[str, EncodedFields | lifecycle.Swap]] = []
             labels = []
             for o in real:
-                if finals and not isinstance(o.final, EncodedFields):
+                if finals and not isinstance(o.final, EncodedFields | lifecycle.Swap):
                     lifecycle.store_fields(tx.tx, finals)
                     finals = []
                 labels.append(apply_outcome(tx, o, self.holds, finals))

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from agentq.backends import EncodedFields, EncodedRecord
 from agentq.context import Checkpoint
+from agentq.lifecycle.records import Swap
 from agentq.tools import ToolDef
 
 __all__ = ["Inflight", "Outcome", "OutcomeKind", "looks_like_envelope"]
@@ -54,6 +55,10 @@ class Inflight:
     args: dict[str, Any] | None = None
     # The batch this delivery runs in (agentq.executor.batching.BatchRun), if any.
     batch: Any = None
+    # The record's stored text as the claim wrote it, where the claim swapped the
+    # whole record in (PostgreSQL's fast path): a plain success is then swapped in
+    # from it, with no read (see agentq.lifecycle.records.Swap).
+    version: str | None = None
 
     @property
     def task_id(self) -> str:
@@ -72,8 +77,9 @@ class Outcome:
     on_commit: list[Any] = field(default_factory=list)
     # What a plain success writes to the ledger, encoded by the handler thread so
     # the committer only writes it (see Running._encode_success): the changed
-    # fields (single-writer backends), else the whole succeeded record.
-    final: EncodedFields | EncodedRecord | None = None
+    # fields (single-writer backends), those with the whole record to swap in
+    # from the claim's (a Swap: PostgreSQL), else the whole succeeded record.
+    final: EncodedFields | EncodedRecord | Swap | None = None
 
 
 def looks_like_envelope(payload: Any, key: Sequence[Any]) -> bool:

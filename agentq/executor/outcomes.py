@@ -59,7 +59,7 @@ def apply_outcome(
     tx: Decision,
     o: Outcome,
     holds: Holds,
-    finals: list[tuple[str, EncodedFields]] | None = None,
+    finals: list[tuple[str, EncodedFields | lifecycle.Swap]] | None = None,
 ) -> str:
     """Ack the delivery and record what the run came to; returns the stats label.
 
@@ -80,7 +80,7 @@ def apply_outcome(
     # re-running a failed group one outcome at a time) starts from the same one.
     rec = inf.record
     if o.final is not None:
-        if not isinstance(o.final, EncodedFields):
+        if isinstance(o.final, EncodedRecord):
             lifecycle.store_encoded(tx.tx, inf.task_id, o.final)
         elif finals is None:
             lifecycle.store_fields(tx.tx, [(inf.task_id, o.final)])
@@ -119,11 +119,11 @@ def apply_plain_successes(tx: Decision, outcomes: list[Outcome]) -> list[str]:
     for queue, keys in by_queue.items():
         tx.tx.ack_all(queue, keys)
         rt.telemetry.acked.add(len(keys), {"queue": queue})
-    fields: list[tuple[str, EncodedFields]] = []
+    fields: list[tuple[str, EncodedFields | lifecycle.Swap]] = []
     for o in outcomes:
         inf = o.inflight
         rt.faults.hit("before_completion_commit", task_id=inf.task_id)
-        if isinstance(o.final, EncodedFields):
+        if isinstance(o.final, EncodedFields | lifecycle.Swap):
             fields.append((inf.task_id, o.final))
         else:
             assert o.final is not None, "not a plain success"

@@ -42,7 +42,6 @@ once and answers the retry with the first result.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import queue as queue_mod
@@ -56,10 +55,12 @@ from agentq.executor.inflight import Inflight, Outcome
 from agentq.executor.outcomes import TIMER_KINDS, succeeded_fields, succeeded_record
 from agentq.executor.state import WorkerState
 from agentq.faults import WorkerCrash
+from agentq.lifecycle.records import Swap
 from agentq.ratelimit import RateLimiter
 from agentq.tools import ToolDef
 
 if TYPE_CHECKING:
+    import asyncio
     from collections.abc import Sequence
 
     import httpx
@@ -244,8 +245,16 @@ class Running(WorkerState):
         now = self.clock.now()
         if self.runtime.backend.swaps_in_sets:
             # Only the changed fields: SQLite sets them inside the stored record,
-            # PostgreSQL merges them into it, a set of records in one statement.
-            outcome.final = succeeded_fields(rec, now, outcome.result)
+            # a set of records in one statement. Where the claim swapped in the
+            # whole record (PostgreSQL), the whole succeeded record too, swapped
+            # in from the claim's text: no read, nothing decoded in the commit.
+            fields = succeeded_fields(rec, now, outcome.result)
+            version = outcome.inflight.version
+            if fields is not None and version is not None:
+                whole = succeeded_record(rec, now, outcome.result)
+                outcome.final = Swap(version, whole, fields)
+            else:
+                outcome.final = fields
         if outcome.final is None:
             outcome.final = succeeded_record(rec, now, outcome.result)
 
@@ -330,6 +339,8 @@ class Running(WorkerState):
         self, definition: ToolDef, ctx: ToolContext, args: Any, inflight: Inflight,
         fn: Any = None,
     ) -> Any:  # fmt: skip
+        import asyncio  # a worker whose tools are all synchronous never needs it
+
         loop = self._event_loop()
         coro = (fn or definition.handler)(ctx, args)
         future = asyncio.run_coroutine_threadsafe(coro, loop)
@@ -343,6 +354,8 @@ class Running(WorkerState):
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
+                import asyncio
+
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=loop.run_forever, name="agentq-async", daemon=True)
                 thread.start()

@@ -10,7 +10,6 @@ add ways to deadlock.
 
 from __future__ import annotations
 
-import asyncio
 import queue as queue_mod
 import threading
 from collections import Counter
@@ -20,6 +19,8 @@ from agentq.clock import Clock
 from agentq.executor.inflight import Inflight, Outcome
 
 if TYPE_CHECKING:
+    import asyncio
+
     from agentq.executor.admission import Admission
     from agentq.runtime import Runtime
 

@@ -11,6 +11,7 @@ from the same input. The events themselves (which record, which messages) are
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -26,6 +27,7 @@ from agentq.telemetry import Telemetry
 __all__ = [
     "ATTEMPTS_KEPT",
     "Env",
+    "Swap",
     "claimed",
     "claimed_fields",
     "due",
@@ -202,12 +204,35 @@ def store_encoded(tx: Transaction, task_id: str, encoded: EncodedRecord) -> None
     tx.put_record(Tables.TASKS, task_id, encoded)
 
 
-def store_fields(tx: Transaction, items: Sequence[tuple[str, EncodedFields]]) -> None:
+@dataclass(frozen=True)
+class Swap:
+    """A moved record to write whole where the backend would otherwise read,
+    decode and merge its changed fields in Python (PostgreSQL): ``record``, the
+    whole new record encoded ahead, replaces the stored text ``version`` (the
+    text the claim wrote) in one compare-and-swap, with no read of the record
+    and nothing decoded; ``fields`` are its changed fields, set into whatever is
+    stored should the record not be at ``version`` after all."""
+
+    version: str
+    record: EncodedRecord
+    fields: EncodedFields
+
+
+def store_fields(tx: Transaction, items: Sequence[tuple[str, EncodedFields | Swap]]) -> None:
     """Write, as one set, the changed fields of records this module moved
     (:func:`finished_fields`, encoded ahead of the transaction, off the write
     lock); the rest of each record (its arguments) is not written again. The
-    caller has proved each record current (a strict ack in this transaction)."""
-    missing = tx.update_records(Tables.TASKS, items)
+    caller has proved each record current (a strict ack in this transaction).
+    A :class:`Swap` is swapped in whole from its version, its fields set as the
+    others' are if the record is not at that version."""
+    swaps = [(key, f.version, f.record) for key, f in items if isinstance(f, Swap)]
+    changed = set(tx.replace_records(Tables.TASKS, swaps)) if swaps else set()
+    fields = [
+        (key, f.fields if isinstance(f, Swap) else f)
+        for key, f in items
+        if not isinstance(f, Swap) or key in changed
+    ]
+    missing = tx.update_records(Tables.TASKS, fields) if fields else []
     if missing:
         raise TaskNotFound(f"no task {missing[0]!r} to record the outcome of")
 

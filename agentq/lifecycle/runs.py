@@ -19,6 +19,7 @@ the transaction that applies it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
@@ -367,9 +368,14 @@ def _end(
     return new
 
 
-def add_message(env: Env, tx: Transaction, run_id: str, text: str, *, by: str) -> dict[str, Any]:
+def add_message(
+    env: Env, tx: Transaction, run_id: str, text: str, *, by: str, key: str | None = None
+) -> dict[str, Any]:
     """A user's next message to a run that answered (succeeded): appended, and
-    the next turn queued. ``by`` must be the run's owner."""
+    the next turn queued. ``by`` must be the run's owner. With ``key``, the
+    same key and text again is this message (the run as it is now, nothing
+    appended); the same key with another text raises
+    :class:`IdempotencyConflict`."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidArguments("a message needs text: a non-empty string")
     if len(text) > MAX_INPUT_CHARS:
@@ -377,7 +383,21 @@ def add_message(env: Env, tx: Transaction, run_id: str, text: str, *, by: str) -
     rec = read(tx, run_id)
     if by != rec["owner"]:
         raise RunNotFound(f"no run {run_id!r}")
+    keys: dict[str, str] = dict(rec.get("message_keys") or {})
+    if key is not None:
+        # A digest, not the text: the record already holds the text once.
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        if key in keys:
+            if keys[key] != digest:
+                raise IdempotencyConflict(
+                    f"message key {key!r} already sent another text to run {run_id!r}"
+                )
+            return rec
+        keys[key] = digest
     messages = [*rec.get("messages", []), {"role": "user", "content": text}]
-    new = _send_turn(env, tx, _moved(rec, _E.MESSAGE, tx, messages=messages, output=None))
+    changes: dict[str, Any] = {"messages": messages, "output": None}
+    if key is not None:
+        changes["message_keys"] = keys
+    new = _send_turn(env, tx, _moved(rec, _E.MESSAGE, tx, **changes))
     _store(tx, new)
     return new

@@ -37,6 +37,7 @@ from agentq.lifecycle.consequences import (
 )
 from agentq.lifecycle.records import (
     Env,
+    Swap,
     claimed,
     claimed_fields,
     finished,
@@ -63,6 +64,7 @@ __all__ = [
     "LOCAL",
     "RUNTIME",
     "Env",
+    "Swap",
     "approval_timer_ids",
     "cancel",
     "cancel_timer",

@@ -78,8 +78,12 @@ def run_tools(max_wait: float) -> dict[str, tuple[Scope, str, dict[str, Any]]]:
             "additionalProperties": False,
         }),
         "agentq_send_message": (Scope.ENQUEUE, "Continue a durable run that answered "
-                                "(succeeded) with your next message.", {
-            "type": "object", "properties": {"run_id": _RUN_ID, "text": _TEXT},
+                                "(succeeded) with your next message. With idempotency_key, "
+                                "a retry with the same key and text appends nothing.", {
+            "type": "object",
+            "properties": {"run_id": _RUN_ID, "text": _TEXT,
+                           "idempotency_key": {"type": "string", "minLength": 1,
+                                               "maxLength": 200}},
             "required": ["run_id", "text"], "additionalProperties": False,
         }),
         "agentq_list_runs": (Scope.READ, "Your durable runs, newest first.", {

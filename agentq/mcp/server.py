@@ -374,9 +374,9 @@ def build_server(
                 rt.cancel_run(run_id, "cancelled over MCP", by=principal.name)
             ))  # fmt: skip
         text = str(args["text"])  # agentq_send_message: its owner's only (the runtime checks)
-        return await anyio.to_thread.run_sync(
-            lambda: answer(rt.send_message(run_id, text, by=principal.name))
-        )
+        key = args.get("idempotency_key")
+        return await anyio.to_thread.run_sync(lambda: answer(rt.send_message(
+            run_id, text, by=principal.name, idempotency_key=None if key is None else str(key))))
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams

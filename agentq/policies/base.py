@@ -64,7 +64,7 @@ def retry_after_cap(value: object) -> timedelta:
 
 
 class Strict(BaseModel):
-    # Attribute docstrings are the field descriptions docs/reference/policies.md
-    # is generated from (python -m agentq.reference).
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # Attribute docstrings are the field descriptions docs/reference/policies.md is
+    # generated from (python -m agentq.reference, agentq.attribute_docs).
+    model_config = ConfigDict(extra="forbid", frozen=True)
 

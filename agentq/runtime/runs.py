@@ -113,9 +113,7 @@ class RunsMixin(RuntimeCore):
         if tool is None:
             names = sorted(self.agents)
             raise UnknownTool(f"unknown agent {agent!r}; agents: {', '.join(names) or 'none'}")
-        if idempotency_key is not None and (not isinstance(idempotency_key, str)
-                                            or not 0 < len(idempotency_key) <= 200):
-            raise InvalidArguments("idempotency_key must be a string of 1 to 200 characters")
+        _check_key(idempotency_key)
         owner = by or LOCAL
         defined = self.agents.get(agent)
         coded = defined.budget() if defined is not None else {}
@@ -274,13 +272,25 @@ class RunsMixin(RuntimeCore):
 
         return self._run_info(self.transact(fn))
 
-    def send_message(self, run_id: str, text: str, *, by: str | None = None) -> RunInfo:
+    def send_message(
+        self,
+        run_id: str,
+        text: str,
+        *,
+        by: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> RunInfo:
         """Continue a run that answered (succeeded) with the user's next message;
-        its next turn is queued. Only its owner may (``by``, default ``"local"``)."""
+        its next turn is queued. Only its owner may (``by``, default ``"local"``).
+
+        With ``idempotency_key``, sending the same text with the same key again
+        (a retry after a lost answer) appends nothing and returns the run as it
+        is; the same key with another text raises
+        :class:`~agentq.errors.IdempotencyConflict`."""
         owner = by or LOCAL
-        return self._run_info(
-            self.transact(lambda tx: runs.add_message(self, tx.tx, run_id, text, by=owner))
-        )
+        _check_key(idempotency_key)
+        return self._run_info(self.transact(lambda tx: runs.add_message(
+            self, tx.tx, run_id, text, by=owner, key=idempotency_key)))  # fmt: skip
 
     def _run_info(self, rec: dict[str, Any]) -> RunInfo:
         info = dict(rec)
@@ -289,6 +299,11 @@ class RunsMixin(RuntimeCore):
             if task is not None and task.get("status") == TaskStatus.RUNNING:
                 info["status"] = RunStatus.RUNNING
         return RunInfo.model_validate(info)
+
+
+def _check_key(key: str | None) -> None:
+    if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 200):
+        raise InvalidArguments("idempotency_key must be a string of 1 to 200 characters")
 
 
 def _check_wait(timeout: float, until: str) -> None:

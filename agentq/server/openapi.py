@@ -414,7 +414,14 @@ def _run_paths() -> dict[str, Any]:
     paths["/v1/runs/{run_id}/messages"] = {"post": {
         "operationId": "send_run_message",
         "summary": "Continue a run that answered (succeeded) with the user's next message",
-        "parameters": [_run_id_param()],
+        "parameters": [_run_id_param(), {
+            "name": "Idempotency-Key", "in": "header", "required": False,
+            "description": "the same key with the same text again appends nothing and "
+                           "answers the run as it is (a retry after a lost answer); "
+                           "with another text, 422",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 200,
+                       "pattern": "^[!-~]+$"},
+        }],
         "requestBody": _body("RunMessage"),
         "responses": _responses({"200": _json("RunInfo", "the run, its next turn queued")},
                                 400, 404, 409, 413, 415, 422),

@@ -22,7 +22,8 @@ events, cancel, and the user's next message.
 * ``POST /v1/runs/{id}/messages`` — body ``{"text": ...}``: continue a run that
   answered (succeeded) with the user's next message; its next turn is queued
   (409 in any other state). Only the run's owner writes to it (403 for another
-  principal that sees it).
+  principal that sees it). With ``Idempotency-Key``, a retry with the same key
+  and text appends nothing and answers the run as it is; another text is 422.
 
 Long-polls and event streams count against the principal's open waits, as the
 task routes' do (429 with ``Retry-After`` beyond). Each route answers only
@@ -124,14 +125,20 @@ def _parsed(model: type[BaseModel], body: Any) -> Any:
                       errors=field_errors(exc)) from exc  # fmt: skip
 
 
-async def start_run(request: Request) -> Response:
-    state = server_state(request)
-    principal = require(request, Scope.ENQUEUE)
-    rt = state.runtime
+def _request_key(request: Request) -> str | None:
+    """The request's ``Idempotency-Key`` (400 if malformed or too long)."""
     key = parse_idempotency_key(request.headers.get("idempotency-key"))
     if key is not None and len(key) > _MAX_KEY:
         raise Problem(400, "Invalid Idempotency-Key", f"a run's key is 1 to {_MAX_KEY} characters",
                       errors=[{"header": "Idempotency-Key", "detail": "too long"}])  # fmt: skip
+    return key
+
+
+async def start_run(request: Request) -> Response:
+    state = server_state(request)
+    principal = require(request, Scope.ENQUEUE)
+    rt = state.runtime
+    key = _request_key(request)
     start: RunStart = _parsed(RunStart, await read_json(request))
     in_flight = None if key is None else f"run:{stored_name(principal.name)}:{key}"
     if in_flight is not None and in_flight in state.in_flight:
@@ -264,6 +271,7 @@ async def send_message(request: Request) -> Response:
     state = server_state(request)
     principal = require(request, Scope.ENQUEUE)
     run_id = _run_id(request)
+    key = _request_key(request)
     raw = await read_json(request)
     rt = state.runtime
     # The run first (404), then whether the body fits it (422).
@@ -274,8 +282,13 @@ async def send_message(request: Request) -> Response:
                       f"only {run.owner!r}, who started run {run_id!r}, writes to it")  # fmt: skip
     try:
         run = await run_in_threadpool(
-            functools.partial(rt.send_message, run_id, body.text, by=principal.name)
+            functools.partial(rt.send_message, run_id, body.text, by=principal.name,
+                              idempotency_key=key)
         )
+    except IdempotencyConflict as exc:
+        raise Problem(422, "Idempotency-Key reused with another request", str(exc),
+                      errors=[{"header": "Idempotency-Key",
+                               "detail": "reused with another body"}]) from exc  # fmt: skip
     except InvalidArguments as exc:
         raise Problem(422, "Invalid request", str(exc),
                       errors=[{"pointer": "/text", "detail": str(exc)}]) from exc  # fmt: skip

@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agentq import Runtime, SystemClock
 from agentq.backends import LEASE_SECONDS
@@ -53,6 +54,7 @@ from tests.chaos.agent import Agent, retrying
 from tests.chaos.checks import ChaosReport, check_run
 from tests.chaos.frameworks import Frameworks, announce
 from tests.chaos.http_producer import HttpProducer
+from tests.chaos.lock_stalls import writer_lock_holders, writer_lock_path
 from tests.chaos.outages import Outages, outage_problems
 from tests.chaos.run_checks import check_runs
 from tests.chaos.runs import ModelSide, RunDriver
@@ -191,8 +193,10 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
                 down_seconds=cfg.down_seconds, recovery_bound=cfg.recovery_bound, log=log,
             )  # fmt: skip
             killing.set()
+            stalls: list[tuple[float, float]] = []
             kill_phase_end = _kill_phase(
-                agent, driver, fw, api, supervisor, outages, cfg, rng, log, backlog
+                agent, driver, fw, api, supervisor, outages, cfg, rng, log, backlog,
+                writer_lock=writer_lock_path(target.worker_url), stalls=stalls,
             )
             killing.clear()
             if producer is not None:
@@ -203,6 +207,8 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
             if target.settle_floor > cfg.settle_seconds:
                 log(f"settling for up to {bound:.0f} s: the backend's longest redelivery backoff")
             lost = _settle(rt, set(decided), bound, log)
+            if lost:
+                _forensics(rt, lost, log)
             not_ended = driver.settle(bound, log) if cfg.runs else []
             fw_left = fw.settle(bound, log) if fw is not None else {}
             supervisor.close()
@@ -214,6 +220,7 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
             if fw is not None:
                 run_calls |= fw.charged_task_ids()
             outage_spans = [(o.stopped_at, o.back_at or time.monotonic()) for o in outages.done]
+            outage_spans += stalls
             report = check_run(rt, api, decided, lost, charged_at, also_charged=run_calls)
             if cfg.runs:
                 report.runs = check_runs(
@@ -292,7 +299,12 @@ def _kill_phase(
     rng: random.Random,
     log: Log,
     backlog: threading.Event,
+    writer_lock: str | None = None,
+    stalls: list[tuple[float, float]] | None = None,
 ) -> float:
+    """The kill phase; freezes of a worker holding SQLite's ``writer_lock`` are
+    appended to ``stalls`` (the database stopped meanwhile)."""
+    stalls = [] if stalls is None else stalls
     start = time.monotonic()
     next_kill = start + rng.uniform(*cfg.kill_interval)
     # Freezes early enough in the phase that the frozen worker wakes before it ends.
@@ -319,6 +331,10 @@ def _kill_phase(
             return now
         if freezes and now >= freezes[0] and sup.freeze_random(LEASE_SECONDS + 1):
             freezes.pop(0)
+            pid, lo, hi = sup.freeze_log[-1]
+            if writer_lock is not None and pid in writer_lock_holders(writer_lock):
+                stalls.append((lo, hi))  # every writer waits for it: the database stopped
+                log(f"froze worker {pid} holding SQLite's writer lock: every writer waits")
         if now >= next_kill and not overtime:
             sup.kill_random(cfg.min_life)
             next_kill = now + rng.uniform(*cfg.kill_interval)
@@ -359,6 +375,34 @@ def _backlog(rt: Runtime) -> int:
         return rt.backend.stats("payments").depth
     except (BackendUnavailable, TransactionAborted):
         return 0
+
+
+def _forensics(rt: Runtime, task_ids: set[str], log: Log) -> None:
+    """What a task that never became final left behind (the database is thrown
+    away with the run): its ledger record and, on PostgreSQL, every row of
+    agentq's schema naming it (its queue message, its keys)."""
+    for task_id in sorted(task_ids)[:5]:
+        log(f"stuck {task_id}: ledger record {rt.backend.get_record('tasks', task_id)}")
+        if not rt.backend.url.startswith("postgresql"):
+            continue
+
+        def rows(tx: Any, task_id: str = task_id) -> list[str]:
+            tables = tx.execute(
+                "SELECT table_schema, table_name FROM information_schema.tables "
+                "WHERE table_schema NOT IN ('pg_catalog', 'information_schema')"
+            )
+            found = []
+            for schema, table in tables:
+                q = f'SELECT row_to_json(t)::text FROM "{schema}"."{table}" t'
+                found += [f"{schema}.{table}: {r[0][:600]}" for r in tx.execute(
+                    f"{q} WHERE row_to_json(t)::text LIKE ?", (f"%{task_id}%",))]  # fmt: skip
+            return found
+
+        try:
+            for line in rt.backend.transact(rows):
+                log(f"stuck {task_id}: {line}")
+        except Exception as exc:  # forensics must not hide the report
+            log(f"stuck {task_id}: rows not read ({exc})")
 
 
 def _settle(rt: Runtime, task_ids: set[str], bound: float, log: Log) -> set[str]:

@@ -70,3 +70,35 @@ def test_replace_records_with_fields_swaps_them_in_only_at_the_version_read(
     assert b.transact(
         lambda tx: tx.replace_records("things", [("a", read["a"].version, fields)])
     ) == ["a"]
+
+
+#: Values a fast JSON decoder could read differently from ``json.loads``: an
+#: integer beyond 64 bits (orjson: a float), the extremes of floats, a negative
+#: zero, escapes, text beyond the BMP. ``repr`` tells an int from a float and
+#: -0.0 from 0.0, which ``==`` does not.
+EXACT = {"big": 2**70 + 1, "neg": -(2**64) - 3, "i64": 2**63 - 1, "max": 1.7976931348623157e308,
+         "tiny": 5e-324, "point": 0.1, "zero": -0.0, "e": 1e16, "nul": "a\x00b",
+         "text": 'naïve ✓ 😀 "q" \\', "nested": [[2**66], {"k": [None, True, 1.5]}]}  # fmt: skip
+
+
+@pytest.mark.needs("state")
+def test_every_read_of_a_record_gives_what_json_loads_gives(harness: Harness) -> None:
+    # Each backend decodes stored records with agentq.jsontext.decode (orjson
+    # where it agrees with json.loads): every way of reading must still give
+    # the standard library's values, merged field updates included.
+    b = harness.backend
+    want = repr({"k": "a", "args": EXACT, "result": EXACT["nested"], "more": EXACT["big"]})
+    b.transact(lambda tx: tx.put_record("things", "a", {"k": "a", "args": EXACT}))
+    result = encode_fields({"result": EXACT["nested"]})
+    b.transact(lambda tx: tx.update_records("things", [("a", result)]))
+    version = b.read_records("things", ["a"])["a"].version
+    more = encode_fields({"more": EXACT["big"]})
+    assert b.transact(lambda tx: tx.replace_records("things", [("a", version, more)])) == []
+    seen = [
+        b.get_record("things", "a"),
+        b.read_records("things", ["a"])["a"].value,
+        dict(b.list_records("things"))["a"],
+        b.transact(lambda tx: tx.get_record("things", "a")),
+        b.transact(lambda tx: tx.get_records("things", ["a"])["a"]),
+    ]
+    assert [repr(s) for s in seen] == [want] * len(seen)

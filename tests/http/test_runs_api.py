@@ -265,6 +265,28 @@ def test_a_message_continues_a_run_that_answered(
     assert model.asked(run["run_id"]) == 2
 
 
+def test_a_retried_message_with_its_idempotency_key_is_appended_once(
+    server: LiveServer, runtime: Runtime, model: MockModel
+) -> None:
+    with server.client(AGENT) as http:
+        run = _start(http, "hello", "echo")
+        url = f"/v1/runs/{run['run_id']}"
+        _drain(runtime)
+        keyed = {"Idempotency-Key": "msg-1"}
+        first = http.post(f"{url}/messages", json={"text": "again"}, headers=keyed)
+        _drain(runtime)
+        retry = http.post(f"{url}/messages", json={"text": "again"}, headers=keyed)
+        other = http.post(f"{url}/messages", json={"text": "other"}, headers=keyed)
+        _drain(runtime)
+        done = http.get(url).json()
+    assert first.status_code == 200 and retry.status_code == 200, retry.text
+    assert retry.json()["status"] == "succeeded" and retry.json()["turn"] == 2
+    assert _problem(other, 422)["title"] == "Idempotency-Key reused with another request"
+    assert [m["content"] for m in done["messages"]] == [
+        "hello", "echo: hello", "again", "echo: again"]
+    assert model.asked(run["run_id"]) == 2
+
+
 # -- long-poll and events ---------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ pytest.importorskip("psycopg", reason="postgres: psycopg is not installed")
 from agentq import Runtime, ToolContext, tool
 from agentq.backends import open_backend
 from agentq.backends.postgres.schema import ddl
+from agentq.backends.postgres.wakeups import WAKE_INTERVAL
 from agentq.errors import BackendUnavailable, ConfigError
 from agentq.spec import QueueSpec
 from tests.postgres.server import DatabaseFactory, as_role
@@ -261,5 +262,6 @@ def test_a_flood_of_notifications_causes_bounded_database_work(
         flooder.close()
         b.close()
     assert b._listener.heard > 1000, (b._listener.heard, flooded)
-    # A wake-up at most every 50 ms, and a poll a second: not one per notification.
-    assert len(leases) <= seconds / 0.05 + 10, (len(leases), b._listener.heard, flooded)
+    # A wake-up at most every WAKE_INTERVAL, and a poll a second: not one per notification.
+    assert len(leases) <= seconds / WAKE_INTERVAL + 10, (len(leases), b._listener.heard, flooded)
+    assert len(leases) < b._listener.heard / 2, (len(leases), b._listener.heard, flooded)

@@ -2,12 +2,12 @@
 same call (integers beyond 64 bits, non-ASCII text, floats, keys in any order)
 finds its task, another call is a conflict. Keys recorded before digests were
 stored compare with the task's arguments as read back from the ledger, so
-that read must give them exactly (orjson alone reads 2**70 as a float)."""
+that read must give them exactly (orjson alone reads 2**70 as a float): on
+every backend, each of which decodes its records with agentq.jsontext."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,8 +33,8 @@ ARGS = {"n": 2**70 + 1, "x": 0.1, "note": "café ✓ 😀"}
 
 
 @pytest.fixture
-def rt(tmp_path: Path) -> Iterator[Runtime]:
-    with Runtime(f"sqlite:///{tmp_path / 'i.db'}", tools=[call], clock=FakeClock()) as r:
+def rt(backend_url: str, clock: FakeClock) -> Iterator[Runtime]:
+    with Runtime(backend_url, tools=[call], clock=clock) as r:
         yield r
 
 

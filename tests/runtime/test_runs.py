@@ -18,6 +18,7 @@ from agentq import (
     FakeClock,
     IdempotencyConflict,
     IllegalTransition,
+    InvalidArguments,
     OpenAICompatibleModel,
     RunNotFound,
     RunStatus,
@@ -203,6 +204,7 @@ def test_the_models_bad_calls_are_told_to_it_not_obeyed(
             ("drop_tables", {}),  # not offered to the agent
             ("execute_refund", {"order_id": "o1"}),  # amount missing
             ("agentq_webhook", {"url": "http://169.254.169.254/"}),  # internal: never offered
+            ("execute_refund", {"order_id": "o" * 70_000, "amount": 1.0}),  # over the limit
         ),
         Reply.text("Sorry."),
     ]
@@ -214,7 +216,8 @@ def test_the_models_bad_calls_are_told_to_it_not_obeyed(
         errors = [c.error for c in done.turns[0].calls]
         assert all(errors) and all(c.task_id is None for c in done.turns[0].calls)
         assert "drop_tables" in str(errors[0]) and "amount" in str(errors[1])
-        assert [m["content"][:6] for m in done.messages[2:5]] == ["error:"] * 3
+        assert "exceed the limit" in str(errors[3])
+        assert [m["content"][:6] for m in done.messages[2:6]] == ["error:"] * 4
         assert CHARGES == [] and rt.tasks(tool="agentq_webhook") == []
 
 
@@ -299,6 +302,27 @@ def test_a_succeeded_run_continues_with_its_owners_next_message(
     done = rt.run(run.run_id)
     assert done.status is RunStatus.SUCCEEDED and len(done.turns) == 3
     assert done.messages[-2] == {"role": "user", "content": "And o2?"}
+
+
+def test_a_retried_message_with_its_key_is_appended_once(
+    rt: Runtime, model: ScriptedModel
+) -> None:
+    run = rt.start_run("refunds", "Refund o1", by="alice")
+    drain(rt)
+    rt.send_message(run.run_id, "And o2?", by="alice", idempotency_key="m-1")
+    drain(rt)
+    answered = rt.run(run.run_id)
+    # The answer was lost; the caller retries after the run answered again.
+    retried = rt.send_message(run.run_id, "And o2?", by="alice", idempotency_key="m-1")
+    assert retried.status is RunStatus.SUCCEEDED and retried.turn == answered.turn
+    assert [m["content"] for m in retried.messages if m["role"] == "user"] == [
+        "Refund o1", "And o2?"]
+    with pytest.raises(IdempotencyConflict, match="m-1"):
+        rt.send_message(run.run_id, "And o3?", by="alice", idempotency_key="m-1")
+    with pytest.raises(InvalidArguments, match="idempotency_key"):
+        rt.send_message(run.run_id, "And o3?", by="alice", idempotency_key="")
+    drain(rt)
+    assert rt.run(run.run_id).turn == answered.turn  # nothing was queued
 
 
 def test_unknown_agents_and_runs_are_one_clear_error(rt: Runtime) -> None:

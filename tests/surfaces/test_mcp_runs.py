@@ -210,8 +210,11 @@ def test_send_message_continues_a_run_and_cancel_ends_one(rt: Runtime) -> None:
                                              {"agent": "refunds", "input": "hello"})  # fmt: skip
             run_id = started.structured_content["run_id"]
             await drain(rt)
-            sent = await client.call_tool("agentq_send_message",
-                                          {"run_id": run_id, "text": "and again"})  # fmt: skip
+            keyed = {"run_id": run_id, "text": "and again", "idempotency_key": "m-1"}
+            sent = await client.call_tool("agentq_send_message", keyed)
+            await drain(rt)
+            # A retry after a lost answer: the key makes it the same message.
+            await client.call_tool("agentq_send_message", keyed)
             await drain(rt)
             answered = await client.call_tool("agentq_get_run", {"run_id": run_id})
             other = await client.call_tool("agentq_start_run",

@@ -13,6 +13,7 @@ imported on first use) and asyncio (imported by the async forms that use it).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -142,3 +143,62 @@ def test_version_and_help_import_none_of_the_runtime(flag: str) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)  # fmt: skip
     assert done.stdout.splitlines()[-1].split() == ["imported:"], done.stdout[-500:]
+
+
+#: What ``agentq worker`` must not import before its first lease when its tools
+#: are synchronous and no OpenTelemetry provider is installed (issue 38, item 3:
+#: asyncio and OpenTelemetry were about 25 ms of every worker's start-up).
+NOT_FOR_A_WORKER = ("opentelemetry", "asyncio", "ssl", "httpx", "tenacity", "jsonschema",
+                    "croniter", "agentq.console", "agentq.server.app")  # fmt: skip
+
+
+def test_a_worker_starts_without_what_it_does_not_use(tmp_path: Path) -> None:
+    # Also counted: the source files read (pydantic's attribute docstrings, ~40 ms,
+    # read while the settings models were built: only docs/reference needs them)
+    # and version look-ups (the distribution's metadata, for --version only).
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "t.py").write_text(
+        "from pydantic import BaseModel\n"
+        "from agentq import ToolContext, tool\n"
+        "class Args(BaseModel):\n"
+        "    n: int = 0\n"
+        "@tool(queue='q')\n"
+        "def ping(ctx: ToolContext, args: Args) -> None:\n"
+        "    return None\n"
+    )
+    code = (
+        "import importlib.metadata, inspect, sys\n"
+        "calls = []\n"
+        "def counted(name, real):\n"
+        "    def wrapper(*a, **k):\n"
+        "        calls.append(name)\n"
+        "        return real(*a, **k)\n"
+        "    return wrapper\n"
+        "inspect.findsource = counted('findsource', inspect.findsource)\n"
+        "importlib.metadata.version = counted('version', importlib.metadata.version)\n"
+        "from agentq.cli import main\n"
+        f"status = main(['worker', '--db', 'sqlite:///{tmp_path / 'a.db'}',\n"
+        f"               '--tools', {str(tmp_path / 'tools')!r}, '--once'])\n"
+        f"print('imported:', *(m for m in {NOT_FOR_A_WORKER!r} if m in sys.modules))\n"
+        "print('called:', *sorted(set(calls)), status)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_PYTHON_")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-2:] == ["imported:", "called: 0"], done.stdout + done.stderr
+
+
+def test_a_provider_named_by_the_environment_is_still_looked_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # OpenTelemetry loads the provider OTEL_PYTHON_TRACER_PROVIDER names on its
+    # first look-up, with nothing imported beforehand: that must still be asked.
+    from agentq import telemetry
+
+    monkeypatch.delitem(sys.modules, "opentelemetry", raising=False)
+    monkeypatch.delenv("OTEL_PYTHON_TRACER_PROVIDER", raising=False)
+    monkeypatch.delenv("OTEL_PYTHON_METER_PROVIDER", raising=False)
+    assert not telemetry._installable()
+    monkeypatch.setenv("OTEL_PYTHON_METER_PROVIDER", "sdk_meter_provider")
+    assert telemetry._installable()

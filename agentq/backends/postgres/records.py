@@ -35,6 +35,7 @@ from agentq.backends.postgres.connection import Conn, Database
 from agentq.backends.postgres.pipeline import run_or_defer
 from agentq.backends.record_pages import PageDialect, filtered_page
 from agentq.errors import InvalidMessage
+from agentq.jsontext import decode
 from agentq.spec import validate_identifier
 
 __all__ = ["Records"]
@@ -83,9 +84,9 @@ def _merged(table: str, text: str, fields: EncodedFields) -> tuple[str, str | No
     for name in fields.names:
         if not _FIELD_NAME.match(name):
             raise ValueError(f"record field name {name!r} is not an identifier")
-    record = json.loads(text)
+    record = decode(text)
     for name, value in zip(fields.names, fields.values, strict=True):
-        record[name] = json.loads(value)
+        record[name] = decode(value)
     return record_text(record), rare_status(table, record.get("status"))
 
 
@@ -104,10 +105,10 @@ class Records:
         row = conn.execute(
             f"SELECT v FROM {self.table} WHERE tbl = %s AND k = %s", (table, key)
         ).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        return None if row is None else dict(decode(row[0]))
 
     def get_many(self, conn: Conn, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        return {k: dict(json.loads(v)) for k, v in self._select(conn, table, keys)}
+        return {k: dict(decode(v)) for k, v in self._select(conn, table, keys)}
 
     def put(
         self, conn: Conn, table: str, key: str, value: Mapping[str, Any] | EncodedRecord
@@ -247,7 +248,7 @@ class Records:
         self, db: Database, table: str, keys: Sequence[str]
     ) -> dict[str, StoredRecord]:
         rows = db.read(lambda conn: self._select(conn, table, keys), f"reading {table!r}")
-        return {k: StoredRecord(value=dict(json.loads(v)), version=v) for k, v in rows}
+        return {k: StoredRecord(value=dict(decode(v)), version=v) for k, v in rows}
 
     def read_texts(self, db: Database, table: str, keys: Sequence[str]) -> dict[str, str]:
         """The versions (stored texts, not decoded) of the records of ``keys``."""
@@ -285,4 +286,4 @@ class Records:
         sql, params = filtered_page(self.dialect, _record_table(table), prefix, after,
                                     descending=descending, where=where, limit=limit)  # fmt: skip
         rows = db.read(lambda conn: conn.execute(sql, params).fetchall(), f"listing {table!r}")
-        return [(k, dict(json.loads(v))) for k, v in rows]
+        return [(k, dict(decode(v))) for k, v in rows]

@@ -11,11 +11,12 @@ can name, so the channel's name carries a secret kept in agentq's schema
 times, and cannot wake its receivers. Whoever sends, notifications wake the
 receivers at most once every :data:`WAKE_INTERVAL` (a burst is one wake-up,
 naming every queue named since the last), and the waited-on records are checked
-at most as often. A dropped listening connection is reopened with backoff, and
-every receiver is woken once it is back (notifications sent while it was away
-are lost). Receivers also re-read every ``poll_interval`` seconds whatever
-happens, so a lost notification (PgBouncer in transaction mode, a listener
-reconnecting) delays a message by at most that long. A dropped connection that the socket does not
+at most once every :data:`CHECK_INTERVAL`. A dropped listening connection is
+reopened with backoff, and every receiver is woken once it is back
+(notifications sent while it was away are lost). Receivers also re-read every
+``poll_interval`` seconds whatever happens, so a lost notification (PgBouncer in
+transaction mode, a listener reconnecting) delays a message by at most that
+long. A dropped connection that the socket does not
 report at once is found by a check every :data:`_CHECK_SECONDS` of quiet.
 
 Readers waiting for a record (:mod:`agentq.waiting`) are woken by this process's
@@ -41,7 +42,10 @@ from agentq.backends.postgres.config import PostgresConfig
 from agentq.backends.postgres.connection import Conn, connect
 from agentq.backends.record_changes import ReadVersions, RecordChanges
 
-__all__ = ["LISTENER_NAME", "WAKE_INTERVAL", "Listener", "channel", "payload"]
+__all__ = [
+    "CHECK_INTERVAL", "LISTENER_NAME", "WAKE_INTERVAL", "Listener", "WakeThrottle", "channel",
+    "payload",
+]  # fmt: skip
 
 log = logging.getLogger("agentq.backends.postgres")
 
@@ -51,10 +55,37 @@ _STOP_SECONDS = 0.25  # how often the listener looks at its stop flag (bounds cl
 _CHECK_SECONDS = 5.0  # how often a quiet listener checks that its connection is there
 _RECONNECT_MAX = 5.0
 _MAX_PAYLOAD = 7900  # PostgreSQL's limit is 8000 bytes
-#: Shortest time between two wake-ups of the receivers, and between two checks of
-#: the waited-on records, that notifications cause: a burst of them is one
-#: wake-up, and a flood costs at most one round of reads per interval.
-WAKE_INTERVAL = 0.05
+#: Shortest time between two wake-ups of the receivers that notifications cause:
+#: a burst of them is one wake-up, and a flood costs at most one lease per queue
+#: and interval. Short, because it is also the longest a message sent just after
+#: a wake-up waits for the next one (the enqueue -> start latency of a steady
+#: trickle of tasks; 50 ms here made its median 24 ms).
+WAKE_INTERVAL = 0.005
+#: Shortest time between two checks of the waited-on records (each one read of
+#: their versions) that notifications cause: readers wait on whole requests, so
+#: a longer interval costs them little and bounds a flood's reads.
+CHECK_INTERVAL = 0.05
+
+
+class WakeThrottle:
+    """At most one wake-up per ``interval``: a notification after a quiet
+    interval wakes the receivers at once; those within it are one wake-up at
+    its end. ``now`` is a monotonic time, passed in (tests drive it)."""
+
+    def __init__(self, interval: float = WAKE_INTERVAL) -> None:
+        self.interval = interval
+        self._woken = -interval  # when the receivers were last woken
+
+    def wait(self, now: float) -> float:
+        """Seconds until a pending wake-up may go (0: now)."""
+        return max(0.0, self._woken + self.interval - now)
+
+    def take(self, now: float) -> bool:
+        """Whether a wake-up may go at ``now``; if so, it is counted as gone."""
+        if now - self._woken < self.interval:
+            return False
+        self._woken = now
+        return True
 
 
 def channel(secret: str) -> str:
@@ -164,7 +195,7 @@ class Listener:
                 self._commits.notify(())  # only subscribers without a record: no read
             else:
                 self._records.check(self._read_versions)
-            self._stop.wait(WAKE_INTERVAL)  # what comes meanwhile: one check after
+            self._stop.wait(CHECK_INTERVAL)  # what comes meanwhile: one check after
 
     def _run(self) -> None:
         delay = 0.1
@@ -200,12 +231,11 @@ class Listener:
 
     def _listen(self, conn: Conn) -> None:
         checked = time.monotonic()
-        woken = -WAKE_INTERVAL  # when the receivers were last woken
+        throttle = WakeThrottle()
         due: set[str] | None = set()  # the queues to wake next (None: every receiver)
         pending = False
         while not self._stop.is_set():
-            now = time.monotonic()
-            wait = min(_STOP_SECONDS, max(0.0, woken + WAKE_INTERVAL - now))
+            wait = min(_STOP_SECONDS, throttle.wait(time.monotonic()))
             # stop_after=1: back after the first packet of notifications (whole:
             # leaving the generator early would drop the rest of a packet).
             for note in conn.notifies(timeout=wait if pending else _STOP_SECONDS, stop_after=1):
@@ -218,11 +248,11 @@ class Listener:
                     self._check.set()
                 self.heard += 1
             now = time.monotonic()
-            if pending and now - woken >= WAKE_INTERVAL:
+            if pending and throttle.take(now):
                 # At most one wake-up per interval, for all that came since the last.
                 self._receivers.notify(due)
                 self.wakes += 1
-                woken, due, pending = now, set(), False
+                due, pending = set(), False
             if now - checked >= _CHECK_SECONDS:
                 # Quiet for a while: make sure the connection is still there (a
                 # half-open socket raises here rather than waiting forever).

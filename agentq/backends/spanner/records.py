@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,7 @@ from agentq.backends.base import (
 )
 from agentq.backends.spanner.api_errors import mapped_errors
 from agentq.backends.spanner.wire import storable_key
+from agentq.jsontext import decode
 
 if TYPE_CHECKING:
     from agentq.backends.spanner.backend import SpannerBackend
@@ -41,7 +41,7 @@ def get_record(backend: SpannerBackend, table: str, key: str) -> dict[str, Any] 
         rows = list(
             snap.execute_sql(d.record_select(), params=d.param_dict(["tbl", "k"], [table, key]))
         )
-    return None if not rows else dict(json.loads(rows[0][0]))
+    return None if not rows else dict(decode(rows[0][0]))
 
 
 def read_records(
@@ -67,7 +67,7 @@ def read_records(
             )
             for k, v in rows:
                 text = str(v)
-                out[str(k)] = StoredRecord(value=dict(json.loads(text)), version=text)
+                out[str(k)] = StoredRecord(value=dict(decode(text)), version=text)
     return {k: out[k] for k in wanted if k in out}
 
 
@@ -117,7 +117,7 @@ def list_records(
         backend.database.snapshot() as snap,
     ):
         rows = list(snap.execute_sql(sql, params=params, param_types=types))
-    out = [(str(k), dict(json.loads(v))) for k, v in rows if str(k).startswith(prefix)]
+    out = [(str(k), dict(decode(v))) for k, v in rows if str(k).startswith(prefix)]
     if after:
         out = [(k, v) for k, v in out if (k < after if descending else k > after)]
     return out if limit is None else out[:limit]

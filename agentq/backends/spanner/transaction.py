@@ -19,6 +19,7 @@ from google.cloud.spanner_v1.keyset import KeySet
 from agentq.backends.base import EncodedFields, EncodedRecord, Transaction, record_text
 from agentq.backends.spanner.wire import storable_key, unstorable_key, wire_key, wire_payload
 from agentq.errors import MessageNotFound
+from agentq.jsontext import decode
 from agentq.spec import validate_identifier
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ class SpannerTransaction(Transaction):
                 d.record_select(), params=d.param_dict(["tbl", "k"], [table, key])
             )
         )
-        return None if not rows else dict(json.loads(rows[0][0]))
+        return None if not rows else dict(decode(rows[0][0]))
 
     def get_records(self, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         # One point read per key, through get_record's cache of this transaction's
@@ -140,7 +141,7 @@ class SpannerTransaction(Transaction):
         self._txn.insert_or_update(
             self._backend.dialect.records, columns=("tbl", "k", "v"), values=[(table, key, text)]
         )
-        self._records[(table, key)] = json.loads(text)
+        self._records[(table, key)] = decode(text)
         self.written.add((table, key))
 
     def update_records(self, table: str, items: Sequence[tuple[str, EncodedFields]]) -> list[str]:
@@ -150,7 +151,7 @@ class SpannerTransaction(Transaction):
             if rec is None:
                 missing.append(key)
                 continue
-            rec.update(zip(fields.names, map(json.loads, fields.values), strict=True))
+            rec.update(zip(fields.names, map(decode, fields.values), strict=True))
             self.put_record(table, key, rec)
         return missing
 
@@ -201,8 +202,8 @@ class SpannerTransaction(Transaction):
                 changed.append(key)
                 continue
             if isinstance(value, EncodedFields):
-                merged = dict(json.loads(rows[0][0]))
-                merged.update(zip(value.names, map(json.loads, value.values), strict=True))
+                merged = dict(decode(rows[0][0]))
+                merged.update(zip(value.names, map(decode, value.values), strict=True))
                 value = merged
             self.put_record(table, key, value)
         return changed
