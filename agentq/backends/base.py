@@ -311,10 +311,18 @@ class Transaction(Protocol):
         """Read a JSON record of the runtime's own state."""
         ...
 
-    def get_records(self, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def get_records(
+        self, table: str, keys: Sequence[str], *, likely_absent: bool = False
+    ) -> dict[str, dict[str, Any]]:
         """Read several records in this transaction (what :meth:`get_record` gives
         for each key), as one read where the engine allows; keys with no record
-        are left out."""
+        are left out.
+
+        ``likely_absent``: the caller expects almost never to find one (the tasks
+        waiting on a finishing task). A backend may then answer that none exists
+        without reading, and check it with the transaction's next round trip; if
+        one does exist, nothing of the transaction commits and the function runs
+        again, reading these keys. (PostgreSQL does so; the others read.)"""
         ...
 
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:

@@ -24,6 +24,7 @@ from agentq.backends.base import (
 from agentq.backends.notify import RecordTopic, Wake, notifier_for
 from agentq.backends.postgres import queues
 from agentq.backends.postgres.bound import bind
+from agentq.backends.postgres.checks import SpeculationFailed
 from agentq.backends.postgres.config import PostgresConfig, parse_url
 from agentq.backends.postgres.connection import Conn, Database, TxConn
 from agentq.backends.postgres.driver_errors import RETRYABLE
@@ -49,6 +50,9 @@ from agentq.spec import QueueSpec, validate_identifier
 __all__ = ["PostgresBackend", "open_postgres"]
 
 T = TypeVar("T")
+
+#: Runs of a transaction function again after a guess of it failed (.checks).
+_GUESSES = 2
 
 
 class PostgresBackend:
@@ -179,14 +183,22 @@ class PostgresBackend:
             sent, written = tx.sent, tx.written
             return result
 
-        if fenced:
-            # READ COMMITTED: its writes lock and re-check their rows, and a
-            # transaction there takes part in no serializable conflict (it aborts
-            # nobody's, the application's own included). Never in a commit group,
-            # whose transaction is SERIALIZABLE.
-            result = self._db.write(body, durable=durable)
-        else:
-            result = self._write(body, durable)
+        for guess in range(_GUESSES, -1, -1):
+            try:
+                if fenced:
+                    # READ COMMITTED: its writes lock and re-check their rows, and a
+                    # transaction there takes part in no serializable conflict (it
+                    # aborts nobody's, the application's own included). Never in a
+                    # commit group, whose transaction is SERIALIZABLE.
+                    result = self._db.write(body, durable=durable)
+                else:
+                    result = self._write(body, durable)
+                break
+            except SpeculationFailed:
+                # Nothing of it committed, and the guess that failed (.checks) is
+                # not made again: the function runs again, reading instead.
+                if not guess:
+                    raise
         if sent:
             self._notifier.notify(sent)
         self._commits.notify(written)  # only the readers of these records

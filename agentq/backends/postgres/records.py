@@ -22,6 +22,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import psycopg
+
 from agentq.backends.base import (
     EncodedFields,
     EncodedRecord,
@@ -31,9 +33,10 @@ from agentq.backends.base import (
     prefix_end,
     record_text,
 )
+from agentq.backends.postgres.checks import Guesses, SpeculationFailed, count_check, is_failure_of
 from agentq.backends.postgres.connection import Conn, Database
-from agentq.backends.postgres.pipeline import run_or_defer
-from agentq.errors import InvalidMessage
+from agentq.backends.postgres.pipeline import TxConn, run_or_defer
+from agentq.errors import AgentQError, InvalidMessage
 from agentq.spec import validate_identifier
 
 __all__ = ["Records"]
@@ -93,6 +96,9 @@ class Records:
 
     def __init__(self, table: str) -> None:
         self.table = table  # already qualified
+        #: The texts of the records this process swapped in, and the records
+        #: found where none was expected (see :mod:`.checks`).
+        self.guesses = Guesses()
 
     # -- inside a transaction ------------------------------------------------
 
@@ -104,8 +110,33 @@ class Records:
         ).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
-    def get_many(self, conn: Conn, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        return {k: dict(json.loads(v)) for k, v in self._select(conn, table, keys)}
+    def get_many(
+        self, conn: Conn, table: str, keys: Sequence[str], *, likely_absent: bool = False
+    ) -> dict[str, dict[str, Any]]:
+        """The records of ``keys``. ``likely_absent``: in a transaction of the
+        backend's own, guess that none exists and check it with the next round
+        trip (a failed guess: :class:`SpeculationFailed`, and these keys are read
+        when the function runs again)."""
+        wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
+        if not wanted:
+            return {}
+        if likely_absent and isinstance(conn, TxConn) and self.guesses.may_be_absent(table, wanted):
+            query, params, token = count_check(
+                f"SELECT 1 FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[])",
+                (table, wanted), 0, f"no record of {table!r} was expected",
+            )  # fmt: skip
+
+            def translate(exc: psycopg.Error) -> AgentQError | None:
+                if not is_failure_of(exc, token):
+                    return None
+                self.guesses.present(table, wanted)
+                return SpeculationFailed(f"a record of {table!r} exists after all: read again")
+
+            conn.defer(query, params, translate)
+            return {}
+        found = {k: dict(json.loads(v)) for k, v in self._select(conn, table, wanted)}
+        self.guesses.read(table, wanted)
+        return found
 
     def put(
         self, conn: Conn, table: str, key: str, value: Mapping[str, Any] | EncodedRecord
@@ -193,13 +224,25 @@ class Records:
                 ).fetchall()
             }
             changed.extend(key for key in keys if key not in swapped)
+            # What the completion of a claim writes from (no re-read).
+            self.guesses.wrote(
+                table, {k: t for k, t in zip(keys, texts, strict=True) if k in swapped}
+            )
         return changed
 
     def update(
         self, conn: Conn, table: str, items: Sequence[tuple[str, EncodedFields]]
     ) -> list[str]:
-        """Set top-level fields of existing records; returns the keys with no record."""
+        """Set top-level fields of existing records; returns the keys with no record.
+
+        Where this process swapped every one of them in last (a worker's claims)
+        the fields are merged into those texts with no read, and the write is a
+        compare-and-swap checked with the next round trip: a record changed since
+        fails the transaction (:class:`SpeculationFailed`), which then runs again
+        and reads them, locked, as any other."""
         _record_table(table)
+        if isinstance(conn, TxConn) and self._update_as_guessed(conn, table, items):
+            return []
         wanted = [key for key, _ in items if _storable(key)]
         # Locked as read: no other transaction writes them until this one ends.
         stored: dict[str, str] = dict(
@@ -224,6 +267,34 @@ class Records:
                 (list(written), list(written.values()), table),
             )
         return missing
+
+    def _update_as_guessed(
+        self, conn: TxConn, table: str, items: Sequence[tuple[str, EncodedFields]]
+    ) -> bool:
+        """The write of :meth:`update` from the texts this process swapped in, if
+        it knows them all (each key once); False to read them instead."""
+        keys = [key for key, _ in items]
+        if not keys or len(set(keys)) < len(keys):
+            return False
+        olds = self.guesses.take_texts(table, keys)
+        if olds is None:
+            return False
+        news = [_merged(olds[key], fields) for key, fields in items]
+        query, params, token = count_check(
+            f"UPDATE {self.table} AS r SET v = x.v "
+            "FROM unnest(%b::text[], %b::text[], %b::text[]) AS x(k, old, v) "
+            "WHERE r.tbl = %s AND r.k = x.k AND r.v = x.old RETURNING 1",
+            (keys, [olds[key] for key in keys], news, table),
+            len(keys), f"records of {table!r} as claimed",
+        )  # fmt: skip
+
+        def translate(exc: psycopg.Error) -> AgentQError | None:
+            if not is_failure_of(exc, token):
+                return None
+            return SpeculationFailed(f"a record of {table!r} changed since its claim: read it")
+
+        conn.defer(query, params, translate)
+        return True
 
     def _select(self, conn: Conn, table: str, keys: Sequence[str]) -> list[tuple[str, str]]:
         wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
