@@ -38,6 +38,7 @@ __all__ = [
     "Backend",
     "EncodedFields",
     "EncodedRecord",
+    "LeaseClaim",
     "Message",
     "QueueStats",
     "RecordFilter",
@@ -256,6 +257,30 @@ class StoredRecord:
 
     value: dict[str, Any]
     version: str
+
+
+class LeaseClaim(Protocol):
+    """What a worker writes with a lease, on a backend that can
+    (``claims_with_leases``, PostgreSQL: ``stream(..., claim=...)``): the lease's
+    transaction reads each message's record of :attr:`table` (its key: the
+    message's first key part) with the ready rows, asks :meth:`prepare` which of
+    them to swap (compare-and-swap, as :meth:`Transaction.replace_records`), and
+    sends those swaps with its COMMIT; :meth:`settled` then hears which of them
+    were not at their version (their messages are leased all the same)."""
+
+    table: str
+
+    def prepare(
+        self, messages: Sequence[Message], records: Mapping[str, StoredRecord]
+    ) -> Sequence[tuple[str, str, EncodedFields]]:
+        """The swaps ``(key, version, fields)`` to make with the lease (each key
+        once); it must not raise, nor use the backend (its transaction is open)."""
+        ...
+
+    def settled(self, changed: Sequence[str]) -> None:
+        """The lease committed; ``changed``: the swapped keys that were not at their
+        version (nothing written for them)."""
+        ...
 
 
 class Transaction(Protocol):

@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 import psycopg
 
 from agentq.backends.base import (
+    EncodedFields,
+    LeaseClaim,
     Message,
     QueueStats,
     RecordFilter,
@@ -76,6 +78,7 @@ class PostgresBackend:
         self.ordered_keys = True  # B-tree indexes: keys growing with time share pages
         self.single_writer = False  # transactions run side by side
         self.swaps_in_sets = True  # replace_records / update_records: one statement a set
+        self.claims_with_leases = True  # stream(..., claim=): a claim in the lease's commit
         # Other processes' record-only commits send no notification: re-read this often.
         self.commit_poll_interval: float | None = config.poll_interval
         self.schema = config.schema
@@ -242,14 +245,23 @@ class PostgresBackend:
     # -- receiving -----------------------------------------------------------
 
     def stream(
-        self, queue: str, max_batch_size: int = 1, max_duration: float = 0.0
+        self,
+        queue: str,
+        max_batch_size: int = 1,
+        max_duration: float = 0.0,
+        *,
+        claim: LeaseClaim | None = None,
     ) -> Iterator[list[Message]]:
+        """:meth:`~agentq.backends.base.Backend.stream`; with ``claim``, each
+        lease also makes the swaps it asks for (``claims_with_leases``)."""
         check_stream_args(max_batch_size, max_duration)
         self._queue_sql(queue)  # fail fast on an unknown queue
-        return self._stream(queue, max_batch_size, max_duration)
+        if claim is not None:
+            claim = _Notifying(claim, self._commits)
+        return self._stream(queue, max_batch_size, max_duration, claim)
 
     def _stream(
-        self, queue: str, max_batch_size: int, max_duration: float
+        self, queue: str, max_batch_size: int, max_duration: float, claim: LeaseClaim | None
     ) -> Iterator[list[Message]]:
         deadline = self.clock.monotonic() + max_duration
         event = threading.Event()
@@ -259,7 +271,9 @@ class PostgresBackend:
         try:
             while not self._db.closed:
                 event.clear()
-                batch, next_visible = self._leases.lease(self._queue_sql(queue), max_batch_size)
+                batch, next_visible = self._leases.lease(
+                    self._queue_sql(queue), max_batch_size, claim, self._records
+                )
                 if batch:
                     yield batch
                     continue
@@ -325,6 +339,31 @@ class PostgresBackend:
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self.config.safe_url!r})"
+
+
+class _Notifying:
+    """A :class:`LeaseClaim` whose swaps, once committed, wake the readers of
+    those records (as a transaction's writes do)."""
+
+    def __init__(self, claim: LeaseClaim, commits: Any) -> None:
+        self._claim = claim
+        self._commits = commits
+        self.table = claim.table
+        self._keys: list[str] = []
+
+    def prepare(
+        self, messages: Sequence[Message], records: Mapping[str, StoredRecord]
+    ) -> Sequence[tuple[str, str, EncodedFields]]:
+        items = self._claim.prepare(messages, records)
+        self._keys = [key for key, _, _ in items]
+        return items
+
+    def settled(self, changed: Sequence[str]) -> None:
+        self._claim.settled(changed)
+        gone = set(changed)
+        written = {(self.table, key) for key in self._keys if key not in gone}
+        if written:
+            self._commits.notify(written)
 
 
 class _PollOnly:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -190,9 +190,43 @@ class Records:
         ``UPDATE`` re-checks ``v = version`` on the newest row after waiting for
         a concurrent writer, so two swaps from one version never both win. The
         whole set is one statement (a key given twice: one at a time, in order)."""
+        changed, rows = self._swap_rows(table, items)
+        if len({key for key, _, _ in rows}) < len(rows):
+            sql = f"UPDATE {self.table} SET v = %s WHERE tbl = %s AND k = %s AND v = %s"
+            for key, version, text in rows:
+                if conn.execute(sql, (text, table, key, version)).rowcount == 0:
+                    changed.append(key)
+            return changed
+        if rows:
+            swapped = {r[0] for r in conn.execute(*self._swap_sql(table, rows)).fetchall()}
+            changed.extend(self._swapped(table, rows, swapped))
+        return changed
+
+    def swap_at_commit(
+        self, tx: TxConn, table: str, items: Sequence[tuple[str, str, EncodedFields]]
+    ) -> Callable[[], list[str]]:
+        """:meth:`replace` of ``items`` (each key once), sent with the ``COMMIT``
+        of ``tx``: returns what gives the keys that changed, once committed."""
+        changed, rows = self._swap_rows(table, items)
+        if not rows:
+            return lambda: changed
+        result = tx.before_commit(*self._swap_sql(table, rows))
+
+        def settled() -> list[str]:
+            swapped = {r[0] for r in result.fetchall()}
+            return changed + self._swapped(table, rows, swapped)
+
+        return settled
+
+    def _swap_rows(
+        self,
+        table: str,
+        items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord | EncodedFields]],
+    ) -> tuple[list[str], list[tuple[str, str, str]]]:
+        """The keys that cannot be swapped, and (key, version, new text) of the rest."""
         _record_table(table)
         changed: list[str] = []
-        rows: list[tuple[str, str, str]] = []  # key, version, new text
+        rows: list[tuple[str, str, str]] = []
         for key, version, value in items:
             if not _storable(key):
                 changed.append(key)
@@ -206,29 +240,24 @@ class Records:
             else:
                 text = _text(value)
             rows.append((key, version, text))
-        if len({key for key, _, _ in rows}) < len(rows):
-            sql = f"UPDATE {self.table} SET v = %s WHERE tbl = %s AND k = %s AND v = %s"
-            for key, version, text in rows:
-                if conn.execute(sql, (text, table, key, version)).rowcount == 0:
-                    changed.append(key)
-            return changed
-        if rows:
-            keys, versions, texts = (list(col) for col in zip(*rows, strict=True))
-            swapped = {
-                r[0]
-                for r in conn.execute(
-                    f"UPDATE {self.table} AS r SET v = x.v "
-                    "FROM unnest(%b::text[], %b::text[], %b::text[]) AS x(k, old, v) "
-                    "WHERE r.tbl = %s AND r.k = x.k AND r.v = x.old RETURNING r.k",
-                    (keys, versions, texts, table),
-                ).fetchall()
-            }
-            changed.extend(key for key in keys if key not in swapped)
-            # What the completion of a claim writes from (no re-read).
-            self.guesses.wrote(
-                table, {k: t for k, t in zip(keys, texts, strict=True) if k in swapped}
-            )
-        return changed
+        return changed, rows
+
+    def _swap_sql(self, table: str, rows: list[tuple[str, str, str]]) -> tuple[str, Any]:
+        keys, versions, texts = (list(col) for col in zip(*rows, strict=True))
+        return (
+            f"UPDATE {self.table} AS r SET v = x.v "
+            "FROM unnest(%b::text[], %b::text[], %b::text[]) AS x(k, old, v) "
+            "WHERE r.tbl = %s AND r.k = x.k AND r.v = x.old RETURNING r.k",
+            (keys, versions, texts, table),
+        )
+
+    def _swapped(
+        self, table: str, rows: list[tuple[str, str, str]], swapped: set[str]
+    ) -> list[str]:
+        """Remember the texts swapped in (a completion writes from them, no
+        re-read); returns the keys that were not."""
+        self.guesses.wrote(table, {key: text for key, _, text in rows if key in swapped})
+        return [key for key, _, _ in rows if key not in swapped]
 
     def update(
         self, conn: Conn, table: str, items: Sequence[tuple[str, EncodedFields]]
