@@ -270,6 +270,11 @@ class LeaseClaim(Protocol):
 
     table: str
 
+    def ready(self) -> None:
+        """Called before each lease, outside any transaction: the claim may read
+        what it needs through the backend (nothing can be read in :meth:`prepare`)."""
+        ...
+
     def prepare(
         self, messages: Sequence[Message], records: Mapping[str, StoredRecord]
     ) -> Sequence[tuple[str, str, EncodedFields]]:

@@ -61,14 +61,9 @@ class LeaseClaims:
         self._careful: set[str] = set()  # to claim in a transaction straight away
 
     def for_queue(self, queue: str) -> _Claim:
-        """The claim to lease ``queue``'s next batch with (the holds of its tools
-        read first, if not read in the last half second)."""
-        rt = self._admission.runtime
-        now = rt.clock.now()
-        for definition in rt.tools:
-            if definition.queue == queue:
-                self._admission.holds.until(rt.backend, now, definition.name)
-        return _Claim(self)
+        """The claim to lease ``queue``'s batches with."""
+        tools = [d.name for d in self._admission.runtime.tools if d.queue == queue]
+        return _Claim(self, tools)
 
     def take(self, batch: list[Message]) -> tuple[list[Inflight], list[Message], list[Message]]:
         """Of a leased batch: the tasks claimed with its lease, the messages to
@@ -102,10 +97,19 @@ class _Claim:
 
     table = Tables.TASKS
 
-    def __init__(self, claims: LeaseClaims) -> None:
+    def __init__(self, claims: LeaseClaims, tools: list[str]) -> None:
         self._claims = claims
+        self._tools = tools
         self._prepared: dict[str, tuple[str, Inflight]] = {}  # task id → (token, inflight)
         self._careful: set[str] = set()
+
+    def ready(self) -> None:
+        """Before each lease: the holds of the queue's tools, if not read in the
+        last half second (one read)."""
+        admission = self._claims._admission
+        rt = admission.runtime
+        if self._tools:
+            admission.holds.refresh(rt.backend, rt.clock.now(), self._tools)
 
     def prepare(
         self, messages: Sequence[Message], records: Mapping[str, StoredRecord]

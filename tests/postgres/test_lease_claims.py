@@ -68,3 +68,41 @@ def test_a_record_written_during_the_lease_is_claimed_again_after_it(
         assert recs[ids[1]].value["note"] == "meanwhile"
     finally:
         rt.close()
+
+
+def test_every_lease_of_a_receive_claims_with_the_holds_read_before_it(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receive leases batch after batch (an idle worker's stream lasts seconds):
+    the tools' holds are read again before each lease once half a second old, so
+    no claim falls back to a transaction for want of a read."""
+    from agentq.backends.postgres.leases import Leases
+    from agentq.executor.careful_claims import CarefulClaims
+
+    RAN.clear()
+    clock = FakeClock()
+    rt = Runtime(postgres_url, tools=[job], clock=clock)
+    lease = Leases.lease
+
+    def then_later(self: Leases, *args: Any, **kwargs: Any) -> Any:
+        out = lease(self, *args, **kwargs)
+        clock.advance(1.0)  # the next lease of the stream comes a second later
+        return out
+
+    careful: list[int] = []
+    in_transaction = CarefulClaims._claim_in_transaction
+
+    def counted(self: CarefulClaims, batch: list[Message]) -> Any:
+        careful.append(len(batch))
+        return in_transaction(self, batch)
+
+    monkeypatch.setattr(Leases, "lease", then_later)
+    monkeypatch.setattr(CarefulClaims, "_claim_in_transaction", counted)
+    try:
+        for n in range(24):
+            rt.enqueue_action("job", {"n": n})
+        assert rt.worker(concurrency=8, batch_size=8).drain() == 24
+        assert sorted(RAN) == list(range(24))
+        assert careful == []
+    finally:
+        rt.close()

@@ -271,6 +271,8 @@ class PostgresBackend:
         try:
             while not self._db.closed:
                 event.clear()
+                if claim is not None:
+                    claim.ready()  # outside the lease's transaction
                 batch, next_visible = self._leases.lease(
                     self._queue_sql(queue), max_batch_size, claim, self._records
                 )
@@ -350,6 +352,9 @@ class _Notifying:
         self._commits = commits
         self.table = claim.table
         self._keys: list[str] = []
+
+    def ready(self) -> None:
+        self._claim.ready()
 
     def prepare(
         self, messages: Sequence[Message], records: Mapping[str, StoredRecord]

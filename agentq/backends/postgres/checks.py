@@ -71,7 +71,7 @@ class Guesses:
     its completion writes from them), and the records found to exist where one is
     rare (not guessed absent again until read)."""
 
-    def __init__(self, limit: int = 8192) -> None:
+    def __init__(self, limit: int = 2048) -> None:
         self._limit = limit
         self._lock = threading.Lock()
         self._texts: OrderedDict[tuple[str, str], str] = OrderedDict()
