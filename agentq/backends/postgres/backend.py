@@ -217,7 +217,17 @@ class PostgresBackend:
                 if not isinstance(exc.__cause__, RETRYABLE):
                     raise
                 self._group.conflicted()
-        return self._group.write(body, durable)
+
+        def own(conn: TxConn) -> T:
+            # Its held-back writes and checks sent before the next member runs:
+            # one failing is reported to this transaction, never to a neighbour
+            # whose statements happened to carry it (held back to the COMMIT, it
+            # went to the group's last member).
+            result = body(conn)
+            conn.settle()
+            return result
+
+        return self._group.write(own, durable)
 
     def bind_transaction(self, connection: Any) -> Transaction:
         """A transaction on the application's own ``connection`` (psycopg 3, or an
