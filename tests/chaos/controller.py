@@ -53,6 +53,7 @@ from tests.chaos.agent import Agent, retrying
 from tests.chaos.checks import ChaosReport, check_run
 from tests.chaos.frameworks import Frameworks, announce
 from tests.chaos.http_producer import HttpProducer
+from tests.chaos.lock_stalls import writer_lock_holders, writer_lock_path
 from tests.chaos.outages import Outages, outage_problems
 from tests.chaos.run_checks import check_runs
 from tests.chaos.runs import ModelSide, RunDriver
@@ -191,8 +192,10 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
                 down_seconds=cfg.down_seconds, recovery_bound=cfg.recovery_bound, log=log,
             )  # fmt: skip
             killing.set()
+            stalls: list[tuple[float, float]] = []
             kill_phase_end = _kill_phase(
-                agent, driver, fw, api, supervisor, outages, cfg, rng, log, backlog
+                agent, driver, fw, api, supervisor, outages, cfg, rng, log, backlog,
+                writer_lock=writer_lock_path(target.worker_url), stalls=stalls,
             )
             killing.clear()
             if producer is not None:
@@ -214,6 +217,7 @@ def _run(target: Target, workdir: Path, cfg: ChaosConfig, log: Log) -> ChaosRepo
             if fw is not None:
                 run_calls |= fw.charged_task_ids()
             outage_spans = [(o.stopped_at, o.back_at or time.monotonic()) for o in outages.done]
+            outage_spans += stalls
             report = check_run(rt, api, decided, lost, charged_at, also_charged=run_calls)
             if cfg.runs:
                 report.runs = check_runs(
@@ -292,7 +296,12 @@ def _kill_phase(
     rng: random.Random,
     log: Log,
     backlog: threading.Event,
+    writer_lock: str | None = None,
+    stalls: list[tuple[float, float]] | None = None,
 ) -> float:
+    """The kill phase; freezes of a worker holding SQLite's ``writer_lock`` are
+    appended to ``stalls`` (the database stopped meanwhile)."""
+    stalls = [] if stalls is None else stalls
     start = time.monotonic()
     next_kill = start + rng.uniform(*cfg.kill_interval)
     # Freezes early enough in the phase that the frozen worker wakes before it ends.
@@ -319,6 +328,10 @@ def _kill_phase(
             return now
         if freezes and now >= freezes[0] and sup.freeze_random(LEASE_SECONDS + 1):
             freezes.pop(0)
+            pid, lo, hi = sup.freeze_log[-1]
+            if writer_lock is not None and pid in writer_lock_holders(writer_lock):
+                stalls.append((lo, hi))  # every writer waits for it: the database stopped
+                log(f"froze worker {pid} holding SQLite's writer lock: every writer waits")
         if now >= next_kill and not overtime:
             sup.kill_random(cfg.min_life)
             next_kill = now + rng.uniform(*cfg.kill_interval)

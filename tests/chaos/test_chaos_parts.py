@@ -5,7 +5,10 @@ problems. The runs themselves are ``.ci/run`` steps (``python -m tests.chaos
 
 from __future__ import annotations
 
+import fcntl
+import os
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +17,7 @@ from agentq.ledger import TaskInfo, TaskStatus
 from agentq.tools import ToolRegistry
 from tests.chaos.appsql import portable, portable_refund_tool
 from tests.chaos.graph_checks import GraphsReport, check_graph_refunds
+from tests.chaos.lock_stalls import writer_lock_holders, writer_lock_path
 from tests.chaos.outages import Outage, outage_problems
 from tests.chaos.run_checks import check_requests
 from tests.chaos.runs import Answered
@@ -137,6 +141,31 @@ def test_a_graphs_refund_charged_twice_or_enqueued_twice_or_missing_is_a_problem
     assert _graph_problems(rejected, {"task-0": 1, "task-1": 1}, ended=False)[1] == []
     _, problems = _graph_problems(rejected, {"task-0": 1, "task-1": 1, "task-2": 1}, ended=False)
     assert any("dead, yet charged 1" in p for p in problems)
+    # Dead because each delivery's worker was killed after the charge: the
+    # effect applied once, and the task still reads as dead (accepted).
+    crashed = TaskInfo.model_construct(
+        task_id="task-2", tool="execute_refund", status=TaskStatus.DEAD,
+        error="delivered 5 times without completing (max_attempts 5)")  # fmt: skip
+    killed = once | {"lg00001-t2-c1": [crashed]}
+    _, problems = _graph_problems(killed, {"task-0": 1, "task-1": 1, "task-2": 1}, ended=False)
+    assert problems == []
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="the kernel's table of locks")
+def test_the_writer_lock_holder_is_read_from_the_kernels_table_of_locks(tmp_path: Path) -> None:
+    db = tmp_path / "chaos.db"
+    lock = writer_lock_path(f"sqlite:///{db}")
+    assert lock == f"{db}-agentq.lock" and writer_lock_path("postgresql://x/y") is None
+    assert writer_lock_holders(str(lock)) == set()  # no file yet
+    fd = os.open(str(lock), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        assert writer_lock_holders(str(lock)) == set()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert writer_lock_holders(str(lock)) == {os.getpid()}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        assert writer_lock_holders(str(lock)) == set()
+    finally:
+        os.close(fd)
 
 
 def test_a_committed_turn_asked_again_is_a_problem_unless_its_asker_was_killed() -> None:
