@@ -78,8 +78,9 @@ def add_waiter(tx: Transaction, prerequisite: str, waiter: str) -> None:
 
 
 def waited_on(tx: Transaction, task_ids: Sequence[str]) -> set[str]:
-    """Which of ``task_ids`` some task waits on (one read for all of them)."""
-    return set(tx.get_records(Tables.JOINS, task_ids))
+    """Which of ``task_ids`` some task waits on (one read for all of them; rarely
+    any: PostgreSQL checks that with the commit instead of reading first)."""
+    return set(tx.get_records(Tables.JOINS, task_ids, likely_absent=True))
 
 
 def take_waiters(tx: Transaction, task_id: str) -> list[str]:

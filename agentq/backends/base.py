@@ -41,6 +41,7 @@ __all__ = [
     "Backend",
     "EncodedFields",
     "EncodedRecord",
+    "LeaseClaim",
     "Message",
     "QueueStats",
     "RecordFilter",
@@ -340,6 +341,36 @@ class StoredRecord:
     version: str
 
 
+class LeaseClaim(Protocol):
+    """What a worker writes with a lease, on a backend that can
+    (``claims_with_leases``, PostgreSQL: ``stream(..., claim=...)``): the lease's
+    transaction reads each message's record of :attr:`table` (its key: the
+    message's first key part) with the ready rows, asks :meth:`prepare` which of
+    them to swap (compare-and-swap, as :meth:`Transaction.replace_records`), and
+    sends those swaps with its COMMIT; :meth:`settled` then hears which of them
+    were not at their version (their messages are leased all the same)."""
+
+    table: str
+
+    def ready(self) -> None:
+        """Called before each lease, outside any transaction: the claim may read
+        what it needs through the backend (nothing can be read in :meth:`prepare`)."""
+        ...
+
+    def prepare(
+        self, messages: Sequence[Message], records: Mapping[str, StoredRecord]
+    ) -> Sequence[tuple[str, str, EncodedFields | EncodedRecord]]:
+        """The swaps ``(key, version, value)`` to make with the lease (each key
+        once; ``value``: the claim's changed fields, or the whole claimed record);
+        it must not raise, nor use the backend (its transaction is open)."""
+        ...
+
+    def settled(self, changed: Sequence[str]) -> None:
+        """The lease committed; ``changed``: the swapped keys that were not at their
+        version (nothing written for them)."""
+        ...
+
+
 class Transaction(Protocol):
     """A read-write transaction: queue mutations, records and application SQL."""
 
@@ -393,10 +424,18 @@ class Transaction(Protocol):
         """Read a JSON record of the runtime's own state."""
         ...
 
-    def get_records(self, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def get_records(
+        self, table: str, keys: Sequence[str], *, likely_absent: bool = False
+    ) -> dict[str, dict[str, Any]]:
         """Read several records in this transaction (what :meth:`get_record` gives
         for each key), as one read where the engine allows; keys with no record
-        are left out."""
+        are left out.
+
+        ``likely_absent``: the caller expects almost never to find one (the tasks
+        waiting on a finishing task). A backend may then answer that none exists
+        without reading, and check it with the transaction's next round trip; if
+        one does exist, nothing of the transaction commits and the function runs
+        again, reading these keys. (PostgreSQL does so; the others read.)"""
         ...
 
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from agentq.backends import EncodedFields, EncodedRecord, Message, encode_fields, encode_record
 from agentq.errors import TransactionError
 from agentq.executor.inflight import Inflight, looks_like_envelope
+from agentq.executor.lease_claims import LeaseClaims
 from agentq.faults import WorkerCrash
 from agentq.ledger import Tables
 from agentq.lifecycle import payloads
@@ -60,12 +61,26 @@ __all__ = ["DEFAULT_UNKNOWN_TOOL_GRACE", "Admission"]
 class Admission(CarefulClaims):
     """Claims leased messages for one worker; see the module docstring."""
 
+    _lease_claims: LeaseClaims | None = None
+
+    @property
+    def lease_claims(self) -> LeaseClaims:
+        """The claims this worker makes with its leases (:mod:`.lease_claims`)."""
+        if self._lease_claims is None:
+            self._lease_claims = LeaseClaims(self)
+        return self._lease_claims
+
     def claim(self, batch: list[Message]) -> list[Inflight]:
         """Mark a leased batch running and return what may run."""
         rt = self.runtime
         labels: list[str] = []
-        fast, slow = self._plan_claims(batch)
         runnable: list[Inflight] = []
+        careful: list[Message] = []
+        if self._lease_claims is not None:
+            # Claimed with the lease already, or known to need a transaction.
+            runnable, careful, batch = self._lease_claims.take(batch)
+        fast, slow = self._plan_claims(batch) if batch else ([], [])
+        slow.extend(careful)
         if fast:
             # Only the claim's fields on SQLite, the whole record on PostgreSQL
             # (see _prepare_claim).
@@ -137,7 +152,12 @@ class Admission(CarefulClaims):
         return fast, slow
 
     def _prepare_claim(
-        self, msg: Message, rec: dict[str, Any], now: datetime, read: payloads.Reader
+        self,
+        msg: Message,
+        rec: dict[str, Any],
+        now: datetime,
+        read: payloads.Reader,
+        holds_reader: Any = None,
     ) -> tuple[Inflight, EncodedFields | EncodedRecord] | None:
         """The running record of an ordinary delivery and its changed fields, or
         None to decide in a transaction (every branch that writes more than the
@@ -164,7 +184,7 @@ class Admission(CarefulClaims):
             definition = rt.tools.get(rec["tool"])
             if definition.guarded:
                 return None  # its claim is durable and may hold the delivery off
-            hold = self.holds.until(rt.backend, now, rec["tool"])
+            hold = self.holds.until(holds_reader or rt.backend, now, rec["tool"])
             if (hold is not None and hold > now) or self._needs_approval(rec, definition, args):
                 return None
         fields = lifecycle.claimed_fields(rec, now, deliveries)

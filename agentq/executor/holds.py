@@ -7,15 +7,20 @@ worker also remembers its own holds at once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from agentq.backends import Backend
 from agentq.clock import Clock
 from agentq.ledger import Tables
 from agentq.policies import Policy
 from agentq.retry import hold_in_force
 
 __all__ = ["Holds"]
+
+#: How long a read of another worker's hold is used before it is read again (s).
+_REREAD = 0.5
 
 
 class _RecordReader(Protocol):
@@ -31,6 +36,21 @@ class Holds:
         self.local: dict[str, datetime] = {}
         self._reads: dict[str, tuple[float, datetime | None]] = {}
 
+    def refresh(self, backend: Backend, now: datetime, tools: Sequence[str]) -> None:
+        """Read the holds of those of ``tools`` not read in the last half second,
+        in one read (so that :meth:`until` needs none for a while)."""
+        mono = self.clock.monotonic()
+        stale = [t for t in tools if mono - self._reads.get(t, (-1e9, None))[0] >= _REREAD]
+        if not stale:
+            return
+        found = backend.read_records(Tables.HOLDS, stale)
+        for tool in stale:
+            rec = found.get(tool)
+            until = hold_in_force(
+                None if rec is None else rec.value, now, self.policy.max_retry_after(tool)
+            )
+            self._reads[tool] = (mono, until)
+
     def until(self, reader: _RecordReader, now: datetime, tool: str) -> datetime | None:
         """Until when a Retry-After holds this tool back: this worker's own holds at
         once, other workers' (the holds records) re-read at most every half second,
@@ -40,7 +60,7 @@ class Holds:
             return local
         mono = self.clock.monotonic()
         cached = self._reads.get(tool)
-        if cached is not None and mono - cached[0] < 0.5:
+        if cached is not None and mono - cached[0] < _REREAD:
             return cached[1]
         rec = reader.get_record(Tables.HOLDS, tool)
         # A hold beyond the tool's Retry-After cap (or not written by agentq) is ignored.

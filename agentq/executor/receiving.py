@@ -45,8 +45,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from agentq.backends import LEASE_SECONDS, Message
 from agentq.backends.tags import tagged
@@ -67,7 +68,16 @@ class Receiving(WorkerState):
         drain()) every batch of it: on Spanner one RECEIVE call can carry several
         batches, and the rows of batches never read would stay leased, unseen,
         until their leases expire."""
-        stream = self.runtime.backend.stream(queue, max_batch_size=n, max_duration=duration)
+        backend = self.runtime.backend
+        stream: Iterator[list[Message]]
+        if backend.swaps_in_sets and getattr(backend, "claims_with_leases", False):
+            # Marked running with the lease (agentq.executor.lease_claims).
+            claim = self.admission.lease_claims.for_queue(queue)
+            stream = cast(Any, backend).stream(
+                queue, max_batch_size=n, max_duration=duration, claim=claim
+            )
+        else:
+            stream = backend.stream(queue, max_batch_size=n, max_duration=duration)
         try:
             if duration == 0:
                 return [m for batch in stream for m in batch]

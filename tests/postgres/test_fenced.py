@@ -38,16 +38,19 @@ def test_a_fenced_transaction_runs_at_read_committed(postgres_url: str) -> None:
 def test_the_workers_fast_path_claim_is_fenced(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentq.lifecycle import tasks
+    # The claim goes with the lease's COMMIT (agentq.executor.lease_claims): a
+    # compare-and-swap of each record from the version the lease read.
+    from agentq.backends.postgres.records import Records
 
     seen: list[str] = []
-    swap = tasks.swap_claimed
+    swap = Records.swap_at_commit
 
-    def watched(tx: Transaction, items: Any) -> list[str]:
-        seen.append(_isolation(tx))
-        return swap(tx, items)
+    def watched(self: Records, tx: Any, table: str, items: Any) -> Any:
+        seen.append(str(tx.execute("SELECT current_setting('transaction_isolation')", ())
+                        .fetchone()[0]))  # fmt: skip
+        return swap(self, tx, table, items)
 
-    monkeypatch.setattr(tasks, "swap_claimed", watched)
+    monkeypatch.setattr(Records, "swap_at_commit", watched)
     with Runtime(postgres_url, tools=[noop]) as rt:
         for n in range(3):
             rt.enqueue_action("noop", {"n": n})

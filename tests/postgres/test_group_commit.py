@@ -159,6 +159,44 @@ def test_a_key_taken_is_reported_to_the_transaction_that_sent_it_not_its_neighbo
     assert [m.key for batch in backend.stream("Jobs", 10) for m in batch] == [("taken",)]
 
 
+def test_a_failure_held_back_to_the_commit_is_its_own_transactions_not_the_last_ones(
+    backend: PostgresBackend,
+) -> None:
+    # Neither neighbour reads: every write and check of both is held back (a
+    # completion's acks are checked in SQL so, agentq.backends.postgres.checks),
+    # and the group sends them together before its COMMIT. The one whose key is
+    # taken gets DuplicateKey; before, the last member of the group got it and
+    # the one that sent the taken key was run again and reported nothing.
+    backend.transact(lambda tx: tx.send("Jobs", "taken", b"x"))
+    calls = Calls(backend, contended=True)
+    holding, release = threading.Event(), threading.Event()
+
+    def leader(tx: Transaction) -> str:
+        tx.put_record("notes", "leader", {"ok": True})
+        holding.set()
+        release.wait(30)
+        return "leader"
+
+    def sends_a_taken_key(tx: Transaction) -> str:
+        tx.send("Jobs", "taken", b"again")
+        return "dup"
+
+    def writes_blind(tx: Transaction) -> str:
+        tx.put_record("notes", "blind", {"ok": True})
+        return "blind"
+
+    calls.start("leader", leader, queues=False)
+    assert holding.wait(30)
+    calls.start("dup", sends_a_taken_key)
+    calls.start("blind", writes_blind)
+    release.set()
+    calls.join()
+    assert isinstance(calls.outcomes["dup"], DuplicateKey), calls.outcomes
+    assert calls.outcomes["blind"] == "blind", calls.outcomes
+    assert calls.outcomes["leader"] == "leader"
+    assert backend.get_record("notes", "blind") == {"ok": True}
+
+
 def test_a_function_that_raises_leaves_its_group_committed(backend: PostgresBackend) -> None:
     calls = Calls(backend, contended=True)
     holding, release = threading.Event(), threading.Event()

@@ -12,6 +12,9 @@ from typing import Any, TypeVar
 import psycopg
 
 from agentq.backends.base import (
+    EncodedFields,
+    EncodedRecord,
+    LeaseClaim,
     Message,
     QueueStats,
     RecordFilter,
@@ -25,6 +28,7 @@ from agentq.backends.base import (
 from agentq.backends.notify import RecordTopic, Wake, notifier_for
 from agentq.backends.postgres import queues, totals
 from agentq.backends.postgres.bound import bind
+from agentq.backends.postgres.checks import SpeculationFailed
 from agentq.backends.postgres.config import PostgresConfig, parse_url
 from agentq.backends.postgres.connection import Conn, Database, TxConn
 from agentq.backends.postgres.driver_errors import RETRYABLE
@@ -51,6 +55,9 @@ __all__ = ["PostgresBackend", "open_postgres"]
 
 T = TypeVar("T")
 
+#: Runs of a transaction function again after a guess of it failed (.checks).
+_GUESSES = 2
+
 
 class PostgresBackend:
     """Spanner-queue semantics on a PostgreSQL database (psycopg 3, a pool).
@@ -73,6 +80,7 @@ class PostgresBackend:
         self.ordered_keys = True  # B-tree indexes: keys growing with time share pages
         self.single_writer = False  # transactions run side by side
         self.swaps_in_sets = True  # replace_records / update_records: one statement a set
+        self.claims_with_leases = True  # stream(..., claim=): a claim in the lease's commit
         # Other processes' record-only commits send no notification: re-read this often.
         self.commit_poll_interval: float | None = config.poll_interval
         self.schema = config.schema
@@ -180,14 +188,22 @@ class PostgresBackend:
             sent, written = tx.sent, tx.written
             return result
 
-        if fenced:
-            # READ COMMITTED: its writes lock and re-check their rows, and a
-            # transaction there takes part in no serializable conflict (it aborts
-            # nobody's, the application's own included). Never in a commit group,
-            # whose transaction is SERIALIZABLE.
-            result = self._db.write(body, durable=durable)
-        else:
-            result = self._write(body, durable)
+        for guess in range(_GUESSES, -1, -1):
+            try:
+                if fenced:
+                    # READ COMMITTED: its writes lock and re-check their rows, and a
+                    # transaction there takes part in no serializable conflict (it
+                    # aborts nobody's, the application's own included). Never in a
+                    # commit group, whose transaction is SERIALIZABLE.
+                    result = self._db.write(body, durable=durable)
+                else:
+                    result = self._write(body, durable)
+                break
+            except SpeculationFailed:
+                # Nothing of it committed, and the guess that failed (.checks) is
+                # not made again: the function runs again, reading instead.
+                if not guess:
+                    raise
         if sent:
             self._notifier.notify(sent)
         self._commits.notify(written)  # only the readers of these records
@@ -203,7 +219,17 @@ class PostgresBackend:
                 if not isinstance(exc.__cause__, RETRYABLE):
                     raise
                 self._group.conflicted()
-        return self._group.write(body, durable)
+
+        def own(conn: TxConn) -> T:
+            # Its held-back writes and checks sent before the next member runs:
+            # one failing is reported to this transaction, never to a neighbour
+            # whose statements happened to carry it (held back to the COMMIT, it
+            # went to the group's last member).
+            result = body(conn)
+            conn.settle()
+            return result
+
+        return self._group.write(own, durable)
 
     def bind_transaction(self, connection: Any) -> Transaction:
         """A transaction on the application's own ``connection`` (psycopg 3, or an
@@ -231,14 +257,23 @@ class PostgresBackend:
     # -- receiving -----------------------------------------------------------
 
     def stream(
-        self, queue: str, max_batch_size: int = 1, max_duration: float = 0.0
+        self,
+        queue: str,
+        max_batch_size: int = 1,
+        max_duration: float = 0.0,
+        *,
+        claim: LeaseClaim | None = None,
     ) -> Iterator[list[Message]]:
+        """:meth:`~agentq.backends.base.Backend.stream`; with ``claim``, each
+        lease also makes the swaps it asks for (``claims_with_leases``)."""
         check_stream_args(max_batch_size, max_duration)
         self._queue_sql(queue)  # fail fast on an unknown queue
-        return self._stream(queue, max_batch_size, max_duration)
+        if claim is not None:
+            claim = _Notifying(claim, self._commits)
+        return self._stream(queue, max_batch_size, max_duration, claim)
 
     def _stream(
-        self, queue: str, max_batch_size: int, max_duration: float
+        self, queue: str, max_batch_size: int, max_duration: float, claim: LeaseClaim | None
     ) -> Iterator[list[Message]]:
         deadline = self.clock.monotonic() + max_duration
         event = threading.Event()
@@ -248,7 +283,11 @@ class PostgresBackend:
         try:
             while not self._db.closed:
                 event.clear()
-                batch, next_visible = self._leases.lease(self._queue_sql(queue), max_batch_size)
+                if claim is not None:
+                    claim.ready()  # outside the lease's transaction
+                batch, next_visible = self._leases.lease(
+                    self._queue_sql(queue), max_batch_size, claim, self._records
+                )
                 if batch:
                     yield batch
                     continue
@@ -328,6 +367,34 @@ class PostgresBackend:
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self.config.safe_url!r})"
+
+
+class _Notifying:
+    """A :class:`LeaseClaim` whose swaps, once committed, wake the readers of
+    those records (as a transaction's writes do)."""
+
+    def __init__(self, claim: LeaseClaim, commits: Any) -> None:
+        self._claim = claim
+        self._commits = commits
+        self.table = claim.table
+        self._keys: list[str] = []
+
+    def ready(self) -> None:
+        self._claim.ready()
+
+    def prepare(
+        self, messages: Sequence[Message], records: Mapping[str, StoredRecord]
+    ) -> Sequence[tuple[str, str, EncodedFields | EncodedRecord]]:
+        items = self._claim.prepare(messages, records)
+        self._keys = [key for key, _, _ in items]
+        return items
+
+    def settled(self, changed: Sequence[str]) -> None:
+        self._claim.settled(changed)
+        gone = set(changed)
+        written = {(self.table, key) for key in self._keys if key not in gone}
+        if written:
+            self._commits.notify(written)
 
 
 class _PollOnly:

@@ -16,11 +16,20 @@ import binascii
 from collections.abc import Sequence
 from typing import Any
 
-from agentq.backends.base import LEASE_SECONDS, Message, QueueStats, RedeliveryPolicy, Renewal
+from agentq.backends.base import (
+    LEASE_SECONDS,
+    LeaseClaim,
+    Message,
+    QueueStats,
+    RedeliveryPolicy,
+    Renewal,
+)
 from agentq.backends.postgres.connection import Conn, Database, TxConn
 from agentq.backends.postgres.queues import QueueSQL, decode_or_raw
+from agentq.backends.postgres.records import Records
 from agentq.backends.postgres.schema import qualified
 from agentq.clock import Clock, from_micros, to_micros
+from agentq.spec import QueueSpec
 
 __all__ = ["Leases"]
 
@@ -75,27 +84,41 @@ class Leases:
     def _now(self) -> int:
         return to_micros(self._clock.now())
 
-    def lease(self, sql: QueueSQL, max_batch_size: int) -> tuple[list[Message], int | None]:
+    def lease(
+        self,
+        sql: QueueSQL,
+        max_batch_size: int,
+        claim: LeaseClaim | None = None,
+        records: Records | None = None,
+    ) -> tuple[list[Message], int | None]:
         """Lease up to ``max_batch_size`` ready messages; also return the next
-        time a message becomes visible when none is ready."""
+        time a message becomes visible when none is ready. With ``claim`` (and the
+        ``records`` it reads), each message's record is read with the ready rows
+        and the swaps it asks for go with the lease's COMMIT (see
+        :class:`~agentq.backends.base.LeaseClaim`): two round trips in all."""
         spec = sql.spec
         queue = spec.name
         nkeys = len(spec.key)
         policy = self._redelivery
 
-        def body(tx: TxConn) -> tuple[list[Any], int, int | None]:
+        def body(tx: TxConn) -> tuple[list[Message], int | None, Any]:
             conn = tx.sql
             now = self._now()
             self._maybe_sweep_ttl(conn, sql, now)
-            rows = conn.execute(sql.select_ready, (now, max_batch_size)).fetchall()
+            if claim is not None:
+                select = sql.select_ready_with_record
+                params: tuple[Any, ...] = (claim.table, now, max_batch_size)
+            else:
+                select, params = sql.select_ready, (now, max_batch_size)
+            rows = conn.execute(select, params).fetchall()
             if not rows:
                 found = conn.execute(sql.next_visible).fetchone()
-                return [], now, None if found is None else found[0]
+                return [], None if found is None else found[0], None
             expiry = now + _LEASE_MICROS
             updates = []
             expired = 0
             for row in rows:
-                deliver, seq, prev_expiry, expirations = row[2 + nkeys :]
+                deliver, seq, prev_expiry, expirations = row[2 + nkeys : 6 + nkeys]
                 if prev_expiry is not None:
                     # Leased before and never acked: that lease expired.
                     expirations += 1
@@ -107,26 +130,41 @@ class Leases:
             tx.before_commit(sql.update_leases, [list(col) for col in zip(*updates, strict=True)])
             if expired:
                 tx.before_commit(*_count_sql(sql.schema, queue, "lease_expirations", expired))
-            return rows, expiry, None
+            messages = self._messages(spec, rows, expiry)
+            settle = None
+            if claim is not None and records is not None:
+                stored = {
+                    str(row[1]): records.stored(row[-1]) for row in rows if row[-1] is not None
+                }
+                items = claim.prepare(messages, stored)
+                if items:
+                    settle = records.swap_at_commit(tx, claim.table, items)
+            return messages, None, settle
 
-        rows, expiry, next_visible = self._db.write(
+        messages, next_visible, settle = self._db.write(
             body, f"leasing from queue {queue!r}", durable=False
         )
+        if claim is not None and messages:
+            claim.settled(settle() if settle is not None else [])
+        return messages, next_visible
+
+    @staticmethod
+    def _messages(spec: QueueSpec, rows: list[Any], expiry: int) -> list[Message]:
+        nkeys = len(spec.key)
         last = len(rows) - 1
         lease_expiry = from_micros(expiry)
-        messages = [
+        return [
             Message(
-                queue=queue,
+                queue=spec.name,
                 key=tuple(row[1 : 1 + nkeys]),
                 payload=decode_or_raw(spec, row[1 + nkeys]),
                 deliver_time=from_micros(row[2 + nkeys]),
-                lease_token=_encode_token(queue, row[0], row[3 + nkeys] + 1, expiry),
+                lease_token=_encode_token(spec.name, row[0], row[3 + nkeys] + 1, expiry),
                 lease_expiry=lease_expiry,
                 last_in_batch=i == last,
             )
             for i, row in enumerate(rows)
         ]
-        return messages, next_visible
 
     def _maybe_sweep_ttl(self, conn: Conn, sql: QueueSQL, now: int) -> None:
         ttl = sql.spec.ttl

@@ -46,6 +46,7 @@ __all__ = [
     "BEGIN_SERIALIZABLE",
     "Conn",
     "NeighbourFailed",
+    "Rows",
     "Translate",
     "TxConn",
     "run_or_defer",
@@ -71,11 +72,24 @@ class NeighbourFailed(TransactionAborted):
     again (:mod:`agentq.backends.postgres.grouping`)."""
 
 
+class Rows:
+    """The rows of a statement sent with the ``COMMIT`` (:meth:`TxConn.before_commit`),
+    to be read once the commit is done."""
+
+    def __init__(self) -> None:
+        self._cursor: psycopg.Cursor[tuple[Any, ...]] | None = None
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        """Its rows (none if the transaction never reached its COMMIT)."""
+        return [] if self._cursor is None else self._cursor.fetchall()
+
+
 class _Command(NamedTuple):
     query: str
     params: Sequence[Any] | None
     translate: Translate | None = None
     seq: int = -1  # the how-manieth held-back write of this connection
+    rows: Rows | None = None  # where its cursor goes, when its rows are read
 
 
 class TxConn:
@@ -139,10 +153,12 @@ class TxConn:
         :attr:`deferred`) is what the server refused."""
         return self._failed is not None and self._failed < mark
 
-    def before_commit(self, query: str, params: Sequence[Any] | None = None) -> None:
-        """Run ``query`` just before ``COMMIT``, in the same round trip (its
-        result is not read; an error fails the commit)."""
-        self._before_commit.append(_Command(query, params))
+    def before_commit(self, query: str, params: Sequence[Any] | None = None) -> Rows:
+        """Run ``query`` just before ``COMMIT``, in the same round trip (an error
+        fails the commit); its rows can be read once the commit is done."""
+        rows = Rows()
+        self._before_commit.append(_Command(query, params, rows=rows))
+        return rows
 
     def commit(self, *, durable: bool = True) -> None:
         """Commit (``durable=False``: without waiting for the WAL flush, this
@@ -249,7 +265,9 @@ def run_or_defer(
 
 def _send(conn: Conn, commands: Sequence[_Command]) -> None:
     for command in commands:
-        conn.execute(command.query, command.params)
+        cur = conn.execute(command.query, command.params)
+        if command.rows is not None:
+            command.rows._cursor = cur
 
 
 def _pipelined(conn: Conn, commands: Sequence[_Command], then: Callable[[], T]) -> T:

@@ -83,6 +83,17 @@ class QueueSQL:
             "WHERE agentq_visible_at <= %s ORDER BY agentq_visible_at, agentq_msg_id LIMIT %s "
             "FOR UPDATE SKIP LOCKED"
         )
+        # The same, with each message's record of a records table (its key: the
+        # message's first key column), for a claim made with the lease.
+        first = keys[0]
+        self.select_ready_with_record = (
+            f"SELECT q.agentq_msg_id, {', '.join(f'q.{k}' for k in keys)}, q.payload, "
+            "q.deliver_time, q.agentq_lease_seq, q.agentq_lease_expiry, q.agentq_expirations, "
+            f"r.v FROM {q} AS q LEFT JOIN {qualified(schema, 'records')} AS r "
+            f'ON r.tbl = %s AND r.k = (q.{first}::text COLLATE "C") '
+            "WHERE q.agentq_visible_at <= %s ORDER BY q.agentq_visible_at, q.agentq_msg_id "
+            "LIMIT %s FOR UPDATE OF q SKIP LOCKED"
+        )
         self.update_lease = (
             f"UPDATE {q} SET agentq_lease_seq = %s, agentq_lease_expiry = %s, "
             "agentq_visible_at = %s, agentq_expirations = %s WHERE agentq_msg_id = %s"

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import psycopg
 
 from agentq.backends.base import (
     EncodedFields,
@@ -31,10 +33,11 @@ from agentq.backends.base import (
     record_rare_status,
     record_text,
 )
+from agentq.backends.postgres.checks import Guesses, SpeculationFailed, count_check, is_failure_of
 from agentq.backends.postgres.connection import Conn, Database
-from agentq.backends.postgres.pipeline import run_or_defer
+from agentq.backends.postgres.pipeline import TxConn, run_or_defer
 from agentq.backends.record_pages import PageDialect, filtered_page
-from agentq.errors import InvalidMessage
+from agentq.errors import AgentQError, InvalidMessage
 from agentq.jsontext import decode
 from agentq.spec import validate_identifier
 
@@ -90,12 +93,20 @@ def _merged(table: str, text: str, fields: EncodedFields) -> tuple[str, str | No
     return record_text(record), rare_status(table, record.get("status"))
 
 
+#: A compare-and-swap of one record: key, version (the stored text), new text,
+#: and the new text's rare status (:func:`~agentq.backends.base.rare_status`).
+_Row = tuple[str, str, str, str | None]
+
+
 class Records:
     """The records table of one schema: the writes run on a transaction's
     connection, the reads on their own pooled one."""
 
     def __init__(self, table: str) -> None:
         self.table = table  # already qualified
+        #: The texts of the records this process swapped in, and the records
+        #: found where none was expected (see :mod:`.checks`).
+        self.guesses = Guesses()
 
     # -- inside a transaction ------------------------------------------------
 
@@ -107,8 +118,33 @@ class Records:
         ).fetchone()
         return None if row is None else dict(decode(row[0]))
 
-    def get_many(self, conn: Conn, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        return {k: dict(decode(v)) for k, v in self._select(conn, table, keys)}
+    def get_many(
+        self, conn: Conn, table: str, keys: Sequence[str], *, likely_absent: bool = False
+    ) -> dict[str, dict[str, Any]]:
+        """The records of ``keys``. ``likely_absent``: in a transaction of the
+        backend's own, guess that none exists and check it with the next round
+        trip (a failed guess: :class:`SpeculationFailed`, and these keys are read
+        when the function runs again)."""
+        wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
+        if not wanted:
+            return {}
+        if likely_absent and isinstance(conn, TxConn) and self.guesses.may_be_absent(table, wanted):
+            query, params, token = count_check(
+                f"SELECT 1 FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[])",
+                (table, wanted), 0, f"no record of {table!r} was expected",
+            )  # fmt: skip
+
+            def translate(exc: psycopg.Error) -> AgentQError | None:
+                if not is_failure_of(exc, token):
+                    return None
+                self.guesses.present(table, wanted)
+                return SpeculationFailed(f"a record of {table!r} exists after all: read again")
+
+            conn.defer(query, params, translate)
+            return {}
+        found = {k: dict(decode(v)) for k, v in self._select(conn, table, wanted)}
+        self.guesses.read(table, wanted)
+        return found
 
     def put(
         self, conn: Conn, table: str, key: str, value: Mapping[str, Any] | EncodedRecord
@@ -161,10 +197,54 @@ class Records:
         stored version differed (nothing written for them). At READ COMMITTED the
         ``UPDATE`` re-checks ``v = version`` on the newest row after waiting for
         a concurrent writer, so two swaps from one version never both win. The
-        whole set is one statement (a key given twice: one at a time, in order)."""
+        whole set is one statement (a key given twice: one at a time, in order).
+
+        Where every key is at the text this process swapped in last (a plain
+        success swapped in whole from its claim's text) the swap is checked in
+        SQL with the next round trip instead of read (:meth:`_swap_as_guessed`)."""
+        changed, rows = self._swap_rows(table, items)
+        if len({row[0] for row in rows}) < len(rows):
+            sql = (f"UPDATE {self.table} SET v = %s, rare_status = %s "
+                   "WHERE tbl = %s AND k = %s AND v = %s")  # fmt: skip
+            for key, version, text, rare in rows:
+                if conn.execute(sql, (text, rare, table, key, version)).rowcount == 0:
+                    changed.append(key)
+            return changed
+        if isinstance(conn, TxConn) and not changed and self._swap_as_guessed(conn, table, rows):
+            return []
+        if rows:
+            swapped = {r[0] for r in conn.execute(*self._swap_sql(table, rows)).fetchall()}
+            changed.extend(self._swapped(table, rows, swapped))
+        return changed
+
+    def swap_at_commit(
+        self,
+        tx: TxConn,
+        table: str,
+        items: Sequence[tuple[str, str, EncodedFields | EncodedRecord]],
+    ) -> Callable[[], list[str]]:
+        """:meth:`replace` of ``items`` (each key once), sent with the ``COMMIT``
+        of ``tx``: returns what gives the keys that changed, once committed."""
+        changed, rows = self._swap_rows(table, items)
+        if not rows:
+            return lambda: changed
+        result = tx.before_commit(*self._swap_sql(table, rows))
+
+        def settled() -> list[str]:
+            swapped = {r[0] for r in result.fetchall()}
+            return changed + self._swapped(table, rows, swapped)
+
+        return settled
+
+    def _swap_rows(
+        self,
+        table: str,
+        items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord | EncodedFields]],
+    ) -> tuple[list[str], list[_Row]]:
+        """The keys that cannot be swapped, and the swaps of the rest."""
         _record_table(table)
         changed: list[str] = []
-        rows: list[tuple[str, str, str, str | None]] = []  # key, version, new text, rare
+        rows: list[_Row] = []
         for key, version, value in items:
             if not _storable(key):
                 changed.append(key)
@@ -178,33 +258,37 @@ class Records:
             else:
                 text, rare = _text(value), record_rare_status(table, value)
             rows.append((key, version, text, rare))
-        if len({row[0] for row in rows}) < len(rows):
-            sql = (f"UPDATE {self.table} SET v = %s, rare_status = %s "
-                   "WHERE tbl = %s AND k = %s AND v = %s")  # fmt: skip
-            for key, version, text, rare in rows:
-                if conn.execute(sql, (text, rare, table, key, version)).rowcount == 0:
-                    changed.append(key)
-            return changed
-        if rows:
-            keys, versions, texts, rares = (list(col) for col in zip(*rows, strict=True))
-            swapped = {
-                r[0]
-                for r in conn.execute(
-                    f"UPDATE {self.table} AS r SET v = x.v, rare_status = x.rare "
-                    "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[]) "
-                    "AS x(k, old, v, rare) "
-                    "WHERE r.tbl = %s AND r.k = x.k AND r.v = x.old RETURNING r.k",
-                    (keys, versions, texts, rares, table),
-                ).fetchall()
-            }
-            changed.extend(key for key in keys if key not in swapped)
-        return changed
+        return changed, rows
+
+    def _swap_sql(self, table: str, rows: list[_Row]) -> tuple[str, Any]:
+        keys, versions, texts, rares = (list(col) for col in zip(*rows, strict=True))
+        return (
+            f"UPDATE {self.table} AS r SET v = x.v, rare_status = x.rare "
+            "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[]) "
+            "AS x(k, old, v, rare) "
+            "WHERE r.tbl = %s AND r.k = x.k AND r.v = x.old RETURNING r.k",
+            (keys, versions, texts, rares, table),
+        )
+
+    def _swapped(self, table: str, rows: list[_Row], swapped: set[str]) -> list[str]:
+        """Remember the texts swapped in (a completion writes from them, no
+        re-read); returns the keys that were not."""
+        self.guesses.wrote(table, {row[0]: row[2] for row in rows if row[0] in swapped})
+        return [row[0] for row in rows if row[0] not in swapped]
 
     def update(
         self, conn: Conn, table: str, items: Sequence[tuple[str, EncodedFields]]
     ) -> list[str]:
-        """Set top-level fields of existing records; returns the keys with no record."""
+        """Set top-level fields of existing records; returns the keys with no record.
+
+        Where this process swapped every one of them in last (a worker's claims)
+        the fields are merged into those texts with no read, and the write is a
+        compare-and-swap checked with the next round trip: a record changed since
+        fails the transaction (:class:`SpeculationFailed`), which then runs again
+        and reads them, locked, as any other."""
         _record_table(table)
+        if isinstance(conn, TxConn) and self._update_as_guessed(conn, table, items):
+            return []
         wanted = [key for key, _ in items if _storable(key)]
         # Locked as read: no other transaction writes them until this one ends.
         stored: dict[str, str] = dict(
@@ -232,6 +316,60 @@ class Records:
             )
         return missing
 
+    def _update_as_guessed(
+        self, conn: TxConn, table: str, items: Sequence[tuple[str, EncodedFields]]
+    ) -> bool:
+        """The write of :meth:`update` from the texts this process swapped in, if
+        it knows them all (each key once); False to read them instead."""
+        keys = [key for key, _ in items]
+        if not keys or len(set(keys)) < len(keys):
+            return False
+        olds = self.guesses.take_texts(table, keys)
+        if olds is None:
+            return False
+        rows: list[_Row] = []
+        for key, fields in items:
+            text, rare = _merged(table, olds[key], fields)
+            rows.append((key, olds[key], text, rare))
+        self._defer_checked_swap(conn, table, rows)
+        return True
+
+    def _swap_as_guessed(self, conn: TxConn, table: str, rows: list[_Row]) -> bool:
+        """The swap of :meth:`replace` checked in SQL with the next round trip
+        (its result not read), if every key is at the text this process last
+        swapped in (a worker's claim: its completion swaps from it); False to
+        swap and read which keys changed instead. A record changed since fails
+        the transaction (:class:`SpeculationFailed`), which then runs again
+        without the guess (the caller merges its fields into what is stored)."""
+        keys = [row[0] for row in rows]
+        if not keys:
+            return False
+        olds = self.guesses.take_texts(table, keys)
+        if olds is None or any(olds[key] != version for key, version, _, _ in rows):
+            return False
+        self._defer_checked_swap(conn, table, rows)
+        return True
+
+    def _defer_checked_swap(self, conn: TxConn, table: str, rows: list[_Row]) -> None:
+        """Compare-and-swap ``rows`` (each key once) with the transaction's next
+        round trip; any not at its version fails the transaction with
+        :class:`SpeculationFailed` (nothing of it commits)."""
+        query, params, token = count_check(
+            f"UPDATE {self.table} AS r SET v = x.v, rare_status = x.rare "
+            "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[]) "
+            "AS x(k, old, v, rare) "
+            "WHERE r.tbl = %s AND r.k = x.k AND r.v = x.old RETURNING 1",
+            (*(list(col) for col in zip(*rows, strict=True)), table),
+            len(rows), f"records of {table!r} as claimed",
+        )  # fmt: skip
+
+        def translate(exc: psycopg.Error) -> AgentQError | None:
+            if not is_failure_of(exc, token):
+                return None
+            return SpeculationFailed(f"a record of {table!r} changed since its claim: read it")
+
+        conn.defer(query, params, translate)
+
     def _select(self, conn: Conn, table: str, keys: Sequence[str]) -> list[tuple[str, str]]:
         wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
         if not wanted:
@@ -248,7 +386,12 @@ class Records:
         self, db: Database, table: str, keys: Sequence[str]
     ) -> dict[str, StoredRecord]:
         rows = db.read(lambda conn: self._select(conn, table, keys), f"reading {table!r}")
-        return {k: StoredRecord(value=dict(decode(v)), version=v) for k, v in rows}
+        return {k: self.stored(v) for k, v in rows}
+
+    @staticmethod
+    def stored(text: str) -> StoredRecord:
+        """A record read as ``text`` (decoded here, once), its version that text."""
+        return StoredRecord(value=dict(decode(text)), version=text)
 
     def read_texts(self, db: Database, table: str, keys: Sequence[str]) -> dict[str, str]:
         """The versions (stored texts, not decoded) of the records of ``keys``."""

@@ -16,8 +16,9 @@ import psycopg
 from psycopg import errors as pgerr
 
 from agentq.backends.base import EncodedFields, EncodedRecord, Transaction
+from agentq.backends.postgres.checks import count_check, is_failure_of
 from agentq.backends.postgres.connection import Conn
-from agentq.backends.postgres.pipeline import Translate, TxConn
+from agentq.backends.postgres.pipeline import Translate, TxConn, run_or_defer
 from agentq.backends.postgres.placeholders import psycopg_placeholders
 from agentq.backends.postgres.queues import QueueSQL
 from agentq.backends.postgres.records import Records
@@ -151,17 +152,27 @@ class PostgresTransaction(Transaction):
     def ack_all(self, queue: str, keys: Sequence[Sequence[Any] | Any]) -> None:
         sql = self._queue_sql(queue, self._conn)
         rows = [sql.spec.check_key(key) for key in keys]
-        deleted = 0
-        if rows:
-            columns = [list(col) for col in zip(*rows, strict=True)]
-            deleted = len(self._conn.execute(sql.delete_many, columns).fetchall())
-        if deleted != len(rows):
-            raise self._doom(
+        if not rows:
+            return
+        # Checked in SQL and held back for the next round trip (at the latest the
+        # COMMIT's): a message already gone fails the statement, and with it the
+        # transaction, which then reports MessageNotFound.
+        columns = [list(col) for col in zip(*rows, strict=True)]
+        query, params, token = count_check(
+            sql.delete_many, columns, len(rows), f"the acks of {len(rows)} message(s)"
+        )
+
+        def translate(exc: psycopg.Error) -> AgentQError | None:
+            if not is_failure_of(exc, token):
+                return None
+            return self._doom(
                 MessageNotFound(
-                    f"queue {queue!r}: {len(rows) - deleted} of the {len(rows)} messages "
-                    "to acknowledge have no message (already acknowledged)"
+                    f"queue {queue!r}: of the {len(rows)} messages to acknowledge, some "
+                    "have no message (already acknowledged)"
                 )
             )
+
+        run_or_defer(self._conn, query, params, translate)
 
     def execute(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
@@ -176,8 +187,10 @@ class PostgresTransaction(Transaction):
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         return self._records.get(self._conn, table, key)
 
-    def get_records(self, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        return self._records.get_many(self._conn, table, keys)
+    def get_records(
+        self, table: str, keys: Sequence[str], *, likely_absent: bool = False
+    ) -> dict[str, dict[str, Any]]:
+        return self._records.get_many(self._conn, table, keys, likely_absent=likely_absent)
 
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
         self._records.put(self._conn, table, key, value)

@@ -131,7 +131,9 @@ class SQLiteTransaction(Transaction):
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         return records.get_record(self._conn, table, key)
 
-    def get_records(self, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def get_records(
+        self, table: str, keys: Sequence[str], *, likely_absent: bool = False
+    ) -> dict[str, dict[str, Any]]:
         return records.get_records(self._conn, table, keys)
 
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
