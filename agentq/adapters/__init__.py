@@ -18,5 +18,6 @@ holds what the durable adapters share.
 
 :mod:`agentq.adapters.langgraph_checkpoint` (``agentq-runtime[langchain]``) is
 a LangGraph checkpointer on agentq's backends, whose nodes' agentq tasks commit
-with the nodes' writes.
+with the nodes' writes (:mod:`agentq.adapters.langgraph_steps`); its records are
+:mod:`agentq.adapters.langgraph_records`'.
 """
