@@ -7,7 +7,9 @@ framework only when imported themselves; :mod:`agentq.adapters.calls` holds
 what they share (idempotency keys of a call, waiting for its task).
 
 :mod:`agentq.adapters.pydantic_ai_durable` is the other way in: a Pydantic AI
-agent declared as a durable agentq agent, whose turns and tool calls are tasks;
+agent declared as a durable agentq agent, whose turns and tool calls are tasks
+(:mod:`agentq.adapters.pydantic_ai_messages` turns its conversation into
+Pydantic AI messages and back);
 :mod:`agentq.adapters.openai_agents_durable` does the same for an OpenAI Agents
 SDK agent, and :mod:`agentq.adapters.openai_agents_session` and
 :mod:`agentq.adapters.openai_agents_state` keep the SDK's sessions and
@@ -16,5 +18,6 @@ holds what the durable adapters share.
 
 :mod:`agentq.adapters.langgraph_checkpoint` (``agentq-runtime[langchain]``) is
 a LangGraph checkpointer on agentq's backends, whose nodes' agentq tasks commit
-with the nodes' writes.
+with the nodes' writes (:mod:`agentq.adapters.langgraph_steps`); its records are
+:mod:`agentq.adapters.langgraph_records`'.
 """

@@ -9,8 +9,10 @@
     graph.invoke(inputs, {"configurable": {"thread_id": "ticket-812"}})
 
 :class:`AgentQSaver` is a ``langgraph.checkpoint.base.BaseCheckpointSaver``
-(sync and async) written once over agentq's backend contract, so it runs on
-SQLite, PostgreSQL and Spanner unchanged. It keeps two record tables:
+(sync, and async on a thread: :mod:`agentq.adapters.langgraph_threaded`) written
+once over agentq's backend contract, so it runs on SQLite, PostgreSQL and
+Spanner unchanged. It keeps two record tables (their keys and the whole-thread
+operations are :mod:`agentq.adapters.langgraph_records`'):
 
 * ``lg_checkpoints``: one record per checkpoint, keyed
   ``thread|namespace|checkpoint id`` (the parts percent-encoded, so ``|`` only
@@ -38,17 +40,13 @@ rests on.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
-    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -60,13 +58,31 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import ERROR
 
+from agentq.adapters.langgraph_records import (
+    CHECKPOINTS,
+    SEP,
+    WRITES,
+    checkpoint_key,
+    config_of,
+    copy_thread,
+    delete_for_runs,
+    delete_thread,
+    key_part,
+    namespace_prefix,
+    prune_threads,
+    scan,
+    thread_of,
+    thread_prefix,
+    write_key,
+)
 from agentq.adapters.langgraph_steps import (
     GraphStep,
     ResumeArgs,
-    _Parent,
+    StagedNodeWork,
     _Work,
     resume_waiting,
 )
+from agentq.adapters.langgraph_threaded import ThreadedSaver
 from agentq.backends import Transaction
 from agentq.decision import Decision
 from agentq.envelope import task_queue_spec
@@ -87,85 +103,15 @@ __all__ = [
     "resume_waiting",
 ]
 
-#: The record tables of the checkpointer.
-CHECKPOINTS = "lg_checkpoints"
-WRITES = "lg_writes"
 
-_SEP = "|"
-#: Records read per page of a scan (a filtered ``list`` reads on until ``limit`` match).
-_PAGE = 100
-#: Records deleted per transaction by ``delete_thread``.
-_DELETE_BATCH = 500
-
-
-def _part(text: str) -> str:
-    # Percent-encoding never writes "|": it only separates the parts of a key.
-    return quote(text, safe="")
-
-
-def _thread_prefix(thread_id: str) -> str:
-    return _part(thread_id) + _SEP
-
-
-def _ns_prefix(thread_id: str, ns: str) -> str:
-    return _thread_prefix(thread_id) + _part(ns) + _SEP
-
-
-def _checkpoint_key(thread_id: str, ns: str, checkpoint_id: str) -> str:
-    return _ns_prefix(thread_id, ns) + _part(checkpoint_id)
-
-
-def _write_key(thread_id: str, ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
-    base = _checkpoint_key(thread_id, ns, checkpoint_id)
-    return f"{base}{_SEP}{_part(task_id)}{_SEP}{idx}"
-
-
-def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": ns,
-            "checkpoint_id": checkpoint_id,
-        }
-    }
-
-
-def _thread_of(config: RunnableConfig) -> str:
-    configurable = config.get("configurable") or {}
-    thread_id = configurable.get("thread_id")
-    if thread_id is None or thread_id == "":
-        raise ConfigError("a LangGraph checkpoint needs configurable.thread_id")
-    return str(thread_id)
-
-
-def _deleter(table: str, keys: list[str]) -> Callable[[Transaction], list[str]]:
-    return lambda tx: tx.delete_records(table, keys)
-
-
-def _putter(table: str, rows: list[tuple[str, dict[str, Any]]]) -> Callable[[Transaction], None]:
-    def put(tx: Transaction) -> None:
-        for key, rec in rows:
-            tx.put_record(table, key, rec)
-
-    return put
-
-
-class AgentQSaver(BaseCheckpointSaver[str]):
+class AgentQSaver(ThreadedSaver):
     """LangGraph checkpoints and pending writes in agentq's database (module docs)."""
 
     def __init__(self, rt: Runtime, *, serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
         self.rt = rt
-        # What nodes staged, by (thread, LangGraph task id): the node's step and its work.
-        self._staged: dict[tuple[str, str], tuple[GraphStep, list[_Work]]] = {}
-        # Staged work whose writes' transaction failed, by (thread, namespace,
-        # checkpoint, task): done by the ``put`` of the checkpoint that follows
-        # (it holds the node's effects) or by neither. LangGraph may store that
-        # checkpoint even though a task's writes failed; that ``put`` waits for
-        # the writes in flight to its parent (counted here) before it looks.
-        self._unsaved: dict[tuple[str, str, str, str], list[_Work]] = {}
-        self._in_flight: dict[_Parent, int] = {}
-        self._staged_lock = threading.Condition()
+        # What the nodes staged that is not done yet (langgraph_steps.StagedNodeWork).
+        self._work = StagedNodeWork()
 
     # -- a node's agentq work ---------------------------------------------------
 
@@ -187,7 +133,7 @@ class AgentQSaver(BaseCheckpointSaver[str]):
                 "durability='exit' stores a graph's steps only when it exits: a node's "
                 "agentq work would be lost with the steps never stored; use 'sync' or 'async'"
             )
-        thread_id = _thread_of(config)
+        thread_id = thread_of(config)
         # The node's namespace is its graph's plus "node:task id"; the checkpoint
         # map names the checkpoint each enclosing graph's step started from.
         node_ns = str(configurable.get("checkpoint_ns", ""))
@@ -195,51 +141,12 @@ class AgentQSaver(BaseCheckpointSaver[str]):
         parent_id = (configurable.get("checkpoint_map") or {}).get(graph_ns)
         parent = (thread_id, graph_ns, str(parent_id)) if parent_id else None
         step = GraphStep(self, thread_id, task_id, parent)
-        with self._staged_lock:  # a retried node starts over: its last attempt's work goes
-            self._staged[(thread_id, task_id)] = (step, [])
+        self._work.begin(step)
         return step
 
-    def _stage(self, step: GraphStep, work: _Work) -> None:
-        with self._staged_lock:
-            found = self._staged.get((step.thread_id, step.task_id))
-            if found is None or found[0] is not step:
-                raise ConfigError("this node's step is over (or superseded): stage nothing more")
-            found[1].append(work)
-
     def _take_staged(self, thread_id: str, task_id: str) -> list[_Work]:
-        with self._staged_lock:
-            return self._staged.pop((thread_id, task_id), (None, []))[1]
-
-    def _writes_started(self, parent: _Parent, task_id: str) -> None:
-        with self._staged_lock:
-            self._unsaved.pop((*parent, task_id), None)  # the node ran again
-            self._in_flight[parent] = self._in_flight.get(parent, 0) + 1
-
-    def _writes_ended(self, parent: _Parent, task_id: str, unsaved: list[_Work]) -> None:
-        with self._staged_lock:
-            if unsaved:
-                self._unsaved[(*parent, task_id)] = unsaved
-            left = self._in_flight.pop(parent) - 1
-            if left:
-                self._in_flight[parent] = left
-            self._staged_lock.notify_all()
-
-    def _take_unsaved(self, parent: _Parent) -> dict[str, list[_Work]]:
-        """The work of the nodes of the step from ``parent`` that is not stored:
-        their writes failed, or they wrote nothing (LangGraph then calls no
-        ``put_writes``). Called by the ``put`` that ends the step, when every
-        node of it has returned; it waits for the writes in flight to ``parent``."""
-        with self._staged_lock:
-            self._staged_lock.wait_for(lambda: parent not in self._in_flight)
-            mine = {k[3]: w for k, w in self._unsaved.items() if k[:3] == parent}
-            for task_id in mine:
-                del self._unsaved[(*parent, task_id)]
-            for key, (step, work) in list(self._staged.items()):
-                if step.parent == parent:
-                    del self._staged[key]
-                    if work:
-                        mine[step.task_id] = work
-            return mine
+        """What the node run ``task_id`` staged (``put_writes`` does it)."""
+        return self._work.take(thread_id, task_id)
 
     def _do_staged(self, tx: Transaction, work: Sequence[_Work]) -> None:
         decision = Decision(self.rt, tx)
@@ -282,8 +189,8 @@ class AgentQSaver(BaseCheckpointSaver[str]):
     def _pending_writes(
         self, thread_id: str, ns: str, checkpoint_id: str
     ) -> list[tuple[str, str, Any]]:
-        prefix = _checkpoint_key(thread_id, ns, checkpoint_id) + _SEP
-        rows = [rec for _, rec in self._scan(WRITES, prefix)]
+        prefix = checkpoint_key(thread_id, ns, checkpoint_id) + SEP
+        rows = [rec for _, rec in scan(self.rt.backend, WRITES, prefix)]
         rows.sort(key=lambda r: writes_sort_key(r["task_path"], r["task_id"], r["idx"]))
         return [(r["task_id"], r["channel"], self._load(r["value"])) for r in rows]
 
@@ -291,40 +198,26 @@ class AgentQSaver(BaseCheckpointSaver[str]):
         thread_id, ns, cid = rec["thread_id"], rec["checkpoint_ns"], rec["checkpoint_id"]
         parent = rec.get("parent_checkpoint_id")
         return CheckpointTuple(
-            config=_config(thread_id, ns, cid),
+            config=config_of(thread_id, ns, cid),
             checkpoint=self._load(rec["checkpoint"]),
             metadata=metadata if metadata is not None else self._load(rec["metadata"]),
-            parent_config=_config(thread_id, ns, parent) if parent else None,
+            parent_config=config_of(thread_id, ns, parent) if parent else None,
             pending_writes=self._pending_writes(thread_id, ns, cid),
         )
-
-    def _scan(
-        self, table: str, prefix: str, *, after: str = "", descending: bool = False,
-        where: Mapping[str, Sequence[str | None]] | None = None,
-    ) -> Iterator[tuple[str, dict[str, Any]]]:  # fmt: skip
-        """Every record of ``table`` under ``prefix``, a page at a time."""
-        while True:
-            page = self.rt.backend.list_records(
-                table, prefix, _PAGE, after, descending=descending, where=where
-            )
-            yield from page
-            if len(page) < _PAGE:
-                return
-            after = page[-1][0]
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names (its ``checkpoint_id``), else the
         thread's newest in ``config``'s namespace; None if there is none."""
-        thread_id = _thread_of(config)
+        thread_id = thread_of(config)
         ns = str(config["configurable"].get("checkpoint_ns", ""))
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id:
             rec = self.rt.backend.get_record(
-                CHECKPOINTS, _checkpoint_key(thread_id, ns, checkpoint_id)
+                CHECKPOINTS, checkpoint_key(thread_id, ns, checkpoint_id)
             )
         else:
             newest = self.rt.backend.list_records(
-                CHECKPOINTS, _ns_prefix(thread_id, ns), 1, descending=True
+                CHECKPOINTS, namespace_prefix(thread_id, ns), 1, descending=True
             )
             rec = newest[0][1] if newest else None
         return None if rec is None else self._tuple(rec)
@@ -346,18 +239,18 @@ class AgentQSaver(BaseCheckpointSaver[str]):
         if config is None or configurable.get("thread_id") in (None, ""):
             prefix = ""
         elif "checkpoint_ns" in configurable:
-            prefix = _ns_prefix(_thread_of(config), str(configurable["checkpoint_ns"]))
+            prefix = namespace_prefix(thread_of(config), str(configurable["checkpoint_ns"]))
         else:
-            prefix = _thread_prefix(_thread_of(config))
+            prefix = thread_prefix(thread_of(config))
         only = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
         after = ""
-        if before_id and prefix.count(_SEP) == 2:  # one namespace: a key range
-            after = prefix + _part(before_id)
+        if before_id and prefix.count(SEP) == 2:  # one namespace: a key range
+            after = prefix + key_part(before_id)
         if limit is not None and limit <= 0:
             return
         count = 0
-        for _, rec in self._scan(CHECKPOINTS, prefix, after=after, descending=True):
+        for _, rec in scan(self.rt.backend, CHECKPOINTS, prefix, after=after, descending=True):
             cid = rec["checkpoint_id"]
             if only and cid != only:
                 continue
@@ -382,7 +275,7 @@ class AgentQSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store ``checkpoint`` (its channel values inline), its parent being
         ``config``'s ``checkpoint_id``; returns the config that names it."""
-        thread_id = _thread_of(config)
+        thread_id = thread_of(config)
         ns = str(config["configurable"].get("checkpoint_ns", ""))
         full = get_checkpoint_metadata(config, metadata)
         run_id = full.get("run_id")
@@ -392,12 +285,12 @@ class AgentQSaver(BaseCheckpointSaver[str]):
             "run_id": str(run_id) if run_id is not None else None,
             "checkpoint": self._dump(checkpoint), "metadata": self._dump(full),
         }  # fmt: skip
-        key = _checkpoint_key(thread_id, ns, checkpoint["id"])
+        key = checkpoint_key(thread_id, ns, checkpoint["id"])
         # A node's staged work that its writes did not store commits with this
         # checkpoint, which holds the node's effects, or neither does.
         parent_id = config["configurable"].get("checkpoint_id")
         parent = (thread_id, ns, str(parent_id))
-        unsaved = self._take_unsaved(parent) if parent_id else {}
+        unsaved = self._work.take_unsaved(parent) if parent_id else {}
 
         def store(tx: Transaction) -> None:
             for work in unsaved.values():
@@ -408,10 +301,10 @@ class AgentQSaver(BaseCheckpointSaver[str]):
             self.rt.backend.transact(store)
         except BaseException:
             for task_id, work in unsaved.items():
-                self._writes_started(parent, task_id)
-                self._writes_ended(parent, task_id, work)
+                self._work.writes_started(parent, task_id)
+                self._work.writes_ended(parent, task_id, work)
             raise
-        return _config(thread_id, ns, checkpoint["id"])
+        return config_of(thread_id, ns, checkpoint["id"])
 
     def put_writes(
         self,
@@ -423,13 +316,13 @@ class AgentQSaver(BaseCheckpointSaver[str]):
         """Store a task's writes to ``config``'s checkpoint, and do in the same
         transaction the agentq work the task's node staged (:meth:`step`), unless
         the node failed (its error is stored; its staged work is dropped)."""
-        thread_id = _thread_of(config)
+        thread_id = thread_of(config)
         ns = str(config["configurable"].get("checkpoint_ns", ""))
         checkpoint_id = str(config["configurable"]["checkpoint_id"])
         rows = []
         for position, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, position)
-            rows.append((_write_key(thread_id, ns, checkpoint_id, task_id, idx), idx, {
+            rows.append((write_key(thread_id, ns, checkpoint_id, task_id, idx), idx, {
                 "task_id": task_id, "task_path": task_path, "channel": channel, "idx": idx,
                 "value": self._dump(value),
             }))  # fmt: skip
@@ -450,59 +343,28 @@ class AgentQSaver(BaseCheckpointSaver[str]):
             self.rt.backend.transact(store)
             return
         parent = (thread_id, ns, checkpoint_id)
-        self._writes_started(parent, task_id)
+        self._work.writes_started(parent, task_id)
         unsaved = staged
         try:
             self.rt.backend.transact(store)
             unsaved = []
         finally:
-            self._writes_ended(parent, task_id, unsaved)
+            self._work.writes_ended(parent, task_id, unsaved)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of ``thread_id``, in every namespace
         (a batch per transaction: a put racing it may survive)."""
-        prefix = _thread_prefix(str(thread_id))
-        for table in (WRITES, CHECKPOINTS):
-            while True:
-                keys = [k for k, _ in self.rt.backend.list_records(table, prefix, _DELETE_BATCH)]
-                if not keys:
-                    break
-                self.rt.backend.transact(_deleter(table, keys))
-
-    def _delete_checkpoints(self, keys: Sequence[str]) -> None:
-        """Delete checkpoints by key, with their writes."""
-        for key in keys:
-            writes = [k for k, _ in self._scan(WRITES, key + _SEP)]
-            for start in range(0, len(writes), _DELETE_BATCH):
-                self.rt.backend.transact(_deleter(WRITES, writes[start : start + _DELETE_BATCH]))
-        for start in range(0, len(keys), _DELETE_BATCH):
-            self.rt.backend.transact(
-                _deleter(CHECKPOINTS, list(keys[start : start + _DELETE_BATCH]))
-            )
+        delete_thread(self.rt.backend, thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints whose metadata names one of ``run_ids``, with
         their writes (LangGraph's caveat for ``DeltaChannel`` threads applies)."""
-        if not run_ids:
-            return
-        where = {"run_id": [str(r) for r in run_ids]}
-        self._delete_checkpoints([k for k, _ in self._scan(CHECKPOINTS, "", where=where)])
+        delete_for_runs(self.rt.backend, run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of a thread, in every namespace, to
         another thread id (a batch per transaction)."""
-        source = _thread_prefix(str(source_thread_id))
-        target = _thread_prefix(str(target_thread_id))
-        for table in (CHECKPOINTS, WRITES):
-            rows = list(self._scan(table, source))
-            for start in range(0, len(rows), _PAGE):
-                batch = [
-                    (target + key[len(source) :],
-                     {**rec, "thread_id": str(target_thread_id)} if table == CHECKPOINTS
-                     else rec)
-                    for key, rec in rows[start : start + _PAGE]
-                ]  # fmt: skip
-                self.rt.backend.transact(_putter(table, batch))
+        copy_thread(self.rt.backend, source_thread_id, target_thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: keep each namespace's newest checkpoint (with its
@@ -510,71 +372,7 @@ class AgentQSaver(BaseCheckpointSaver[str]):
         threads. Checkpoints hold their channel values whole, so the newest one
         needs no other, except for LangGraph's beta ``DeltaChannel`` (see
         ``BaseCheckpointSaver.prune``)."""
-        if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"unknown prune strategy {strategy!r}: keep_latest or delete")
-        for thread_id in thread_ids:
-            if strategy == "delete":
-                self.delete_thread(thread_id)
-                continue
-            newest: set[str] = set()
-            older: list[str] = []
-            for key, rec in self._scan(
-                CHECKPOINTS, _thread_prefix(str(thread_id)), descending=True
-            ):
-                if rec["checkpoint_ns"] in newest:
-                    older.append(key)
-                else:
-                    newest.add(rec["checkpoint_ns"])
-            self._delete_checkpoints(older)
-
-    # -- async: the same, on a thread (agentq's backends are synchronous) --------
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        found = await asyncio.to_thread(
-            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
-        )
-        for item in found:
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+        prune_threads(self.rt.backend, thread_ids, strategy=strategy)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Zero-padded versions, so they also sort as text (as LangGraph's own savers')."""

@@ -5,12 +5,14 @@
 enqueues and ``on_commit`` functions are done by the transaction that stores the
 node's writes, and :meth:`GraphStep.wait` interrupts the graph until they are
 done; :func:`resume_waiting` is the body of the continuation task that resumes
-it. The storage of checkpoints is :mod:`agentq.adapters.langgraph_checkpoint`'s.
+it; :class:`StagedNodeWork` keeps what a saver's nodes staged until it is done.
+The storage of checkpoints is :mod:`agentq.adapters.langgraph_checkpoint`'s.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -19,14 +21,14 @@ from pydantic import BaseModel, ConfigDict
 
 from agentq.adapters.calls import outcome
 from agentq.decision import Decision, EnqueueOptions
-from agentq.errors import ToolError
+from agentq.errors import ConfigError, ToolError
 from agentq.ledger import TaskInfo
 from agentq.runtime import Runtime
 
 if TYPE_CHECKING:
     from agentq.adapters.langgraph_checkpoint import AgentQSaver
 
-__all__ = ["GraphStep", "ResumeArgs", "resume_waiting"]
+__all__ = ["GraphStep", "ResumeArgs", "StagedNodeWork", "resume_waiting"]
 
 #: What a waiting node's interrupt carries (the continuation finds it by this).
 _WAIT_MARK = "agentq_wait"
@@ -35,7 +37,6 @@ _WAIT_MARK = "agentq_wait"
 _Parent = tuple[str, str, str]
 #: Staged work: ``fn(decision, tasks)``, ``tasks`` the keys' tasks enqueued so far in this attempt.
 _Work = Callable[[Decision, dict[str, TaskInfo]], Any]
-
 
 
 class ResumeArgs(BaseModel):
@@ -137,14 +138,14 @@ class GraphStep:
         def work(d: Decision, tasks: dict[str, TaskInfo]) -> None:
             tasks[key] = d.enqueue(tool, args, **chosen)
 
-        self.saver._stage(self, work)
+        self.saver._work.stage(self, work)
         return key
 
     def on_commit(self, fn: Callable[[Decision], Any]) -> None:
         """Stage ``fn(decision)``: application SQL or other task operations done in
         the transaction of this node's writes (re-run with it on a transient abort,
         so it must have no outside effects)."""
-        self.saver._stage(self, lambda d, _tasks: fn(d))
+        self.saver._work.stage(self, lambda d, _tasks: fn(d))
 
     def wait(self, resume_tool: str) -> list[dict[str, Any]]:
         """Interrupt the graph until this node's staged tasks are done; returns
@@ -168,8 +169,81 @@ class GraphStep:
                     "task_ids": [t.task_id for t in found]}  # fmt: skip
             d.enqueue(resume_tool, args, idempotency_key=wait_id, after=found)
 
-        self.saver._stage(self, continuation)
+        self.saver._work.stage(self, continuation)
         answer = interrupt({_WAIT_MARK: wait_id, "idempotency_keys": keys})
         if isinstance(answer, dict) and isinstance(answer.get("outcomes"), list):
             return list(answer["outcomes"])
         raise ToolError(f"resumed with {answer!r:.80}, not the outcomes of the node's tasks")
+
+
+class StagedNodeWork:
+    """The agentq work the nodes of one :class:`AgentQSaver
+    <agentq.adapters.langgraph_checkpoint.AgentQSaver>` staged and that is not
+    done yet: by node run until the transaction of the node's writes does it, and
+    by checkpoint when that transaction failed (the ``put`` of the checkpoint that
+    follows does it, or nothing does). LangGraph runs a step's nodes on threads:
+    every method holds one lock."""
+
+    def __init__(self) -> None:
+        # What nodes staged, by (thread, LangGraph task id): the node's step and its work.
+        self._staged: dict[tuple[str, str], tuple[GraphStep, list[_Work]]] = {}
+        # Staged work whose writes' transaction failed, by (thread, namespace,
+        # checkpoint, task): done by the ``put`` of the checkpoint that follows
+        # (it holds the node's effects) or by neither. LangGraph may store that
+        # checkpoint even though a task's writes failed; that ``put`` waits for
+        # the writes in flight to its parent (counted here) before it looks.
+        self._unsaved: dict[tuple[str, str, str, str], list[_Work]] = {}
+        self._in_flight: dict[_Parent, int] = {}
+        self._lock = threading.Condition()
+
+    def begin(self, step: GraphStep) -> None:
+        """``step``'s node run stages from now on; a retried node starts over: its
+        last attempt's work goes."""
+        with self._lock:
+            self._staged[(step.thread_id, step.task_id)] = (step, [])
+
+    def stage(self, step: GraphStep, work: _Work) -> None:
+        """Add ``work`` to what ``step`` staged (refused once the step is over)."""
+        with self._lock:
+            found = self._staged.get((step.thread_id, step.task_id))
+            if found is None or found[0] is not step:
+                raise ConfigError("this node's step is over (or superseded): stage nothing more")
+            found[1].append(work)
+
+    def take(self, thread_id: str, task_id: str) -> list[_Work]:
+        """What the node run ``task_id`` staged, for the transaction of its writes."""
+        with self._lock:
+            return self._staged.pop((thread_id, task_id), (None, []))[1]
+
+    def writes_started(self, parent: _Parent, task_id: str) -> None:
+        """A node's writes (with its staged work) are being stored."""
+        with self._lock:
+            self._unsaved.pop((*parent, task_id), None)  # the node ran again
+            self._in_flight[parent] = self._in_flight.get(parent, 0) + 1
+
+    def writes_ended(self, parent: _Parent, task_id: str, unsaved: list[_Work]) -> None:
+        """A node's writes were stored, or (``unsaved``: its work) were not."""
+        with self._lock:
+            if unsaved:
+                self._unsaved[(*parent, task_id)] = unsaved
+            left = self._in_flight.pop(parent) - 1
+            if left:
+                self._in_flight[parent] = left
+            self._lock.notify_all()
+
+    def take_unsaved(self, parent: _Parent) -> dict[str, list[_Work]]:
+        """The work of the nodes of the step from ``parent`` that is not stored:
+        their writes failed, or they wrote nothing (LangGraph then calls no
+        ``put_writes``). Called by the ``put`` that ends the step, when every
+        node of it has returned; it waits for the writes in flight to ``parent``."""
+        with self._lock:
+            self._lock.wait_for(lambda: parent not in self._in_flight)
+            mine = {k[3]: w for k, w in self._unsaved.items() if k[:3] == parent}
+            for task_id in mine:
+                del self._unsaved[(*parent, task_id)]
+            for key, (step, work) in list(self._staged.items()):
+                if step.parent == parent:
+                    del self._staged[key]
+                    if work:
+                        mine[step.task_id] = work
+            return mine

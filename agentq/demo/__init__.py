@@ -25,7 +25,8 @@ What happens, in about fifteen seconds of real time:
 The demo brings its own project (:mod:`agentq.demo.project`): the refund bot's
 tools and policy shipped with agentq, whatever folder it runs from; a folder's
 own ``tools/``, ``policies/`` or ``agentq.toml`` are never read (``--tools`` and
-``--policies`` choose others explicitly).
+``--policies`` choose others explicitly). Where its data goes is
+:mod:`agentq.demo.databases`', how it waits :mod:`agentq.demo.waiting`'s.
 """
 
 from __future__ import annotations
@@ -36,30 +37,38 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from agentq.approvals import ApprovalStatus
 from agentq.backends.base import LEASE_SECONDS
 from agentq.clock import Clock, SystemClock
-from agentq.demo.project import demo_project
+from agentq.demo.databases import (
+    DEMO_SCHEMA,
+    demo_database,
+    is_postgres,
+    kept_database,
+    new_sqlite_database,
+)
+from agentq.demo.project import find_project_dir, project_dirs
 from agentq.demo.scaffold import new_project
 from agentq.demo.summary import DemoSummary, fill_summary, format_summary
+from agentq.demo.waiting import DemoFailed, all_settled, lease_note, wait_for
 from agentq.demo_server import LoopbackAPI
-from agentq.errors import AgentQError, ConfigError
+from agentq.errors import ConfigError
 from agentq.ledger import TaskStatus
 from agentq.lifecycle import heartbeats
 from agentq.policies import load_policies
 from agentq.runtime import Decision, Runtime
 
 __all__ = [
+    "DEMO_SCHEMA",
     "DemoFailed",
     "DemoSummary",
     "LoopbackAPI",
+    "demo_database",
     "find_project_dir",
     "format_summary",
     "kept_database",
@@ -71,74 +80,6 @@ __all__ = [
 ESCALATE_AFTER = timedelta(seconds=3)
 #: How long the killed worker's process may take to start and take its task.
 WORKER_START_SECONDS = 30.0
-
-
-class DemoFailed(AgentQError):
-    """The demo could not finish; the message says why in one line."""
-
-
-#: The schema of a demo on PostgreSQL when its URL names none.
-DEMO_SCHEMA = "agentq_demo"
-
-
-def _is_postgres(url: str) -> bool:
-    return urlsplit(url).scheme.lower() in ("postgresql", "postgres")
-
-
-def demo_database(db: str) -> str:
-    """``db`` as the demo uses it. On PostgreSQL, agentq's tables and the demo's
-    ``orders`` table go to one schema of their own (``agentq_demo`` unless the URL
-    says ``schema=``; its ``search_path``, unless the URL sets libpq's
-    ``options``), so the demo leaves the rest of the database alone."""
-    if not _is_postgres(db):
-        return db
-    parts = urlsplit(db)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = dict(query).get("schema") or DEMO_SCHEMA
-    query = [(k, v) for k, v in query if k != "schema"] + [("schema", schema)]
-    if "options" not in dict(query):
-        query.append(("options", f"-c search_path={schema}"))
-    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
-
-
-def kept_database(db: str) -> str:
-    """The URL that shows what a demo in ``db`` left (``agentq ui --db ...``):
-    without a password, and on PostgreSQL naming the demo's schema."""
-    parts = urlsplit(db)
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, host = netloc.rsplit("@", 1)
-        netloc = f"{user.split(':', 1)[0]}@{host}"
-    if not _is_postgres(db):
-        return urlunsplit(parts._replace(netloc=netloc))
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = dict(query).get("schema") or DEMO_SCHEMA
-    query = [(k, v) for k, v in query if k != "schema"] + [("schema", schema)]
-    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, quote_via=quote)))
-
-
-def find_project_dir(name: str, given: str | None) -> Path:
-    """``tools/`` or ``policies/``: as given, else in the current directory, else
-    beside the agentq package (a source checkout)."""
-    candidates = [Path(given)] if given else [Path.cwd() / name, Path(__file__).parents[2] / name]
-    for path in candidates:
-        if path.is_dir():
-            return path
-    raise ConfigError(
-        f"cannot find the {name}/ folder (looked in {', '.join(str(c) for c in candidates)}); "
-        f"run from the project directory or pass --{name} PATH"
-    )
-
-
-def _project_dirs(tools: str | None, policies: str | None) -> tuple[Path, Path]:
-    """Folders given explicitly, else the demo's own (never the current folder's)."""
-    if tools and policies:
-        return find_project_dir("tools", tools), find_project_dir("policies", policies)
-    own = demo_project()
-    return (
-        find_project_dir("tools", tools) if tools else own.tools,
-        find_project_dir("policies", policies) if policies else own.policies,
-    )
 
 
 def run_demo(
@@ -164,7 +105,7 @@ def run_demo(
     try:
         clock: Clock = SystemClock()
         started = clock.monotonic()
-        tools_dir, policies_dir = _project_dirs(tools, policies)
+        tools_dir, policies_dir = project_dirs(tools, policies)
         policy = load_policies(policies_dir)
         # Accelerated escalations: 3 s instead of 72 h, so the demo shows them firing.
         policy = policy.model_copy(
@@ -179,7 +120,7 @@ def run_demo(
         root = Path(workdir)
         if db is None:
             db_url = f"sqlite:///{root / 'demo.db'}"
-        elif _is_postgres(db):
+        elif is_postgres(db):
             db_url = demo_database(db)
         else:
             db_url = new_sqlite_database(db)
@@ -267,15 +208,15 @@ def run_demo(
                     f"humans approved {summary.approved_in_time}, rejected {summary.rejected}; "
                     f"{len(waiting)} left to escalate after {ESCALATE_AFTER.total_seconds():g}s"
                 )
-                _wait_for(rt, clock, say, lambda: all(
+                wait_for(rt, clock, say, lambda: all(
                     rt.approval(a).status == ApprovalStatus.ESCALATED for _, a in waiting
                 ), "escalations")  # fmt: skip
                 if waiting:
                     rt.approve(waiting[0][1], by="manager", note="approved after escalation")
                     summary.approved_after_escalation = 1
                     say("a manager approved one escalated refund (late approval still works)")
-                _wait_for(rt, clock, say, lambda: _all_settled(rt), "all tasks",
-                          lambda: _lease_note(rt, crashed_task))  # fmt: skip
+                wait_for(rt, clock, say, lambda: all_settled(rt), "all tasks",
+                         lambda: lease_note(rt, crashed_task))  # fmt: skip
                 worker.stop()
                 summary.stale_completions = worker.stats["stale_completion"]
                 fill_summary(rt, api, summary, crashed_task)
@@ -376,77 +317,3 @@ def _crash_a_worker(
         "Idempotency-Key from its store"
     )
     return str(task.task_id)
-
-
-def _all_settled(rt: Runtime) -> bool:
-    for task in rt.tasks():
-        if task.status == TaskStatus.AWAITING_APPROVAL:
-            approval = rt.approval(task.approval_id or "")
-            if approval.status in (ApprovalStatus.PENDING, ApprovalStatus.ESCALATED):
-                continue  # a human has not answered: settled for the demo
-        if not task.done:
-            return False
-    return True
-
-
-def new_sqlite_database(url: str) -> str:
-    """The URL of the database ``--keep`` makes: SQLite, and not there yet (a demo
-    never writes into a database someone may be using)."""
-    if not url.lower().startswith("sqlite:///") or url.lower().startswith("sqlite:///:memory:"):
-        raise ConfigError(
-            f"agentq demo --keep runs in a new SQLite file or a PostgreSQL database, not {url}"
-        )
-    path = Path(url[len("sqlite:///") :].split("?", 1)[0]).absolute()
-    query = url.split("?", 1)[1] if "?" in url else ""
-    # Absolute, once: the killed worker runs in the demo's temporary folder, where a
-    # relative sqlite:///agentq.db is another file (it never took its task).
-    url = f"sqlite:///{path}" + (f"?{query}" if query else "")
-    if path.exists():
-        raise ConfigError(
-            f"{path} exists: agentq demo --keep makes a new database and never writes into "
-            f"one that may be in use; remove it (and its {path.name}-* files), or pass "
-            f"--db sqlite:///another.db"
-        )
-    if not path.parent.is_dir():
-        raise ConfigError(f"no folder {path.parent} for the demo's database {path.name}")
-    return url
-
-
-def _lease_note(rt: Runtime, crashed_task: str | None) -> str:
-    """What the wait is for while the killed worker's task is still leased to it."""
-    if crashed_task is None:
-        return ""
-    task = rt.task(crashed_task)
-    if task.status != TaskStatus.RUNNING or task.deliveries > 1:
-        return ""
-    return (
-        f" (task {crashed_task} is the killed worker's: it runs again once its "
-        f"{LEASE_SECONDS:g} s lease runs out)"
-    )
-
-
-def _wait_for(
-    rt: Runtime,
-    clock: Clock,
-    say: Callable[[str], None],
-    cond: Callable[[], bool],
-    what: str,
-    note: Callable[[], str] = lambda: "",
-) -> None:
-    last = -1.0
-    deadline = clock.monotonic() + 45
-    while not cond():
-        now = clock.monotonic()
-        if now > deadline:
-            raise DemoFailed(f"the demo timed out waiting for {what}")
-        if now - last >= 2:
-            counts = Counter(t.status.value for t in rt.tasks())
-            say(
-                "waiting for "
-                + what
-                + ": "
-                + ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-                + note()
-            )
-            last = now
-        clock.sleep(0.1)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agentq.errors import ConfigError
 
-__all__ = ["DemoProject", "demo_project"]
+__all__ = ["DemoProject", "demo_project", "find_project_dir", "project_dirs"]
 
 #: The installed copy, written by the build (see ``setup.py``).
 SHIPPED = Path(__file__).resolve().parent / "project"
@@ -44,4 +44,28 @@ def demo_project() -> DemoProject:
     raise ConfigError(
         f"the demo's refund-bot project is not installed (looked in {SHIPPED} and "
         f"{CHECKOUT}): reinstall agentq, or pass --tools and --policies"
+    )
+
+
+def find_project_dir(name: str, given: str | None) -> Path:
+    """``tools/`` or ``policies/``: as given, else in the current directory, else
+    beside the agentq package (a source checkout)."""
+    candidates = [Path(given)] if given else [Path.cwd() / name, Path(__file__).parents[2] / name]
+    for path in candidates:
+        if path.is_dir():
+            return path
+    raise ConfigError(
+        f"cannot find the {name}/ folder (looked in {', '.join(str(c) for c in candidates)}); "
+        f"run from the project directory or pass --{name} PATH"
+    )
+
+
+def project_dirs(tools: str | None, policies: str | None) -> tuple[Path, Path]:
+    """Folders given explicitly, else the demo's own (never the current folder's)."""
+    if tools and policies:
+        return find_project_dir("tools", tools), find_project_dir("policies", policies)
+    own = demo_project()
+    return (
+        find_project_dir("tools", tools) if tools else own.tools,
+        find_project_dir("policies", policies) if policies else own.policies,
     )

@@ -34,16 +34,15 @@ bearer token on HTTP, checked by the HTTP API's authentication; the operator's
 grant on stdio); its scopes (``read``, ``enqueue``, ``approve``, ``admin``)
 decide what it sees and may call, and approvals record its name, never one the
 caller typed.
+
+What a call's keys and answers are is :mod:`agentq.mcp.calls`'; the server's own
+tools' schemas are :mod:`agentq.mcp.builtins`'.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import uuid
-import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -54,10 +53,21 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from agentq.errors import AgentQError, ConfigError, RunNotFound
-from agentq.ledger import TaskInfo
-from agentq.mcp.runs import MAX_RUNS_LISTED, RUN_TOOLS, run_result, run_tools, run_view
+from agentq.mcp.builtins import BUILTINS, MAX_WAIT_SECONDS
+from agentq.mcp.calls import (
+    DEDUPE_META,
+    IDEMPOTENCY_META,
+    Connections,
+    Refused,
+    call_dedupe_key,
+    call_key,
+    error_result,
+    json_result,
+    task_result,
+)
+from agentq.mcp.runs import MAX_RUNS_LISTED, RUN_TOOLS, run_result, run_view
 from agentq.mcp.task_methods import add_task_methods
-from agentq.mcp.tasks import RELATED_TASK_META, task_text, task_view
+from agentq.mcp.tasks import task_text
 from agentq.run_info import RunStatus
 from agentq.runtime import Runtime
 from agentq.server import access
@@ -75,126 +85,11 @@ __all__ = [
     "build_server",
 ]
 
-#: The request ``_meta`` key of an explicit idempotency key.
-IDEMPOTENCY_META = "agentq/idempotency_key"
-#: The request ``_meta`` key of a dedupe key (the dirty-flag pattern).
-DEDUPE_META = "agentq/dedupe_key"
-#: The longest wait a client may ask of ``agentq_wait_task`` (a request is not a
-#: place to park for minutes: poll again).
-MAX_WAIT_SECONDS = 30.0
 _TASK_URI = "agentq://tasks/"
 
 
 #: Finds the caller of a request (raises AgentQError, or returns None: refused).
 PrincipalLookup = Callable[[ServerRequestContext[Any, Any]], Principal | None]
-
-
-class Refused(AgentQError):
-    """A call the principal may not make (not authenticated, or lacking a scope)."""
-
-
-_TASK_ID = {"type": "string", "minLength": 1, "maxLength": 200}
-_BUILTINS: dict[str, tuple[Scope, str, dict[str, Any]]] = {
-    "agentq_get_task": (Scope.READ, "The current status, result or error of an agentq task.", {
-        "type": "object", "properties": {"task_id": _TASK_ID}, "required": ["task_id"],
-        "additionalProperties": False,
-    }),
-    "agentq_wait_task": (Scope.READ, "Wait (at most timeout_seconds) for a task to finish.", {
-        "type": "object",
-        "properties": {
-            "task_id": _TASK_ID,
-            "timeout_seconds": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
-        },
-        "required": ["task_id"], "additionalProperties": False,
-    }),
-    "agentq_cancel_task": (Scope.ENQUEUE, "Cancel an agentq task that has not finished.", {
-        "type": "object", "properties": {"task_id": _TASK_ID}, "required": ["task_id"],
-        "additionalProperties": False,
-    }),
-    **run_tools(MAX_WAIT_SECONDS),
-    "agentq_list_approvals": (Scope.APPROVE, "Approval requests waiting for a decision.", {
-        "type": "object", "properties": {}, "additionalProperties": False,
-    }),
-    "agentq_approve": (Scope.APPROVE, "Approve a pending request: its action runs (with "
-                       "args: the edited arguments, the whole object, checked like an "
-                       "agent's call).", {
-        "type": "object",
-        "properties": {"approval_id": _TASK_ID, "note": {"type": "string", "maxLength": 2000},
-                       "args": {"type": "object"}},
-        "required": ["approval_id"], "additionalProperties": False,
-    }),
-    "agentq_reject": (Scope.APPROVE, "Reject a pending request: its action never runs.", {
-        "type": "object",
-        "properties": {"approval_id": _TASK_ID, "note": {"type": "string", "maxLength": 2000}},
-        "required": ["approval_id"], "additionalProperties": False,
-    }),
-}  # fmt: skip
-
-
-class _Connections:
-    """A random id per client connection, for scoping request ids."""
-
-    def __init__(self) -> None:
-        self._ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-
-    def scope(self, ctx: ServerRequestContext[Any, Any]) -> str:
-        connection = getattr(ctx.session, "_connection", None)
-        session_id = getattr(connection, "session_id", None)
-        if isinstance(session_id, str) and session_id:
-            return f"s:{session_id}"
-        if connection is None:
-            return f"r:{uuid.uuid4().hex}"  # nothing to scope by: never deduplicated
-        found = self._ids.get(connection)
-        if found is None:
-            found = self._ids[connection] = uuid.uuid4().hex
-        return f"c:{found}"
-
-
-def _call_key(
-    principal: Principal, ctx: ServerRequestContext[Any, Any], connections: _Connections
-) -> str | None:
-    meta: Mapping[str, Any] = ctx.meta or {}
-    explicit = meta.get(IDEMPOTENCY_META)
-    if explicit is not None:
-        if not isinstance(explicit, str) or not explicit or len(explicit) > 200:
-            raise Refused(f"_meta[{IDEMPOTENCY_META!r}] must be a string of 1 to 200 characters")
-        who = hashlib.sha256(principal.name.encode()).hexdigest()[:16]
-        return f"mcp:{who}:k:{explicit}"  # one principal cannot claim another's key
-    if ctx.request_id is None:
-        return None
-    who = hashlib.sha256(principal.name.encode()).hexdigest()[:16]
-    return f"mcp:{who}:{connections.scope(ctx)}:r:{ctx.request_id}"
-
-
-def _dedupe_key(principal: Principal, ctx: ServerRequestContext[Any, Any]) -> str | None:
-    meta: Mapping[str, Any] = ctx.meta or {}
-    key = meta.get(DEDUPE_META)
-    if key is None:
-        return None
-    if not isinstance(key, str) or not key or len(key) > 200:
-        raise Refused(f"_meta[{DEDUPE_META!r}] must be a string of 1 to 200 characters")
-    who = hashlib.sha256(principal.name.encode()).hexdigest()[:16]
-    return f"mcp:{who}:{key}"
-
-
-def _result(info: TaskInfo) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(text=task_text(info))],
-        structured_content=task_view(info),
-        is_error=info.status.value in ("dead", "cancelled"),
-        _meta={RELATED_TASK_META: {"taskId": info.task_id}},
-    )
-
-
-def _error(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
-
-
-def _text(data: Any) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(text=json.dumps(data, sort_keys=True, default=str))],
-        structured_content=data,
-    )
 
 
 def build_server(
@@ -216,10 +111,10 @@ def build_server(
     if type(max_waits_per_principal) is not int or max_waits_per_principal < 1:
         raise ConfigError("max_waits_per_principal must be a positive integer")
     agent_tools = {s["function"]["name"]: s["function"] for s in rt.tool_schemas()}
-    clash = sorted(set(agent_tools) & set(_BUILTINS))
+    clash = sorted(set(agent_tools) & set(BUILTINS))
     if clash:
         raise ConfigError(f"tool name(s) {', '.join(clash)} are reserved by the MCP server")
-    connections = _Connections()
+    connections = Connections()
     slots = WaitSlots(max_waits_per_principal)
 
     @asynccontextmanager
@@ -256,7 +151,7 @@ def build_server(
             ]
         tools += [
             types.Tool(name=n, description=d, input_schema=s)
-            for n, (scope, d, s) in _BUILTINS.items()
+            for n, (scope, d, s) in BUILTINS.items()
             if principal.may(scope)
         ]
         return types.ListToolsResult(tools=tools)
@@ -265,8 +160,8 @@ def build_server(
         ctx: ServerRequestContext[Any, Any], tool: str, args: dict[str, Any]
     ) -> types.CallToolResult:
         principal = caller(ctx, Scope.ENQUEUE)
-        key = _call_key(principal, ctx, connections)
-        dedupe_key = _dedupe_key(principal, ctx)
+        key = call_key(principal, ctx, connections)
+        dedupe_key = call_dedupe_key(principal, ctx)
         reason = f"mcp:{principal.name}"
         info = await anyio.to_thread.run_sync(
             lambda: rt.enqueue_action(
@@ -276,15 +171,15 @@ def build_server(
         )
         if not info.done and wait_seconds > 0 and info.status.value != "awaiting_approval":
             info = await rt.wait_async(info.task_id, wait_seconds)
-        return _result(info)
+        return task_result(info)
 
     async def builtin(
         ctx: ServerRequestContext[Any, Any], tool: str, args: dict[str, Any]
     ) -> types.CallToolResult:
-        scope = _BUILTINS[tool][0]
+        scope = BUILTINS[tool][0]
         principal = caller(ctx, scope)
         if tool == "agentq_get_task":
-            return _result(await anyio.to_thread.run_sync(
+            return task_result(await anyio.to_thread.run_sync(
                 access.task_for, rt, principal, str(args["task_id"])
             ))  # fmt: skip
         if tool == "agentq_wait_task":
@@ -295,10 +190,10 @@ def build_server(
             task_id = str(args["task_id"])
             await anyio.to_thread.run_sync(access.task_for, rt, principal, task_id)
             async with parked(principal):
-                return _result(await rt.wait_async(task_id, timeout))
+                return task_result(await rt.wait_async(task_id, timeout))
         if tool == "agentq_cancel_task":
             task_id = str(args["task_id"])
-            return _result(await anyio.to_thread.run_sync(
+            return task_result(await anyio.to_thread.run_sync(
                 access.cancel_task, rt, principal, task_id,
                 f"cancelled over MCP by {principal.name}",
             ))  # fmt: skip
@@ -306,7 +201,7 @@ def build_server(
             pending = await anyio.to_thread.run_sync(
                 lambda: access.visible_approvals(rt, principal, rt.approvals())
             )
-            return _text({"approvals": [
+            return json_result({"approvals": [
                 a.model_dump(mode="json") for a in pending
                 if a.status.value in ("pending", "escalated")
             ]})  # fmt: skip
@@ -316,17 +211,17 @@ def build_server(
         await anyio.to_thread.run_sync(access.approval_for, rt, principal, approval_id)
         if tool == "agentq_approve":
             edited = args.get("args")
-            return _result(await anyio.to_thread.run_sync(
+            return task_result(await anyio.to_thread.run_sync(
                 lambda: rt.approve(approval_id, principal.name, note, args=edited)
             ))  # fmt: skip
-        return _result(
+        return task_result(
             await anyio.to_thread.run_sync(lambda: rt.reject(approval_id, principal.name, note))
         )
 
     async def run_tool(
         ctx: ServerRequestContext[Any, Any], tool: str, args: dict[str, Any], *, as_task: bool
     ) -> types.CallToolResult:
-        principal = caller(ctx, _BUILTINS[tool][0])
+        principal = caller(ctx, BUILTINS[tool][0])
 
         def answer(info: Any) -> types.CallToolResult:
             return run_result(run_view(info, rt), as_task=as_task)
@@ -336,7 +231,7 @@ def build_server(
             explicit = args.get("idempotency_key")
             # An explicit key is the run's (runs' keys are per owner already);
             # else the call's, as a tool call's: a retried request starts nothing new.
-            key = str(explicit) if explicit is not None else _call_key(principal, ctx, connections)
+            key = str(explicit) if explicit is not None else call_key(principal, ctx, connections)
             return await anyio.to_thread.run_sync(lambda: answer(
                 rt.start_run(agent, text, idempotency_key=key, by=principal.name)
             ))  # fmt: skip
@@ -354,7 +249,7 @@ def build_server(
             ))  # fmt: skip
             views = [run_view(i) for i in access.visible_runs(principal, found)]
             next_after = found[-1].run_id if len(found) == limit else None
-            return _text({"runs": views, "next_after": next_after})
+            return json_result({"runs": views, "next_after": next_after})
         run_id = str(args["run_id"])
         seen = await anyio.to_thread.run_sync(access.run_for, rt, principal, run_id)
         if tool == "agentq_get_run":
@@ -385,17 +280,17 @@ def build_server(
         try:
             if params.name in RUN_TOOLS:
                 return await run_tool(ctx, params.name, args, as_task=params.task is not None)
-            if params.name in _BUILTINS:
+            if params.name in BUILTINS:
                 return await builtin(ctx, params.name, args)
             if params.name not in agent_tools:
-                return _error(unknown_tool(params.name, agent_tools, "tools you may call"))
+                return error_result(unknown_tool(params.name, agent_tools, "tools you may call"))
             return await enqueue(ctx, params.name, args)
         except Refused as exc:
-            return _error(f"refused: {exc}")
+            return error_result(f"refused: {exc}")
         except AgentQError as exc:  # bad arguments, unknown task, reused key...
-            return _error(f"agentq: {exc}")
+            return error_result(f"agentq: {exc}")
         except (KeyError, TypeError, ValueError) as exc:
-            return _error(f"invalid arguments for {params.name!r}: {exc}")
+            return error_result(f"invalid arguments for {params.name!r}: {exc}")
 
     async def list_templates(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -441,5 +336,5 @@ def build_server(
         on_list_resources=list_resources,
         on_read_resource=read_resource,
     )
-    add_task_methods(server, rt, caller, _result, MAX_WAIT_SECONDS, parked)
+    add_task_methods(server, rt, caller, task_result, MAX_WAIT_SECONDS, parked)
     return server

@@ -1,5 +1,9 @@
 """The OpenAPI 3.1 document, generated from the tools' pydantic models.
 
+The tools', tasks' and approvals' routes are here; the durable runs' are
+:mod:`agentq.server.openapi_runs`'s (their models re-exported here), what every
+operation shares :mod:`agentq.server.openapi_responses`'s.
+
 Each agent-callable tool gets its own path ``/v1/tools/<name>/actions`` whose
 request body is :func:`action_model` of the tool: ``args`` is the tool's own
 argument model, so a client generator (or a schema-driven tester) sees exactly
@@ -14,15 +18,23 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.json_schema import models_json_schema
 
 from agentq.approvals import ApprovalInfo
 from agentq.catalog import RecordedTool
 from agentq.ledger import TaskInfo, TaskStatus
-from agentq.lifecycle.runs import MAX_INPUT_CHARS
-from agentq.run_info import RunInfo, RunStatus
 from agentq.runtime import Runtime
+from agentq.server.openapi_responses import json_response, responses
+from agentq.server.openapi_runs import (
+    AGENT_NAME,
+    RUN_MODELS,
+    RunCancel,
+    RunList,
+    RunMessage,
+    RunStart,
+    run_paths,
+)
 from agentq.tools import ToolDef
 from agentq.tools.arguments import close_schema, refuses_unknown
 from agentq.webhooks import WEBHOOK_TOOL
@@ -47,8 +59,6 @@ def action_model_for(rt: Runtime, definition: ToolDef) -> type[BaseModel]:
     """:func:`action_model` with this runtime's webhook allow-list."""
     allowed = rt.policy.for_tool(WEBHOOK_TOOL).allowed_hosts
     return action_model(definition, callback_pattern(allowed))
-
-_PROBLEM = {"$ref": "#/components/schemas/Problem"}
 
 
 class TaskList(BaseModel):
@@ -82,61 +92,6 @@ class RejectDecision(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     note: str = Field(default="", max_length=2000)
-
-
-#: An agent's name, as :class:`agentq.agents.Agent` takes it.
-AGENT_NAME = r"^[A-Za-z][A-Za-z0-9_]{0,62}$"
-#: Text a run takes (its input, a message): something besides whitespace.
-_NOT_BLANK = r"\S"
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be blank: the user's message, some text")
-    return value
-
-
-class RunList(BaseModel):
-    """A page of runs, newest first; ``next_after`` is the ``after`` of the next
-    page (``None`` after the last)."""
-
-    runs: list[RunInfo]
-    next_after: str | None
-
-
-class RunStart(BaseModel):
-    """The body of ``POST /v1/runs``: which agent, and the user's first message."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    agent: str = Field(pattern=AGENT_NAME, description="the agent's name")
-    input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS,
-                       json_schema_extra={"pattern": _NOT_BLANK},
-                       description="the user's message: the run's first")  # fmt: skip
-
-    _input_not_blank = field_validator("input")(_not_blank)
-
-
-class RunMessage(BaseModel):
-    """The body of ``POST /v1/runs/{run_id}/messages``: the user's next message."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    text: str = Field(min_length=1, max_length=MAX_INPUT_CHARS,
-                      json_schema_extra={"pattern": _NOT_BLANK},
-                      description="the user's next message")  # fmt: skip
-
-    _text_not_blank = field_validator("text")(_not_blank)
-
-
-class RunCancel(BaseModel):
-    """The body of ``POST /v1/runs/{run_id}:cancel`` (optional): why."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    reason: str = Field(default="", max_length=2000,
-                        description="recorded as the run's error, with who cancelled "
-                                    "it")  # fmt: skip
 
 
 class ProblemDetail(BaseModel):
@@ -196,48 +151,9 @@ _DEDUPE_DESCRIPTION = (
 )
 
 
-def _responses(ok: dict[str, Any], *errors: int) -> dict[str, Any]:
-    out = dict(ok)
-    titles = {400: "Bad request", 401: "No or bad token", 403: "Missing scope or refused",
-              404: "Not found", 409: "Conflict", 412: "Changed since read",
-              413: "Body too large", 415: "Not JSON", 422: "Invalid request",
-              428: "Precondition required", 503: "Database unavailable",
-              429: "Too many requests (wrong tokens from this address, or open waits of "
-                   "this principal): wait Retry-After seconds"}  # fmt: skip
-    # 429: any request with a token, while its address is locked out (agentq.server.guessing).
-    for status in (401, 403, 429, 503, *errors):
-        out[str(status)] = {
-            "description": titles[status],
-            "content": {"application/problem+json": {"schema": _PROBLEM}},
-        }
-    return out
-
-
-def _json(ref: str, description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}},
-    }
-    if headers:
-        out["headers"] = headers
-    return out
-
-
 def _task_id_param() -> dict[str, Any]:
     return {"name": "task_id", "in": "path", "required": True,
             "schema": {"type": "string", "minLength": 1, "maxLength": 200}}  # fmt: skip
-
-
-def _run_id_param() -> dict[str, Any]:
-    return {"name": "run_id", "in": "path", "required": True,
-            "schema": {"type": "string", "minLength": 1, "maxLength": 200}}  # fmt: skip
-
-
-def _until_param() -> dict[str, Any]:
-    return {"name": "until", "in": "query", "required": False,
-            "description": "idle (the default): the run is done or awaits a human's "
-                           "approval; done: it succeeded, failed or was cancelled",
-            "schema": {"type": "string", "enum": ["idle", "done"], "default": "idle"}}  # fmt: skip
 
 
 def _approval_id_param() -> dict[str, Any]:
@@ -262,23 +178,7 @@ _SSE_EVENT = {
                  "contentSchema": {"$ref": "#/components/schemas/TaskInfo"}},
     },
 }  # fmt: skip
-_RUN_EVENTS_DESCRIPTION = (
-    "server-sent events (text/event-stream), one now and one at each change of the "
-    "run until it is idle (done, or awaiting a human's approval; until=done: done), "
-    "then the stream ends: each is the lines `event: run`, `id: ` with the time the "
-    "run changed, and `data: ` with the run as one line of JSON (a RunInfo), then an "
-    "empty line; lines starting with a colon are pings"
-)
-_RUN_SSE_EVENT = {
-    "type": "object", "required": ["event", "data"],
-    "properties": {
-        "event": {"const": "run"}, "id": {"type": "string"},
-        "data": {"type": "string", "contentMediaType": "application/json",
-                 "contentSchema": {"$ref": "#/components/schemas/RunInfo"}},
-    },
-}  # fmt: skip
 _LOCATION = {"Location": {"schema": {"type": "string"}, "description": "the task"}}
-_RUN_LOCATION = {"Location": {"schema": {"type": "string"}, "description": "the run"}}
 _ETAG = {"ETag": {"schema": {"type": "string"}, "description": "the approval's version"}}
 
 
@@ -336,99 +236,6 @@ def _type_approval_edits(
     )
 
 
-def _body(ref: str, *, required: bool = True) -> dict[str, Any]:
-    return {"required": required,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}}
-
-
-def _run_paths() -> dict[str, Any]:
-    """The durable agent runs' routes (:mod:`agentq.server.runs`)."""
-    paths: dict[str, Any] = {}
-    paths["/v1/runs"] = {
-        "post": {
-            "operationId": "start_run",
-            "summary": "Start a durable run of an agent on the user's message",
-            "parameters": [{
-                "name": "Idempotency-Key", "in": "header", "required": False,
-                "description": "the same key with the same body returns the same run "
-                               "(200), and the model is not asked again; with another "
-                               "body, 422",
-                "schema": {"type": "string", "minLength": 1, "maxLength": 200,
-                           "pattern": "^[!-~]+$"},
-            }],
-            "requestBody": _body("RunStart"),
-            "responses": _responses(
-                {"200": _json("RunInfo", "the run this Idempotency-Key started before",
-                              _RUN_LOCATION),
-                 "201": _json("RunInfo", "started: its first turn is queued", _RUN_LOCATION)},
-                400, 404, 409, 413, 415, 422,
-            ),
-        },
-        "get": {
-            "operationId": "list_runs",
-            "parameters": [
-                {"name": "status", "in": "query", "required": False,
-                 "schema": {"type": "string", "enum": [s.value for s in RunStatus]}},
-                {"name": "agent", "in": "query", "required": False,
-                 "schema": {"type": "string", "pattern": AGENT_NAME}},
-                {"name": "limit", "in": "query", "required": False,
-                 "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
-                {"name": "after", "in": "query", "required": False,
-                 "description": "the next_after of the previous page",
-                 "schema": {"type": "string", "pattern": "^run_[!-~]{1,196}$"}},
-            ],
-            "responses": _responses({"200": _json("RunList", "a page of runs, newest first")},
-                                    400),
-        },
-    }  # fmt: skip
-    paths["/v1/runs/{run_id}"] = {"get": {
-        "operationId": "get_run",
-        "parameters": [_run_id_param(), _until_param(), {
-            "name": "Prefer", "in": "header", "required": False,
-            "description": "wait=N (RFC 7240): answer when the run is idle (or done, "
-                           "until=done) or N s passed",
-            "schema": {"type": "string"},
-        }],
-        "responses": _responses({"200": _json("RunInfo", "the run")}, 400, 404, 429),
-    }}  # fmt: skip
-    paths["/v1/runs/{run_id}/events"] = {"get": {
-        "operationId": "run_events",
-        "parameters": [_run_id_param(), _until_param()],
-        "responses": _responses({"200": {
-            "description": _RUN_EVENTS_DESCRIPTION,
-            "content": {"text/event-stream": {
-                "schema": {"anyOf": [{"type": "string"},
-                                     {"type": "array", "items": _RUN_SSE_EVENT}]},
-                "itemSchema": _RUN_SSE_EVENT,
-            }},
-        }}, 400, 404, 429),
-    }}  # fmt: skip
-    paths["/v1/runs/{run_id}:cancel"] = {"post": {
-        "operationId": "cancel_run",
-        "summary": "Cancel a run: its queued turn and unfinished tool calls are cancelled",
-        "parameters": [_run_id_param()],
-        "requestBody": _body("RunCancel", required=False),
-        "responses": _responses({"200": _json("RunInfo", "the cancelled run")},
-                                400, 404, 409, 413, 415, 422),
-    }}  # fmt: skip
-    paths["/v1/runs/{run_id}/messages"] = {"post": {
-        "operationId": "send_run_message",
-        "summary": "Continue a run that answered (succeeded) with the user's next message",
-        "parameters": [_run_id_param(), {
-            "name": "Idempotency-Key", "in": "header", "required": False,
-            "description": "the same key with the same text again appends nothing and "
-                           "answers the run as it is (a retry after a lost answer); "
-                           "with another text, 422",
-            "schema": {"type": "string", "minLength": 1, "maxLength": 200,
-                       "pattern": "^[!-~]+$"},
-        }],
-        "requestBody": _body("RunMessage"),
-        "responses": _responses({"200": _json("RunInfo", "the run, its next turn queued")},
-                                400, 404, 409, 413, 415, 422),
-    }}  # fmt: skip
-    return paths
-
-
 def openapi_document(
     rt: Runtime, known: Iterable[ToolDef] | None = None, *, key_required: frozenset[str]
 ) -> dict[str, Any]:
@@ -441,9 +248,7 @@ def openapi_document(
         (TaskInfo, "serialization"), (TaskList, "serialization"),
         (ApprovalInfo, "serialization"), (ApprovalList, "serialization"),
         (ApprovalDecision, "validation"), (RejectDecision, "validation"),
-        (ProblemDetail, "serialization"),
-        (RunInfo, "serialization"), (RunList, "serialization"),
-        (RunStart, "validation"), (RunMessage, "validation"), (RunCancel, "validation"),
+        (ProblemDetail, "serialization"), *RUN_MODELS,
     ]  # fmt: skip
     models += [(action_model_for(rt, t), "validation") for t in tools]
     refs, top = models_json_schema(models, ref_template="#/components/schemas/{model}")
@@ -473,11 +278,11 @@ def openapi_document(
             }],
             "requestBody": {"required": True,
                             "content": {"application/json": {"schema": {"$ref": body_ref}}}},
-            "responses": _responses(
-                {"200": _json("TaskInfo", "the task this Idempotency-Key created before",
-                              _LOCATION),
-                 "202": _json("TaskInfo", "accepted: the task is queued or awaits approval",
-                              _LOCATION)},
+            "responses": responses(
+                {"200": json_response("TaskInfo", "the task this Idempotency-Key created before",
+                                      _LOCATION),
+                 "202": json_response("TaskInfo", "accepted: the task is queued or awaits approval",
+                                      _LOCATION)},
                 400, 409, 413, 415, 422,
             ),
         }}  # fmt: skip
@@ -497,8 +302,8 @@ def openapi_document(
              "description": "newest first (the default) or oldest first",
              "schema": {"type": "string", "enum": ["newest", "oldest"], "default": "newest"}},
         ],
-        "responses": _responses({"200": _json("TaskList", "a page of tasks, newest first "
-                                               "unless order=oldest")}, 400),
+        "responses": responses({"200": json_response("TaskList", "a page of tasks, newest first "
+                                                             "unless order=oldest")}, 400),
     }}  # fmt: skip
     paths["/v1/tasks/{task_id}"] = {"get": {
         "operationId": "get_task",
@@ -507,12 +312,12 @@ def openapi_document(
             "description": "wait=N (RFC 7240): answer when the task is final or N s passed",
             "schema": {"type": "string"},
         }],
-        "responses": _responses({"200": _json("TaskInfo", "the task")}, 404, 429),
+        "responses": responses({"200": json_response("TaskInfo", "the task")}, 404, 429),
     }}  # fmt: skip
     paths["/v1/tasks/{task_id}/events"] = {"get": {
         "operationId": "task_events",
         "parameters": [_task_id_param()],
-        "responses": _responses({"200": {
+        "responses": responses({"200": {
             "description": _EVENTS_DESCRIPTION,
             # The body is a stream of text, not one JSON value: to a client generator a
             # string, read line by line as it comes (the README shows how); to a tool
@@ -528,7 +333,7 @@ def openapi_document(
     paths["/v1/tasks/{task_id}:cancel"] = {"post": {
         "operationId": "cancel_task",
         "parameters": [_task_id_param()],
-        "responses": _responses({"200": _json("TaskInfo", "the cancelled task")}, 404, 409),
+        "responses": responses({"200": json_response("TaskInfo", "the cancelled task")}, 404, 409),
     }}  # fmt: skip
     paths["/v1/approvals"] = {"get": {
         "operationId": "list_approvals",
@@ -536,12 +341,12 @@ def openapi_document(
                         "schema": {"type": "string", "enum": [
                             "pending", "escalated", "approved", "rejected", "auto_rejected", "void",
                             "expired"]}}],
-        "responses": _responses({"200": _json("ApprovalList", "approval requests")}, 400),
+        "responses": responses({"200": json_response("ApprovalList", "approval requests")}, 400),
     }}  # fmt: skip
     paths["/v1/approvals/{approval_id}"] = {"get": {
         "operationId": "get_approval",
         "parameters": [_approval_id_param()],
-        "responses": _responses({"200": _json("ApprovalInfo", "the approval", _ETAG)}, 404),
+        "responses": responses({"200": json_response("ApprovalInfo", "the approval", _ETAG)}, 404),
     }}  # fmt: skip
     for verb in ("approve", "reject"):
         paths[f"/v1/approvals/{{approval_id}}:{verb}"] = {"post": {
@@ -556,12 +361,12 @@ def openapi_document(
             "requestBody": {"required": False, "content": {"application/json": {
                 "schema": {"$ref": "#/components/schemas/" + (
                     "ApprovalDecision" if verb == "approve" else "RejectDecision")}}}},
-            "responses": _responses(
-                {"200": _json("TaskInfo", f"{verb}d: the approval's task")},
+            "responses": responses(
+                {"200": json_response("TaskInfo", f"{verb}d: the approval's task")},
                 400, 404, 409, 412, 413, 415, 422, 428,
             ),
         }}  # fmt: skip
-    paths.update(_run_paths())
+    paths.update(run_paths())
     return {
         "openapi": "3.1.0",
         "info": {"title": "agentq", "version": "1",

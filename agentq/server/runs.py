@@ -56,7 +56,7 @@ from agentq.runtime.runs import MAX_RUNS_LISTED
 from agentq.server import access
 from agentq.server.actions import parse_idempotency_key, stored_name
 from agentq.server.auth import Principal, Scope, require, require_any
-from agentq.server.openapi import RunCancel, RunMessage, RunStart
+from agentq.server.openapi_runs import RunCancel, RunMessage, RunStart
 from agentq.server.problems import Problem, field_errors
 from agentq.server.state import Releasing, ServerState, read_json, server_state
 from agentq.server.tasks import parse_prefer_wait

@@ -30,10 +30,11 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 PUBLIC_MODULES = ["agentq", "agentq.testing", "agentq.agents", "agentq.adapters.pydantic_ai",
-                  "agentq.adapters.pydantic_ai_durable", "agentq.adapters.openai_agents",
-                  "agentq.adapters.openai_agents_durable", "agentq.adapters.openai_agents_session",
-                  "agentq.adapters.openai_agents_state", "agentq.adapters.durable_turns",
-                  "agentq.adapters.langchain", "agentq.adapters.calls"]  # fmt: skip
+                  "agentq.adapters.pydantic_ai_durable", "agentq.adapters.pydantic_ai_messages",
+                  "agentq.adapters.openai_agents", "agentq.adapters.openai_agents_durable",
+                  "agentq.adapters.openai_agents_session", "agentq.adapters.openai_agents_state",
+                  "agentq.adapters.durable_turns", "agentq.adapters.langchain",
+                  "agentq.adapters.calls"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,7 @@ MODULE_PAGES = {
     "agentq.agents": "agents.md",
     "agentq.adapters.pydantic_ai": "adapters.md",
     "agentq.adapters.pydantic_ai_durable": "adapters.md",
+    "agentq.adapters.pydantic_ai_messages": "adapters.md",
     "agentq.adapters.openai_agents": "adapters.md",
     "agentq.adapters.langchain": "adapters.md",
     "agentq.adapters.calls": "adapters.md",
@@ -35,6 +36,8 @@ MODULE_PAGES = {
     "agentq.adapters.openai_agents_state": "adapters.md",
     "agentq.adapters.langgraph_checkpoint": "adapters.md",
     "agentq.adapters.langgraph_steps": "adapters.md",
+    "agentq.adapters.langgraph_records": "adapters.md",
+    "agentq.adapters.langgraph_threaded": "adapters.md",
 }
 
 

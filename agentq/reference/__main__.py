@@ -1,0 +1,7 @@
+"""``python -m agentq.reference``: write (``--check``: compare) docs/reference/."""
+
+import sys
+
+from agentq.reference import main
+
+sys.exit(main())
