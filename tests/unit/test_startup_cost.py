@@ -51,16 +51,7 @@ def test_enqueueing_with_a_callback_url_imports_no_http_client(tmp_path: Path) -
     (tmp_path / "policies.toml").write_text(
         '[tools.agentq_webhook]\nallowed_hosts = ["hooks.example.com"]\n'
     )
-    (tmp_path / "tools").mkdir()
-    (tmp_path / "tools" / "t.py").write_text(
-        "from pydantic import BaseModel\n"
-        "from agentq import ToolContext, tool\n"
-        "class Args(BaseModel):\n"
-        "    n: int = 0\n"
-        "@tool(queue='q')\n"
-        "def ping(ctx: ToolContext, args: Args) -> None:\n"
-        "    return None\n"
-    )
+    _write_ping_tool(tmp_path)
     code = (
         "import sys\n"
         "from agentq import Runtime\n"
@@ -156,16 +147,7 @@ def test_a_worker_starts_without_what_it_does_not_use(tmp_path: Path) -> None:
     # Also counted: the source files read (pydantic's attribute docstrings, ~40 ms,
     # read while the settings models were built: only docs/reference needs them)
     # and version look-ups (the distribution's metadata, for --version only).
-    (tmp_path / "tools").mkdir()
-    (tmp_path / "tools" / "t.py").write_text(
-        "from pydantic import BaseModel\n"
-        "from agentq import ToolContext, tool\n"
-        "class Args(BaseModel):\n"
-        "    n: int = 0\n"
-        "@tool(queue='q')\n"
-        "def ping(ctx: ToolContext, args: Args) -> None:\n"
-        "    return None\n"
-    )
+    _write_ping_tool(tmp_path)
     code = (
         "import importlib.metadata, inspect, sys\n"
         "calls = []\n"
@@ -202,3 +184,17 @@ def test_a_provider_named_by_the_environment_is_still_looked_up(
     assert not telemetry._installable()
     monkeypatch.setenv("OTEL_PYTHON_METER_PROVIDER", "sdk_meter_provider")
     assert telemetry._installable()
+
+
+def _write_ping_tool(folder: Path) -> None:
+    """A tools folder with one no-op tool, ``ping`` on queue ``q``."""
+    (folder / "tools").mkdir()
+    (folder / "tools" / "t.py").write_text(
+        "from pydantic import BaseModel\n"
+        "from agentq import ToolContext, tool\n"
+        "class Args(BaseModel):\n"
+        "    n: int = 0\n"
+        "@tool(queue='q')\n"
+        "def ping(ctx: ToolContext, args: Args) -> None:\n"
+        "    return None\n"
+    )
