@@ -50,6 +50,7 @@ from agentq.lifecycle import payloads, retention_records, run_retention
 from agentq.lifecycle.retention_records import GoneTasks, stamp
 from agentq.lifecycle.retention_scan import TaskScan
 from agentq.lifecycle.states import APPROVAL_TRANSITIONS, TASK_TRANSITIONS
+from agentq.lifecycle.tallies import minute_of
 from agentq.policies import Policy, parse_duration
 from agentq.retention import DEFAULT_AUDIT_RETENTION, OFF, RetentionValue, parse_retention
 
@@ -57,6 +58,7 @@ __all__ = [
     "DEFAULT_BATCH",
     "FINAL",
     "FINAL_APPROVALS",
+    "TALLIES_KEPT",
     "PruneCounts",
     "RetentionRules",
     "RetentionSetting",
@@ -78,6 +80,10 @@ _REVIVABLE: Final = frozenset(TERMINAL - FINAL)
 
 #: The record table of the pruning claim (:func:`claim_pruning`).
 PRUNER_TABLE = "pruner"
+#: How long the per-minute tallies of finished tasks (the console's chart,
+#: :mod:`agentq.lifecycle.tallies`) are kept: longer than the chart's longest
+#: window (a day), whatever the tasks' retention.
+TALLIES_KEPT = timedelta(days=2)
 #: Records read (and at most deleted) per batch.
 DEFAULT_BATCH = 200
 
@@ -104,6 +110,9 @@ class PruneCounts:
     runs: int = 0
     #: Owners' daily usage records of durable runs, of days past the retention.
     run_usage: int = 0
+    #: Stored rows of the console chart's per-minute tallies older than
+    #: :data:`TALLIES_KEPT` (rows, not tasks; a dry run does not count them).
+    tallies: int = 0
 
     def add(self, other: PruneCounts) -> None:
         """Add ``other``'s counts to these."""
@@ -343,6 +352,8 @@ def prune_pass(
             scan = TaskScan.window(backend, since, now, sorted(kept))
         for page in scan.pages(batch_size):
             yield _prune_tasks(backend, rules, now, page, dry_run)
+    if not dry_run:
+        yield PruneCounts(tallies=backend.delete_tallies(minute_of(now - TALLIES_KEPT)))
     if since is not None:
         return
     gone = _gone_or_going(backend, rules, now) if dry_run else retention_records.tasks_gone(backend)

@@ -63,6 +63,7 @@ from agentq.backends.base import (
     RedeliveryPolicy,
     Renewal,
     StoredRecord,
+    Tally,
     Transaction,
     check_stream_args,
 )
@@ -295,6 +296,14 @@ class SpannerBackend:
 
     def record_count(self, table: str) -> int:
         return records.record_count(self, table)
+
+    def read_tallies(
+        self, first_minute: int, end_minute: int, *, width: int = 1, owner: str | None = None
+    ) -> list[Tally]:
+        return records.read_tallies(self, first_minute, end_minute, width, owner)
+
+    def delete_tallies(self, before_minute: int) -> int:
+        return records.delete_tallies(self, before_minute)
 
     def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
         return records.message_keys(self, self.queue_spec(queue))

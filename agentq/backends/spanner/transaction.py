@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from google.api_core import exceptions as gexc
 from google.cloud.spanner_v1.keyset import KeySet
 
-from agentq.backends.base import EncodedFields, EncodedRecord, Transaction, record_text
+from agentq.backends.base import EncodedFields, EncodedRecord, Tally, Transaction, record_text
 from agentq.backends.spanner.wire import storable_key, unstorable_key, wire_key, wire_payload
+from agentq.backends.tallies import TALLY_TABLE, check_tallies, record_key, record_tally
 from agentq.errors import MessageNotFound
 from agentq.jsontext import decode
 from agentq.spec import validate_identifier
@@ -209,3 +210,10 @@ class SpannerTransaction(Transaction):
                 value = merged
             self.put_record(table, key, value)
         return changed
+
+    def add_tallies(self, tallies: Sequence[Tally]) -> None:
+        # One record per minute under a fresh key: a blind write no other
+        # transaction's touches (summed when read).
+        check_tallies(tallies)
+        for minute, value in record_tally(tallies).items():
+            self.put_record(TALLY_TABLE, record_key(minute), value)
