@@ -1,8 +1,9 @@
 """The per-minute tallies of finished tasks on PostgreSQL (:mod:`agentq.backends.tallies`).
 
 Schema version 3 (:mod:`~agentq.backends.postgres.schema`: tasks finished
-before it are not counted, so an upgraded database's chart starts empty). Not a counter row that every completion updates: the
-workers' completions run concurrently (and, where they are not fenced,
+before it are not counted, so an upgraded database's chart starts empty).
+Not a counter row that every completion updates: the workers' completions
+run concurrently (and, where they are not fenced,
 SERIALIZABLE), so a shared row would make them wait on one another and fail
 each other's checks. A completion group appends its rows to
 ``task_tally_changes``, a table with no index that no write reads (one
