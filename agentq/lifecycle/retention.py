@@ -24,6 +24,8 @@ older than the runtime's retention and about no task that still exists (an
 entry about a stray dead letter: once old). Dedupe keys, per-key slot records
 and the records of long-gone workers have rules of their own
 (:mod:`agentq.lifecycle.retention_records`, which also says what needs none).
+The console chart's per-minute tallies of finished tasks are deleted once
+older than :data:`TALLIES_KEPT`, whatever the tasks' retention (not counted).
 Ordering-key records are deleted by the lifecycle as soon as a key has no task
 left, and dead-letter entries are an operator's to delete, so neither is
 touched here.
@@ -46,7 +48,7 @@ from agentq.backends import Backend, Transaction
 from agentq.clock import to_micros
 from agentq.errors import ConfigError
 from agentq.ledger import TERMINAL, Tables, TaskStatus
-from agentq.lifecycle import payloads, retention_records, run_retention
+from agentq.lifecycle import audit, payloads, retention_records, run_retention
 from agentq.lifecycle.retention_records import GoneTasks, stamp
 from agentq.lifecycle.retention_scan import TaskScan
 from agentq.lifecycle.states import APPROVAL_TRANSITIONS, TASK_TRANSITIONS
@@ -110,9 +112,6 @@ class PruneCounts:
     runs: int = 0
     #: Owners' daily usage records of durable runs, of days past the retention.
     run_usage: int = 0
-    #: Stored rows of the console chart's per-minute tallies older than
-    #: :data:`TALLIES_KEPT` (rows, not tasks; a dry run does not count them).
-    tallies: int = 0
 
     def add(self, other: PruneCounts) -> None:
         """Add ``other``'s counts to these."""
@@ -311,7 +310,12 @@ def _prune_audit(
     gone = [k for k, e in old if not e.get("task_id") or str(e["task_id"]) not in alive]
     if gone and not dry_run:
 
+        dropped = set(gone)
+        index = [k for key, e in old if key in dropped for k in audit.index_keys(key, e)]
+
         def delete(tx: Transaction) -> int:
+            if index:
+                tx.delete_records(audit.TARGETS, index)
             return len(tx.delete_records(Tables.AUDIT, gone))
 
         return PruneCounts(audit_entries=backend.transact(delete, durable=False)), next_after, done
@@ -352,8 +356,8 @@ def prune_pass(
             scan = TaskScan.window(backend, since, now, sorted(kept))
         for page in scan.pages(batch_size):
             yield _prune_tasks(backend, rules, now, page, dry_run)
-    if not dry_run:
-        yield PruneCounts(tallies=backend.delete_tallies(minute_of(now - TALLIES_KEPT)))
+    if not dry_run:  # the chart's bookkeeping, whatever the tasks' retention: not counted
+        backend.delete_tallies(minute_of(now - TALLIES_KEPT))
     if since is not None:
         return
     gone = _gone_or_going(backend, rules, now) if dry_run else retention_records.tasks_gone(backend)

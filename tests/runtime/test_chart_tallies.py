@@ -1,8 +1,8 @@
 """Issue 38 item 1: every completion that ends an action task succeeded or dead
 adds it to the per-minute tallies (the console's chart) in its own
 transaction, on every backend: a worker's plain successes (a group's at once;
-on PostgreSQL the swap of the whole record), a failure for good, a refusal
-before running; a cancelled task and the runtime's own tasks are not counted."""
+on PostgreSQL the swap of the whole record), a failure for good; a cancelled
+task is not counted. A prune deletes them once two days old."""
 
 from __future__ import annotations
 
@@ -47,5 +47,11 @@ def test_completions_add_their_tallies(backend_url: str, clock: FakeClock, tmp_p
         assert got == {("succeeded", 0): 4, ("dead", 0): 1}
         mine = rt.backend.read_tallies(minute, minute + 1, owner="agent")
         assert [(t.outcome, t.count) for t in mine] == [("succeeded", 1)]
+        clock.advance(2 * 86400 - 120)
+        rt.prune()  # kept for two days (longer than the chart's day), then deleted
+        assert len(rt.backend.read_tallies(minute, minute + 1)) == 2
+        clock.advance(180)
+        rt.prune()
+        assert rt.backend.read_tallies(minute, minute + 1) == []
     finally:
         rt.close()
