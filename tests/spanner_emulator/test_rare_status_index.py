@@ -6,7 +6,6 @@ older agentq made gets the column, its rare records' values and the index from
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,13 +30,6 @@ def _set_column(b: Any, key: str, value: str | None) -> None:
         lambda txn: txn.execute_update(sql, params=d.param_dict(names, [value, key]))
     )
 
-
-@pytest.fixture
-def records_backend(emulator_database: EmulatorDatabase) -> Iterator[Backend]:
-    b = open_backend(emulator_database.direct_url)  # records only: no queue needed
-    b.apply_ddl([])  # type: ignore[attr-defined]
-    yield b
-    b.close()
 
 
 def test_a_listing_by_rare_status_walks_the_index(
