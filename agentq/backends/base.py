@@ -241,9 +241,10 @@ def fields_rare_status(table: str, fields: EncodedFields) -> tuple[bool, str | N
 
 def _loads(text: str) -> Any:
     """``text`` parsed for its status (a string either parser reads alike; None:
-    not JSON)."""
+    not JSON). orjson takes only an exact ``str``: an :class:`EncodedRecord`
+    (a subclass) is handed over as one, or it would always fall back."""
     try:
-        return orjson.loads(text)
+        return orjson.loads(text if type(text) is str else str(text))
     except orjson.JSONDecodeError:
         try:
             return json.loads(text)
