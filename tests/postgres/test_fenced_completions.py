@@ -63,10 +63,10 @@ def rt(postgres_url: str) -> Iterator[Runtime]:
 
 
 def _until(done: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + _DEADLINE  # noqa: TID251  # real threads and a real server
+    deadline = time.monotonic() + _DEADLINE  # real threads and a real server
     while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"  # noqa: TID251
-        time.sleep(0.01)  # noqa: TID251
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
 
 
 def _gated(n: int) -> threading.Event:
@@ -76,7 +76,9 @@ def _gated(n: int) -> threading.Event:
 
 
 
-def test_plain_successes_commit_at_read_committed(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plain_successes_commit_at_read_committed(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agentq.backends.postgres import connection
 
     begins: list[str] = []
