@@ -125,12 +125,12 @@ def test_a_task_waiting_on_a_plain_success_is_released(rt: Runtime) -> None:
 def _lock_waiters(rt: Runtime) -> int:
     backend = rt.backend
     assert isinstance(backend, PostgresBackend)
-    return backend._db.read(
+    return int(backend._db.read(
         lambda conn: conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
             "AND wait_event_type = 'Lock'"
         ).fetchone()[0]  # type: ignore[index]
-    )
+    ))
 
 
 def test_an_enqueue_that_locks_first_is_seen_by_the_completion(rt: Runtime) -> None:
