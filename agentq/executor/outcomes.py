@@ -36,6 +36,7 @@ from agentq.ledger import Tables, TaskStatus
 from agentq.lifecycle import approval_timers, dead_letters
 from agentq.lifecycle import guarded as lifecycle_guarded
 from agentq.lifecycle import tasks as lifecycle
+from agentq.lifecycle.records import swap_finals
 from agentq.lifecycle.states import Event
 from agentq.logs import failure_traceback
 from agentq.ratelimit import RateLimitWait
@@ -179,13 +180,13 @@ def apply_fenced_successes(tx: Decision, outcomes: list[Outcome]) -> list[str]:
     for queue, keys in by_queue.items():
         tx.tx.ack_all(queue, keys)
         rt.telemetry.acked.add(len(keys), {"queue": queue})
-    swaps: list[tuple[str, str, EncodedRecord]] = []
+    swaps: list[tuple[str, lifecycle.Swap]] = []
     for o in outcomes:
         final = o.final
         assert isinstance(final, lifecycle.Swap), "not a plain success swapped in whole"
         rt.faults.hit("before_completion_commit", task_id=o.inflight.task_id)
-        swaps.append((o.inflight.task_id, final.version, final.record))
-    changed = tx.tx.replace_records(Tables.TASKS, swaps)
+        swaps.append((o.inflight.task_id, final))
+    changed = swap_finals(tx.tx, swaps)
     if changed:
         raise Unfenced(f"task {changed[0]!r} changed since its claim")
     waited = joins.waited_on(tx.tx, [o.inflight.task_id for o in outcomes])
