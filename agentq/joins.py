@@ -38,7 +38,8 @@ def pending_prerequisites(tx: Transaction, after: Iterable[Any]) -> list[str]:
 
     Only existing tasks may be named, and a new task's id does not exist before
     its enqueue, so waits always point at older tasks: no cycle can be built.
-    An unknown id raises :class:`~agentq.errors.TaskNotFound`; a task that is dead
+    The records are read locked (``lock=True``). An unknown id raises
+    :class:`~agentq.errors.TaskNotFound`; a task that is dead
     or cancelled (it can never succeed) raises :class:`~agentq.errors.InvalidArguments`.
     """
     if isinstance(after, str | bytes) or not isinstance(after, Iterable):
@@ -54,9 +55,15 @@ def pending_prerequisites(tx: Transaction, after: Iterable[Any]) -> list[str]:
         raise InvalidArguments(
             f"a task may wait on at most {MAX_PREREQUISITES} tasks, got {len(ids)}"
         )
+    # Locked as read (one read for all): a worker's completion, which writes the
+    # record at READ COMMITTED (a fenced transaction) and then checks that no task
+    # waits on it, either waits for this enqueue's commit and then finds its
+    # waiter, or has committed first and this read fails as a conflict (then, read
+    # again, it has succeeded).
+    found = tx.get_records(Tables.TASKS, ids, lock=True)
     pending = []
     for task_id in ids:
-        rec = tx.get_record(Tables.TASKS, task_id)
+        rec = found.get(task_id)
         if rec is None:
             raise TaskNotFound(f"after=: no task {task_id!r} to wait on")
         status = TaskStatus(rec["status"])

@@ -243,9 +243,10 @@ def fields_rare_status(table: str, fields: EncodedFields) -> tuple[bool, str | N
 
 def _loads(text: str) -> Any:
     """``text`` parsed for its status (a string either parser reads alike; None:
-    not JSON)."""
+    not JSON). orjson takes only an exact ``str``: an :class:`EncodedRecord`
+    (a subclass) is handed over as one, or it would always fall back."""
     try:
-        return orjson.loads(text)
+        return orjson.loads(text if type(text) is str else str(text))
     except orjson.JSONDecodeError:
         try:
             return json.loads(text)
@@ -427,11 +428,23 @@ class Transaction(Protocol):
         ...
 
     def get_records(
-        self, table: str, keys: Sequence[str], *, likely_absent: bool = False
+        self,
+        table: str,
+        keys: Sequence[str],
+        *,
+        likely_absent: bool = False,
+        lock: bool = False,
     ) -> dict[str, dict[str, Any]]:
         """Read several records in this transaction (what :meth:`get_record` gives
         for each key), as one read where the engine allows; keys with no record
         are left out.
+
+        ``lock``: no other transaction may write these records until this one
+        ends (PostgreSQL reads them ``FOR SHARE``: a writer at READ COMMITTED,
+        which no serializable check sees, waits for this transaction or makes it
+        fail; the others' transactions are serializable, and their reads already
+        do). For a read whose answer this transaction's writes rest on, where the
+        record's writer may be a fenced transaction (a worker's completion).
 
         ``likely_absent``: the caller expects almost never to find one (the tasks
         waiting on a finishing task). A backend may then answer that none exists

@@ -22,7 +22,13 @@ from agentq.decision import Decision
 from agentq.errors import BackendUnavailable, MessageNotFound, TransactionAborted
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Outcome
-from agentq.executor.outcomes import apply_outcome, apply_plain_successes
+from agentq.executor.outcomes import (
+    Unfenced,
+    apply_fenced_successes,
+    apply_outcome,
+    apply_plain_successes,
+    fenced_eligible,
+)
 from agentq.executor.state import WorkerState
 from agentq.faults import WorkerCrash
 from agentq.lifecycle import tasks as lifecycle
@@ -91,7 +97,9 @@ class Committing(WorkerState):
             queue=queues.pop() if len(queues) == 1 else None,
         ):
             try:
-                labels = self.runtime.transact(apply_all)
+                labels = self._commit_fenced(real)
+                if labels is None:
+                    labels = self.runtime.transact(apply_all)
                 self._count("group_commits")
             except Exception:
                 # One transaction per outcome; each is tried whatever the others did.
@@ -106,6 +114,25 @@ class Committing(WorkerState):
                 inf = o.inflight
                 log_task_finished(inf.task_id, inf.record["tool"], inf.key[1], label,
                                   self.clock.monotonic() - inf.started, o.exc)  # fmt: skip
+
+    def _commit_fenced(self, real: list[Outcome]) -> list[str] | None:
+        """A group of plain successes swapped in whole, written in a fenced
+        transaction (READ COMMITTED on PostgreSQL: no serializable conflict with
+        the completions beside it, so no abort and no commit group after one);
+        None where the group needs the serializable path (see
+        :func:`~agentq.executor.outcomes.apply_fenced_successes`). A backend with
+        one writer at a time gains nothing from it."""
+        rt = self.runtime
+        if rt.backend.single_writer or not fenced_eligible(real):
+            return None
+        try:
+            labels = rt.backend.transact(
+                lambda tx: apply_fenced_successes(Decision(rt, tx), real), fenced=True
+            )
+        except Unfenced:
+            return None
+        self._count("fenced_commits")
+        return labels
 
     def _commit_each(self, outcome: Outcome) -> str:
         """:meth:`_commit_alone`, and ``commit_failed`` for anything it did not

@@ -21,6 +21,11 @@ __all__ = ["Holds"]
 
 #: How long a read of another worker's hold is used before it is read again (s).
 _REREAD = 0.5
+#: :meth:`Holds.refresh` (before a lease) also re-reads a hold this close to
+#: :data:`_REREAD` (s): the claims made with the lease look it up after the
+#: lease's round trips and may not read then, so a read that ran out meanwhile
+#: sent the whole batch to be claimed in a transaction, one read per task.
+_LEASE_MARGIN = 0.25
 
 
 class _RecordReader(Protocol):
@@ -37,10 +42,12 @@ class Holds:
         self._reads: dict[str, tuple[float, datetime | None]] = {}
 
     def refresh(self, backend: Backend, now: datetime, tools: Sequence[str]) -> None:
-        """Read the holds of those of ``tools`` not read in the last half second,
-        in one read (so that :meth:`until` needs none for a while)."""
+        """Read the holds of those of ``tools`` not read in the last quarter
+        second, in one read (so that :meth:`until` needs none for at least as
+        long: what it is used for follows a lease, see :data:`_LEASE_MARGIN`)."""
         mono = self.clock.monotonic()
-        stale = [t for t in tools if mono - self._reads.get(t, (-1e9, None))[0] >= _REREAD]
+        fresh_for = _REREAD - _LEASE_MARGIN
+        stale = [t for t in tools if mono - self._reads.get(t, (-1e9, None))[0] >= fresh_for]
         if not stale:
             return
         found = backend.read_records(Tables.HOLDS, stale)

@@ -7,6 +7,8 @@ change itself, and the queue operations it implies, are
 * :func:`apply_outcome` — a run's completion: succeed (with the handler's
   ``on_commit`` writes and an approval timer's effect), checkpoint, or a failure;
   :func:`apply_plain_successes` — a committer's group of plain successes, as sets;
+  :func:`apply_fenced_successes` — the same, in a fenced transaction (READ
+  COMMITTED on PostgreSQL), where no task waits on them;
 * :func:`apply_failure` — defer (rate-limited: not run yet), throttle (429/503
   with a Retry-After within the cap), fail for good (permanent, attempts used
   up), or retry with backoff;
@@ -23,6 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agentq import joins
 from agentq.backends import EncodedFields, EncodedRecord, Message, encode_fields, encode_record
 from agentq.decision import Decision
 from agentq.errors import InvalidMessage, PolicyViolation, ToolError
@@ -33,6 +36,7 @@ from agentq.ledger import Tables, TaskStatus
 from agentq.lifecycle import approval_timers, dead_letters, tallies
 from agentq.lifecycle import guarded as lifecycle_guarded
 from agentq.lifecycle import tasks as lifecycle
+from agentq.lifecycle.records import swap_finals
 from agentq.lifecycle.states import Event
 from agentq.logs import failure_traceback
 from agentq.ratelimit import RateLimitWait
@@ -40,10 +44,13 @@ from agentq.retry import PermanentError, RetryLater, judge_retry_later
 
 __all__ = [
     "TIMER_KINDS",
+    "Unfenced",
     "apply_failure",
+    "apply_fenced_successes",
     "apply_outcome",
     "apply_plain_successes",
     "dead_letter_stray",
+    "fenced_eligible",
     "succeeded_fields",
     "succeeded_record",
 ]
@@ -134,6 +141,60 @@ def apply_plain_successes(tx: Decision, outcomes: list[Outcome]) -> list[str]:
     tallies.add(tx.tx, (o.tally for o in outcomes))  # the group's, at once
     # The strict acks prove each claimed record current (see apply_outcome).
     lifecycle.settle_waiters_of_successes(rt, tx.tx, [o.inflight.record for o in outcomes])
+    return ["succeeded"] * len(outcomes)
+
+
+class Unfenced(Exception):
+    """A completion run as a fenced transaction (:func:`apply_fenced_successes`)
+    found what only a serializable one may decide: nothing of it commits, and the
+    committer runs it again as any other."""
+
+
+def fenced_eligible(outcomes: list[Outcome]) -> bool:
+    """Whether a committer's group can be written by :func:`apply_fenced_successes`:
+    plain successes, each swapped in whole from the text its claim wrote (no
+    ordering key, run, slot, schedule, webhook or handler write: those take the
+    general path, see ``Running._encode_success``)."""
+    return all(isinstance(o.final, lifecycle.Swap) for o in outcomes)
+
+
+def apply_fenced_successes(tx: Decision, outcomes: list[Outcome]) -> list[str]:
+    """:func:`apply_plain_successes` for a fenced transaction
+    (``Backend.transact(fn, fenced=True)``: READ COMMITTED on PostgreSQL), where
+    every write rests only on itself: each strict ack must find its message, and
+    each record is swapped in from the very text its claim wrote (a
+    compare-and-swap, re-checked on the newest row after any concurrent writer).
+    Anything else raises :class:`Unfenced`, for the committer to run the group
+    again at SERIALIZABLE: a record changed since its claim (a redelivery's claim,
+    a cancel), or a task waiting on one of these (releasing it reads and writes
+    the waiter's record, which two completions may do at once).
+
+    No task waits on them is checked *after* the swaps, by the next statement
+    (PostgreSQL checks it with the commit): an enqueue that registers a waiter
+    reads its prerequisite locked (:func:`agentq.joins.pending_prerequisites`),
+    so a swap either waited for that enqueue's commit, and the check then sees
+    its waiter, or came first, and the enqueue fails as a conflict and reads the
+    success when it runs again."""
+    rt = tx.runtime
+    by_queue: dict[str, list[tuple[Any, ...]]] = {}
+    for o in outcomes:
+        by_queue.setdefault(o.inflight.queue, []).append(o.inflight.key)
+    for queue, keys in by_queue.items():
+        tx.tx.ack_all(queue, keys)
+        rt.telemetry.acked.add(len(keys), {"queue": queue})
+    swaps: list[tuple[str, lifecycle.Swap]] = []
+    for o in outcomes:
+        final = o.final
+        assert isinstance(final, lifecycle.Swap), "not a plain success swapped in whole"
+        rt.faults.hit("before_completion_commit", task_id=o.inflight.task_id)
+        swaps.append((o.inflight.task_id, final))
+    changed = swap_finals(tx.tx, swaps)
+    if changed:
+        raise Unfenced(f"task {changed[0]!r} changed since its claim")
+    tallies.add(tx.tx, (o.tally for o in outcomes))  # appended: no row two writers share
+    waited = joins.waited_on(tx.tx, [o.inflight.task_id for o in outcomes])
+    if waited:
+        raise Unfenced(f"a task waits on {sorted(waited)[0]!r}")
     return ["succeeded"] * len(outcomes)
 
 

@@ -60,7 +60,8 @@ class WorkerStats(Counter[str]):
     ``lease_lost``. Timeouts: ``timed_out``, ``cancelled`` (async),
     ``abandoned_threads``, ``abandoned_limit``, ``late_after_timeout``,
     ``still_hung`` (an attempt not called: the task's earlier call still hangs). Also
-    ``group_commits``, ``commit_failed``, ``crashed`` and ``receive_errors``.
+    ``group_commits`` (of which ``fenced_commits``: plain successes written at
+    READ COMMITTED on PostgreSQL), ``commit_failed``, ``crashed`` and ``receive_errors``.
     Long-lived receives (Spanner): ``receive_ended_full`` (a stream ended because
     the worker became full, so it leases nothing nobody reads), ``expired_on_receipt``
     (messages skipped, their lease gone on arrival); ``renewed_on_receipt`` (a

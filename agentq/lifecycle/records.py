@@ -42,6 +42,7 @@ __all__ = [
     "store_encoded",
     "store_fields",
     "swap_claimed",
+    "swap_finals",
 ]
 
 
@@ -235,6 +236,13 @@ def store_fields(tx: Transaction, items: Sequence[tuple[str, EncodedFields | Swa
     missing = tx.update_records(Tables.TASKS, fields) if fields else []
     if missing:
         raise TaskNotFound(f"no task {missing[0]!r} to record the outcome of")
+
+
+def swap_finals(tx: Transaction, items: Sequence[tuple[str, Swap]]) -> list[str]:
+    """Swap each record in whole from its :class:`Swap`'s version and nothing
+    else (a fenced completion: no merge into a record changed since its claim);
+    returns the ids not at their version, for which nothing was written."""
+    return tx.replace_records(Tables.TASKS, [(key, f.version, f.record) for key, f in items])
 
 
 def swap_claimed(

@@ -119,15 +119,30 @@ class Records:
         return None if row is None else dict(decode(row[0]))
 
     def get_many(
-        self, conn: Conn, table: str, keys: Sequence[str], *, likely_absent: bool = False
+        self,
+        conn: Conn,
+        table: str,
+        keys: Sequence[str],
+        *,
+        likely_absent: bool = False,
+        lock: bool = False,
     ) -> dict[str, dict[str, Any]]:
         """The records of ``keys``. ``likely_absent``: in a transaction of the
         backend's own, guess that none exists and check it with the next round
         trip (a failed guess: :class:`SpeculationFailed`, and these keys are read
-        when the function runs again)."""
+        when the function runs again). ``lock``: read ``FOR SHARE``, in key order
+        (two such reads never wait on each other in a cycle)."""
         wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
         if not wanted:
             return {}
+        if lock:
+            rows = conn.execute(
+                f"SELECT k, v FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[]) "
+                "ORDER BY k FOR SHARE",
+                (table, wanted),
+            ).fetchall()
+            self.guesses.read(table, wanted)
+            return {k: dict(decode(v)) for k, v in rows}
         if likely_absent and isinstance(conn, TxConn) and self.guesses.may_be_absent(table, wanted):
             query, params, token = count_check(
                 f"SELECT 1 FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[])",

@@ -189,9 +189,16 @@ class PostgresTransaction(Transaction):
         return self._records.get(self._conn, table, key)
 
     def get_records(
-        self, table: str, keys: Sequence[str], *, likely_absent: bool = False
+        self,
+        table: str,
+        keys: Sequence[str],
+        *,
+        likely_absent: bool = False,
+        lock: bool = False,
     ) -> dict[str, dict[str, Any]]:
-        return self._records.get_many(self._conn, table, keys, likely_absent=likely_absent)
+        return self._records.get_many(
+            self._conn, table, keys, likely_absent=likely_absent, lock=lock
+        )
 
     def put_record(self, table: str, key: str, value: Mapping[str, Any] | EncodedRecord) -> None:
         self._records.put(self._conn, table, key, value)

@@ -137,7 +137,12 @@ class SpannerTransaction(Transaction):
         return None if not rows else dict(decode(rows[0][0]))
 
     def get_records(
-        self, table: str, keys: Sequence[str], *, likely_absent: bool = False
+        self,
+        table: str,
+        keys: Sequence[str],
+        *,
+        likely_absent: bool = False,
+        lock: bool = False,
     ) -> dict[str, dict[str, Any]]:
         # One point read per key, through get_record's cache of this transaction's
         # own writes (read-your-writes); completions ask for their few joins this way.

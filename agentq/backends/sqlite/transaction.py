@@ -132,7 +132,12 @@ class SQLiteTransaction(Transaction):
         return records.get_record(self._conn, table, key)
 
     def get_records(
-        self, table: str, keys: Sequence[str], *, likely_absent: bool = False
+        self,
+        table: str,
+        keys: Sequence[str],
+        *,
+        likely_absent: bool = False,
+        lock: bool = False,
     ) -> dict[str, dict[str, Any]]:
         return records.get_records(self._conn, table, keys)
 
