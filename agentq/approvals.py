@@ -25,7 +25,8 @@ __all__ = ["ApprovalInfo", "ApprovalNotice", "ApprovalStatus"]
 class ApprovalInfo(BaseModel):
     """An approval request as recorded."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Its schema is built on first use: a worker never needs it (start-up cost).
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     approval_id: str
     task_id: str
@@ -79,7 +80,8 @@ class ApprovalNotice(BaseModel):
     (still undecided, ``deadline`` ahead) or ``escalation`` (nobody decided in
     time: it now goes to ``approvers`` at ``level``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Its schema is built on first use: a worker never needs it (start-up cost).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     approval_id: str
     tool: str

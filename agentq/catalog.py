@@ -55,7 +55,8 @@ class _RecordedArgs(BaseModel):
     """Stands in for a recorded tool's argument model: it is never used to
     validate (the recorded JSON Schema is), only to satisfy :class:`ToolDef`."""
 
-    model_config = ConfigDict(extra="allow")
+    # Its schema is built on first use: a worker never needs it (start-up cost).
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 def _cannot_run(*_: Any) -> Any:

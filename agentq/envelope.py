@@ -52,7 +52,8 @@ ENVELOPE_VERSION: Literal[2] = 2
 class TaskEnvelope(BaseModel):
     """One delivery of a task: tool, validated args, attempt, and context."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Its schema is built on first use: a worker never needs it (start-up cost).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     v: Literal[1, 2] = ENVELOPE_VERSION
     task_id: str = Field(min_length=1, max_length=128)

@@ -45,7 +45,8 @@ TERMINAL = frozenset({TaskStatus.SUCCEEDED, TaskStatus.DEAD, TaskStatus.CANCELLE
 class TaskInfo(BaseModel):
     """A task as the ledger records it."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Its schema is built on first use: a worker never needs it (start-up cost).
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     task_id: str
     tool: str

@@ -25,7 +25,8 @@ RUN_TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCE
 class Usage(BaseModel):
     """Tokens a model reported (a turn's, or a run's total)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Its schema is built on first use: a worker never needs it (start-up cost).
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -43,7 +44,8 @@ class CallInfo(BaseModel):
     call the runtime refused (unknown tool, invalid arguments, not one of the
     agent's tools) has ``error`` and no task: the model is told, not obeyed."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Its schema is built on first use: a worker never needs it (start-up cost).
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     position: int
     tool: str
@@ -58,7 +60,8 @@ class CallInfo(BaseModel):
 class TurnInfo(BaseModel):
     """One committed model turn: what was asked, what came back, what it cost."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Its schema is built on first use: a worker never needs it (start-up cost).
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     number: int
     task_id: str
@@ -77,7 +80,8 @@ class TurnInfo(BaseModel):
 class RunInfo(BaseModel):
     """A durable agent run as its record says."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Its schema is built on first use: a worker never needs it (start-up cost).
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     run_id: str
     agent: str

@@ -35,7 +35,8 @@ def turn_tool_name(agent: str) -> str:
 class TurnArgs(BaseModel):
     """A turn task's arguments: which run, which turn."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Its schema is built on first use: a worker never needs it (start-up cost).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     run_id: str
     turn: int

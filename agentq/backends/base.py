@@ -151,12 +151,30 @@ class RedeliveryPolicy:
         return float(min(self.initial * self.multiplier**exponent, self.max_delay))
 
 
+#: :attr:`EncodedRecord.status` of a text whose status its maker did not say.
+_UNSAID: Any = object()
+
+
 class EncodedRecord(str):
     """A record already encoded by :func:`encode_record`: a transaction stores it
     as it is, so the encoding can happen before the transaction, off the write
-    lock that every other writer waits for."""
+    lock that every other writer waits for.
 
-    __slots__ = ()
+    ``status`` is the record's top-level ``"status"`` as its text holds it (a
+    string, or None for none or one of no other JSON type) when the encoder knew
+    it: :func:`record_rare_status` then reads it there instead of parsing the
+    whole record again (every enqueue, every whole-record claim or completion).
+    Text made another way (``EncodedRecord(text)``) does not say, and is parsed.
+    """
+
+    status: Any = _UNSAID
+
+    def extended(self, members: str) -> EncodedRecord:
+        """This record's text with ``members`` (``,"name":value`` pairs, not
+        ``status``) added at its end; it says the same status."""
+        out = EncodedRecord(f"{self[:-1]}{members}}}")
+        out.status = self.status
+        return out
 
 
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -225,6 +243,8 @@ def record_rare_status(table: str, value: Mapping[str, Any] | str) -> str | None
     is parsed only for a task)."""
     if table not in ("tasks", "approvals"):
         return None
+    if isinstance(value, EncodedRecord) and value.status is not _UNSAID:
+        return rare_status(table, value.status)
     if not isinstance(value, Mapping):
         value = _loads(value)
         if not isinstance(value, Mapping):
@@ -277,12 +297,31 @@ def encode_record(value: Mapping[str, Any]) -> EncodedRecord:
     infinity (which JSON cannot carry) as null.
     """
     try:
-        return EncodedRecord(
+        out = EncodedRecord(
             orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
         )
     except TypeError:  # orjson.JSONEncodeError is one
         text = json.dumps(value, separators=(",", ":"), default=str, ensure_ascii=False)
-        return EncodedRecord(text)
+        out = EncodedRecord(text)
+    out.status = _encoded_status(value.get("status"))
+    return out
+
+
+# Python types whose JSON is never a string (or is null): such a status is None
+# to the index, as its text read back would be.
+_NOT_TEXT = (int, float, list, tuple, dict, type(None))
+
+
+def _encoded_status(status: Any) -> Any:
+    """What the text of ``status`` reads back as, for :func:`rare_status`: a
+    string as the plain string written (a ``StrEnum`` member's value), None for
+    null or a value of any other JSON type, :data:`_UNSAID` where only the text
+    can tell (a value written with ``str()``, an ``Enum`` orjson writes by its value)."""
+    if isinstance(status, str):
+        return str.__str__(status)
+    if isinstance(status, _NOT_TEXT):
+        return None
+    return _UNSAID
 
 
 def record_text(value: Mapping[str, Any] | EncodedRecord) -> str:

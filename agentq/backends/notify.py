@@ -93,6 +93,11 @@ class Notifier:
     def notify(self, topics: Collection[Hashable] | None = None) -> None:
         """Set the subscribers: all of them, or with ``topics`` the subscribers
         of those topics and every subscriber without one."""
+        if not self._topic_of:
+            # Nobody subscribed (an enqueuing process, most commits): no lock. A
+            # subscriber that joins meanwhile reads the state after joining, and
+            # the change notified is committed already.
+            return
         with self._lock:
             if topics is None:
                 wakes = list(self._topic_of)

@@ -94,6 +94,12 @@ class _VersionAction(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``agentq`` command."""
+    return _parser(only_worker=False)
+
+
+def _parser(only_worker: bool) -> argparse.ArgumentParser:
+    """:func:`build_parser`, or (``only_worker``) with the ``worker`` command alone,
+    for a command line that starts with it."""
     parser = argparse.ArgumentParser(prog="agentq", description=DESCRIPTION)
     parser.add_argument("--version", action=_VersionAction)
     parser.add_argument(
@@ -101,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     worker.register(sub)
+    if only_worker:
+        # A worker process starts with this parse: building the dozen other
+        # commands' parsers (a hundred options) was ~4 % of its start-up CPU.
+        _debug_anywhere(sub)
+        return parser
     tasks.register(sub)
     approvals.register(sub)
     inspect_cmd.register(sub)
@@ -139,8 +150,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse ``argv``; an argument the command does not take is an error of that
     command (its usage, and the closest option: "did you mean --concurrency?"),
     where argparse blames the top-level parser and suggests nothing."""
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser(only_worker=True) if words[:1] == ["worker"] else build_parser()
+    args, extra = parser.parse_known_args(words)
     if not extra:
         return args
     command: argparse.ArgumentParser = getattr(args, _PARSER, parser)

@@ -145,7 +145,13 @@ class Running(WorkerState):
                 self._outstanding -= 1
             if not inflight.timed_out:
                 self._pending_commits += 1
-            self._lock.notify_all()
+            # Of the waiters on the shared condition, only a receiver waiting for
+            # room can act on a finished run (the others wait for nothing in
+            # flight and no commit pending, and one is pending now): it is woken
+            # when this run freed the first slot, not by every task (a thread
+            # hand-off per task, most of them for nothing).
+            if inflight.timed_out or self._outstanding == self.capacity - 1:
+                self._lock.notify_all()
         if inflight.timed_out:
             # The monitor already gave this run up and scheduled a retry.
             self._count("late_after_timeout")

@@ -70,7 +70,8 @@ class AuditAction(StrEnum):
 class AuditEntry(BaseModel):
     """One audited action."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Its schema is built on first use: a worker never needs it (start-up cost).
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     audit_id: str
     at: datetime

@@ -70,7 +70,8 @@ def heartbeat_queue_spec() -> QueueSpec:
 class WorkerDown(BaseModel):
     """Arguments of the ``worker_alert_tool``: a worker whose heartbeat timed out."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Its schema is built on first use: a worker never needs it (start-up cost).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     worker_id: str
     host: str

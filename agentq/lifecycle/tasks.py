@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from agentq import joins, ordering
-from agentq.backends import EncodedRecord, Transaction, encode_record
+from agentq.backends import Transaction, encode_record
 from agentq.envelope import TaskKind, check_args_size, checked_payload
 from agentq.errors import InvalidArguments
 from agentq.idempotency import remember
@@ -196,7 +196,7 @@ def create(
         encoded = encode_record(rec)
     else:
         # The record's text with the arguments' text spliced in: encoded once.
-        encoded = EncodedRecord(f'{encode_record(rec)[:-1]},"args":{args_text}}}')
+        encoded = encode_record(rec).extended(f',"args":{args_text}')
     if status is TaskStatus.QUEUED and (
         ordering_key is None or ordering.admit(tx, ordering_key, task_id)
     ):

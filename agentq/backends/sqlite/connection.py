@@ -173,8 +173,15 @@ class Database:
         the lock past ``busy_timeout``) builds the tenacity retry loop, keeping
         the common path cheap. Driver errors leave as agentq errors.
         """
-        with self._mapped_errors():
+        # try/except, not the ``_mapped_errors`` context manager: this is every
+        # transaction's path, and a generator-based context costs a few µs.
+        try:
             return self._write(body, durable)
+        except sqlite3.Error as exc:
+            mapped = translate(exc, self.path)
+            if mapped is None:
+                raise
+            raise mapped from exc
 
     def _write(self, body: Callable[[sqlite3.Connection], T], durable: bool) -> T:
         self._check_open()

@@ -26,6 +26,7 @@ The file holds no data (random values only) and gets the database's file mode.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -66,6 +67,11 @@ if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork
     os.register_at_fork(after_in_child=_after_fork)
 
 
+@functools.lru_cache(maxsize=1024)  # queue names are few; every ring looks them up
+def _slot_of(queue: str) -> int:
+    return zlib.crc32(queue.encode()) % SLOTS
+
+
 class Doorbell:
     """The ``-bell`` file of one database, open for ringing and reading."""
 
@@ -101,7 +107,7 @@ class Doorbell:
     @staticmethod
     def slot(queue: str) -> int:
         """The slot of ``queue``."""
-        return zlib.crc32(queue.encode()) % SLOTS
+        return _slot_of(queue)
 
     def ring(self, queues: Collection[str]) -> None:
         """Tell other processes that messages were sent to ``queues`` (call after
