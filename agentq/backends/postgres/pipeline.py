@@ -61,6 +61,13 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 Translate = Callable[[psycopg.Error], AgentQError | None]
 
 _PIPELINES = psycopg.Pipeline.is_supported()
+#: Parameter types bound by the client into a text of statements (:func:`_inlined`):
+#: each has one unambiguous literal (a string's type is still the column's), and
+#: None is NULL.
+_PLAIN = (str, int, bytes)
+#: Above this many characters of statements (large arguments' quoted text), the
+#: parameters go to the server bound, in a pipeline, instead.
+_INLINE_LIMIT = 256 * 1024
 _SAVEPOINT = "SAVEPOINT agentq_member"
 _RELEASE = "RELEASE SAVEPOINT agentq_member"
 T = TypeVar("T")
@@ -78,9 +85,12 @@ class Rows:
 
     def __init__(self) -> None:
         self._cursor: psycopg.Cursor[tuple[Any, ...]] | None = None
+        self._rows: list[tuple[Any, ...]] | None = None  # read already (a text of statements)
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         """Its rows (none if the transaction never reached its COMMIT)."""
+        if self._rows is not None:
+            return self._rows
         return [] if self._cursor is None else self._cursor.fetchall()
 
 
@@ -181,7 +191,10 @@ class TxConn:
             tail.append(_Command("SET LOCAL synchronous_commit = off", None))
         self._pending, self._before_commit, self._savepoint_at = [], [], None
         with _reported(tail, self._refused):
-            if _PIPELINES:
+            inline = _inlined(self.raw, [*tail, _Command("COMMIT", None)])
+            if inline is not None:
+                done = _results(self.raw.execute(inline), tail)
+            elif _PIPELINES:
                 done = _pipelined(self.raw, tail, lambda: self.raw.execute("COMMIT"))
             else:
                 _send(self.raw, tail)
@@ -261,6 +274,41 @@ def run_or_defer(
         if error is None:
             raise
         raise error from exc
+
+
+def _inlined(conn: Conn, commands: Sequence[_Command]) -> str | None:
+    """``commands`` as one text of statements, their parameters bound by the client
+    (psycopg's own quoting), to go as one simple-protocol ``Query`` message; None if
+    a parameter is not a plain value (an array's type is left to the server's
+    binding), or past :data:`_INLINE_LIMIT`."""
+    texts: list[str] = []
+    size = 0
+    binder: psycopg.ClientCursor[Any] | None = None
+    for command in commands:
+        if command.params is None:
+            text = command.query
+        else:
+            if not all(p is None or isinstance(p, _PLAIN) for p in command.params):
+                return None
+            binder = binder or psycopg.ClientCursor(conn)
+            text = binder.mogrify(command.query, command.params)
+        size += len(text)
+        if size > _INLINE_LIMIT:
+            return None
+        texts.append(text)
+    return ";\n".join(texts)
+
+
+def _results(
+    cur: psycopg.Cursor[tuple[Any, ...]], commands: Sequence[_Command]
+) -> psycopg.Cursor[tuple[Any, ...]]:
+    """The rows of ``commands`` (a text of statements, one result each, in order)
+    handed to their :class:`Rows`; the cursor moved to the result after theirs."""
+    for command in commands:
+        if command.rows is not None:
+            command.rows._rows = cur.fetchall() if cur.description else []
+        cur.nextset()
+    return cur
 
 
 def _send(conn: Conn, commands: Sequence[_Command]) -> None:

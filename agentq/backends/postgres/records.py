@@ -143,7 +143,9 @@ class Records:
             conn.defer(query, params, translate)
             return {}
         found = {k: dict(decode(v)) for k, v in self._select(conn, table, wanted)}
-        self.guesses.read(table, wanted)
+        # Only the keys found absent may be guessed absent again: one found stays
+        # read (another thread's guess of it would fail, and fail again).
+        self.guesses.read(table, [key for key in wanted if key not in found])
         return found
 
     def put(

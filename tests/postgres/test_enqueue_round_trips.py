@@ -1,0 +1,135 @@
+"""Round trips and messages of one enqueue through the runtime on PostgreSQL (issue
+38, item 2, the enqueue side), counted in libpq's trace of the backend's one
+pooled connection (``pool_size=1``). Counts, never times.
+
+An enqueue is one round trip, as pgqueuer's single-statement insert is, and its
+statements (``BEGIN``, the message, the ledger record, the ``NOTIFY``,
+``COMMIT``) go as one message: the server parses them together and answers once,
+instead of five Parse/Bind/Execute exchanges that psycopg's pipeline mode feeds
+one by one. An idempotency key costs no read of its own: the key is guessed
+unused and checked in SQL with the commit (a retry that finds it used runs again,
+reading it). Every guarantee is checked beside the count.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+psycopg = pytest.importorskip("psycopg", reason="postgres: psycopg is not installed")
+
+from psycopg import pq  # noqa: E402
+
+from agentq import Runtime, ToolContext, tool  # noqa: E402
+from agentq.backends.postgres import PostgresBackend  # noqa: E402
+from agentq.clock import FakeClock  # noqa: E402
+from agentq.errors import IdempotencyConflict  # noqa: E402
+
+# A message the client sends; the ones the server answers before the client goes on.
+_SENT = re.compile(r"^F\t\d+\t(\w+)\b\t?(.*)$", re.DOTALL)
+_WAITS = ("Sync", "Query")
+
+
+class Args(BaseModel):
+    n: int
+
+
+@tool(queue="work")
+def noop(ctx: ToolContext, args: Args) -> int:
+    return args.n
+
+
+class Traced:
+    """The runtime (one pooled connection) and libpq's trace of that connection."""
+
+    def __init__(self, rt: Runtime, trace: Path) -> None:
+        assert isinstance(rt.backend, PostgresBackend)
+        self.rt = rt
+        self._trace = trace
+        self._file = trace.open("w")
+        with rt.backend._db._pool.connection() as conn:
+            conn.pgconn.trace(self._file.fileno())
+            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+
+    def sent(self, fn: Callable[[], Any]) -> list[tuple[str, str]]:
+        """The messages the client sent while ``fn`` ran (kind, text), without the
+        pool's liveness check of an idle connection (an empty query)."""
+        self._file.flush()
+        start = self._trace.stat().st_size
+        fn()
+        self._file.flush()
+        with self._trace.open() as fh:
+            fh.seek(start)
+            lines: list[str] = []
+            for line in fh.read().splitlines():
+                if line.startswith(("F\t", "B\t")) or not lines:
+                    lines.append(line)
+                else:  # a statement's text goes on over lines
+                    lines[-1] += "\n" + line
+        found = [m.groups() for m in (_SENT.match(line) for line in lines) if m is not None]
+        return [(kind, text) for kind, text in found if (kind, text) != ("Query", '""')]
+
+    def close(self) -> None:
+        self.rt.close()
+        self._file.close()
+
+
+def round_trips(sent: list[tuple[str, str]]) -> int:
+    return sum(1 for kind, _ in sent if kind in _WAITS)
+
+
+@pytest.fixture
+def traced(postgres_url: str, tmp_path: Path) -> Iterator[Traced]:
+    rt = Runtime(postgres_url + "?pool_size=1", tools=[noop], clock=FakeClock())
+    rt.transact(lambda tx: tx.enqueue("noop", {"n": 0}))  # the queue's spec read once
+    t = Traced(rt, tmp_path / "libpq.trace")
+    try:
+        yield t
+    finally:
+        t.close()
+
+
+def test_an_enqueue_is_one_round_trip_of_one_message(traced: Traced) -> None:
+    rt, got = traced.rt, []
+    sent = traced.sent(lambda: got.append(rt.transact(lambda tx: tx.enqueue("noop", {"n": 1}))))
+    assert round_trips(sent) == 1, sent
+    assert [kind for kind, _ in sent] == ["Query"], sent  # BEGIN ... COMMIT, one message
+    text = sent[0][1].strip()
+    assert text.startswith('"BEGIN ISOLATION LEVEL SERIALIZABLE;') and "pg_notify" in text
+    assert text.rstrip('"').endswith("COMMIT")
+    assert traced.rt.task(got[0].task_id).status == "queued"
+    assert traced.rt.worker(concurrency=1).drain() == 2  # the fixture's task and this one
+
+
+def test_an_idempotency_key_costs_no_read_of_its_own(traced: Traced) -> None:
+    rt = traced.rt
+    first: list[Any] = []
+    sent = traced.sent(lambda: first.append(rt.submit("noop", {"n": 2}, idempotency_key="k")))
+    assert round_trips(sent) == 1, sent
+    assert first[0].created
+    # Its retry finds the key (the guess fails once, then the key is read), the
+    # same task, and a call with other arguments under it is refused.
+    again = rt.submit("noop", {"n": 2}, idempotency_key="k")
+    assert (again.task.task_id, again.created) == (first[0].task.task_id, False)
+    with pytest.raises(IdempotencyConflict):
+        rt.enqueue_action("noop", {"n": 3}, idempotency_key="k")
+    assert len(rt.tasks()) == 2  # the fixture's and this key's
+
+
+def test_a_decision_is_its_sql_then_the_commit(traced: Traced) -> None:
+    rt = traced.rt
+    rt.transact(lambda tx: tx.execute("CREATE TABLE app (v text)"))
+
+    def decide(tx: Any) -> Any:
+        tx.execute("INSERT INTO app (v) VALUES (%s)", ("x",))
+        return tx.enqueue("noop", {"n": 4})
+
+    sent = traced.sent(lambda: rt.transact(decide))
+    assert round_trips(sent) == 2, sent
+    assert sent[-1][0] == "Query" and "pg_notify" in sent[-1][1], sent
+    assert rt.transact(lambda tx: tx.execute("SELECT count(*) FROM app")) == [(1,)]
