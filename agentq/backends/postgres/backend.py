@@ -184,7 +184,9 @@ class PostgresBackend:
                 # Delivered to listeners only if this transaction commits; sent with
                 # the COMMIT, in its round trip.
                 notice = payload(tx.sent, own=True)
-                conn.before_commit("SELECT pg_notify(%s, %s)", (self._channel, notice))
+                conn.before_commit(
+                    "SELECT pg_notify(%s, %s)", (self._channel, notice), read=False
+                )
             sent, written = tx.sent, tx.written
             return result
 

@@ -163,11 +163,14 @@ class TxConn:
         :attr:`deferred`) is what the server refused."""
         return self._failed is not None and self._failed < mark
 
-    def before_commit(self, query: str, params: Sequence[Any] | None = None) -> Rows:
+    def before_commit(
+        self, query: str, params: Sequence[Any] | None = None, *, read: bool = True
+    ) -> Rows:
         """Run ``query`` just before ``COMMIT``, in the same round trip (an error
-        fails the commit); its rows can be read once the commit is done."""
+        fails the commit); its rows can be read once the commit is done (unless
+        ``read`` is False: nobody reads them, and they are not kept)."""
         rows = Rows()
-        self._before_commit.append(_Command(query, params, rows=rows))
+        self._before_commit.append(_Command(query, params, rows=rows if read else None))
         return rows
 
     def commit(self, *, durable: bool = True) -> None:
@@ -307,7 +310,8 @@ def _results(
     for command in commands:
         if command.rows is not None:
             command.rows._rows = cur.fetchall() if cur.description else []
-        cur.nextset()
+        if not cur.nextset():
+            break  # never short of one result a statement, unless the server says so
     return cur
 
 
