@@ -243,7 +243,8 @@ def _loads(text: str) -> Any:
     """``text`` parsed for its status (a string either parser reads alike; None:
     not JSON)."""
     try:
-        return orjson.loads(text)
+        # orjson refuses a str subclass (an EncodedRecord) as not text: as a str.
+        return orjson.loads(text if type(text) is str else str(text))
     except orjson.JSONDecodeError:
         try:
             return json.loads(text)
