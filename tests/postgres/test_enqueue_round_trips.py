@@ -44,6 +44,15 @@ def noop(ctx: ToolContext, args: Args) -> int:
     return args.n
 
 
+class Text(BaseModel):
+    text: str
+
+
+@tool(queue="work")
+def echo(ctx: ToolContext, args: Text) -> str:
+    return args.text
+
+
 class Traced:
     """The runtime (one pooled connection) and libpq's trace of that connection."""
 
@@ -85,7 +94,7 @@ def round_trips(sent: list[tuple[str, str]]) -> int:
 
 @pytest.fixture
 def traced(postgres_url: str, tmp_path: Path) -> Iterator[Traced]:
-    rt = Runtime(postgres_url + "?pool_size=1", tools=[noop], clock=FakeClock())
+    rt = Runtime(postgres_url + "?pool_size=1", tools=[noop, echo], clock=FakeClock())
     rt.transact(lambda tx: tx.enqueue("noop", {"n": 0}))  # the queue's spec read once
     t = Traced(rt, tmp_path / "libpq.trace")
     try:
@@ -133,3 +142,15 @@ def test_a_decision_is_its_sql_then_the_commit(traced: Traced) -> None:
     assert round_trips(sent) == 2, sent
     assert sent[-1][0] == "Query" and "pg_notify" in sent[-1][1], sent
     assert rt.transact(lambda tx: tx.execute("SELECT count(*) FROM app")) == [(1,)]
+
+
+def test_values_bound_by_the_client_come_back_as_they_were(traced: Traced) -> None:
+    rt = traced.rt
+    # Quotes, backslashes, placeholders, statement ends and comments, non-ASCII:
+    # each quoted by psycopg into the one text, none of it read as SQL.
+    text = "it's \\x00 %s %(a)s $1 ?; COMMIT; -- /* é 😀 \\' \"\n"
+    task = rt.enqueue_action("echo", {"text": text}, idempotency_key=text)
+    assert rt.task(task.task_id).args == {"text": text}
+    assert rt.enqueue_action("echo", {"text": text}, idempotency_key=text).task_id == task.task_id
+    assert rt.worker(concurrency=1).drain() == 2
+    assert rt.task(task.task_id).result == text
