@@ -154,3 +154,20 @@ def test_values_bound_by_the_client_come_back_as_they_were(traced: Traced) -> No
     assert rt.enqueue_action("echo", {"text": text}, idempotency_key=text).task_id == task.task_id
     assert rt.worker(concurrency=1).drain() == 2
     assert rt.task(task.task_id).result == text
+
+
+def test_each_kind_of_value_is_the_literal_of_itself(postgres_url: str) -> None:
+    from agentq.backends.postgres.inline import inlined
+
+    values: list[Any] = [
+        None, True, False, 0, 7, -7, 2**63 - 1, -(2**63), 10**30, "", "a'b\\c", "é😀\n\t",
+        b"", bytes(range(256)),
+    ]  # fmt: skip
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        for value in values:
+            text = inlined(conn, [("SELECT 1 -%s, %s", (0, value))])
+            assert text is not None and b"--" not in text.split(b",")[0], text
+            assert conn.execute(text).fetchone() == (1, value), text
+        # Not plain, or another placeholder: left to psycopg (None: bound by the server).
+        assert inlined(conn, [("SELECT %s", (["a"],))]) is None
+        assert inlined(conn, [("SELECT %(a)s", {"a": 1})]) is not None  # psycopg's own

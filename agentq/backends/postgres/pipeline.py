@@ -39,6 +39,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 import psycopg
 from psycopg.pq import TransactionStatus
 
+from agentq.backends.postgres.inline import inlined
 from agentq.errors import AgentQError, TransactionAborted, TransactionError
 
 __all__ = [
@@ -61,13 +62,6 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 Translate = Callable[[psycopg.Error], AgentQError | None]
 
 _PIPELINES = psycopg.Pipeline.is_supported()
-#: Parameter types bound by the client into a text of statements (:func:`_inlined`):
-#: each has one unambiguous literal (a string's type is still the column's), and
-#: None is NULL.
-_PLAIN = (str, int, bytes)
-#: Above this many characters of statements (large arguments' quoted text), the
-#: parameters go to the server bound, in a pipeline, instead.
-_INLINE_LIMIT = 256 * 1024
 _SAVEPOINT = "SAVEPOINT agentq_member"
 _RELEASE = "RELEASE SAVEPOINT agentq_member"
 T = TypeVar("T")
@@ -100,6 +94,9 @@ class _Command(NamedTuple):
     translate: Translate | None = None
     seq: int = -1  # the how-manieth held-back write of this connection
     rows: Rows | None = None  # where its cursor goes, when its rows are read
+
+
+_COMMIT = _Command("COMMIT", None)
 
 
 class TxConn:
@@ -194,7 +191,7 @@ class TxConn:
             tail.append(_Command("SET LOCAL synchronous_commit = off", None))
         self._pending, self._before_commit, self._savepoint_at = [], [], None
         with _reported(tail, self._refused):
-            inline = _inlined(self.raw, [*tail, _Command("COMMIT", None)])
+            inline = inlined(self.raw, [(c.query, c.params) for c in [*tail, _COMMIT]])
             if inline is not None:
                 done = _results(self.raw.execute(inline), tail)
             elif _PIPELINES:
@@ -277,29 +274,6 @@ def run_or_defer(
         if error is None:
             raise
         raise error from exc
-
-
-def _inlined(conn: Conn, commands: Sequence[_Command]) -> str | None:
-    """``commands`` as one text of statements, their parameters bound by the client
-    (psycopg's own quoting), to go as one simple-protocol ``Query`` message; None if
-    a parameter is not a plain value (an array's type is left to the server's
-    binding), or past :data:`_INLINE_LIMIT`."""
-    texts: list[str] = []
-    size = 0
-    binder: psycopg.ClientCursor[Any] | None = None
-    for command in commands:
-        if command.params is None:
-            text = command.query
-        else:
-            if not all(p is None or isinstance(p, _PLAIN) for p in command.params):
-                return None
-            binder = binder or psycopg.ClientCursor(conn)
-            text = binder.mogrify(command.query, command.params)
-        size += len(text)
-        if size > _INLINE_LIMIT:
-            return None
-        texts.append(text)
-    return ";\n".join(texts)
 
 
 def _results(
