@@ -120,6 +120,7 @@ def test_an_idempotency_key_costs_no_read_of_its_own(traced: Traced) -> None:
     first: list[Any] = []
     sent = traced.sent(lambda: first.append(rt.submit("noop", {"n": 2}, idempotency_key="k")))
     assert round_trips(sent) == 1, sent
+    assert [kind for kind, _ in sent] == ["Query"], sent  # the key's check in the one text
     assert first[0].created
     # Its retry finds the key (the guess fails once, then the key is read), the
     # same task, and a call with other arguments under it is refused.

@@ -129,9 +129,13 @@ class Records:
         if not wanted:
             return {}
         if likely_absent and isinstance(conn, TxConn) and self.guesses.may_be_absent(table, wanted):
+            # One key (an idempotency key) as a plain value: the check then goes
+            # in the commit's one text of statements (.inline), not bound apart.
+            one = len(wanted) == 1
             query, params, token = count_check(
-                f"SELECT 1 FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[])",
-                (table, wanted), 0, f"no record of {table!r} was expected",
+                f"SELECT 1 FROM {self.table} WHERE tbl = %s AND k = "
+                + ("%s" if one else "ANY (%b::text[])"),
+                (table, wanted[0] if one else wanted), 0, f"no record of {table!r} was expected",
             )  # fmt: skip
 
             def translate(exc: psycopg.Error) -> AgentQError | None:
