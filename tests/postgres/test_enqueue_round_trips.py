@@ -111,6 +111,10 @@ def test_an_enqueue_is_one_round_trip_of_one_message(traced: Traced) -> None:
     text = sent[0][1].strip()
     assert text.startswith('"BEGIN ISOLATION LEVEL SERIALIZABLE;') and "pg_notify" in text
     assert text.rstrip('"').endswith("COMMIT")
+    # The wake-up channel's secret name is read in SQL, never sent as a value:
+    # pg_read_all_stats may read the statement in pg_stat_activity.
+    channel = rt.backend._channel  # type: ignore[attr-defined]
+    assert channel and channel not in text and channel.removeprefix("agentq_") not in text
     assert traced.rt.task(got[0].task_id).status == "queued"
     assert traced.rt.worker(concurrency=1).drain() == 2  # the fixture's task and this one
 
