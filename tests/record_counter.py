@@ -28,6 +28,11 @@ class RecordCounter:
         self.read += row is not None
         return row
 
+    def read_tallies(self, *args: Any, **kwargs: Any) -> Any:
+        rows = self._inner.read_tallies(*args, **kwargs)  # rows, counted as records
+        self.read += len(rows)
+        return rows
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from agentq.backends.notify import RecordTopic, Wake
+from agentq.backends.tallies import Tally
 from agentq.clock import Clock
 from agentq.spec import Key, QueueSpec
 
@@ -48,6 +49,7 @@ __all__ = [
     "RedeliveryPolicy",
     "Renewal",
     "StoredRecord",
+    "Tally",
     "Transaction",
     "Wake",
     "encode_fields",
@@ -476,6 +478,14 @@ class Transaction(Protocol):
         """
         ...
 
+    def add_tallies(self, tallies: Sequence[Tally]) -> None:
+        """Add finished tasks to the per-minute tallies (:class:`Tally`), with
+        this transaction: a completion group's, once. Concurrent transactions
+        adding to the same minute neither wait on nor fail each other
+        (:mod:`agentq.backends.tallies`); ValueError for a tally of another
+        outcome or a count below 1."""
+        ...
+
 
 class Backend(Protocol):
     """A database with Spanner-queue semantics."""
@@ -588,6 +598,21 @@ class Backend(Protocol):
         keep the count in the transaction of each insert and delete (a record's
         updates cost nothing), so reading it costs one row, not the records;
         Spanner counts the records in the query."""
+        ...
+
+    def read_tallies(
+        self, first_minute: int, end_minute: int, *, width: int = 1, owner: str | None = None
+    ) -> list[Tally]:
+        """The tallies of the minutes from ``first_minute`` up to ``end_minute``
+        (excluded), summed per slot of ``width`` minutes (a row's minute: its
+        slot's first), outcome and bucket; with ``owner``, only that owner's
+        tasks, else everyone's (owner ``""``). Sorted by slot, outcome, bucket.
+        What it reads grows with the minutes, not with the tasks they count."""
+        ...
+
+    def delete_tallies(self, before_minute: int) -> int:
+        """Delete the tallies of the minutes before ``before_minute`` (a prune);
+        returns how many rows went (a count of stored rows, not of tasks)."""
         ...
 
     def message_keys(self, queue: str) -> list[tuple[Any, ...]]:

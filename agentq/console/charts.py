@@ -7,23 +7,24 @@ time (latency). :func:`chart` returns the geometry; the template draws it with
 plain SVG elements (no script, no style attribute: the console's CSP allows
 neither inline), each bar and point with a ``<title>`` to read on hover.
 
-The figures come from one pass over the ledger's raw records, as the overview's
-counts do: a snapshot, never a lock; only the tasks the principal may see, and
-never the runtime's own (timers, notices).
+The figures come from the per-minute tallies that each completion adds in its
+own transaction (:mod:`agentq.lifecycle.tallies`), never from the ledger: the
+read costs the window's minutes, not its tasks. Only the tasks the principal
+may see (its own, unless it sees everyone's), and never the runtime's own
+(timers, notices). The percentiles are read from a histogram of log-spaced
+buckets (eight a decade): each is its bucket's middle, within about 15 % of
+the run time it stands for.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from agentq.backends import Backend
-from agentq.console.timefmt import moment, seconds_between, span
-from agentq.ledger import Tables
+from agentq.console.timefmt import span
+from agentq.lifecycle import tallies
 
 __all__ = ["WINDOWS", "Bucket", "Chart", "buckets", "chart"]
 
@@ -32,9 +33,6 @@ WINDOWS: dict[str, tuple[timedelta, timedelta]] = {
     "1h": (timedelta(hours=1), timedelta(minutes=1)),
     "24h": (timedelta(hours=24), timedelta(minutes=30)),
 }
-_PAGE = 1000
-_FAILED = {"dead"}
-_COUNTED = {"succeeded"} | _FAILED
 
 # The drawing area, in SVG user units (the SVG scales to its box).
 WIDTH, HEIGHT = 560.0, 170.0
@@ -43,12 +41,13 @@ LEFT, RIGHT, TOP, BOTTOM = 44.0, 8.0, 10.0, 22.0
 
 @dataclass
 class Bucket:
-    """One slot of the window: its start, tasks that ended in it, their run times."""
+    """One slot of the window: its start, tasks that ended in it, and their run
+    times as a histogram (:mod:`agentq.lifecycle.tallies` bucket -> count)."""
 
     start: datetime
     succeeded: int = 0
     failed: int = 0
-    run_seconds: list[float] = field(default_factory=list)
+    run_times: dict[int, int] = field(default_factory=dict)
 
     @property
     def done(self) -> int:
@@ -56,34 +55,16 @@ class Bucket:
         return self.succeeded + self.failed
 
     def percentile(self, p: int) -> float | None:
-        """The ``p``-th percentile of its run times (None without any)."""
-        values = sorted(self.run_seconds)
-        if not values:
-            return None
-        if len(values) == 1:
-            return values[0]
-        return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
-
-
-def _records(backend: Backend) -> Iterator[Mapping[str, Any]]:
-    after = ""
-    while True:
-        rows = backend.list_records(Tables.TASKS, limit=_PAGE, after=after)
-        for _, rec in rows:
-            yield rec
-        if len(rows) < _PAGE:
-            return
-        after = rows[-1][0]
+        """The ``p``-th percentile of its run times, to its histogram bucket's
+        resolution (None without any)."""
+        return tallies.percentile(self.run_times, p)
 
 
 def buckets(
-    backend: Backend,
-    now: datetime,
-    window: str = "1h",
-    visible: Callable[[Mapping[str, Any]], bool] = lambda rec: True,
+    backend: Backend, now: datetime, window: str = "1h", owner: str | None = None
 ) -> list[Bucket]:
-    """The window's buckets, oldest first, filled from the ledger: the action
-    tasks that ``visible`` admits and that finished (succeeded, or dead) in it."""
+    """The window's buckets, oldest first, filled from the tallies of finished
+    action tasks (succeeded, or dead): ``owner``'s only, or everyone's (None)."""
     length, width = WINDOWS[window]
     count = int(length / width)
     # Buckets on round times (whole minutes, half hours), the last one holding now.
@@ -91,21 +72,15 @@ def buckets(
     end = now + timedelta(seconds=step - now.timestamp() % step)
     start = end - length
     out = [Bucket(start + width * i) for i in range(count)]
-    for rec in _records(backend):
-        status = rec.get("status")
-        if status not in _COUNTED or rec.get("kind", "action") != "action":
-            continue
-        ended = moment(rec.get("finished_at"))
-        if ended is None or not start <= ended < end or not visible(rec):
-            continue
-        bucket = out[min(count - 1, int((ended - start) / width))]
-        if status in _FAILED:
-            bucket.failed += 1
+    first, minutes = tallies.minute_of(start), int(step // 60)
+    for t in backend.read_tallies(first, first + count * minutes, width=minutes, owner=owner):
+        bucket = out[min(count - 1, max(0, (t.minute - first) // minutes))]
+        if t.outcome == "dead":
+            bucket.failed += t.count
         else:
-            bucket.succeeded += 1
-        ran = seconds_between(rec.get("started_at"), ended)
-        if ran is not None and ran >= 0:
-            bucket.run_seconds.append(ran)
+            bucket.succeeded += t.count
+        if t.bucket >= 0:
+            bucket.run_times[t.bucket] = bucket.run_times.get(t.bucket, 0) + t.count
     return out
 
 

@@ -61,7 +61,7 @@ def routes(console: Console) -> list[Route]:
         window = request.query_params.get("window", "1h")
         if window not in charts.WINDOWS:
             return console.message(request, who, 400, f"unknown window {window!r}: 1h or 24h")
-        ended = charts.buckets(rt.backend, now, window, panels.record_visible_to(who.principal))
+        ended = charts.buckets(rt.backend, now, window, panels.chart_owner(who.principal))
         return console.render(
             request, "overview.html", who, counts=views.status_counts(rt, who.principal),
             dead=overview_counts.dead_letter_count(rt.backend), seq=0, now=now,

@@ -176,6 +176,12 @@ def record_visible_to(principal: Principal) -> Callable[[Mapping[str, Any]], boo
     return lambda rec: rec.get("created_by", "local") == principal.name
 
 
+def chart_owner(principal: Principal) -> str | None:
+    """Whose finished tasks ``principal``'s chart counts: everyone's (None) for
+    operate/admin, else its own (the owner its tasks are created with)."""
+    return None if access.sees_all(principal) else principal.name
+
+
 def live_panels(rt: Runtime, principal: Principal, now: datetime) -> dict[str, Any]:
     """The overview's live figures: the queues, those waiting for a worker, and
     the workers (their ids, hosts and queues only to ``operate``/``admin``;

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from agentq.backends import EncodedFields, EncodedRecord
+from agentq.backends.tallies import Tally
 from agentq.context import Checkpoint
 from agentq.lifecycle.records import Swap
 from agentq.tools import ToolDef
@@ -80,6 +81,9 @@ class Outcome:
     # fields (single-writer backends), those with the whole record to swap in
     # from the claim's (a Swap: PostgreSQL), else the whole succeeded record.
     final: EncodedFields | EncodedRecord | Swap | None = None
+    # With ``final``: the success's tally for the console's chart (None: the
+    # chart does not count it), made beside it (agentq.lifecycle.tallies).
+    tally: Tally | None = None
 
 
 def looks_like_envelope(payload: Any, key: Sequence[Any]) -> bool:

@@ -30,7 +30,7 @@ from agentq.executor.guarded import may_have_applied, parked_reason
 from agentq.executor.holds import Holds
 from agentq.executor.inflight import Inflight, Outcome
 from agentq.ledger import Tables, TaskStatus
-from agentq.lifecycle import approval_timers, dead_letters
+from agentq.lifecycle import approval_timers, dead_letters, tallies
 from agentq.lifecycle import guarded as lifecycle_guarded
 from agentq.lifecycle import tasks as lifecycle
 from agentq.lifecycle.states import Event
@@ -86,6 +86,7 @@ def apply_outcome(
             lifecycle.store_fields(tx.tx, [(inf.task_id, o.final)])
         else:
             finals.append((inf.task_id, o.final))
+        tallies.add(tx.tx, [o.tally])
         # One point read: a task enqueued with after= may wait on this one.
         lifecycle.settle_waiters(rt, tx.tx, {**rec, "status": TaskStatus.SUCCEEDED})
         return "succeeded"
@@ -130,6 +131,7 @@ def apply_plain_successes(tx: Decision, outcomes: list[Outcome]) -> list[str]:
             lifecycle.store_encoded(tx.tx, inf.task_id, o.final)
     if fields:
         lifecycle.store_fields(tx.tx, fields)
+    tallies.add(tx.tx, (o.tally for o in outcomes))  # the group's, at once
     # The strict acks prove each claimed record current (see apply_outcome).
     lifecycle.settle_waiters_of_successes(rt, tx.tx, [o.inflight.record for o in outcomes])
     return ["succeeded"] * len(outcomes)

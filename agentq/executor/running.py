@@ -55,6 +55,8 @@ from agentq.executor.inflight import Inflight, Outcome
 from agentq.executor.outcomes import TIMER_KINDS, succeeded_fields, succeeded_record
 from agentq.executor.state import WorkerState
 from agentq.faults import WorkerCrash
+from agentq.ledger import TaskStatus
+from agentq.lifecycle import tallies
 from agentq.lifecycle.records import Swap
 from agentq.ratelimit import RateLimiter
 from agentq.tools import ToolDef
@@ -243,6 +245,7 @@ class Running(WorkerState):
         ):  # fmt: skip
             return
         now = self.clock.now()
+        outcome.tally = tallies.tally_of(rec, TaskStatus.SUCCEEDED, now)
         if self.runtime.backend.swaps_in_sets:
             # Only the changed fields: SQLite sets them inside the stored record,
             # a set of records in one statement. Where the claim swapped in the

@@ -7,6 +7,12 @@ for it (Python, the CLI, the web console), is recorded here in the transaction
 that applies it: an action that commits is audited, and an audit entry never
 describes an action that did not happen. This module is the only writer of the
 ``audit`` table.
+
+An entry is also listed under what it is about (its target, and its task if
+that is another id) in ``audit_targets``, written with it: a task's page
+finds its entries by key (:func:`entries` with ``target``), not by reading
+the log. A log written before that index is indexed once, by the first such
+read (:func:`ensure_indexed`); a prune deletes an entry's index records with it.
 """
 
 from __future__ import annotations
@@ -25,7 +31,23 @@ from agentq.clock import to_micros
 from agentq.ledger import Tables
 from agentq.redact import REDACTED, is_secret_name, redact_data, redact_text
 
-__all__ = ["UNNAMED", "AuditAction", "AuditEntry", "entries", "record"]
+__all__ = [
+    "TARGETS",
+    "UNNAMED",
+    "AuditAction",
+    "AuditEntry",
+    "ensure_indexed",
+    "entries",
+    "index_keys",
+    "record",
+]
+
+#: The record table that lists each entry under what it is about:
+#: ``<target>/<audit id>`` (and ``<task id>/<audit id>``).
+TARGETS = "audit_targets"
+#: The record of :data:`TARGETS` that says the log written before the index
+#: has been indexed.
+_INDEXED = "!indexed"
 
 #: The actor recorded when a caller of the Python API names nobody.
 UNNAMED = "(unnamed)"
@@ -107,8 +129,36 @@ def record(
         original_args=_redacted(original_args),
         edited_args=_redacted(edited_args),
     )
-    tx.put_record(Tables.AUDIT, audit_id, entry.model_dump(mode="json"))
+    value = entry.model_dump(mode="json")
+    tx.put_record(Tables.AUDIT, audit_id, value)
+    for key in index_keys(audit_id, value):
+        tx.put_record(TARGETS, key, {"audit_id": audit_id})
     return entry
+
+
+def index_keys(audit_id: str, value: Mapping[str, Any]) -> list[str]:
+    """The keys of :data:`TARGETS` that list the entry ``audit_id`` (its stored
+    ``value``): one per id it is about."""
+    about = dict.fromkeys(str(v) for v in (value.get("target"), value.get("task_id")) if v)
+    return [f"{a}/{audit_id}" for a in about]
+
+
+def ensure_indexed(backend: Backend) -> None:
+    """Index the entries recorded before :data:`TARGETS` existed, once (a page
+    per transaction; two readers doing it at once write the same records)."""
+    if backend.get_record(TARGETS, _INDEXED) is not None:
+        return
+    after = ""
+    while True:
+        page = backend.list_records(Tables.AUDIT, limit=_PAGE, after=after)
+        keys = [k for audit_id, value in page for k in index_keys(audit_id, value)]
+        if keys:
+            backend.transact(lambda tx, keys=keys: [  # type: ignore[misc]
+                tx.put_record(TARGETS, k, {"audit_id": k.rsplit("/", 1)[1]}) for k in keys])
+        if len(page) < _PAGE:
+            break
+        after = page[-1][0]
+    backend.transact(lambda tx: tx.put_record(TARGETS, _INDEXED, {"indexed": True}))
 
 
 #: Entries read at once, newest first.
@@ -126,20 +176,41 @@ def entries(
     ``target`` (an approval, task or dead-letter id, matched as the target or its
     task) if given; at most ``limit``, those older than the entry id ``after``.
     Read a page at a time from the newest: a page of the log reads that page,
-    not the whole log (entries about a target are looked for page by page)."""
+    not the whole log; entries about a target are found through
+    :data:`TARGETS` (the entries about it, not the log)."""
+    if target is not None:
+        return _about(backend, target, limit, after)
     out: list[AuditEntry] = []
     cursor = after or ""
     while True:
         # Without a target, the page is what is still wanted: it is all shown.
-        size = _PAGE if target is not None or limit is None else min(_PAGE, limit - len(out))
+        size = _PAGE if limit is None else min(_PAGE, limit - len(out))
         page = backend.list_records(Tables.AUDIT, limit=size, after=cursor, descending=True)
         for _key, value in page:
-            entry = AuditEntry.model_validate(value)
-            if target is not None and target not in (entry.target, entry.task_id):
-                continue
-            out.append(entry)
+            out.append(AuditEntry.model_validate(value))
             if limit is not None and len(out) >= limit:
                 return out
         if len(page) < size:
+            return out
+        cursor = page[-1][0]
+
+
+def _about(backend: Backend, target: str, limit: int | None, after: str | None) -> list[AuditEntry]:
+    """:func:`entries` about ``target``, through the index."""
+    ensure_indexed(backend)
+    prefix = f"{target}/"
+    out: list[AuditEntry] = []
+    cursor = f"{prefix}{after}" if after else ""
+    while True:
+        size = _PAGE if limit is None else min(_PAGE, limit - len(out))
+        page = backend.list_records(TARGETS, prefix, limit=size, after=cursor, descending=True)
+        ids = [k[len(prefix):] for k, _ in page]
+        found = backend.read_records(Tables.AUDIT, ids) if ids else {}
+        for audit_id in ids:
+            if audit_id in found:  # else pruned since
+                entry = AuditEntry.model_validate(found[audit_id].value)
+                if target in (entry.target, entry.task_id):
+                    out.append(entry)
+        if len(page) < size or (limit is not None and len(out) >= limit):
             return out
         cursor = page[-1][0]

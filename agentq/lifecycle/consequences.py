@@ -16,6 +16,7 @@ from typing import Any
 from agentq import joins, keylimits, ordering, webhooks
 from agentq.backends import Transaction
 from agentq.ledger import Tables, TaskStatus
+from agentq.lifecycle import tallies
 from agentq.lifecycle.records import Env, due, finished, iso, moved, send, store
 from agentq.lifecycle.states import Event
 
@@ -32,6 +33,7 @@ __all__ = [
 def write_final(env: Env, tx: Transaction, new: Mapping[str, Any]) -> None:
     """Write a final record and everything its end brings about."""
     store(tx, new)
+    tallies.add_finished(tx, [new])  # the console's chart: succeeded or dead actions
     after_final(env, tx, new)
     settle_waiters(env, tx, new)
 

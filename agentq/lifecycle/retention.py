@@ -24,6 +24,8 @@ older than the runtime's retention and about no task that still exists (an
 entry about a stray dead letter: once old). Dedupe keys, per-key slot records
 and the records of long-gone workers have rules of their own
 (:mod:`agentq.lifecycle.retention_records`, which also says what needs none).
+The console chart's per-minute tallies of finished tasks are deleted once
+older than :data:`TALLIES_KEPT`, whatever the tasks' retention (not counted).
 Ordering-key records are deleted by the lifecycle as soon as a key has no task
 left, and dead-letter entries are an operator's to delete, so neither is
 touched here.
@@ -46,10 +48,11 @@ from agentq.backends import Backend, Transaction
 from agentq.clock import to_micros
 from agentq.errors import ConfigError
 from agentq.ledger import TERMINAL, Tables, TaskStatus
-from agentq.lifecycle import payloads, retention_records, run_retention
+from agentq.lifecycle import audit, payloads, retention_records, run_retention
 from agentq.lifecycle.retention_records import GoneTasks, stamp
 from agentq.lifecycle.retention_scan import TaskScan
 from agentq.lifecycle.states import APPROVAL_TRANSITIONS, TASK_TRANSITIONS
+from agentq.lifecycle.tallies import minute_of
 from agentq.policies import Policy, parse_duration
 from agentq.retention import DEFAULT_AUDIT_RETENTION, OFF, RetentionValue, parse_retention
 
@@ -57,6 +60,7 @@ __all__ = [
     "DEFAULT_BATCH",
     "FINAL",
     "FINAL_APPROVALS",
+    "TALLIES_KEPT",
     "PruneCounts",
     "RetentionRules",
     "RetentionSetting",
@@ -78,6 +82,10 @@ _REVIVABLE: Final = frozenset(TERMINAL - FINAL)
 
 #: The record table of the pruning claim (:func:`claim_pruning`).
 PRUNER_TABLE = "pruner"
+#: How long the per-minute tallies of finished tasks (the console's chart,
+#: :mod:`agentq.lifecycle.tallies`) are kept: longer than the chart's longest
+#: window (a day), whatever the tasks' retention.
+TALLIES_KEPT = timedelta(days=2)
 #: Records read (and at most deleted) per batch.
 DEFAULT_BATCH = 200
 
@@ -302,7 +310,12 @@ def _prune_audit(
     gone = [k for k, e in old if not e.get("task_id") or str(e["task_id"]) not in alive]
     if gone and not dry_run:
 
+        dropped = set(gone)
+        index = [k for key, e in old if key in dropped for k in audit.index_keys(key, e)]
+
         def delete(tx: Transaction) -> int:
+            if index:
+                tx.delete_records(audit.TARGETS, index)
             return len(tx.delete_records(Tables.AUDIT, gone))
 
         return PruneCounts(audit_entries=backend.transact(delete, durable=False)), next_after, done
@@ -343,6 +356,8 @@ def prune_pass(
             scan = TaskScan.window(backend, since, now, sorted(kept))
         for page in scan.pages(batch_size):
             yield _prune_tasks(backend, rules, now, page, dry_run)
+    if not dry_run:  # the chart's bookkeeping, whatever the tasks' retention: not counted
+        backend.delete_tallies(minute_of(now - TALLIES_KEPT))
     if since is not None:
         return
     gone = _gone_or_going(backend, rules, now) if dry_run else retention_records.tasks_gone(backend)

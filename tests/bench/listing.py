@@ -5,6 +5,14 @@ Not part of the test run. Usage, from the project's virtual environment:
 
     python tests/bench/listing.py --small 1000 --large 100000 --requests 21 --rounds 3
     python tests/bench/listing.py --backend postgresql ...   # $AGENTQ_TEST_POSTGRES_URL
+    python tests/bench/listing.py --small 1000 --large 1000000 --bulk ...
+
+``--bulk`` fills the finished tasks fast, for a million: one real task is
+enqueued and finished, then copied as stored (new ids, their ends spread over
+the last 7 days) into the records table with the driver (SQLite's
+``executemany``, PostgreSQL's ``COPY``: the records' triggers still count them),
+and their per-minute tallies (the console chart's) are added through the
+backend, as their completions would have.
 
 Two ledgers are filled (``--small`` and ``--large`` tasks of another principal,
 finished as a worker finishes them, their ends spread over the last 7 days,
@@ -93,6 +101,68 @@ def _fill(url: str, others: int, finished: bool) -> None:
         rt.close()
 
 
+def _bulk_fill(url: str, others: int) -> None:
+    """``others`` finished tasks of another principal, written in bulk (see ``--bulk``)."""
+    from agentq import Runtime
+    from agentq.backends import encode_fields, encode_record
+    from agentq.backends.tallies import Tally
+    from agentq.clock import to_micros
+    from agentq.ledger import Tables
+    from agentq.lifecycle import tallies
+
+    rt = Runtime(url, tools=ROOT / "tools", policies=ROOT / "policies")
+    try:
+        [task] = rt.transact(lambda tx: [tx.enqueue(
+            "execute_refund", {"order_id": "template", "amount": 5}, by="other")])  # fmt: skip
+        queue = str((rt.backend.get_record(Tables.TASKS, task.task_id) or {})["queue"])
+        rt.backend.transact(lambda tx: (
+            tx.update_records(Tables.TASKS, [(task.task_id, encode_fields({
+                "status": "succeeded", "result": {"ok": True}}))]),
+            tx.ack_all(queue, [(task.task_id, 1)])))  # fmt: skip
+        template = rt.backend.get_record(Tables.TASKS, task.task_id) or {}
+        rt.backend.transact(lambda tx: tx.delete_record(Tables.TASKS, task.task_id))
+        now = rt.clock.now()
+        counts: dict[tuple[int, int], int] = {}
+
+        def rows() -> Any:
+            for n in range(others):
+                ended = now - HISTORY * (n / others)
+                started = now - HISTORY * ((n + 0.5) / others)
+                task_id = f"tsk_{to_micros(ended):014x}{n:018x}"
+                rec = {**template, "task_id": task_id, "args": {"order_id": f"x{n}", "amount": 5},
+                       "started_at": started.isoformat(), "finished_at": ended.isoformat()}
+                ran = (ended - started).total_seconds()
+                key = (tallies.minute_of(ended), tallies.bucket_of(ran))
+                counts[key] = counts.get(key, 0) + 1
+                yield task_id, str(encode_record(rec))
+
+        if url.startswith("sqlite"):
+            import sqlite3
+
+            conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+            with conn:
+                conn.executemany("INSERT INTO agentq_records (tbl, k, v) VALUES ('tasks', ?, ?)",
+                                 rows())  # fmt: skip
+            conn.close()
+        else:
+            import psycopg
+
+            with psycopg.connect(url, autocommit=True) as pg, pg.cursor() as cur, cur.copy(
+                "COPY agentq.records (tbl, k, v) FROM STDIN"
+            ) as copy:
+                for key, text in rows():
+                    copy.write_row(("tasks", key, text))
+        made = [Tally(minute, "other", "succeeded", bucket, n)
+                for (minute, bucket), n in counts.items()]  # fmt: skip
+        for first in range(0, len(made), 5000):
+            rt.backend.transact(lambda tx, f=first: tx.add_tallies(made[f : f + 5000]))
+        rt.transact(lambda tx: [
+            tx.enqueue("execute_refund", {"order_id": f"mine{i}", "amount": 5}, by="agent")
+            for i in range(OWN)])  # fmt: skip
+    finally:
+        rt.close()
+
+
 def _tokens(path: Path) -> Path:
     from agentq.server.auth import hash_token
 
@@ -173,6 +243,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--queued", action="store_true", help="leave the others' tasks queued")
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds")
+    parser.add_argument("--bulk", action="store_true", help="fill finished tasks in bulk")
     args = parser.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     with tempfile.TemporaryDirectory(prefix="agentq-listing-") as tmp:
@@ -185,7 +256,10 @@ def main() -> None:
             for name, count in sizes.items():
                 start = time.perf_counter()
                 urls[name] = _database(args.backend, folder, name)
-                _fill(urls[name], count, not args.queued)
+                if args.bulk and not args.queued:
+                    _bulk_fill(urls[name], count)
+                else:
+                    _fill(urls[name], count, not args.queued)
                 print(f"filled {name}: {count + OWN} tasks in {time.perf_counter() - start:.0f} s",
                       file=sys.stderr, flush=True)  # fmt: skip
                 servers[name] = _serve(folder, urls[name], tokens)
@@ -217,6 +291,7 @@ def main() -> None:
     report: dict[str, Any] = {"backend": args.backend,
                               "tasks": {n: c + OWN for n, c in sizes.items()},
                               "finished": not args.queued, "requests": args.requests,
+                              "bulk": args.bulk,
                               "rounds": args.rounds, "loadavg": os.getloadavg()}  # fmt: skip
     for kind, by_size in medians.items():
         small, large = statistics.median(by_size["small"]), statistics.median(by_size["large"])

@@ -14,6 +14,7 @@ need_ui()
 
 from agentq import FakeClock, Runtime  # noqa: E402
 from agentq.console import charts  # noqa: E402
+from agentq.lifecycle import tallies  # noqa: E402
 from tests.console.conftest import Served  # noqa: E402
 from tests.console.conftest import dead as _dead  # noqa: E402
 
@@ -60,8 +61,10 @@ def test_the_overview_charts_throughput_and_run_time_percentiles(
     assert sorted(_bars(chart)) == sorted([
         f"{first} UTC: 3 succeeded", f"{first} UTC: 1 failed", f"{second} UTC: 2 succeeded",
     ])  # fmt: skip
-    assert f"{second} UTC: p50 run time 3.0 s" in _points(chart)
-    assert f"{second} UTC: p95 run time 3.9 s" in _points(chart)
+    # Percentiles to the histogram's resolution (eight buckets a decade): the
+    # middles of the buckets of 2 s and of 4 s.
+    assert f"{second} UTC: p50 run time 2.1 s" in _points(chart)
+    assert f"{second} UTC: p95 run time 3.7 s" in _points(chart)
     assert "6 in the last hour" in chart and "1 failed</span>" in chart
     # Drawn with plain elements: the CSP allows no inline style, no inline script.
     assert "style=" not in chart and "<script" not in chart
@@ -98,7 +101,18 @@ def test_the_chart_counts_only_what_the_principal_may_see(serve: Callable[..., S
 
 def test_bucket_percentiles_and_axis_rounding() -> None:
     start = FakeClock().now()
-    bucket = charts.Bucket(start=start, run_seconds=[2.0, 4.0])
-    assert (bucket.percentile(50), bucket.percentile(95)) == (3.0, 3.9)
+    runs = [2.0, 4.0, 4.0, 4.0]
+    bucket = charts.Bucket(
+        start=start, run_times={tallies.bucket_of(2.0): 1, tallies.bucket_of(4.0): 3}
+    )
+    assert bucket.percentile(25) == tallies.bucket_seconds(tallies.bucket_of(2.0))
+    assert (
+        bucket.percentile(50)
+        == bucket.percentile(95)
+        == tallies.bucket_seconds(tallies.bucket_of(4.0))
+    )
+    # Each within its bucket's resolution (an eighth of a decade) of the run time.
+    for run in runs:
+        assert abs(tallies.bucket_seconds(tallies.bucket_of(run)) / run - 1) < 0.16
     assert charts.Bucket(start=start).percentile(50) is None
     assert [charts._nice(v) for v in (0, 0.03, 7, 12, 240, 999)] == [1.0, 0.05, 10, 20, 250, 1000]

@@ -12,10 +12,7 @@ from typing import Any
 
 import pytest
 
-from agentq import open_backend
 from agentq.backends import Backend
-
-from .fixtures import EmulatorDatabase
 
 PAGE = 25
 
@@ -40,13 +37,6 @@ class _CountingSnapshot:
             self._counts[-1] += 1
             yield row
 
-
-@pytest.fixture
-def records_backend(emulator_database: EmulatorDatabase) -> Iterator[Backend]:
-    b = open_backend(emulator_database.direct_url)  # records only: no queue needed
-    b.apply_ddl([])  # type: ignore[attr-defined]
-    yield b
-    b.close()
 
 
 def test_each_page_reads_at_most_a_page_of_rows(

@@ -21,12 +21,13 @@ from agentq.backends.base import (
     RedeliveryPolicy,
     Renewal,
     StoredRecord,
+    Tally,
     Transaction,
     check_counted,
     check_stream_args,
 )
 from agentq.backends.notify import RecordTopic, Wake, notifier_for
-from agentq.backends.postgres import queues, totals
+from agentq.backends.postgres import queues, tallies, totals
 from agentq.backends.postgres.bound import bind
 from agentq.backends.postgres.checks import SpeculationFailed
 from agentq.backends.postgres.config import PostgresConfig, parse_url
@@ -316,6 +317,20 @@ class PostgresBackend:
         check_counted(table)
         return self._db.read(
             lambda conn: totals.record_count(conn, self.schema, table), f"counting {table!r}"
+        )
+
+    def read_tallies(
+        self, first_minute: int, end_minute: int, *, width: int = 1, owner: str | None = None
+    ) -> list[Tally]:
+        return self._db.read(
+            lambda conn: tallies.read(conn, self.schema, first_minute, end_minute, width, owner),
+            "reading the tallies of finished tasks",
+        )
+
+    def delete_tallies(self, before_minute: int) -> int:
+        return self._db.read(
+            lambda conn: tallies.delete_before(conn, self.schema, before_minute),
+            "deleting old tallies of finished tasks",
         )
 
     def message_keys(self, queue: str) -> list[tuple[Any, ...]]:

@@ -69,6 +69,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "WHERE rare_status IS NOT NULL",
         *TOTALS_DDL,
     ),
+    (
+        # Issue 38 item 1: the console chart's per-minute tallies of finished
+        # tasks (agentq.backends.postgres.tallies): each completion group appends
+        # to the changes (no index: no write reads it), a read folds them into
+        # the keyed table. Tasks finished before it are not counted: the chart
+        # of an upgraded database starts empty and fills as tasks finish.
+        "CREATE TABLE {s}.task_tallies (minute bigint NOT NULL, owner text NOT NULL, "
+        "outcome text NOT NULL, bucket integer NOT NULL, n bigint NOT NULL, "
+        "PRIMARY KEY (minute, owner, outcome, bucket))",
+        "CREATE TABLE {s}.task_tally_changes (minute bigint NOT NULL, owner text NOT NULL, "
+        "outcome text NOT NULL, bucket integer NOT NULL, n integer NOT NULL)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # Any constant works: it only has to be the same in every agentq process.

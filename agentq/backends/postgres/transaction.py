@@ -15,7 +15,8 @@ from typing import Any
 import psycopg
 from psycopg import errors as pgerr
 
-from agentq.backends.base import EncodedFields, EncodedRecord, Transaction
+from agentq.backends.base import EncodedFields, EncodedRecord, Tally, Transaction
+from agentq.backends.postgres import tallies
 from agentq.backends.postgres.checks import count_check, is_failure_of
 from agentq.backends.postgres.connection import Conn
 from agentq.backends.postgres.pipeline import Translate, TxConn, run_or_defer
@@ -220,3 +221,7 @@ class PostgresTransaction(Transaction):
     ) -> list[str]:
         self.written.update((table, key) for key, _, _ in items)
         return self._records.replace(self._conn, table, items)
+
+    def add_tallies(self, tallies_: Sequence[Tally]) -> None:
+        if tallies_:
+            tallies.add(self._conn, self._records.table.rsplit(".", 1)[0], tallies_)

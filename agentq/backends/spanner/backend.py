@@ -63,11 +63,12 @@ from agentq.backends.base import (
     RedeliveryPolicy,
     Renewal,
     StoredRecord,
+    Tally,
     Transaction,
     check_stream_args,
 )
 from agentq.backends.notify import Notifier, RecordTopic, Wake
-from agentq.backends.spanner import records
+from agentq.backends.spanner import rare_index, records
 from agentq.backends.spanner.api_errors import API_ERRORS, api_error
 from agentq.backends.spanner.catalog import record_specs, stored_specs
 from agentq.backends.spanner.config import ReceiveShort
@@ -148,6 +149,8 @@ class SpannerBackend:
         # (Spanner has no change notification short of a change stream).
         self._commits = Notifier()
         self.commit_poll_interval: float | None = 0.5
+        #: Whether the records table has the rare-status column (asked once).
+        self._rare_column: bool | None = None
 
     @property
     def url(self) -> str:
@@ -182,6 +185,7 @@ class SpannerBackend:
     def apply_ddl(self, specs: Sequence[QueueSpec] | None = None, timeout: float = 600) -> None:
         """Apply the DDL with ``update_ddl`` and wait for the operation."""
         statements = self._ddl(specs) if specs is not None else self.ddl()
+        had_column = self._rare_column or rare_index.has_column(self) is not False
         try:
             self.database.update_ddl(statements).result(timeout)
         except concurrent.futures.TimeoutError as exc:
@@ -191,10 +195,22 @@ class SpannerBackend:
             ) from exc
         except API_ERRORS as exc:
             raise api_error(exc, "applying DDL", self.endpoint) from exc
+        if not had_column:  # added just now: the records already there get it
+            rare_index.backfill(self)
+        self._rare_column = True
         applied = list(specs) if specs is not None else list(self._specs.values())
         for spec in applied:  # IF NOT EXISTS left a queue of another shape as it was
             check_shape(self, spec)
         record_specs(self, applied)
+
+    @property
+    def rare_column(self) -> bool:
+        """Whether records are written with their rare status and listings may
+        walk its index (:mod:`.rare_index`): False until ``agentq init`` upgrades
+        a database an older agentq made."""
+        if self._rare_column is None:
+            self._rare_column = rare_index.has_column(self) is True
+        return self._rare_column
 
     def check_queue_shapes(self, queues: Sequence[str]) -> None:
         """Raise :class:`~agentq.errors.ConfigError` if a queue in the database has
@@ -295,6 +311,14 @@ class SpannerBackend:
 
     def record_count(self, table: str) -> int:
         return records.record_count(self, table)
+
+    def read_tallies(
+        self, first_minute: int, end_minute: int, *, width: int = 1, owner: str | None = None
+    ) -> list[Tally]:
+        return records.read_tallies(self, first_minute, end_minute, width, owner)
+
+    def delete_tallies(self, before_minute: int) -> int:
+        return records.delete_tallies(self, before_minute)
 
     def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
         return records.message_keys(self, self.queue_spec(queue))

@@ -12,7 +12,15 @@ from agentq.backends.spanner.dialect import Dialect
 from agentq.errors import ConfigError
 from agentq.spec import KeyType, PayloadType, QueueSpec
 
-__all__ = ["ddl"]
+__all__ = [
+    "RARE_COLUMN",
+    "ddl",
+    "rare_column_ddl",
+    "rare_index_ddl",
+]
+
+#: The records table's column of rare statuses (:mod:`.rare_index`).
+RARE_COLUMN = "rare_status"
 
 _GSQL_TYPES = {KeyType.INT: "INT64", KeyType.STR: "STRING(MAX)", KeyType.BYTES: "BYTES(MAX)"}
 _PG_TYPES = {KeyType.INT: "bigint", KeyType.STR: "varchar", KeyType.BYTES: "bytea"}
@@ -25,15 +33,31 @@ def ddl(specs: Sequence[QueueSpec], *, postgres: bool = False, namespace: str = 
     if postgres:
         stmts = [
             f"CREATE TABLE IF NOT EXISTS {d.records} (tbl varchar(128) NOT NULL, k varchar NOT NULL, "
-            "v varchar NOT NULL, PRIMARY KEY (tbl, k))"
+            f"v varchar NOT NULL, {RARE_COLUMN} varchar, PRIMARY KEY (tbl, k))"
         ]
     else:
         stmts = [
             f"CREATE TABLE IF NOT EXISTS {d.records} (tbl STRING(128) NOT NULL, k STRING(MAX) NOT NULL, "
-            "v STRING(MAX) NOT NULL) PRIMARY KEY (tbl, k)"
+            f"v STRING(MAX) NOT NULL, {RARE_COLUMN} STRING(MAX)) PRIMARY KEY (tbl, k)"
         ]
+    # A table made before the column existed gets it (the CREATE left it as it was).
+    stmts += [rare_column_ddl(d), rare_index_ddl(d)]
     stmts.extend(_queue_ddl(spec, d) for spec in specs)
     return stmts
+
+
+def rare_column_ddl(d: Dialect) -> str:
+    """Add the column to a records table made before it existed (a no-op after)."""
+    kind = "varchar" if d.postgres else "STRING(MAX)"
+    return f"ALTER TABLE {d.records} ADD COLUMN IF NOT EXISTS {RARE_COLUMN} {kind}"
+
+
+def rare_index_ddl(d: Dialect) -> str:
+    """The index of the rows whose column is set (the others are left out of it)."""
+    return (
+        f"CREATE INDEX IF NOT EXISTS {d.rare_index} ON {d.records} ({RARE_COLUMN}, tbl, k) "
+        f"WHERE {RARE_COLUMN} IS NOT NULL"
+    )
 
 
 def _ttl_days(spec: QueueSpec) -> int | None:

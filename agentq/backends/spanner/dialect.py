@@ -36,6 +36,12 @@ class Dialect:
         #: The runtime's records table as named in the database.
         self.records = namespace + RECORDS
 
+    @property
+    def rare_index(self) -> str:
+        """The records' index of rare statuses (:mod:`.rare_index`), as named in
+        the database."""
+        return f"{self.records}_rare_status"
+
     def physical(self, queue: str) -> str:
         """A queue's name in the database (mutations, TVF names): the namespace's
         prefix and the queue's own name."""
@@ -121,22 +127,30 @@ class Dialect:
         after: bool = True,
         descending: bool = False,
         where: Sequence[tuple[str, int, bool]] = (),
+        rare_walks: int = 0,
     ) -> str:
         """A page of a table's records in key order (``descending``: from the
         highest key down): keys at or above ``prefix``, past ``after`` in that
         order (keyset paging), below ``upper`` when ``bounded`` (the end of the
         prefix's range), at most ``limit`` rows. ``where`` holds, per filtered
         field, its name, whether an array parameter ``w<i>`` of string values is
-        given, and whether a missing or null field matches too."""
+        given, and whether a missing or null field matches too.
+
+        With ``rare_walks``, the page walks the index of rare statuses
+        (:mod:`.rare_index`) once per status (parameters ``s<i>``), each walk in
+        key order and cut at the limit, merged by key: it reads the records it
+        returns, not the finished ones in between (the status is then not among
+        ``where``)."""
         names = ["tbl", "prefix"] + (["after"] if after else []) + (["upper"] if bounded else [])
         names += [f"w{i}" for i, (_, given, _) in enumerate(where) if given]
+        names += [f"s{i}" for i in range(rare_walks)]
         placeholders = dict(zip(names, self.params(names), strict=True))
         t, p = placeholders["tbl"], placeholders["prefix"]
-        sql = f"SELECT k, v FROM {self.records} WHERE tbl = {t} AND k >= {p}"
+        cond = f"tbl = {t} AND k >= {p}"
         if after:
-            sql += f" AND k {'<' if descending else '>'} {placeholders['after']}"
+            cond += f" AND k {'<' if descending else '>'} {placeholders['after']}"
         if bounded:
-            sql += f" AND k < {placeholders['upper']}"
+            cond += f" AND k < {placeholders['upper']}"
         for i, (name, given, missing) in enumerate(where):
             # The record is JSON text: the field's string value, NULL if missing or null.
             field = f"(v::jsonb ->> '{name}')" if self.postgres else f"JSON_VALUE(v, '$.{name}')"
@@ -146,9 +160,25 @@ class Dialect:
                 either.append(f"{field} = ANY({w})" if self.postgres else f"{field} IN UNNEST({w})")
             if missing:
                 either.append(f"{field} IS NULL")
-            sql += f" AND ({' OR '.join(either) or 'FALSE'})"
-        sql += " ORDER BY k DESC" if descending else " ORDER BY k"
-        return sql if limit is None else f"{sql} LIMIT {int(limit)}"
+            cond += f" AND ({' OR '.join(either) or 'FALSE'})"
+        order = " ORDER BY k DESC" if descending else " ORDER BY k"
+        cut = "" if limit is None else f" LIMIT {int(limit)}"
+        if not rare_walks:
+            return f"SELECT k, v FROM {self.records} WHERE {cond}{order}{cut}"
+        index = self.rare_index
+        hinted = (f"{self.records} /*@ FORCE_INDEX = {index} */" if self.postgres
+                  else f"{self.records}@{{FORCE_INDEX={index}}}")  # fmt: skip
+        way = " DESC" if descending else ""
+        walks = [
+            f"SELECT k, v FROM {hinted} WHERE rare_status IS NOT NULL AND "
+            f"rare_status = {placeholders[f's{i}']} AND {cond} "
+            f"ORDER BY rare_status{way}, tbl{way}, k{way}{cut}"
+            for i in range(rare_walks)
+        ]
+        if rare_walks == 1:
+            return walks[0]
+        merged = " UNION ALL ".join(f"SELECT k, v FROM ({w}) AS w{i}" for i, w in enumerate(walks))
+        return f"{merged}{order}{cut}"
 
     def due_sql(self, spec: QueueSpec, limit: int) -> str:
         """The keys of up to ``limit`` messages due by the server's clock or by

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from google.cloud.spanner_v1 import param_types
@@ -10,12 +11,16 @@ from google.cloud.spanner_v1 import param_types
 from agentq.backends.base import (
     RecordFilter,
     StoredRecord,
+    Tally,
+    Transaction,
     check_counted,
     check_record_filter,
     prefix_end,
+    rare_statuses,
 )
 from agentq.backends.spanner.api_errors import mapped_errors
 from agentq.backends.spanner.wire import storable_key
+from agentq.backends.tallies import TALLY_TABLE, check_window, group, tallies_from_records
 from agentq.jsontext import decode
 
 if TYPE_CHECKING:
@@ -94,6 +99,11 @@ def list_records(
     if limit is not None and limit <= 0:
         return []
     filters = check_record_filter(where)
+    walks = rare_statuses(table, where) if backend.rare_column else None
+    if walks is not None:
+        filters = [f for f in filters if f[0] != "status"]
+        if not walks:
+            return []  # no status asked for
     upper = prefix_end(prefix)
     d = backend.dialect
     names = ["tbl", "prefix"] + (["after"] if after else []) + ([] if upper is None else ["upper"])
@@ -104,6 +114,9 @@ def list_records(
         if strings:
             names.append(f"w{i}")
             values.append(strings)
+    for i, status in enumerate(walks or ()):
+        names.append(f"s{i}")
+        values.append(status)
     params = d.param_dict(names, values)
     for key, name in zip(d.param_keys(names), names, strict=True):
         is_array = name.startswith("w")
@@ -111,6 +124,7 @@ def list_records(
     sql = d.record_page(
         upper is not None, limit, after=bool(after), descending=descending,
         where=[(name, bool(strings), missing) for name, strings, missing in filters],
+        rare_walks=len(walks or ()),
     )  # fmt: skip
     with (
         mapped_errors(f"listing records of {table}", backend.endpoint),
@@ -118,6 +132,8 @@ def list_records(
     ):
         rows = list(snap.execute_sql(sql, params=params, param_types=types))
     out = [(str(k), dict(decode(v))) for k, v in rows if str(k).startswith(prefix)]
+    if walks:  # an entry an older agentq left stale is read, then dropped here
+        out = [(k, v) for k, v in out if v.get("status") in walks]
     if after:
         out = [(k, v) for k, v in out if (k < after if descending else k > after)]
     return out if limit is None else out[:limit]
@@ -149,3 +165,40 @@ def message_keys(backend: SpannerBackend, spec: QueueSpec) -> list[tuple[Any, ..
     ):
         rows = list(snap.execute_sql(f"SELECT {keys} FROM {d.queue_ident(spec.name)}"))
     return [tuple(row) for row in rows]
+
+
+_TALLY_PAGE = 1000
+
+
+def read_tallies(
+    backend: SpannerBackend, first: int, end: int, width: int, owner: str | None
+) -> list[Tally]:
+    """The window's tallies: its tally records (a key range: the minute leads
+    the key), summed here."""
+    check_window(first, end, width)
+    found: list[Mapping[str, Any]] = []
+    after = f"{first:012d}"
+    while True:
+        page = backend.list_records(TALLY_TABLE, limit=_TALLY_PAGE, after=after)
+        inside = [v for k, v in page if int(k[:12]) < end]
+        found += inside
+        if len(page) < _TALLY_PAGE or len(inside) < len(page):
+            break
+        after = page[-1][0]
+    return group(tallies_from_records(found), first, width, owner)
+
+
+def delete_tallies(backend: SpannerBackend, before: int) -> int:
+    """Delete the tally records of minutes before ``before``, a page at a time."""
+    gone = 0
+    while True:
+        page = backend.list_records(TALLY_TABLE, limit=_TALLY_PAGE)
+        keys = [k for k, _ in page if int(k[:12]) < before]
+        if keys:
+            gone += len(backend.transact(partial(_delete, keys=keys)))
+        if len(keys) < _TALLY_PAGE:
+            return gone
+
+
+def _delete(tx: Transaction, keys: list[str]) -> list[str]:
+    return tx.delete_records(TALLY_TABLE, keys)

@@ -16,8 +16,17 @@ from typing import TYPE_CHECKING, Any
 from google.api_core import exceptions as gexc
 from google.cloud.spanner_v1.keyset import KeySet
 
-from agentq.backends.base import EncodedFields, EncodedRecord, Transaction, record_text
+from agentq.backends.base import (
+    EncodedFields,
+    EncodedRecord,
+    Tally,
+    Transaction,
+    record_rare_status,
+    record_text,
+)
+from agentq.backends.spanner.ddl import RARE_COLUMN
 from agentq.backends.spanner.wire import storable_key, unstorable_key, wire_key, wire_payload
+from agentq.backends.tallies import TALLY_TABLE, check_tallies, record_key, record_tally
 from agentq.errors import MessageNotFound
 from agentq.jsontext import decode
 from agentq.spec import validate_identifier
@@ -140,10 +149,17 @@ class SpannerTransaction(Transaction):
         if not storable_key(key):
             raise unstorable_key(table, key)
         text = record_text(value)
-        self._txn.insert_or_update(
-            self._backend.dialect.records, columns=("tbl", "k", "v"), values=[(table, key, text)]
-        )
-        self._records[(table, key)] = decode(text)
+        stored = decode(text)
+        if self._backend.rare_column:
+            # Every write names the column: an update that left it out would keep
+            # the record's former rare status.
+            rare = record_rare_status(table, stored)
+            columns: tuple[str, ...] = ("tbl", "k", "v", RARE_COLUMN)
+            row: tuple[str | None, ...] = (table, key, text, rare)
+        else:
+            columns, row = ("tbl", "k", "v"), (table, key, text)
+        self._txn.insert_or_update(self._backend.dialect.records, columns=columns, values=[row])
+        self._records[(table, key)] = stored
         self.written.add((table, key))
 
     def update_records(self, table: str, items: Sequence[tuple[str, EncodedFields]]) -> list[str]:
@@ -209,3 +225,10 @@ class SpannerTransaction(Transaction):
                 value = merged
             self.put_record(table, key, value)
         return changed
+
+    def add_tallies(self, tallies: Sequence[Tally]) -> None:
+        # One record per minute under a fresh key: a blind write no other
+        # transaction's touches (summed when read).
+        check_tallies(tallies)
+        for minute, value in record_tally(tallies).items():
+            self.put_record(TALLY_TABLE, record_key(minute), value)

@@ -19,11 +19,12 @@ from agentq.backends.base import (
     RedeliveryPolicy,
     Renewal,
     StoredRecord,
+    Tally,
     Transaction,
     check_stream_args,
 )
 from agentq.backends.notify import RecordTopic, Wake
-from agentq.backends.sqlite import indexes, queues, records, space
+from agentq.backends.sqlite import indexes, queues, records, space, tallies
 from agentq.backends.sqlite.connection import Database
 from agentq.backends.sqlite.doorbell import Doorbell
 from agentq.backends.sqlite.files import DEFAULT_FILE_MODE, parse_file_mode
@@ -99,7 +100,8 @@ class SQLiteBackend:
                     receivers=(self._notifier, self._changed_queues), bell=self._bell,
                     others_version=self._others_version,
                 )  # fmt: skip
-            self._db.setup(queues.SCHEMA + records.SCHEMA, then=indexes.ensure_rare_status)
+            self._db.setup(queues.SCHEMA + records.SCHEMA + tallies.SCHEMA,
+                           then=indexes.ensure_rare_status)  # fmt: skip
         except BaseException:
             self.close()  # a database that cannot be set up leaves nothing open
             raise
@@ -280,6 +282,16 @@ class SQLiteBackend:
 
     def record_count(self, table: str) -> int:
         return self._db.read(lambda conn: indexes.record_count(conn, table))
+
+    def read_tallies(
+        self, first_minute: int, end_minute: int, *, width: int = 1, owner: str | None = None
+    ) -> list[Tally]:
+        return self._db.read(
+            lambda conn: tallies.read(conn, first_minute, end_minute, width, owner)
+        )
+
+    def delete_tallies(self, before_minute: int) -> int:
+        return self._db.write(lambda conn: tallies.delete_before(conn, before_minute), True)
 
     def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
         sql = self._queue_sql(queue)

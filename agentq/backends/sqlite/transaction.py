@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from agentq.backends.base import EncodedFields, EncodedRecord, Transaction
-from agentq.backends.sqlite import records
+from agentq.backends.base import EncodedFields, EncodedRecord, Tally, Transaction
+from agentq.backends.sqlite import records, tallies
 from agentq.backends.sqlite.queues import QueueSQL
 from agentq.clock import from_micros, to_micros
 from agentq.errors import DuplicateKey, MessageNotFound, TransactionError
@@ -165,3 +165,7 @@ class SQLiteTransaction(Transaction):
     ) -> list[str]:
         self.written.update((table, key) for key, _, _ in items)
         return records.replace_records(self._conn, table, items)
+
+    def add_tallies(self, tallies_: Sequence[Tally]) -> None:
+        if tallies_:
+            tallies.add(self._conn, tallies_)
