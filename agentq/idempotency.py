@@ -53,7 +53,10 @@ def lookup(
     """The task id this key already created for this very call, or None if unused.
     A key recorded by another principal than ``by`` is a conflict: one principal
     cannot claim another's task by reusing its key."""
-    rec = tx.get_record(Tables.IDEMPOTENCY, key)
+    # Keys are almost always new (a retry is the exception): a backend may guess so
+    # and check it with the commit instead of reading first (a round trip), running
+    # the transaction again, reading, when the key turns out to be used.
+    rec = tx.get_records(Tables.IDEMPOTENCY, [key], likely_absent=True).get(key)
     if rec is None:
         return None
     task_id = str(rec["task_id"])

@@ -38,7 +38,7 @@ from agentq.backends.postgres.leases import Leases
 from agentq.backends.postgres.pipeline import NeighbourFailed
 from agentq.backends.postgres.queues import QueueSQL
 from agentq.backends.postgres.records import Records
-from agentq.backends.postgres.schema import qualified
+from agentq.backends.postgres.schema import notify_params, notify_sql, qualified
 from agentq.backends.postgres.space import SpaceReclaimer
 from agentq.backends.postgres.transaction import PostgresTransaction
 from agentq.backends.postgres.wakeups import Listener, channel, payload
@@ -95,6 +95,8 @@ class PostgresBackend:
         # may not read it, which then neither notifies nor listens, only polls.
         secret = self._db.wakeup_secret
         self._channel: str | None = None if secret is None else channel(secret)
+        # The channel named in SQL, never in the text sent (see schema.notify_sql).
+        self._notify_sql = notify_sql(config.schema)
         self._group = GroupCommit(self._db)  # transact's write path: group commit
         self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
         # Behind a transaction-pooling pooler LISTEN hears nothing: receivers poll.
@@ -185,7 +187,7 @@ class PostgresBackend:
                 # Delivered to listeners only if this transaction commits; sent with
                 # the COMMIT, in its round trip.
                 notice = payload(tx.sent, own=True)
-                conn.before_commit("SELECT pg_notify(%s, %s)", (self._channel, notice))
+                conn.before_commit(self._notify_sql, notify_params(notice), read=False)
             sent, written = tx.sent, tx.written
             return result
 

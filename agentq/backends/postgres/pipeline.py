@@ -39,6 +39,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 import psycopg
 from psycopg.pq import TransactionStatus
 
+from agentq.backends.postgres.inline import inlined
 from agentq.errors import AgentQError, TransactionAborted, TransactionError
 
 __all__ = [
@@ -78,9 +79,12 @@ class Rows:
 
     def __init__(self) -> None:
         self._cursor: psycopg.Cursor[tuple[Any, ...]] | None = None
+        self._rows: list[tuple[Any, ...]] | None = None  # read already (a text of statements)
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         """Its rows (none if the transaction never reached its COMMIT)."""
+        if self._rows is not None:
+            return self._rows
         return [] if self._cursor is None else self._cursor.fetchall()
 
 
@@ -90,6 +94,9 @@ class _Command(NamedTuple):
     translate: Translate | None = None
     seq: int = -1  # the how-manieth held-back write of this connection
     rows: Rows | None = None  # where its cursor goes, when its rows are read
+
+
+_COMMIT = _Command("COMMIT", None)
 
 
 class TxConn:
@@ -153,11 +160,14 @@ class TxConn:
         :attr:`deferred`) is what the server refused."""
         return self._failed is not None and self._failed < mark
 
-    def before_commit(self, query: str, params: Sequence[Any] | None = None) -> Rows:
+    def before_commit(
+        self, query: str, params: Sequence[Any] | None = None, *, read: bool = True
+    ) -> Rows:
         """Run ``query`` just before ``COMMIT``, in the same round trip (an error
-        fails the commit); its rows can be read once the commit is done."""
+        fails the commit); its rows can be read once the commit is done (unless
+        ``read`` is False: nobody reads them, and they are not kept)."""
         rows = Rows()
-        self._before_commit.append(_Command(query, params, rows=rows))
+        self._before_commit.append(_Command(query, params, rows=rows if read else None))
         return rows
 
     def commit(self, *, durable: bool = True) -> None:
@@ -181,7 +191,10 @@ class TxConn:
             tail.append(_Command("SET LOCAL synchronous_commit = off", None))
         self._pending, self._before_commit, self._savepoint_at = [], [], None
         with _reported(tail, self._refused):
-            if _PIPELINES:
+            inline = inlined(self.raw, [(c.query, c.params) for c in [*tail, _COMMIT]])
+            if inline is not None:
+                done = _results(self.raw.execute(inline), tail)
+            elif _PIPELINES:
                 done = _pipelined(self.raw, tail, lambda: self.raw.execute("COMMIT"))
             else:
                 _send(self.raw, tail)
@@ -261,6 +274,19 @@ def run_or_defer(
         if error is None:
             raise
         raise error from exc
+
+
+def _results(
+    cur: psycopg.Cursor[tuple[Any, ...]], commands: Sequence[_Command]
+) -> psycopg.Cursor[tuple[Any, ...]]:
+    """The rows of ``commands`` (a text of statements, one result each, in order)
+    handed to their :class:`Rows`; the cursor moved to the result after theirs."""
+    for command in commands:
+        if command.rows is not None:
+            command.rows._rows = cur.fetchall() if cur.description else []
+        if not cur.nextset():
+            break  # never short of one result a statement, unless the server says so
+    return cur
 
 
 def _send(conn: Conn, commands: Sequence[_Command]) -> None:

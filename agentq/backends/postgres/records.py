@@ -144,9 +144,13 @@ class Records:
             self.guesses.read(table, wanted)
             return {k: dict(decode(v)) for k, v in rows}
         if likely_absent and isinstance(conn, TxConn) and self.guesses.may_be_absent(table, wanted):
+            # One key (an idempotency key) as a plain value: the check then goes
+            # in the commit's one text of statements (.inline), not bound apart.
+            one = len(wanted) == 1
             query, params, token = count_check(
-                f"SELECT 1 FROM {self.table} WHERE tbl = %s AND k = ANY (%b::text[])",
-                (table, wanted), 0, f"no record of {table!r} was expected",
+                f"SELECT 1 FROM {self.table} WHERE tbl = %s AND k = "
+                + ("%s" if one else "ANY (%b::text[])"),
+                (table, wanted[0] if one else wanted), 0, f"no record of {table!r} was expected",
             )  # fmt: skip
 
             def translate(exc: psycopg.Error) -> AgentQError | None:
@@ -158,7 +162,9 @@ class Records:
             conn.defer(query, params, translate)
             return {}
         found = {k: dict(decode(v)) for k, v in self._select(conn, table, wanted)}
-        self.guesses.read(table, wanted)
+        # Only the keys found absent may be guessed absent again: one found stays
+        # read (another thread's guess of it would fail, and fail again).
+        self.guesses.read(table, [key for key in wanted if key not in found])
         return found
 
     def put(

@@ -270,3 +270,22 @@ def wakeup_secret(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> 
         return None
     secret = json.loads(str(row[0]))
     return secret if isinstance(secret, str) else None
+
+
+def notify_sql(schema: str) -> str:
+    """``pg_notify`` on the schema's channel (:func:`.wakeups.channel`), its name
+    read from the secret's record in SQL; parameters: the notice, then the
+    record's ``tbl`` and ``k`` (:func:`notify_params`). Sent as one text with the
+    commit (.inline), the statement would otherwise hold the channel's name, and
+    a role that may see other sessions' statements (``pg_read_all_stats``, in
+    ``pg_stat_activity``) but not agentq's tables would learn it."""
+    records = qualified(schema, "records")
+    return (
+        "SELECT pg_notify(left('agentq_' || (v::json #>> '{}'), 63), %s) "
+        f"FROM {records} WHERE tbl = %s AND k = %s"
+    )
+
+
+def notify_params(notice: str) -> tuple[str, str, str]:
+    """The parameters of :func:`notify_sql` for ``notice``."""
+    return (notice, *_SECRET_RECORD)

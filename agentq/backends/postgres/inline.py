@@ -1,0 +1,109 @@
+"""Statements as one text, their parameters bound by the client: what a
+transaction sends with its ``COMMIT`` (:meth:`.pipeline.TxConn.commit`).
+
+A text of statements goes as one simple-protocol ``Query`` message, which the
+server parses and answers once. psycopg's pipeline mode instead feeds each
+statement as its own Parse/Bind/Execute and reads each result as it comes: for
+an enqueue (``BEGIN``, the message, the ledger record, the ``NOTIFY``, ``COMMIT``)
+about three times the client's and the server's work, and on a busy machine
+the wake-ups that go with it.
+
+The quoting is libpq's own (``PQescapeLiteral`` on the connection, which knows
+its encoding and ``standard_conforming_strings``), for the values agentq's
+own writes bind: text, whole numbers, bytes and NULL. A statement with another
+placeholder or another value (an array, whose type is better left to the
+server's binding) is bound by psycopg's client-side cursor instead, and past
+:data:`INLINE_LIMIT` characters (large arguments) the caller sends them bound
+by the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+from psycopg import pq
+from psycopg.pq import abc as pq_abc
+
+__all__ = ["INLINE_LIMIT", "inlined"]
+
+#: Above this many bytes of statements the parameters go bound by the server.
+INLINE_LIMIT = 256 * 1024
+#: Values bound by psycopg's client-side quoting (one unambiguous literal each).
+_PLAIN = (str, int, bytes)
+
+
+@lru_cache(maxsize=512)
+def _pieces(query: str) -> tuple[bytes, ...] | None:
+    """``query`` (UTF-8) cut at its ``%s`` placeholders; None if it has another
+    use of ``%`` (a named placeholder, ``%b``, ``%%``): psycopg binds those."""
+    pieces = query.split("%s")
+    if any("%" in piece for piece in pieces):
+        return None
+    return tuple(piece.encode() for piece in pieces)
+
+
+def _literal(escape: pq_abc.Escaping, value: Any) -> bytes | None:
+    """``value`` as an SQL literal, or None if it is not one of the plain kinds."""
+    if value is None:
+        return b"NULL"
+    if isinstance(value, bool):
+        return b"true" if value else b"false"
+    if isinstance(value, int):
+        # A space before a minus: "x -%s" must not become the comment "x --1".
+        return b"%d" % value if value >= 0 else b" %d" % value
+    if isinstance(value, str):
+        if "\x00" in value:
+            return None  # psycopg's binding refuses it, with its own error
+        return escape.escape_literal(value.encode())
+    if isinstance(value, bytes):
+        return escape.escape_literal(b"\\x" + value.hex().encode()) + b"::bytea"
+    return None
+
+
+def _bound(
+    escape: pq_abc.Escaping, pieces: tuple[bytes, ...] | None, params: Sequence[Any]
+) -> bytes | None:
+    """The statement cut into ``pieces`` with ``params`` quoted between them."""
+    if pieces is None or len(pieces) != len(params) + 1:
+        return None
+    parts = [pieces[0]]
+    for value, piece in zip(params, pieces[1:], strict=True):
+        literal = _literal(escape, value)
+        if literal is None:
+            return None
+        parts += (literal, piece)
+    return b"".join(parts)
+
+
+def inlined(
+    conn: psycopg.Connection[Any], statements: Sequence[tuple[str, Sequence[Any] | None]]
+) -> bytes | None:
+    """``statements`` (SQL with ``%s`` placeholders, and their parameters or None)
+    as one text, or None if a parameter is not a plain value or the text would
+    pass :data:`INLINE_LIMIT`."""
+    encoding = conn.info.encoding
+    utf8 = encoding == "utf-8"
+    escape = pq.Escaping(conn.pgconn)
+    binder: psycopg.ClientCursor[Any] | None = None
+    out: list[bytes] = []
+    size = 0
+    for query, params in statements:
+        if params is None:
+            text = query.encode(encoding)
+        else:
+            if not all(p is None or isinstance(p, _PLAIN) for p in params):
+                return None
+            found = _bound(escape, _pieces(query), params) if utf8 else None
+            if found is not None:
+                text = found
+            else:
+                binder = binder or psycopg.ClientCursor(conn)
+                text = binder.mogrify(query, params).encode(encoding)
+        size += len(text)
+        if size > INLINE_LIMIT:
+            return None
+        out.append(text)
+    return b";\n".join(out)
