@@ -12,11 +12,14 @@ from typing import Any
 
 import pytest
 
+from agentq import open_backend
+from agentq.backends import Backend
 from tests.ports import held_port
 from tests.postgres.pgbouncer import pgbouncer, pgbouncer_url
 from tests.postgres.server import postgres_url, postgres_url_factory
 from tests.spanner_emulator.choices import SEED_VARIABLE, run_seed
 from tests.spanner_emulator.fixtures import (
+    EmulatorDatabase,
     emulator_database,
     emulator_database_factory,
     spanner_emulator,
@@ -29,9 +32,21 @@ __all__ = [
     "pgbouncer_url",
     "postgres_url",
     "postgres_url_factory",
+    "records_backend",
     "server_port",
     "spanner_emulator",
 ]
+
+
+@pytest.fixture
+def records_backend(emulator_database: EmulatorDatabase) -> Iterator[Backend]:
+    """A Spanner backend on a fresh emulator database with the records table
+    only (no queue: opened without the queue stand-in, which imports no agentq
+    module, so this lives here)."""
+    b = open_backend(emulator_database.direct_url)
+    b.apply_ddl([])  # type: ignore[attr-defined]
+    yield b
+    b.close()
 
 
 @pytest.fixture
