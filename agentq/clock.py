@@ -14,9 +14,9 @@ import itertools
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Clock", "FakeClock", "SystemClock", "from_micros", "to_micros"]
+__all__ = ["Clock", "FakeClock", "SystemClock", "from_micros", "moment", "to_micros"]
 
 
 @runtime_checkable
@@ -199,6 +199,19 @@ def to_micros(when: datetime) -> int:
 def from_micros(micros: int) -> datetime:
     """Inverse of :func:`to_micros`, in UTC."""
     return _EPOCH + timedelta(microseconds=micros)
+
+
+def moment(value: Any) -> datetime | None:
+    """A datetime from a datetime or an ISO 8601 string (as records keep them);
+    None for anything else. A naive one is taken as UTC."""
+    if isinstance(value, str) and value:
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

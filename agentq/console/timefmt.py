@@ -14,20 +14,9 @@ from typing import Any
 from jinja2 import Environment, pass_context
 from jinja2.runtime import Context
 
+from agentq.clock import moment
+
 __all__ = ["ago", "install", "moment", "seconds_between", "span", "stamp"]
-
-
-def moment(value: Any) -> datetime | None:
-    """A datetime from a datetime or an ISO 8601 string (as records keep them);
-    None for anything else. A naive one is taken as UTC."""
-    if isinstance(value, str) and value:
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def seconds_between(start: Any, end: Any) -> float | None:

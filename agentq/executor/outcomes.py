@@ -121,12 +121,7 @@ def apply_plain_successes(tx: Decision, outcomes: list[Outcome]) -> list[str]:
     ledger fields as one set, one read for the tasks waiting on them. Any message
     already gone rolls all of it back (the committer then commits each alone)."""
     rt = tx.runtime
-    by_queue: dict[str, list[tuple[Any, ...]]] = {}
-    for o in outcomes:
-        by_queue.setdefault(o.inflight.queue, []).append(o.inflight.key)
-    for queue, keys in by_queue.items():
-        tx.tx.ack_all(queue, keys)
-        rt.telemetry.acked.add(len(keys), {"queue": queue})
+    _ack_by_queue(tx, outcomes)
     fields: list[tuple[str, EncodedFields | lifecycle.Swap]] = []
     for o in outcomes:
         inf = o.inflight
@@ -176,12 +171,7 @@ def apply_fenced_successes(tx: Decision, outcomes: list[Outcome]) -> list[str]:
     its waiter, or came first, and the enqueue fails as a conflict and reads the
     success when it runs again."""
     rt = tx.runtime
-    by_queue: dict[str, list[tuple[Any, ...]]] = {}
-    for o in outcomes:
-        by_queue.setdefault(o.inflight.queue, []).append(o.inflight.key)
-    for queue, keys in by_queue.items():
-        tx.tx.ack_all(queue, keys)
-        rt.telemetry.acked.add(len(keys), {"queue": queue})
+    _ack_by_queue(tx, outcomes)
     swaps: list[tuple[str, lifecycle.Swap]] = []
     for o in outcomes:
         final = o.final
@@ -196,6 +186,16 @@ def apply_fenced_successes(tx: Decision, outcomes: list[Outcome]) -> list[str]:
     if waited:
         raise Unfenced(f"a task waits on {sorted(waited)[0]!r}")
     return ["succeeded"] * len(outcomes)
+
+
+def _ack_by_queue(tx: Decision, outcomes: list[Outcome]) -> None:
+    """The outcomes' strict acks, one set per queue."""
+    by_queue: dict[str, list[tuple[Any, ...]]] = {}
+    for o in outcomes:
+        by_queue.setdefault(o.inflight.queue, []).append(o.inflight.key)
+    for queue, keys in by_queue.items():
+        tx.tx.ack_all(queue, keys)
+        tx.runtime.telemetry.acked.add(len(keys), {"queue": queue})
 
 
 def apply_failure(

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from agentq.backends import Transaction
 from agentq.backends.tallies import OUTCOMES, Tally
+from agentq.clock import moment
 
 __all__ = [
     "BUCKETS",
@@ -83,17 +84,6 @@ def minute_of(when: datetime) -> int:
     return int(when.timestamp() // 60)
 
 
-def _moment(value: Any) -> datetime | None:
-    if isinstance(value, str) and value:
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
 def tally_of(
     rec: Mapping[str, Any], status: str | None = None, finished: datetime | None = None
 ) -> Tally | None:
@@ -103,10 +93,10 @@ def tally_of(
     status = str(rec.get("status")) if status is None else status
     if status not in OUTCOMES or rec.get("kind", "action") != "action":
         return None
-    ended = finished if finished is not None else _moment(rec.get("finished_at"))
+    ended = finished if finished is not None else moment(rec.get("finished_at"))
     if ended is None:
         return None
-    started = _moment(rec.get("started_at"))
+    started = moment(rec.get("started_at"))
     ran = None if started is None else (ended - started).total_seconds()
     owner = rec.get("created_by", "local")
     return Tally(minute_of(ended), "" if owner is None else str(owner), status,
