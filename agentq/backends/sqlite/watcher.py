@@ -414,7 +414,7 @@ class Watcher:
         with self._cond:
             self._cond.notify_all()
         if self._thread is not None:
-            self._thread.join(1.0)
+            _join_started(self._thread, 1.0)
         with self._cond:
             self._conn.close()
             if self._inotify is not None:
@@ -423,3 +423,14 @@ class Watcher:
                 self._bell_inotify.close()
             os.close(self._wake_r)
             os.close(self._wake_w)
+
+
+
+def _join_started(thread: threading.Thread, timeout: float) -> None:
+    """Join ``thread`` for up to ``timeout`` seconds; a thread whose start Ctrl-C
+    interrupted before it was marked started cannot be joined (``join`` raises)
+    and is left to see the closed flag: it is a daemon."""
+    try:
+        thread.join(timeout)
+    except RuntimeError:
+        pass
