@@ -73,7 +73,16 @@ def test_runtime_reclaim_space_reports_the_whole_figure(postgres_url_factory: An
     url = postgres_url_factory.create()
     with Runtime(url) as rt:
         _fill_then_delete(rt.backend, 300)
-        before = _table_bytes(postgres_url_factory, url)
-        freed = rt.reclaim_space()
-        assert freed > RECLAIM_STEP
-        assert freed == before - _table_bytes(postgres_url_factory, url)
+        # VACUUM stops truncating when another session asks for a lock on the
+        # table (the runtime's own readers may): a call can give back less than
+        # is free, and the next gives back more. Each call must report exactly
+        # what the table shrank by, and one call's figure may exceed a step.
+        figures = []
+        for _ in range(3):
+            before = _table_bytes(postgres_url_factory, url)
+            freed = rt.reclaim_space()
+            assert freed == before - _table_bytes(postgres_url_factory, url)
+            figures.append(freed)
+            if freed > RECLAIM_STEP:
+                break
+        assert max(figures) > RECLAIM_STEP, figures
