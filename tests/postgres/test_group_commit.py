@@ -125,11 +125,10 @@ def test_after_a_conflict_the_transactions_of_the_thread_run_in_groups(
     assert sorted(contended.values()) in ([False, True], [True, True])  # the loser's thread
 
 
-def test_a_key_taken_is_reported_to_the_transaction_that_sent_it_not_its_neighbour(
-    backend: PostgresBackend,
-) -> None:
-    backend.transact(lambda tx: tx.send("Jobs", "taken", b"x"))
-    calls = Calls(backend, contended=True)  # as after serialization failures: groups
+def _leader_then_a_taken_key(calls: Calls) -> threading.Event:
+    """Start a leader that writes a record and holds its group open, then a
+    member sending the key "taken" (held back: it fails in the group's next round
+    trip); the leader ends when the returned event is set."""
     holding, release = threading.Event(), threading.Event()
 
     def leader(tx: Transaction) -> str:
@@ -139,16 +138,26 @@ def test_a_key_taken_is_reported_to_the_transaction_that_sent_it_not_its_neighbo
         return "leader"
 
     def sends_a_taken_key(tx: Transaction) -> str:
-        tx.send("Jobs", "taken", b"again")  # held back: fails in the next round trip
+        tx.send("Jobs", "taken", b"again")
         return "dup"
+
+    calls.start("leader", leader, queues=False)
+    assert holding.wait(30)
+    calls.start("dup", sends_a_taken_key)
+    return release
+
+
+def test_a_key_taken_is_reported_to_the_transaction_that_sent_it_not_its_neighbour(
+    backend: PostgresBackend,
+) -> None:
+    backend.transact(lambda tx: tx.send("Jobs", "taken", b"x"))
+    calls = Calls(backend, contended=True)  # as after serialization failures: groups
+    release = _leader_then_a_taken_key(calls)
 
     def reads(tx: Transaction) -> str:
         tx.put_record("notes", "reader", {"seen": tx.get_record("notes", "leader") is not None})
         return "reader"
 
-    calls.start("leader", leader, queues=False)
-    assert holding.wait(30)
-    calls.start("dup", sends_a_taken_key)
     calls.start("reader", reads)
     release.set()
     calls.join()
@@ -169,25 +178,12 @@ def test_a_failure_held_back_to_the_commit_is_its_own_transactions_not_the_last_
     # the one that sent the taken key was run again and reported nothing.
     backend.transact(lambda tx: tx.send("Jobs", "taken", b"x"))
     calls = Calls(backend, contended=True)
-    holding, release = threading.Event(), threading.Event()
-
-    def leader(tx: Transaction) -> str:
-        tx.put_record("notes", "leader", {"ok": True})
-        holding.set()
-        release.wait(30)
-        return "leader"
-
-    def sends_a_taken_key(tx: Transaction) -> str:
-        tx.send("Jobs", "taken", b"again")
-        return "dup"
+    release = _leader_then_a_taken_key(calls)
 
     def writes_blind(tx: Transaction) -> str:
         tx.put_record("notes", "blind", {"ok": True})
         return "blind"
 
-    calls.start("leader", leader, queues=False)
-    assert holding.wait(30)
-    calls.start("dup", sends_a_taken_key)
     calls.start("blind", writes_blind)
     release.set()
     calls.join()
