@@ -71,6 +71,7 @@ __all__ = [
     "claim_pruning",
     "policy_rules",
     "prune_pass",
+    "prune_tallies",
     "retention_setting",
 ]
 
@@ -276,8 +277,8 @@ def prune_pass(
             scan = TaskScan.window(backend, since, now, sorted(kept))
         for page in scan.pages(batch_size):
             yield _prune_tasks(backend, rules, now, page, dry_run)
-    if not dry_run:  # the chart's bookkeeping, whatever the tasks' retention: not counted
-        backend.delete_tallies(minute_of(now - TALLIES_KEPT))
+    if not dry_run:
+        prune_tallies(backend, now)
     if since is not None:
         return
     gone = _gone_or_going(backend, rules, now) if dry_run else retention_records.tasks_gone(backend)
@@ -321,6 +322,14 @@ def _gone_or_going(backend: Backend, rules: RetentionRules, now: datetime) -> Go
         return {t for t in task_ids if t not in found} | {k for k, _ in going}
 
     return gone
+
+
+def prune_tallies(backend: Backend, now: datetime) -> None:
+    """Delete the chart's per-minute tallies older than :data:`TALLIES_KEPT`,
+    whatever the tasks' retention (kept forever or not), not counted: the
+    chart's bookkeeping. On PostgreSQL this also folds the changes each
+    completion appends, so they stay few between two console reads."""
+    backend.delete_tallies(minute_of(now - TALLIES_KEPT))
 
 
 def claim_pruning(backend: Backend, owner: str, now: datetime, ttl: timedelta) -> bool:
