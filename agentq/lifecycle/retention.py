@@ -325,11 +325,14 @@ def _gone_or_going(backend: Backend, rules: RetentionRules, now: datetime) -> Go
 
 
 def prune_tallies(backend: Backend, now: datetime) -> None:
-    """Delete the chart's per-minute tallies older than :data:`TALLIES_KEPT`,
-    whatever the tasks' retention (kept forever or not), not counted: the
-    chart's bookkeeping. On PostgreSQL this also folds the changes each
-    completion appends, so they stay few between two console reads."""
+    """The chart's bookkeeping, whatever the tasks' retention (kept forever or
+    not), not counted: delete the per-minute tallies older than
+    :data:`TALLIES_KEPT`, and merge the rows of each minute before the last one
+    (:meth:`~agentq.backends.base.Backend.compact_tallies`: PostgreSQL's
+    appended changes, Spanner's one record per transaction), so that what the
+    chart reads stays one row per minute between two console reads."""
     backend.delete_tallies(minute_of(now - TALLIES_KEPT))
+    backend.compact_tallies(minute_of(now) - 1)
 
 
 def claim_pruning(backend: Backend, owner: str, now: datetime, ttl: timedelta) -> bool:
