@@ -43,10 +43,14 @@ def _plain(value: Any, depth: int = 0) -> bool:
         return True
     if depth >= _PLAIN_DEPTH:
         return False
+    # A loop, not all() over a generator, for a dict: every enqueue encodes two.
     if kind is dict:
-        return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
+        for k, v in value.items():
+            if type(k) is not str or (type(v) not in _SCALARS and not _plain(v, depth + 1)):
+                return False
+        return True
     if kind is list or kind is tuple:
-        return all(_plain(v, depth + 1) for v in value)
+        return all(type(v) in _SCALARS or _plain(v, depth + 1) for v in value)
     return False
 
 
