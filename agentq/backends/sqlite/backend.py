@@ -24,7 +24,7 @@ from agentq.backends.base import (
     check_stream_args,
 )
 from agentq.backends.notify import RecordTopic, Wake
-from agentq.backends.sqlite import indexes, queues, records, space, tallies
+from agentq.backends.sqlite import indexes, queues, records, space, tallies, totals
 from agentq.backends.sqlite.connection import Database
 from agentq.backends.sqlite.doorbell import Doorbell
 from agentq.backends.sqlite.files import DEFAULT_FILE_MODE, parse_file_mode
@@ -281,7 +281,7 @@ class SQLiteBackend:
         return self._leases.stats(self._queue_sql(queue))
 
     def record_count(self, table: str) -> int:
-        return self._db.read(lambda conn: indexes.record_count(conn, table))
+        return self._db.read(lambda conn: totals.record_count(conn, table))
 
     def read_tallies(
         self, first_minute: int, end_minute: int, *, width: int = 1, owner: str | None = None
