@@ -44,3 +44,18 @@ def test_a_list_goes_inline_only_where_an_array_type_is_named(postgres_url: str)
         assert inlined(conn, [("SELECT %b::float8[]", ([1.5],))]) is None
         # A literal ``%`` beside a placeholder: psycopg's (and then no list).
         assert inlined(conn, [("SELECT %b::text[], '%%'", (["a"],))]) is None
+
+
+def test_a_statement_read_with_what_is_held_back_reads_its_own_rows(postgres_url: str) -> None:
+    """``TxConn.execute_inlined``: the rows are the statement's (not ``BEGIN``'s
+    or a held-back write's), inlined or, with a value that is not plain, bound."""
+    from agentq.backends.postgres.pipeline import BEGIN_READ_COMMITTED, TxConn
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TEMP TABLE t (k text)")
+        for value in ("a'b", 1.5):  # plain: one text; a float: bound by the server
+            tx = TxConn(conn, BEGIN_READ_COMMITTED)
+            tx.defer("INSERT INTO t SELECT unnest(%b::text[])", (["x", 'y"'],))
+            rows = tx.execute_inlined("SELECT %s, count(*) FROM t", (value,)).fetchall()
+            assert rows == [(str(value) if isinstance(value, str) else value, 2)]
+            tx.rollback()
