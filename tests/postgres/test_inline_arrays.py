@@ -20,6 +20,8 @@ _TEXTS = ["", "a", 'say "hi"', "back\\slash", "\\\"", "{a,b}", "NULL", " spaced 
 def test_each_kind_of_array_is_the_literal_of_itself(postgres_url: str) -> None:
     arrays: list[tuple[str, list[Any]]] = [
         ("text", _TEXTS),
+        ("text", _TEXTS[:-1]),  # no NULL: every element a text
+        ("text", [""]),
         ("text", []),
         ("bigint", [0, -1, 2**63 - 1, -(2**63), None]),
         ("integer", [1, -7]),
@@ -39,6 +41,8 @@ def test_a_list_goes_inline_only_where_an_array_type_is_named(postgres_url: str)
         assert inlined(conn, [("SELECT %b::text", (["a"],))]) is None
         # Elements that have no plain literal: left to the server's binding.
         assert inlined(conn, [("SELECT %b::text[]", (["a\x00"],))]) is None
+        assert inlined(conn, [("SELECT %b::text[]", (["a", "\x00"],))]) is None
+        assert inlined(conn, [("SELECT %b::text[]", (["a", None, "b\x00"],))]) is None
         assert inlined(conn, [("SELECT %b::bool[]", ([True],))]) is None
         assert inlined(conn, [("SELECT %b::text[]", ([["a"]],))]) is None
         assert inlined(conn, [("SELECT %b::float8[]", ([1.5],))]) is None
