@@ -20,16 +20,24 @@ Semantics (mirroring Spanner queues):
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-import orjson
-
 from agentq.backends.notify import RecordTopic, Wake
+from agentq.backends.record_filters import (
+    COMMON_TASK_STATUSES,
+    COUNTED_TABLES,
+    OPEN_APPROVAL_STATUSES,
+    RecordFilter,
+)
+from agentq.backends.record_text import (
+    EncodedFields,
+    EncodedRecord,
+    encode_fields,
+    encode_record,
+)
 from agentq.backends.tallies import Tally
 from agentq.clock import Clock
 from agentq.spec import Key, QueueSpec
@@ -57,23 +65,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-#: :meth:`Backend.list_records`' filter: field name → the values it may hold
-#: (strings; ``None``: missing or null). Field names are identifiers.
-RecordFilter = Mapping[str, Collection[str | None]]
-
-#: The statuses every task passes through (enqueued, claimed, done). The tasks'
-#: status index holds the others (rare: dead, cancelled, awaiting approval,
-#: waiting, a retry scheduled, an outcome unknown), so that a worker's status
-#: changes never touch an index (on PostgreSQL they stay HOT updates), while a
-#: listing of tasks filtered on rare statuses only (:func:`rare_statuses`)
-#: reads the records it returns, not the finished ones in between.
-COMMON_TASK_STATUSES = ("queued", "running", "succeeded")
-#: The approvals' open statuses, which the same index holds for the approvals
-#: table (the inbox: pending among many decided).
-OPEN_APPROVAL_STATUSES = ("escalated", "pending")
-#: The record tables whose records :meth:`Backend.record_count` counts.
-COUNTED_TABLES = ("dead_letters", "tasks")
 
 #: Lease length on receive and on renew; fixed, as in Spanner.
 LEASE_SECONDS = 10.0
@@ -151,135 +142,6 @@ class RedeliveryPolicy:
         return float(min(self.initial * self.multiplier**exponent, self.max_delay))
 
 
-#: :attr:`EncodedRecord.status` of a text whose status its maker did not say.
-_UNSAID: Any = object()
-
-
-class EncodedRecord(str):
-    """A record already encoded by :func:`encode_record`: a transaction stores it
-    as it is, so the encoding can happen before the transaction, off the write
-    lock that every other writer waits for.
-
-    ``status`` is the record's top-level ``"status"`` as its text holds it (a
-    string, or None for none or one of no other JSON type) when the encoder knew
-    it: :func:`record_rare_status` then reads it there instead of parsing the
-    whole record again (every enqueue, every whole-record claim or completion).
-    Text made another way (``EncodedRecord(text)``) does not say, and is parsed.
-    """
-
-    status: Any = _UNSAID
-
-    def extended(self, members: str) -> EncodedRecord:
-        """This record's text with ``members`` (``,"name":value`` pairs, not
-        ``status``) added at its end; it says the same status."""
-        out = EncodedRecord(f"{self[:-1]}{members}}}")
-        out.status = self.status
-        return out
-
-
-_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-def prefix_end(prefix: str) -> str | None:
-    """The smallest key above every key starting with ``prefix`` (None: no upper
-    bound), in code-point order (SQLite's and PostgreSQL's ``COLLATE "C"`` text,
-    Spanner's UTF-8 bytes): the prefix's last character plus one, skipping the
-    surrogates no encoding stores. A last character of U+10FFFF has no successor:
-    the bound is then the one of the prefix without it (nothing sorts between)."""
-    prefix = prefix.rstrip("\U0010ffff")
-    if not prefix:
-        return None
-    nxt = ord(prefix[-1]) + 1
-    if 0xD800 <= nxt <= 0xDFFF:
-        nxt = 0xE000
-    return prefix[:-1] + chr(nxt)
-
-
-def check_record_filter(where: RecordFilter | None) -> list[tuple[str, list[str], bool]]:
-    """``where`` as ``(field, string values, whether missing/null matches)``, in a
-    fixed order; a field name that is not an identifier (it is spliced into a JSON
-    path) or a value that is not a string raises ValueError."""
-    out = []
-    for name in sorted(where or {}):
-        if not _FIELD.match(name):
-            raise ValueError(f"record field name {name!r} is not an identifier")
-        values = list((where or {})[name])
-        strings = sorted({v for v in values if v is not None})
-        if any(not isinstance(v, str) for v in strings):
-            raise ValueError(f"values of record field {name!r} must be strings or None")
-        out.append((name, strings, None in values))
-    return out
-
-
-def rare_statuses(table: str, where: RecordFilter | None) -> list[str] | None:
-    """The statuses a listing of ``table`` filtered by ``where`` walks the tasks'
-    index of rare statuses for (sorted), or None if it walks the primary key:
-    only tasks filtered on statuses that are all rare (none of
-    :data:`COMMON_TASK_STATUSES`, and not a missing status) use the index."""
-    if table not in ("tasks", "approvals") or not where or "status" not in where:
-        return None
-    wanted = list(where["status"])
-    if any(rare_status(table, v) is None for v in wanted):
-        return None
-    return sorted(set(wanted))  # type: ignore[arg-type]
-
-
-def rare_status(table: str, status: Any) -> str | None:
-    """What a record of ``table`` with ``status`` keeps in its rare-status
-    column: the status of a task whose status is a string and not one of
-    :data:`COMMON_TASK_STATUSES`, or of an approval in one of
-    :data:`OPEN_APPROVAL_STATUSES`; else None (not in the index)."""
-    if not isinstance(status, str):
-        return None
-    if table == "tasks":
-        return None if status in COMMON_TASK_STATUSES else status
-    if table == "approvals":
-        return status if status in OPEN_APPROVAL_STATUSES else None
-    return None
-
-
-def record_rare_status(table: str, value: Mapping[str, Any] | str) -> str | None:
-    """:func:`rare_status` of a whole record (a mapping, or its stored text, which
-    is parsed only for a task)."""
-    if table not in ("tasks", "approvals"):
-        return None
-    if isinstance(value, EncodedRecord) and value.status is not _UNSAID:
-        return rare_status(table, value.status)
-    if not isinstance(value, Mapping):
-        value = _loads(value)
-        if not isinstance(value, Mapping):
-            return None
-    return rare_status(table, value.get("status"))
-
-
-def fields_rare_status(table: str, fields: EncodedFields) -> tuple[bool, str | None]:
-    """Whether ``fields`` set a task's status, and :func:`rare_status` of the
-    status they set."""
-    if table not in ("tasks", "approvals") or "status" not in fields.names:
-        return False, None
-    text = fields.values[fields.names.index("status")]
-    return True, rare_status(table, _loads(text))
-
-
-def _loads(text: str) -> Any:
-    """``text`` parsed for its status (a string either parser reads alike; None:
-    not JSON). orjson takes only an exact ``str``: an :class:`EncodedRecord`
-    (a subclass) is handed over as one, or it would always fall back."""
-    try:
-        return orjson.loads(text if type(text) is str else str(text))
-    except orjson.JSONDecodeError:
-        try:
-            return json.loads(text)
-        except ValueError:
-            return None
-
-
-def check_counted(table: str) -> None:
-    """ValueError unless :meth:`Backend.record_count` counts ``table``."""
-    if table not in COUNTED_TABLES:
-        raise ValueError(f"records of {table!r} are not counted (only {', '.join(COUNTED_TABLES)})")
-
-
 def check_stream_args(max_batch_size: int, max_duration: float) -> None:
     """The argument checks every backend's :meth:`Backend.stream` makes."""
     if max_batch_size < 1:
@@ -287,91 +149,6 @@ def check_stream_args(max_batch_size: int, max_duration: float) -> None:
     if max_duration < 0:
         raise ValueError(f"max_duration must not be negative, got {max_duration}")
 
-
-def encode_record(value: Mapping[str, Any]) -> EncodedRecord:
-    """Encode a record the way every backend stores it (compact JSON, UTF-8 text).
-
-    orjson, because every write of the ledger encodes a record; what it cannot
-    encode (an integer beyond 64 bits) falls back to the standard library. Both
-    write values JSON has no type for with ``str``; orjson writes a NaN or an
-    infinity (which JSON cannot carry) as null.
-    """
-    try:
-        out = EncodedRecord(
-            orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-        )
-    except TypeError:  # orjson.JSONEncodeError is one
-        text = json.dumps(value, separators=(",", ":"), default=str, ensure_ascii=False)
-        out = EncodedRecord(text)
-    out.status = _encoded_status(value.get("status"))
-    return out
-
-
-# Python types whose JSON is never a string (or is null): such a status is None
-# to the index, as its text read back would be.
-_NOT_TEXT = (int, float, list, tuple, dict, type(None))
-
-
-def _encoded_status(status: Any) -> Any:
-    """What the text of ``status`` reads back as, for :func:`rare_status`: a
-    string as the plain string written (a ``StrEnum`` member's value), None for
-    null or a value of any other JSON type, :data:`_UNSAID` where only the text
-    can tell (a value written with ``str()``, an ``Enum`` orjson writes by its value)."""
-    if isinstance(status, str):
-        return str.__str__(status)
-    if isinstance(status, _NOT_TEXT):
-        return None
-    return _UNSAID
-
-
-def record_text(value: Mapping[str, Any] | EncodedRecord) -> str:
-    """The stored text of a record value, encoding it unless it already is."""
-    return value if isinstance(value, EncodedRecord) else encode_record(value)
-
-
-@dataclass(frozen=True)
-class EncodedFields:
-    """Top-level fields of a record with their values already encoded (by
-    :func:`encode_fields`, off the write lock), for :meth:`Transaction.update_records`."""
-
-    names: tuple[str, ...]
-    values: tuple[str, ...]
-
-
-# What orjson cannot encode (an integer beyond 64 bits, a string with an unpaired
-# surrogate) is encoded as the standard library would, as encode_record does;
-# json.dumps with options builds a new encoder per call: one, built once.
-_FIELD_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)
-
-
-_encode_str = json.encoder.encode_basestring_ascii  # what the encoder does with a str
-
-
-def _encode_value(value: Any) -> str:
-    # Most fields are timestamps, statuses, counts and None: encoded without an encoder.
-    kind = type(value)
-    if value is None:
-        return "null"
-    if isinstance(value, str):  # a status is a StrEnum: its value, as both encoders write it
-        return str(_encode_str(value))
-    if kind is int:
-        return int.__repr__(value)  # what either encoder writes, of any size
-    try:
-        text = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
-    except TypeError:  # orjson.JSONEncodeError is one
-        return _FIELD_ENCODER.encode(value)
-    if b"null" in text:
-        # orjson writes NaN and infinities as null, which encode_fields refuses:
-        # the standard library's encoder raises ValueError for them.
-        _FIELD_ENCODER.encode(value)
-    return text.decode()
-
-
-def encode_fields(fields: Mapping[str, Any]) -> EncodedFields:
-    """Encode the values of ``fields`` as :func:`encode_record` would inside a
-    record (orjson, with its fallback), to the same values once decoded; a
-    non-finite number raises ValueError (no JSON has it)."""
-    return EncodedFields(tuple(fields), tuple(map(_encode_value, fields.values())))
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ it finds. Tasks filtered on rare statuses only (none of
 :data:`~agentq.backends.base.COMMON_TASK_STATUSES`: ``GET
 /v1/tasks?status=dead``, the overview's counts of unfinished work), and
 approvals filtered on open ones, walk the partial index of the ``rare_status``
-column (:func:`~agentq.backends.base.rare_status`) instead, one walk per status asked for,
+column (:func:`~agentq.backends.record_filters.rare_status`) instead, one walk per status asked for,
 each in key order and stopping at the page's limit, merged by key: the page
 reads the records it returns, not the finished ones in between.
 """
@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentq.backends.base import RecordFilter, check_record_filter, prefix_end, rare_statuses
+from agentq.backends.base import RecordFilter
+from agentq.backends.record_filters import check_record_filter, prefix_end, rare_statuses
 
 __all__ = ["PageDialect", "filtered_page"]
 

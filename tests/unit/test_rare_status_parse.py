@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from agentq.backends.base import EncodedRecord, encode_record, record_rare_status
+from agentq.backends.base import EncodedRecord, encode_record
+from agentq.backends.record_filters import record_rare_status
 
 
 def test_an_encoded_record_is_parsed_by_orjson(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from agentq.backends import EncodedRecord, base, encode_record
-from agentq.backends.base import record_rare_status
+from agentq.backends import EncodedRecord, encode_record, record_text
+from agentq.backends.record_filters import record_rare_status
 from agentq.statuses import TaskStatus
 
 
@@ -25,8 +25,8 @@ def _refused(*args: Any, **kwargs: Any) -> Any:
 
 @pytest.fixture
 def no_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(base.orjson, "loads", _refused)
-    monkeypatch.setattr(base.json, "loads", _refused)
+    monkeypatch.setattr(record_text.orjson, "loads", _refused)
+    monkeypatch.setattr(record_text.json, "loads", _refused)
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def test_what_the_status_says_is_what_parsing_the_text_gives() -> None:
 
 
 def test_a_text_without_a_said_status_is_parsed_by_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(base.json, "loads", _refused)
+    monkeypatch.setattr(record_text.json, "loads", _refused)
     text = EncodedRecord(orjson.dumps({"status": "dead"}).decode())
     assert record_rare_status("tasks", text) == "dead"
     assert record_rare_status("tasks", json.dumps({"status": "queued"})) is None

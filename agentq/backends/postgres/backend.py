@@ -23,7 +23,6 @@ from agentq.backends.base import (
     StoredRecord,
     Tally,
     Transaction,
-    check_counted,
     check_stream_args,
 )
 from agentq.backends.notify import RecordTopic, Wake, notifier_for
@@ -42,6 +41,7 @@ from agentq.backends.postgres.schema import notify_params, notify_sql, qualified
 from agentq.backends.postgres.space import SpaceReclaimer
 from agentq.backends.postgres.transaction import PostgresTransaction
 from agentq.backends.postgres.wakeups import Listener, channel, payload
+from agentq.backends.record_filters import check_counted
 from agentq.clock import Clock, SystemClock, to_micros
 from agentq.errors import (
     AgentQError,

@@ -24,19 +24,13 @@ from typing import Any
 
 import psycopg
 
-from agentq.backends.base import (
-    EncodedFields,
-    EncodedRecord,
-    RecordFilter,
-    StoredRecord,
-    rare_status,
-    record_rare_status,
-    record_text,
-)
+from agentq.backends.base import EncodedFields, EncodedRecord, RecordFilter, StoredRecord
 from agentq.backends.postgres.checks import Guesses, SpeculationFailed, count_check, is_failure_of
 from agentq.backends.postgres.connection import Conn, Database
 from agentq.backends.postgres.pipeline import TxConn, run_or_defer
+from agentq.backends.record_filters import rare_status, record_rare_status
 from agentq.backends.record_pages import PageDialect, filtered_page
+from agentq.backends.record_text import record_text
 from agentq.errors import AgentQError, InvalidMessage
 from agentq.jsontext import decode
 from agentq.spec import validate_identifier
@@ -83,7 +77,7 @@ def _text(value: Mapping[str, Any] | EncodedRecord) -> str:
 
 def _merged(table: str, text: str, fields: EncodedFields) -> tuple[str, str | None]:
     """The record ``text`` with ``fields`` set (the other fields as they were),
-    and its rare status (:func:`~agentq.backends.base.rare_status`)."""
+    and its rare status (:func:`~agentq.backends.record_filters.rare_status`)."""
     for name in fields.names:
         if not _FIELD_NAME.match(name):
             raise ValueError(f"record field name {name!r} is not an identifier")
@@ -94,7 +88,7 @@ def _merged(table: str, text: str, fields: EncodedFields) -> tuple[str, str | No
 
 
 #: A compare-and-swap of one record: key, version (the stored text), new text,
-#: and the new text's rare status (:func:`~agentq.backends.base.rare_status`).
+#: and the new text's rare status (:func:`~agentq.backends.record_filters.rare_status`).
 _Row = tuple[str, str, str, str | None]
 
 

@@ -3,7 +3,7 @@
 A task whose status is rare (dead, cancelled, awaiting approval, …: not one of
 :data:`~agentq.backends.base.COMMON_TASK_STATUSES`) and an open approval carry
 that status in the records table's ``rare_status`` column, written with the
-record in the same mutation (:func:`~agentq.backends.base.record_rare_status`),
+record in the same mutation (:func:`~agentq.backends.record_filters.record_rare_status`),
 NULL otherwise. An index on ``(rare_status, tbl, k)`` that holds only the
 non-NULL rows lets a listing filtered on rare statuses (``GET
 /v1/tasks?status=dead``, the overview's counts of unfinished work) read the
@@ -29,11 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from google.cloud.spanner_v1 import param_types
 
-from agentq.backends.base import (
-    COMMON_TASK_STATUSES,
-    OPEN_APPROVAL_STATUSES,
-    record_rare_status,
-)
+from agentq.backends.base import COMMON_TASK_STATUSES, OPEN_APPROVAL_STATUSES
+from agentq.backends.record_filters import record_rare_status
 from agentq.backends.spanner.api_errors import API_ERRORS, mapped_errors
 from agentq.backends.spanner.ddl import RARE_COLUMN as COLUMN
 
@@ -96,7 +93,7 @@ def backfill(backend: SpannerBackend) -> int:
 
 
 def _status_sql(d: Dialect, table: str) -> str:
-    """:func:`~agentq.backends.base.rare_status` of the stored record, in SQL."""
+    """:func:`~agentq.backends.record_filters.rare_status` of the stored record, in SQL."""
     status = "(v::jsonb ->> 'status')" if d.postgres else "JSON_VALUE(v, '$.status')"
     listed: tuple[str, ...] = OPEN_APPROVAL_STATUSES
     negate = ""

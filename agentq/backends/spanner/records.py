@@ -8,11 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from google.cloud.spanner_v1 import param_types
 
-from agentq.backends.base import (
-    RecordFilter,
-    StoredRecord,
-    Tally,
-    Transaction,
+from agentq.backends.base import RecordFilter, StoredRecord, Tally, Transaction
+from agentq.backends.record_filters import (
     check_counted,
     check_record_filter,
     prefix_end,

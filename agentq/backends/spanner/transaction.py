@@ -16,14 +16,9 @@ from typing import TYPE_CHECKING, Any
 from google.api_core import exceptions as gexc
 from google.cloud.spanner_v1.keyset import KeySet
 
-from agentq.backends.base import (
-    EncodedFields,
-    EncodedRecord,
-    Tally,
-    Transaction,
-    record_rare_status,
-    record_text,
-)
+from agentq.backends.base import EncodedFields, EncodedRecord, Tally, Transaction
+from agentq.backends.record_filters import record_rare_status
+from agentq.backends.record_text import record_text
 from agentq.backends.spanner.ddl import RARE_COLUMN
 from agentq.backends.spanner.wire import storable_key, unstorable_key, wire_key, wire_payload
 from agentq.backends.tallies import TALLY_TABLE, check_tallies, record_key, record_tally

@@ -20,16 +20,10 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache, partial
 from typing import Any
 
-from agentq.backends.base import (
-    EncodedFields,
-    EncodedRecord,
-    RecordFilter,
-    StoredRecord,
-    fields_rare_status,
-    record_rare_status,
-    record_text,
-)
+from agentq.backends.base import EncodedFields, EncodedRecord, RecordFilter, StoredRecord
+from agentq.backends.record_filters import fields_rare_status, record_rare_status
 from agentq.backends.record_pages import filtered_page
+from agentq.backends.record_text import record_text
 from agentq.backends.sqlite.connection import Database
 from agentq.backends.sqlite.indexes import DIALECT
 from agentq.errors import InvalidMessage

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from agentq.backends.base import COUNTED_TABLES, check_counted
+from agentq.backends.base import COUNTED_TABLES
+from agentq.backends.record_filters import check_counted
 
 __all__ = ["COUNT_SUFFIX", "counts_current", "ensure_counts", "record_count"]
 
