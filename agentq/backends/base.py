@@ -168,12 +168,14 @@ class EncodedRecord(str):
     """
 
     status: Any = _UNSAID
+    #: The record's ``"created_by"``, told as ``status`` is (:mod:`.owners`).
+    owner: Any = _UNSAID
 
     def extended(self, members: str) -> EncodedRecord:
         """This record's text with ``members`` (``,"name":value`` pairs, not
         ``status``) added at its end; it says the same status."""
         out = EncodedRecord(f"{self[:-1]}{members}}}")
-        out.status = self.status
+        out.status, out.owner = self.status, self.owner
         return out
 
 
@@ -304,6 +306,7 @@ def encode_record(value: Mapping[str, Any]) -> EncodedRecord:
         text = json.dumps(value, separators=(",", ":"), default=str, ensure_ascii=False)
         out = EncodedRecord(text)
     out.status = _encoded_status(value.get("status"))
+    out.owner = _encoded_status(value.get("created_by"))
     return out
 
 
@@ -643,12 +646,14 @@ class Backend(Protocol):
         PostgreSQL): the query reads the records that match, not the others."""
         ...
 
-    def record_count(self, table: str) -> int:
+    def record_count(self, table: str, *, owner: str | None = None) -> int:
         """How many records ``table`` holds, for the tables of
-        :data:`COUNTED_TABLES` (ValueError for another). SQLite and PostgreSQL
-        keep the count in the transaction of each insert and delete (a record's
-        updates cost nothing), so reading it costs one row, not the records;
-        Spanner counts the records in the query."""
+        :data:`COUNTED_TABLES` (ValueError for another); with ``owner``, only
+        those whose owner column holds it (:mod:`agentq.backends.owners`: tasks
+        by ``created_by``; 0 for another table). SQLite and PostgreSQL keep the
+        counts in the transaction of each insert and delete (a record's updates
+        cost nothing), so reading one costs a row, not the records; Spanner
+        counts in the query (the owner's through the owner index)."""
         ...
 
     def read_tallies(

@@ -309,8 +309,8 @@ class SpannerBackend:
         """Depth, ready and scheduled from the queue table (see :mod:`.inspection`)."""
         return queue_stats(self, self.queue_spec(queue))
 
-    def record_count(self, table: str) -> int:
-        return records.record_count(self, table)
+    def record_count(self, table: str, *, owner: str | None = None) -> int:
+        return records.record_count(self, table, owner)
 
     def read_tallies(
         self, first_minute: int, end_minute: int, *, width: int = 1, owner: str | None = None

@@ -18,6 +18,7 @@ from agentq.backends.base import (
     prefix_end,
     rare_statuses,
 )
+from agentq.backends.owners import OWNED_TABLES, OWNER_FIELD
 from agentq.backends.spanner.api_errors import mapped_errors
 from agentq.backends.spanner.wire import storable_key
 from agentq.backends.tallies import TALLY_TABLE, check_window, group, tallies_from_records
@@ -139,19 +140,28 @@ def list_records(
     return out if limit is None else out[:limit]
 
 
-def record_count(backend: SpannerBackend, table: str) -> int:
-    """How many records ``table`` holds, counted in the query (Spanner keeps no
-    totals yet: the scan of the table's key range, not of its values)."""
+def record_count(backend: SpannerBackend, table: str, owner: str | None = None) -> int:
+    """How many records ``table`` holds (``owner``'s only, if given), counted in
+    the query (Spanner keeps no totals yet: the scan of the table's key range,
+    not of its values; an owner's, filtered on its records' ``created_by``)."""
     check_counted(table)
+    if owner is not None and table not in OWNED_TABLES:
+        return 0
     d = backend.dialect
-    [name] = d.params(["tbl"])
-    sql = f"SELECT COUNT(*) FROM {d.records} WHERE tbl = {name}"
+    names = ["tbl"] if owner is None else ["tbl", "owner"]
+    marks = d.params(names)
+    sql = f"SELECT COUNT(*) FROM {d.records} WHERE tbl = {marks[0]}"
+    if owner is not None:
+        field = (f"(v::jsonb ->> '{OWNER_FIELD}')" if d.postgres
+                 else f"JSON_VALUE(v, '$.{OWNER_FIELD}')")  # fmt: skip
+        sql += f" AND {field} = {marks[1]}"
+    values = [table] if owner is None else [table, owner]
+    types = {key: param_types.STRING for key in d.param_keys(names)}
     with (
         mapped_errors(f"counting records of {table}", backend.endpoint),
         backend.database.snapshot() as snap,
     ):
-        rows = list(snap.execute_sql(sql, params=d.param_dict(["tbl"], [table]),
-                                     param_types={d.param_keys(["tbl"])[0]: param_types.STRING}))  # fmt: skip
+        rows = list(snap.execute_sql(sql, params=d.param_dict(names, values), param_types=types))
     return int(rows[0][0]) if rows else 0
 
 
