@@ -4,10 +4,12 @@ and the count of its tasks read the owner's page through the index of the
 ``owner`` column (``agentq.backends.owners``), not every task of the owner's.
 Before, the filter on ``created_by`` was checked in each record's JSON: the
 work grew with the owner's history (0.5 s for a page at 100,000 tasks on
-PostgreSQL), which these tests saw (the steps grew 20-fold).
+PostgreSQL), which these tests saw on the code before (an agent's newest page
+skipped every newer task of another owner's; its dead tasks were read among
+everyone's dead ones).
 
-Each listing runs at two sizes of the owner's history (its finished tasks,
-beside another owner's), and the work SQLite does for it (its virtual
+Each listing runs at two sizes of the ledger (the owner's finished tasks, and
+ten times as many of another owner's), and the work SQLite does for it (its virtual
 machine's steps, which count the rows a query reads and drops) must not grow."""
 
 from __future__ import annotations
@@ -26,11 +28,16 @@ NOISE_SMALL, NOISE_LARGE = 100, 2000
 
 
 def _history(b: Backend, count: int) -> None:
-    """``count`` finished tasks of ann's and of bob's, interleaved."""
+    """``count`` finished tasks of ann's, then ten times as many of bob's (newer:
+    above ann's in key order), half of them succeeded and half dead."""
     b.transact(lambda tx: [
         tx.put_record("tasks", f"t{i:06d}", encode_record(
-            {"status": "succeeded", "tool": "a", "created_by": "ann" if i % 2 else "bob"}))
-        for i in range(2 * count)
+            {"status": "succeeded", "tool": "a", "created_by": "ann"}))
+        for i in range(count)
+    ] + [
+        tx.put_record("tasks", f"t{i:06d}", encode_record(
+            {"status": "dead" if i % 2 else "succeeded", "tool": "a", "created_by": "bob"}))
+        for i in range(count, 11 * count)
     ])  # fmt: skip
 
 
@@ -48,8 +55,9 @@ LISTINGS: dict[str, tuple[dict[str, Any], int]] = {
     # The agent's task page: newest first, its own, of the callers' kind.
     "an agent's page": ({"where": {"created_by": ["ann"], "kind": ["action", None]},
                          "descending": True, "limit": 51}, 51),
+    "an agent's first page": ({"where": {"created_by": ["ann"]}, "limit": 51}, 51),
     "an agent's page after a cursor": ({"where": {"created_by": ["ann"]}, "descending": True,
-                                        "after": "t000101", "limit": 11}, 11),
+                                        "after": "t000090", "limit": 11}, 11),
     "an agent's dead tasks": ({"where": {"created_by": ["ann"], "status": ["dead"]},
                                "limit": 11}, 1),
     "an agent's unfinished, rare": ({"where": {"created_by": ["ann"], "status": [
@@ -63,7 +71,7 @@ LISTINGS: dict[str, tuple[dict[str, Any], int]] = {
 @pytest.fixture(scope="module")
 def sizes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Backend, Backend]]:
     """Two ledgers alike but for the owners' histories: 100 and 2,000 finished
-    tasks each."""
+    tasks of ann's (and ten times as many of bob's)."""
     folder = tmp_path_factory.mktemp("owners")
     small, large = (open_backend(f"sqlite:///{folder / name}") for name in ("s.db", "l.db"))
     for backend, count in ((small, NOISE_SMALL), (large, NOISE_LARGE)):
