@@ -24,7 +24,8 @@ NOISE = 2000
 def _fill(b: Any) -> None:
     # ann's few tasks, the oldest; bob's many after them, half dead.
     b.transact(lambda tx: [tx.put_record("tasks", f"t{i:06d}", encode_record(
-        {"status": "succeeded", "tool": "a", "created_by": "ann"})) for i in range(20)])  # fmt: skip
+        {"status": "succeeded", "tool": "a", "created_by": "ann"}))
+        for i in range(20)])  # fmt: skip
     b.transact(lambda tx: [tx.put_record("tasks", f"t{i:06d}", encode_record(
         {"status": "dead" if i % 2 else "succeeded", "tool": "a", "created_by": "bob"}))
         for i in range(20, NOISE)])  # fmt: skip

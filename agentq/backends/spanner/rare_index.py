@@ -47,20 +47,20 @@ __all__ = ["backfill", "has_column"]
 BACKFILL_CHUNK = 2000
 
 
-def has_column(backend: SpannerBackend) -> bool | None:
-    """Whether the records table has the column (one query; an error that names
+def has_column(backend: SpannerBackend, column: str = COLUMN) -> bool | None:
+    """Whether the records table has ``column`` (one query; an error that names
     the column, on either dialect, means it does not), None if there is no
     records table yet."""
     d = backend.dialect
     try:
         with backend.database.snapshot() as snap:
-            list(snap.execute_sql(f"SELECT {COLUMN} FROM {d.records} LIMIT 1"))
+            list(snap.execute_sql(f"SELECT {column} FROM {d.records} LIMIT 1"))
     except API_ERRORS as exc:
-        if COLUMN in str(exc):
+        if column in str(exc):
             return False
         if d.records.lower() in str(exc).lower():
             return None
-        with mapped_errors(f"reading the records table's {COLUMN} column", backend.endpoint):
+        with mapped_errors(f"reading the records table's {column} column", backend.endpoint):
             raise
     return True
 
