@@ -20,23 +20,18 @@ a wrong row is never listed).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from google.cloud.spanner_v1 import param_types
+from functools import partial
+from typing import TYPE_CHECKING
 
 from agentq.backends.owners import OWNED_TABLES, OWNER_FIELD, record_owner
-from agentq.backends.spanner.api_errors import mapped_errors
 from agentq.backends.spanner.ddl import OWNER_COLUMN as COLUMN
+from agentq.backends.spanner.rare_index import chunks_where, set_column
 from agentq.backends.spanner.rare_index import has_column as _has_column
 
 if TYPE_CHECKING:
     from agentq.backends.spanner.backend import SpannerBackend
 
 __all__ = ["backfill", "has_column"]
-
-#: Records read per query, and owners written per commit, by :func:`backfill`.
-BACKFILL_CHUNK = 2000
-
 
 def has_column(backend: SpannerBackend) -> bool | None:
     """Whether the records table has the owner column (None: no records table)."""
@@ -48,44 +43,10 @@ def backfill(backend: SpannerBackend) -> int:
     read once in key order, a chunk per query, and only the tasks with an owner
     written. Returns how many were written."""
     d = backend.dialect
-    names = ["tbl", "after"]
-    t, a = d.params(names)
-    sql = (
-        f"SELECT k, v FROM {d.records} WHERE tbl = {t} AND k > {a} "
-        f"ORDER BY k LIMIT {BACKFILL_CHUNK}"
-    )
+    field = f"(v::jsonb ->> '{OWNER_FIELD}')" if d.postgres else f"JSON_VALUE(v, '$.{OWNER_FIELD}')"
     written = 0
     for table in OWNED_TABLES:
-        after = ""
-        while True:
-            with (
-                mapped_errors(f"reading {table} to fill {COLUMN}", backend.endpoint),
-                backend.database.snapshot() as snap,
-            ):
-                rows = list(snap.execute_sql(sql, params=d.param_dict(names, [table, after])))
-            owned = [str(k) for k, v in rows if record_owner(table, str(v)) is not None]
-            if owned:
-                _write(backend, table, owned)
-                written += len(owned)
-            if len(rows) < BACKFILL_CHUNK:
-                break
-            after = str(rows[-1][0])
+        for owned in chunks_where(backend, table, partial(record_owner, table)):
+            set_column(backend, table, owned, COLUMN, field)
+            written += len(owned)
     return written
-
-
-def _write(backend: SpannerBackend, table: str, keys: list[str]) -> None:
-    # The owner is taken from the record as it is when the update runs.
-    d = backend.dialect
-    names = ["tbl", "keys"]
-    t, k = d.params(names)
-    among = f"k = ANY({k})" if d.postgres else f"k IN UNNEST({k})"
-    field = f"(v::jsonb ->> '{OWNER_FIELD}')" if d.postgres else f"JSON_VALUE(v, '$.{OWNER_FIELD}')"
-    sql = f"UPDATE {d.records} SET {COLUMN} = {field} WHERE tbl = {t} AND {among}"
-    kinds = [param_types.STRING, param_types.Array(param_types.STRING)]
-    types = dict(zip(d.param_keys(names), kinds, strict=True))
-
-    def body(txn: Any) -> None:
-        txn.execute_update(sql, params=d.param_dict(names, [table, keys]), param_types=types)
-
-    with mapped_errors(f"filling {COLUMN} of {table}", backend.endpoint):
-        backend.database.run_in_transaction(body)
