@@ -10,12 +10,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from agentq import idempotency, joins, webhooks
 from agentq.approvals import ApprovalInfo
 from agentq.backends import Transaction
 from agentq.batching import windowed_delivery
+from agentq.enqueue_options import (
+    MAX_DEBOUNCE,
+    EnqueueOptions,
+    as_timedelta,
+    asked,
+    checked_key,
+    checked_options,
+)
 from agentq.errors import ApprovalNotFound, InvalidArguments, ToolError
 from agentq.ledger import Tables, TaskInfo
 from agentq.lifecycle import approval_timers, approvals, dedupe, tasks
@@ -27,80 +35,6 @@ if TYPE_CHECKING:
     from agentq.runtime import Runtime
 
 __all__ = ["Decision", "EnqueueOptions", "Submission", "as_timedelta"]
-
-_MAX_KEY_LENGTH = 1024
-#: The longest debounce window: a debounce is a burst's settling time, not a timer.
-_MAX_DEBOUNCE = timedelta(days=1)
-
-
-def as_timedelta(value: float | timedelta) -> timedelta:
-    """Seconds or a timedelta, as a timedelta."""
-    return value if isinstance(value, timedelta) else timedelta(seconds=value)
-
-
-def _checked_key(kind: str, key: str | None) -> str | None:
-    if key is None:
-        return None
-    if not isinstance(key, str) or not key or len(key) > _MAX_KEY_LENGTH:
-        raise InvalidArguments(
-            f"{kind} must be a non-empty string of at most {_MAX_KEY_LENGTH} characters, "
-            f"got {key!r:.80}"
-        )
-    return key
-
-
-class EnqueueOptions(TypedDict, total=False):
-    """The keyword options of an enqueue (:meth:`Decision.enqueue`,
-    :meth:`Decision.submit`, ``Runtime.enqueue_action`` and ``Runtime.submit``),
-    each optional; :meth:`Decision.enqueue` says what they do. A wrapper that
-    passes them on types its ``**options: Unpack[EnqueueOptions]``."""
-
-    ordering_key: str | None
-    idempotency_key: str | None
-    at: datetime | None
-    delay: float | timedelta | None
-    reason: str
-    callback_url: str | None
-    dedupe_key: str | None
-    debounce: str | float | timedelta | None
-    after: Sequence[str | TaskInfo] | None
-    by: str
-
-
-_OPTIONS = frozenset(EnqueueOptions.__annotations__)
-
-
-def _checked_options(options: Mapping[str, Any]) -> None:
-    """A misspelt option is refused, as a named keyword parameter would be: a
-    caller without a type checker would otherwise lose it silently."""
-    unknown = sorted(set(options) - _OPTIONS)
-    if unknown:
-        raise TypeError(
-            f"unexpected keyword argument(s) {', '.join(map(repr, unknown))} "
-            f"(enqueue options: {', '.join(sorted(_OPTIONS))})"
-        )
-
-
-def _asked(options: Mapping[str, Any]) -> dict[str, Any]:
-    """What an enqueue asks for besides its arguments, as plain JSON: the rest of
-    its idempotency fingerprint. The schedule as asked (``delay`` in seconds,
-    not the time it comes to), so a retry later asks the same."""
-    out: dict[str, Any] = {}
-    for name in ("ordering_key", "reason", "callback_url", "dedupe_key"):
-        if options.get(name):
-            out[name] = options[name]
-    at, delay, debounce = options.get("at"), options.get("delay"), options.get("debounce")
-    if at is not None:
-        out["at"] = at.isoformat() if isinstance(at, datetime) else str(at)
-    if delay is not None:
-        out["delay"] = as_timedelta(delay).total_seconds()
-    if debounce is not None:
-        out["debounce"] = debounce if isinstance(debounce, str) else (
-            as_timedelta(debounce).total_seconds()
-        )
-    if options.get("after"):
-        out["after"] = [a if isinstance(a, str) else a.task_id for a in options["after"]]
-    return out
 
 
 @dataclass(frozen=True)
@@ -182,7 +116,7 @@ class Decision:
         """:meth:`enqueue`, telling whether this call created the task (False: its
         ``idempotency_key`` had created it before, or it collapsed into the pending
         task of its ``dedupe_key``) and whether it collapsed."""
-        _checked_options(options)
+        checked_options(options)
         shared = [k for k in ("idempotency_key", "dedupe_key", "ordering_key", "after")
                   if options.get(k) is not None]  # fmt: skip
         if shared:
@@ -193,10 +127,10 @@ class Decision:
         callback_url = options.get("callback_url")
         if callback_url is not None:
             callback_url = webhooks.check_callback_url(callback_url, rt.policy)
-        ordering_key = _checked_key("ordering_key", options.get("ordering_key"))
-        idempotency_key = _checked_key("idempotency_key", options.get("idempotency_key"))
-        by = _checked_key("by", options.get("by")) or tasks.LOCAL
-        dedupe_key = _checked_key("dedupe_key", options.get("dedupe_key"))
+        ordering_key = checked_key("ordering_key", options.get("ordering_key"))
+        idempotency_key = checked_key("idempotency_key", options.get("idempotency_key"))
+        by = checked_key("by", options.get("by")) or tasks.LOCAL
+        dedupe_key = checked_key("dedupe_key", options.get("dedupe_key"))
         at, delay, after = options.get("at"), options.get("delay"), options.get("after")
         debounce, reason = options.get("debounce"), options.get("reason", "")
         if at is not None and delay is not None:
@@ -210,7 +144,7 @@ class Decision:
         deliver = windowed_delivery(rt.policy, definition, validated, deliver, self.now)
         fingerprint = None
         if idempotency_key is not None:
-            fingerprint = idempotency.request_digest(tool, validated, _asked(options))
+            fingerprint = idempotency.request_digest(tool, validated, asked(options))
             existing = idempotency.lookup(self.tx, idempotency_key, tool, validated, by=by,
                                           fingerprint=fingerprint)  # fmt: skip
             if existing is not None:
@@ -229,8 +163,16 @@ class Decision:
         waits_on = self._prerequisites(after, ordering_key, needs_approval, tool)
         if needs_approval:
             approval = self._request(
-                definition, validated, reason, None, ordering_key, idempotency_key, deliver,
-                callback_url, by, fingerprint,
+                definition,
+                validated,
+                reason,
+                None,
+                ordering_key,
+                idempotency_key,
+                deliver,
+                callback_url,
+                by,
+                fingerprint,
             )
             if dedupe_key is not None:
                 dedupe.remember(self.tx, tool, dedupe_key, validated, approval.task_id)
@@ -258,7 +200,7 @@ class Decision:
             window = parse_duration(debounce)
         except (TypeError, ValueError, OverflowError):
             window = timedelta(-1)
-        if not timedelta(0) <= window <= _MAX_DEBOUNCE:
+        if not timedelta(0) <= window <= MAX_DEBOUNCE:
             raise InvalidArguments(f"debounce must be from 0 to 1 day, got {debounce!r}")
         return self.now + window
 
@@ -313,9 +255,9 @@ class Decision:
             self._require_serializable("an approval request with ordering_key")
         definition = self._enqueueable(tool)
         validated = definition.enqueueable_args(args)
-        ordering_key = _checked_key("ordering_key", ordering_key)
+        ordering_key = checked_key("ordering_key", ordering_key)
         delay = None if escalate_after is None else as_timedelta(escalate_after)
-        by = _checked_key("by", by) or tasks.LOCAL
+        by = checked_key("by", by) or tasks.LOCAL
         return self._request(
             definition, validated, reason, delay, ordering_key, None, at, created_by=by
         )

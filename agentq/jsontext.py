@@ -9,6 +9,8 @@ would, and hold no state between calls (safe from any thread).
 :func:`decode` reads stored JSON (ledger records, task envelopes) with orjson,
 three to five times faster than ``json.loads``, and always to the value
 ``json.loads`` gives: see its docstring for where orjson would differ.
+:func:`compact_text` is :data:`compact` with orjson where that writes the very
+same text (an enqueue's arguments and envelope: 4-5 µs of stdlib encoding).
 """
 
 from __future__ import annotations
@@ -20,11 +22,58 @@ from typing import Any
 
 import orjson
 
-__all__ = ["MAX_DEPTH", "canonical", "compact", "decode", "loads"]
+__all__ = ["MAX_DEPTH", "canonical", "compact", "compact_text", "decode", "loads"]
 
 #: Compact ASCII JSON (no spaces); NaN and infinities raise ``ValueError``.
 #: Equal to ``json.dumps(obj, separators=(",", ":"), allow_nan=False)``.
 compact: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+# The types whose JSON orjson writes exactly as ``compact`` does, given ASCII text
+# without DEL: exact types only (a subclass may encode otherwise in one of them).
+# Not float (orjson writes 1e-05 as 0.00001, NaN as null where ``compact``
+# raises), nor what only orjson encodes (Enum, UUID, datetime, dataclasses).
+_SCALARS = frozenset({str, int, bool, type(None)})
+_PLAIN_DEPTH = 16  # deeper values take the stdlib's path (no Python recursion limit here)
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` holds only the types orjson writes as ``compact`` does."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if depth >= _PLAIN_DEPTH:
+        return False
+    # A loop, not all() over a generator, for a dict: every enqueue encodes two.
+    if kind is dict:
+        for k, v in value.items():
+            if type(k) is not str or (type(v) not in _SCALARS and not _plain(v, depth + 1)):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        return all(type(v) in _SCALARS or _plain(v, depth + 1) for v in value)
+    return False
+
+
+def compact_text(value: Any) -> str:
+    """``compact(value)``: the same text, or the same exception, always.
+
+    orjson where the value holds only exact ``dict``, ``list``, ``tuple``,
+    ``str``, ``int``, ``bool`` and ``None`` (no float: orjson formats some
+    otherwise, and writes NaN as null where the stdlib refuses it) and orjson's
+    text is ASCII without DEL (the stdlib escapes every other character, and
+    DEL); the stdlib's encoder for everything else: non-string keys, integers
+    beyond 64 bits (orjson refuses them), subclasses, Enum, UUID, datetime
+    (orjson would write them, the stdlib refuses them), floats, deep nesting.
+    """
+    if _plain(value):
+        try:
+            raw = orjson.dumps(value)
+        except TypeError:  # orjson.JSONEncodeError: an integer beyond 64 bits
+            return compact(value)
+        if raw.isascii() and b"\x7f" not in raw:
+            return raw.decode("ascii")
+    return compact(value)
+
 
 #: Compact ASCII JSON with sorted keys: the same value always gives the same text.
 #: Equal to ``json.dumps(obj, sort_keys=True, separators=(",", ":"))``.

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from agentq.errors import ConfigError, InvalidIdentifier, InvalidMessage, PayloadTooLarge
-from agentq.jsontext import compact, decode
+from agentq.jsontext import compact_text, decode
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -163,7 +163,7 @@ class QueueSpec:
             data = bytes(payload)
         else:
             try:
-                data = compact(payload).encode()
+                data = compact_text(payload).encode()
             except (TypeError, ValueError) as exc:
                 raise InvalidMessage(f"queue {self.name!r} takes JSON payloads: {exc}") from exc
         if len(data) > self.max_payload_bytes:

@@ -671,6 +671,17 @@ class Backend(Protocol):
         returns how many rows went (a count of stored rows, not of tasks)."""
         ...
 
+    def compact_tallies(self, before_minute: int) -> int:
+        """Merge the stored tallies of the minutes before ``before_minute`` into
+        one row per minute, owner, outcome and bucket, where a backend stores
+        more (PostgreSQL folds the changes its completions append; Spanner merges
+        its one record per transaction into one per minute; SQLite keeps one
+        already). :meth:`read_tallies` answers the same before and after; what
+        it reads then grows with the minutes, not with the transactions.
+        Concurrent completions lose nothing. Returns how many stored rows
+        went (merged into others)."""
+        ...
+
     def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
         """The keys of every message in ``queue`` (ready, scheduled or leased), in
         no particular order. The queue holds only unfinished work: reading its

@@ -16,7 +16,11 @@ write reads and folds them into the keyed table when they are read (as
 :mod:`~agentq.backends.postgres.totals` does for the record counts);
 Spanner writes each transaction's tallies as one record of its own under a
 fresh key (a blind write), summed when read (:func:`record_tally`,
-:func:`tallies_from_records`).
+:func:`tallies_from_records`). A worker's pruner compacts the past minutes
+every pass (:meth:`~agentq.backends.base.Backend.compact_tallies`): the
+changes folded, a minute's records merged into one (:func:`merged`), so a
+read costs one row per minute, owner, outcome and bucket, not one per
+transaction.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ __all__ = [
     "check_tallies",
     "check_window",
     "group",
+    "merged",
     "record_key",
     "record_tally",
     "tallies_from_records",
@@ -86,6 +91,17 @@ def group(
             continue
         slot = first_minute + (t.minute - first_minute) // width * width
         key = (slot, t.owner if owner is not None else "", t.outcome, t.bucket)
+        sums[key] = sums.get(key, 0) + t.count
+    return [Tally(m, o, out, b, n) for (m, o, out, b), n in sorted(sums.items()) if n]
+
+
+def merged(tallies: Iterable[Tally]) -> list[Tally]:
+    """``tallies`` summed per minute, owner, outcome and bucket (owners kept
+    apart): what a backend that stores several rows of one minute compacts
+    them into. Sorted."""
+    sums: dict[tuple[int, str, str, int], int] = {}
+    for t in tallies:
+        key = (t.minute, t.owner, t.outcome, t.bucket)
         sums[key] = sums.get(key, 0) + t.count
     return [Tally(m, o, out, b, n) for (m, o, out, b), n in sorted(sums.items()) if n]
 

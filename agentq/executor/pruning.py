@@ -1,5 +1,8 @@
 """A serving worker's pruner: finished tasks are deleted once past their retention.
 
+With retention off for every tool, it still deletes the console chart's old
+tallies (:func:`~agentq.lifecycle.retention.prune_tallies`) once a minute.
+
 While :meth:`Worker.run` serves, a thread runs :meth:`Runtime.prune` every
 ``interval`` seconds (default: a quarter of the shortest retention, at most a
 minute): a batch of records per short transaction, with a pause between batches
@@ -23,7 +26,7 @@ import threading
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from agentq.lifecycle.retention import DEFAULT_BATCH, claim_pruning
+from agentq.lifecycle.retention import DEFAULT_BATCH, claim_pruning, prune_tallies
 
 if TYPE_CHECKING:
     from agentq.executor.worker import Worker
@@ -79,14 +82,14 @@ class Pruner:
     def prune_once(self) -> None:
         """One pass, if this worker holds (or gets) the database's pruning claim."""
         rt = self.worker.runtime
-        if rt.retention_rules().shortest is None:
-            return  # retention is off for every tool
         ttl = timedelta(seconds=3 * self.interval + 60)
         if not claim_pruning(rt.backend, self.owner, rt.clock.now(), ttl):
             return
         shortest = rt.retention_rules().shortest
-        assert shortest is not None
         now = rt.clock.now()
+        if shortest is None:  # tasks kept forever; the chart's tallies are not
+            prune_tallies(rt.backend, now)
+            return
         full = self._last_full is None or now - self._last_full >= full_pass_every(shortest)
         report = rt.prune(
             batch_size=self.batch_size, pause=self.pause, stop=self._stop, keep_free=KEEP_FREE,

@@ -34,7 +34,7 @@ from typing import Any
 
 from agentq.backends import EncodedRecord, Transaction
 from agentq.errors import ToolError
-from agentq.jsontext import compact
+from agentq.jsontext import compact_text
 from agentq.ledger import Tables
 
 __all__ = [
@@ -62,7 +62,7 @@ class ArgumentsUnavailable(ToolError):
 def encode_args(args: Mapping[str, Any]) -> str:
     """The stored text of validated arguments (compact, ASCII: its length is its
     size in bytes). NaN and infinities raise ValueError."""
-    return compact(args)
+    return compact_text(args)
 
 
 def offload(tx: Transaction, task_id: str, args_text: str) -> dict[str, Any]:

@@ -39,22 +39,26 @@ pruners may run at once: a record deleted by one is skipped by the other.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Final
 
 from agentq.approvals import ApprovalStatus
 from agentq.backends import Backend, Transaction
 from agentq.clock import to_micros
-from agentq.errors import ConfigError
 from agentq.ledger import TERMINAL, Tables, TaskStatus
 from agentq.lifecycle import audit, payloads, retention_records, run_retention
 from agentq.lifecycle.retention_records import GoneTasks, stamp
+from agentq.lifecycle.retention_rules import (
+    PruneCounts,
+    RetentionRules,
+    RetentionSetting,
+    policy_rules,
+    retention_setting,
+)
 from agentq.lifecycle.retention_scan import TaskScan
 from agentq.lifecycle.states import APPROVAL_TRANSITIONS, TASK_TRANSITIONS
 from agentq.lifecycle.tallies import minute_of
-from agentq.policies import Policy, parse_duration
-from agentq.retention import DEFAULT_AUDIT_RETENTION, OFF, RetentionValue, parse_retention
+from agentq.retention import DEFAULT_AUDIT_RETENTION
 
 __all__ = [
     "DEFAULT_BATCH",
@@ -67,6 +71,7 @@ __all__ = [
     "claim_pruning",
     "policy_rules",
     "prune_pass",
+    "prune_tallies",
     "retention_setting",
 ]
 
@@ -90,89 +95,6 @@ TALLIES_KEPT = timedelta(days=2)
 DEFAULT_BATCH = 200
 
 _AUDIT_PREFIX = "aud_"
-
-
-@dataclass
-class PruneCounts:
-    """Records deleted (or, in a dry run, that would be)."""
-
-    tasks: int = 0
-    approvals: int = 0
-    idempotency_keys: int = 0
-    audit_entries: int = 0
-    #: Out-of-band arguments (deleted with their task).
-    payloads: int = 0
-    #: Dedupe keys whose task is gone.
-    dedupe_keys: int = 0
-    #: Per-key slot records that held nothing for longer than the retention.
-    key_slots: int = 0
-    #: Records of workers not heard from for longer than the retention.
-    worker_records: int = 0
-    #: Finished durable agent runs older than the runtime's retention.
-    runs: int = 0
-    #: Owners' daily usage records of durable runs, of days past the retention.
-    run_usage: int = 0
-
-    def add(self, other: PruneCounts) -> None:
-        """Add ``other``'s counts to these."""
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-
-    def as_dict(self) -> dict[str, int]:
-        """Each kind's count, by name."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @property
-    def total(self) -> int:
-        """All records counted."""
-        return sum(self.as_dict().values())
-
-
-@dataclass(frozen=True)
-class RetentionRules:
-    """How long finished tasks are kept: ``default`` for every tool, ``tools``
-    for those configured otherwise; ``None`` keeps them forever."""
-
-    default: timedelta | None
-    tools: Mapping[str, timedelta | None] = field(default_factory=dict)
-
-    def for_tool(self, tool: str) -> timedelta | None:
-        """The retention of ``tool``'s finished tasks (``None``: kept)."""
-        return self.tools.get(tool, self.default)
-
-    @property
-    def shortest(self) -> timedelta | None:
-        """The shortest retention of any tool (``None``: every tool keeps all)."""
-        found = [r for r in (self.default, *self.tools.values()) if r is not None]
-        return min(found) if found else None
-
-
-#: What ``Runtime(retention=...)`` takes: a duration (``timedelta``, seconds,
-#: ``"7d"``), or ``"off"`` / ``None`` to keep finished tasks forever.
-RetentionSetting = RetentionValue | float | str | None
-
-
-def retention_setting(value: RetentionSetting, what: str = "retention") -> timedelta | None:
-    """``value`` as a duration, or ``None`` for "off" (:class:`ConfigError` if
-    it is neither; zero is refused: see :mod:`agentq.retention`)."""
-    if value is None:
-        return None
-    try:
-        parsed = parse_retention(value, parse_duration)
-    except ValueError as exc:
-        raise ConfigError(f"{what}: {exc}") from exc
-    return None if parsed == OFF else parsed
-
-
-def policy_rules(default: timedelta | None, policy: Policy) -> RetentionRules:
-    """The rules of a runtime's ``default`` retention and its policy's per-tool
-    ``retention`` keys."""
-    tools = {
-        name: None if p.retention == OFF else p.retention
-        for name, p in policy.tools.items()
-        if p.retention is not None
-    }
-    return RetentionRules(default, tools)
 
 
 def _finished_at(rec: Mapping[str, Any]) -> datetime | None:
@@ -309,7 +231,6 @@ def _prune_audit(
     alive = backend.read_records(Tables.TASKS, about) if about else {}
     gone = [k for k, e in old if not e.get("task_id") or str(e["task_id"]) not in alive]
     if gone and not dry_run:
-
         dropped = set(gone)
         index = [k for key, e in old if key in dropped for k in audit.index_keys(key, e)]
 
@@ -356,8 +277,8 @@ def prune_pass(
             scan = TaskScan.window(backend, since, now, sorted(kept))
         for page in scan.pages(batch_size):
             yield _prune_tasks(backend, rules, now, page, dry_run)
-    if not dry_run:  # the chart's bookkeeping, whatever the tasks' retention: not counted
-        backend.delete_tallies(minute_of(now - TALLIES_KEPT))
+    if not dry_run:
+        prune_tallies(backend, now)
     if since is not None:
         return
     gone = _gone_or_going(backend, rules, now) if dry_run else retention_records.tasks_gone(backend)
@@ -403,6 +324,17 @@ def _gone_or_going(backend: Backend, rules: RetentionRules, now: datetime) -> Go
     return gone
 
 
+def prune_tallies(backend: Backend, now: datetime) -> None:
+    """The chart's bookkeeping, whatever the tasks' retention (kept forever or
+    not), not counted: delete the per-minute tallies older than
+    :data:`TALLIES_KEPT`, and merge the rows of each minute before the last one
+    (:meth:`~agentq.backends.base.Backend.compact_tallies`: PostgreSQL's
+    appended changes, Spanner's one record per transaction), so that what the
+    chart reads stays one row per minute between two console reads."""
+    backend.delete_tallies(minute_of(now - TALLIES_KEPT))
+    backend.compact_tallies(minute_of(now) - 1)
+
+
 def claim_pruning(backend: Backend, owner: str, now: datetime, ttl: timedelta) -> bool:
     """Claim the database's pruning for ``owner`` until ``now + ttl`` unless another
     owner's claim is still running; returns whether ``owner`` holds it. Only saves
@@ -429,4 +361,3 @@ def claim_pruning(backend: Backend, owner: str, now: datetime, ttl: timedelta) -
         return not tx.replace_records(PRUNER_TABLE, [("claim", held.version, claim)])
 
     return backend.transact(take, durable=False, fenced=True)
-

@@ -20,7 +20,6 @@ the transaction that applies it.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Final
@@ -29,7 +28,7 @@ from agentq.backends import Transaction
 from agentq.errors import IdempotencyConflict, IllegalTransition, InvalidArguments, RunNotFound
 from agentq.ids import new_run_id
 from agentq.ledger import TERMINAL, Tables, TaskStatus
-from agentq.lifecycle import run_budgets, tasks
+from agentq.lifecycle import run_budgets, run_messages, tasks
 from agentq.lifecycle.records import Env, iso
 from agentq.lifecycle.states import NEW, Event
 from agentq.run_info import RUN_TERMINAL, RunStatus
@@ -239,7 +238,7 @@ def _next_turn(env: Env, tx: Transaction, rec: dict[str, Any], event: RunEvent) 
     """The calls of the run's last turn ended: their results join the
     conversation and the next turn is sent, unless the turn budget is spent."""
     last = (rec.get("turns") or [{}])[-1]
-    messages = [*rec.get("messages", []), *_tool_messages(tx, last)]
+    messages = [*rec.get("messages", []), *run_messages.tool_messages(tx, last)]
     rec = {**rec, "messages": messages}
     max_turns = (rec.get("budget") or {}).get("max_turns")
     if max_turns is not None and int(rec["turn"]) >= int(max_turns):
@@ -248,35 +247,6 @@ def _next_turn(env: Env, tx: Transaction, rec: dict[str, Any], event: RunEvent) 
     new = _send_turn(env, tx, _moved(rec, event, tx))
     _store(tx, new)
     return new
-
-
-def _tool_messages(tx: Transaction, turn: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One ``tool`` message per call of ``turn``, in the model's order."""
-    calls = list(turn.get("calls") or ())
-    task_ids = [str(c["task_id"]) for c in calls if c.get("task_id")]
-    records = tx.get_records(Tables.TASKS, task_ids) if task_ids else {}
-    out = []
-    for call in calls:
-        task = records.get(str(call.get("task_id"))) if call.get("task_id") else None
-        out.append({"role": "tool", "tool_call_id": call.get("call_id") or "",
-                    "content": _call_content(call, task)})  # fmt: skip
-    return out
-
-
-def _call_content(call: Mapping[str, Any], task: Mapping[str, Any] | None) -> str:
-    """What the model is told a call came to (it reads text)."""
-    if call.get("error"):
-        return f"error: {call['error']}"
-    if task is None:
-        if call.get("task_id"):
-            return "error: the task's record is gone (pruned)"
-        return json.dumps(call.get("result"), default=str)
-    status = task.get("status")
-    if status == TaskStatus.SUCCEEDED:
-        return json.dumps(task.get("result"), default=str)
-    if status == TaskStatus.CANCELLED:
-        return f"not run: {task.get('error') or 'cancelled'}"
-    return f"error: the call failed ({status}): {task.get('error') or 'no detail'}"
 
 
 def tag_call(tx: Transaction, task_id: str, run_id: str, turn: int, position: int) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from agentq.errors import InvalidArguments
-from agentq.jsontext import compact
+from agentq.jsontext import compact_text
 
 __all__ = [
     "close_schema",
@@ -149,7 +149,7 @@ def encode_args(tool: str, validated: BaseModel) -> tuple[dict[str, Any], str]:
     once, here); a NaN or infinity is refused, naming its field."""
     data = validated.model_dump(mode="json")
     try:
-        return data, compact(data)
+        return data, compact_text(data)
     except ValueError:
         pass  # a NaN or infinity: name it below
     bad = _non_finite(data, ())

@@ -59,8 +59,14 @@ class Trace:
         with self._path.open() as fh:
             fh.seek(start)
             lines = fh.read().splitlines()
+        messages: list[str] = []
+        for line in lines:  # a text of statements spans lines: one message
+            if line.startswith(("F\t", "B\t")) or not messages:
+                messages.append(line)
+            else:
+                messages[-1] += "\n" + line
         trips: list[tuple[list[str], list[str]]] = []
-        for line in lines:
+        for line in messages:
             side, _, message = line.partition("\t")
             message = message.partition("\t")[2]  # after the length
             if side == "F" and (not trips or trips[-1][1]):
@@ -77,14 +83,19 @@ class Trace:
 def worked(trips: list[tuple[list[str], list[str]]]) -> list[str]:
     """The round trips that were not idle leases (a lease that found nothing, its
     look for the next visible time, and its COMMIT), each as the statements sent."""
-    out: list[str] = []
+    return [" | ".join(m.split("\t")[1][:70] for m in sent if m.startswith(("Parse", "Query")))
+            for sent in worked_messages(trips)]  # fmt: skip
+
+
+def worked_messages(trips: list[tuple[list[str], list[str]]]) -> list[list[str]]:
+    """:func:`worked`, each round trip as the messages the client sent."""
+    out: list[list[str]] = []
     idle = False
     for sent, read in trips:
-        text = " | ".join(m.split("\t")[1][:70] for m in sent if m.startswith(("Parse", "Query")))
         if any("SKIP LOCKED" in m for m in sent) and _NOTHING_READY in read:
             idle = True
         if not idle:
-            out.append(text)
+            out.append(sent)
         elif any("COMMIT" in m for m in read):
             idle = False
     return out
@@ -114,3 +125,22 @@ def test_a_batch_of_no_op_tasks_costs_three_round_trips(traced: tuple[Runtime, T
     assert done == [n]
     assert all(rt.task(t.task_id).status == "succeeded" for t in rt.tasks())
     assert len(trips) <= 3, "\n".join(trips)
+
+
+def test_each_round_trip_of_a_batch_is_one_message(traced: tuple[Runtime, Trace]) -> None:
+    """The lease's read, its commit (the batch's lease update and claim, with
+    arrays of the batch's values) and the completion each go as one text of
+    statements, parsed and answered once by the server, not a Parse/Bind/Execute
+    per statement fed by psycopg's pipeline."""
+    rt, trace = traced
+    n = 8
+    worker = rt.worker(concurrency=n, batch_size=n)
+    worker.drain()
+    for i in range(n):
+        rt.enqueue_action("noop", {"n": i})
+    done: list[int] = []
+    trips = worked_messages(trace.round_trips(lambda: done.append(worker.drain())))
+    assert done == [n]
+    assert all(rt.task(t.task_id).status == "succeeded" for t in rt.tasks())
+    kinds = [[m.split("\t")[0] for m in sent] for sent in trips]
+    assert kinds and all(k == ["Query"] for k in kinds), kinds

@@ -55,3 +55,29 @@ def test_completions_add_their_tallies(backend_url: str, clock: FakeClock, tmp_p
         assert rt.backend.read_tallies(minute, minute + 1) == []
     finally:
         rt.close()
+
+
+def test_a_serving_worker_deletes_old_tallies_with_retention_off(
+    backend_url: str, clock: FakeClock, tmp_path: Path
+) -> None:
+    """Tasks kept forever still leave the chart's bookkeeping bounded: the
+    worker's pruner deletes tallies past two days (on PostgreSQL, folding the
+    changes every completion appends) though it has no task to prune. It
+    returned at once with retention off, so they grew with every completion."""
+    from agentq.executor.pruning import Pruner
+
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "tally.py").write_text(_TOOLS)
+    rt = Runtime(backend_url, tools=tools, clock=clock, retention="off")
+    try:
+        minute = tallies.minute_of(clock.now())
+        rt.enqueue_action("fine", {"n": 1})
+        worker = rt.worker(queues=["tally"])
+        assert worker.drain() == 1
+        assert len(rt.backend.read_tallies(minute, minute + 1)) == 1
+        clock.advance(2 * 86400 + 120)
+        Pruner(worker, 60).prune_once()
+        assert rt.backend.read_tallies(minute, minute + 1) == []
+    finally:
+        rt.close()

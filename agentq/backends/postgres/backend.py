@@ -336,6 +336,11 @@ class PostgresBackend:
             "deleting old tallies of finished tasks",
         )
 
+    def compact_tallies(self, before_minute: int) -> int:
+        return self._db.read(
+            lambda conn: tallies.fold(conn, self.schema), "folding the tallies of finished tasks"
+        )
+
     def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
         sql = self._queue_sql(queue)
         rows = self._db.read(

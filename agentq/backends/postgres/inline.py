@@ -10,15 +10,20 @@ the wake-ups that go with it.
 
 The quoting is libpq's own (``PQescapeLiteral`` on the connection, which knows
 its encoding and ``standard_conforming_strings``), for the values agentq's
-own writes bind: text, whole numbers, bytes and NULL. A statement with another
-placeholder or another value (an array, whose type is better left to the
-server's binding) is bound by psycopg's client-side cursor instead, and past
-:data:`INLINE_LIMIT` characters (large arguments) the caller sends them bound
-by the server.
+own writes bind: text, whole numbers, bytes and NULL, and lists of them where
+the statement casts the placeholder to an array type (``%b::text[]``: a
+worker's sets, one element a task), written as an array's text (``{"a","b"}``,
+every element quoted) and then quoted as any text. A list where the
+placeholder names no array type is left to the server's binding (an untyped
+array's text would be read as a single value, or refused). A statement with
+another placeholder or another value is bound by psycopg's client-side cursor
+instead, and past :data:`INLINE_LIMIT` characters (large arguments) the caller
+sends them bound by the server.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -32,21 +37,75 @@ __all__ = ["INLINE_LIMIT", "inlined"]
 #: Above this many bytes of statements the parameters go bound by the server.
 INLINE_LIMIT = 256 * 1024
 #: Values bound by psycopg's client-side quoting (one unambiguous literal each).
-_PLAIN = (str, int, bytes)
+_PLAIN = (str, int, bytes, list)
+#: A placeholder (text ``%s`` or binary ``%b``: inlined, both are a literal).
+_PLACEHOLDER = re.compile(r"%[sb]")
+#: What follows a placeholder cast to an array type (``%b::bigint[]``).
+_ARRAY_CAST = re.compile(r"::\s*[a-z_][a-z0-9_ ]*\[\]", re.IGNORECASE)
+
+
+class _Pieces(tuple[bytes, ...]):
+    """A statement cut at its placeholders; ``arrays[i]``: whether placeholder
+    ``i`` is cast to an array type, so a list may go there as an array's text."""
+
+    arrays: tuple[bool, ...]
 
 
 @lru_cache(maxsize=512)
-def _pieces(query: str) -> tuple[bytes, ...] | None:
-    """``query`` (UTF-8) cut at its ``%s`` placeholders; None if it has another
-    use of ``%`` (a named placeholder, ``%b``, ``%%``): psycopg binds those."""
-    pieces = query.split("%s")
-    if any("%" in piece for piece in pieces):
+def _pieces(query: str) -> _Pieces | None:
+    """``query`` (UTF-8) cut at its ``%s`` and ``%b`` placeholders; None if it
+    has another use of ``%`` (a named placeholder, ``%t``, ``%%``): psycopg
+    binds those."""
+    texts = _PLACEHOLDER.split(query)
+    if any("%" in piece for piece in texts):
         return None
-    return tuple(piece.encode() for piece in pieces)
+    pieces = _Pieces(piece.encode() for piece in texts)
+    pieces.arrays = tuple(_ARRAY_CAST.match(piece) is not None for piece in texts[1:])
+    return pieces
 
 
-def _literal(escape: pq_abc.Escaping, value: Any) -> bytes | None:
-    """``value`` as an SQL literal, or None if it is not one of the plain kinds."""
+def _element(value: Any) -> str | None:
+    """One element of an array's text (quoted), or None if it cannot be one."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        if "\x00" in value:
+            return None
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, bytes):
+        return '"\\\\x' + value.hex() + '"'
+    return None
+
+
+def _array(escape: pq_abc.Escaping, values: list[Any]) -> bytes | None:
+    """``values`` as an array's text, quoted; None if an element is not plain."""
+    kinds = {type(v) for v in values}
+    if kinds == {str}:  # a worker's keys and records: escaped in a few passes, not each
+        joined = "\x00".join(values)
+        if joined.count("\x00") != len(values) - 1:
+            return None  # an element holds a NUL: psycopg's binding refuses it
+        joined = joined.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", '","')
+        return escape.escape_literal(('{"' + joined + '"}').encode())
+    if kinds == {int}:
+        return escape.escape_literal(("{" + ",".join(map(str, values)) + "}").encode())
+    elements: list[str] = []
+    for value in values:
+        element = _element(value)
+        if element is None:
+            return None
+        elements.append(element)
+    return escape.escape_literal(("{" + ",".join(elements) + "}").encode())
+
+
+def _literal(escape: pq_abc.Escaping, value: Any, array: bool = False) -> bytes | None:
+    """``value`` as an SQL literal, or None if it is not one of the plain kinds
+    (a list only where ``array``: the placeholder is cast to an array type)."""
+    if isinstance(value, list):
+        return _array(escape, value) if array else None
     if value is None:
         return b"NULL"
     if isinstance(value, bool):
@@ -63,15 +122,13 @@ def _literal(escape: pq_abc.Escaping, value: Any) -> bytes | None:
     return None
 
 
-def _bound(
-    escape: pq_abc.Escaping, pieces: tuple[bytes, ...] | None, params: Sequence[Any]
-) -> bytes | None:
+def _bound(escape: pq_abc.Escaping, pieces: _Pieces | None, params: Sequence[Any]) -> bytes | None:
     """The statement cut into ``pieces`` with ``params`` quoted between them."""
     if pieces is None or len(pieces) != len(params) + 1:
         return None
     parts = [pieces[0]]
-    for value, piece in zip(params, pieces[1:], strict=True):
-        literal = _literal(escape, value)
+    for value, piece, array in zip(params, pieces[1:], pieces.arrays, strict=True):
+        literal = _literal(escape, value, array)
         if literal is None:
             return None
         parts += (literal, piece)
@@ -99,6 +156,8 @@ def inlined(
             found = _bound(escape, _pieces(query), params) if utf8 else None
             if found is not None:
                 text = found
+            elif any(isinstance(p, list) for p in params):
+                return None  # an array whose type only the server's binding gives
             else:
                 binder = binder or psycopg.ClientCursor(conn)
                 text = binder.mogrify(query, params).encode(encoding)

@@ -110,7 +110,7 @@ class Leases:
                 params: tuple[Any, ...] = (claim.table, now, max_batch_size)
             else:
                 select, params = sql.select_ready, (now, max_batch_size)
-            rows = conn.execute(select, params).fetchall()
+            rows = tx.execute_inlined(select, params).fetchall()
             if not rows:
                 found = conn.execute(sql.next_visible).fetchone()
                 return [], None if found is None else found[0], None

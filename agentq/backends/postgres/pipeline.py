@@ -142,6 +142,24 @@ class TxConn:
         self._flush()
         return self.raw.execute(query, params, **kw)
 
+    def execute_inlined(self, query: str, params: Sequence[Any]) -> psycopg.Cursor[tuple[Any, ...]]:
+        """:meth:`execute` for agentq's own statements of plain values: with what
+        is held back, as one text of statements (one message, parsed and
+        answered once: :mod:`.inline`), as the ``COMMIT`` goes; where a value is
+        not plain, as :meth:`execute`. (An application's statement keeps the
+        server's binding: :meth:`execute`.)"""
+        if not self._pending:
+            return self.raw.execute(query, params)
+        pending = self._pending
+        inline = inlined(self.raw, [*((c.query, c.params) for c in pending), (query, params)])
+        if inline is None:
+            return self.execute(query, params)
+        self._pending, self._savepoint_at = [], None
+        with _reported(pending, self._refused):
+            cur = _results(self.raw.execute(inline), pending)
+        self._began = True
+        return cur
+
     def cursor(self) -> psycopg.Cursor[tuple[Any, ...]]:
         """A cursor of the transaction (what is held back sent first)."""
         self._flush()

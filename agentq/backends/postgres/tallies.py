@@ -27,7 +27,7 @@ from agentq.backends.tallies import Tally, check_tallies, check_window
 if TYPE_CHECKING:
     from agentq.backends.postgres.connection import Conn
 
-__all__ = ["add", "delete_before", "read"]
+__all__ = ["add", "delete_before", "fold", "read"]
 
 def add(conn: object, s: str, tallies: Sequence[Tally]) -> None:
     """Append ``tallies`` with the transaction on ``conn`` (its next round trip);
@@ -46,20 +46,28 @@ def add(conn: object, s: str, tallies: Sequence[Tally]) -> None:
     run_or_defer(conn, query, columns)
 
 
-def _fold(conn: Conn, s: str) -> None:
+def fold(conn: Conn, schema: str) -> int:
+    """Fold the appended changes into ``task_tallies``; returns how many change
+    rows went (0 where this role may not write: reads sum them instead)."""
+    return _fold(conn, f'"{schema}"')
+
+
+def _fold(conn: Conn, s: str) -> int:
     import psycopg
 
     try:
-        conn.execute(
-            f"WITH moved AS (DELETE FROM {s}.task_tally_changes RETURNING *) "
-            f"INSERT INTO {s}.task_tallies (minute, owner, outcome, bucket, n) "
+        row = conn.execute(
+            f"WITH moved AS (DELETE FROM {s}.task_tally_changes RETURNING *), "
+            f"folded AS (INSERT INTO {s}.task_tallies (minute, owner, outcome, bucket, n) "
             "SELECT minute, owner, outcome, bucket, sum(n) FROM moved "
             "GROUP BY minute, owner, outcome, bucket "
             f"ON CONFLICT (minute, owner, outcome, bucket) DO UPDATE "
-            f"SET n = {s}.task_tallies.n + excluded.n"
-        )
+            f"SET n = {s}.task_tallies.n + excluded.n) "
+            "SELECT count(*) FROM moved"
+        ).fetchone()
     except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
-        pass  # the read sums the changes too
+        return 0  # the read sums the changes too
+    return int(row[0]) if row else 0
 
 
 def read(

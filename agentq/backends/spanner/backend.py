@@ -334,6 +334,9 @@ class SpannerBackend:
     def delete_tallies(self, before_minute: int) -> int:
         return records.delete_tallies(self, before_minute)
 
+    def compact_tallies(self, before_minute: int) -> int:
+        return records.compact_tallies(self, before_minute)
+
     def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
         return records.message_keys(self, self.queue_spec(queue))
 

@@ -21,7 +21,15 @@ from agentq.backends.base import (
 from agentq.backends.owners import OWNED_TABLES, OWNER_FIELD, owner_walks
 from agentq.backends.spanner.api_errors import mapped_errors
 from agentq.backends.spanner.wire import storable_key
-from agentq.backends.tallies import TALLY_TABLE, check_window, group, tallies_from_records
+from agentq.backends.tallies import (
+    TALLY_TABLE,
+    check_window,
+    group,
+    merged,
+    record_key,
+    record_tally,
+    tallies_from_records,
+)
 from agentq.jsontext import decode
 
 if TYPE_CHECKING:
@@ -230,3 +238,35 @@ def delete_tallies(backend: SpannerBackend, before: int) -> int:
 
 def _delete(tx: Transaction, keys: list[str]) -> list[str]:
     return tx.delete_records(TALLY_TABLE, keys)
+
+
+def compact_tallies(backend: SpannerBackend, before: int) -> int:
+    """Merge the tally records of each minute before ``before`` into one, a page
+    of records per transaction: the records read again in it are replaced by
+    their sum under a fresh key, so a concurrent writer's record (a fresh key
+    of its own) is merged next time or kept, never lost."""
+    merged = 0
+    after = ""
+    while True:
+        page = backend.list_records(TALLY_TABLE, limit=_TALLY_PAGE, after=after)
+        old = [k for k, _ in page if int(k[:12]) < before]
+        per_minute: dict[str, list[str]] = {}
+        for key in old:
+            per_minute.setdefault(key[:12], []).append(key)
+        keys = [k for ks in per_minute.values() if len(ks) > 1 for k in ks]
+        if keys:
+            merged += backend.transact(partial(_merge, keys=keys))
+        if len(page) < _TALLY_PAGE or len(old) < len(page):
+            return merged
+        after = page[-1][0]
+
+
+def _merge(tx: Transaction, keys: list[str]) -> int:
+    found = tx.get_records(TALLY_TABLE, keys)
+    if not found:
+        return 0
+    tx.delete_records(TALLY_TABLE, list(found))
+    written = record_tally(merged(tallies_from_records(found.values())))
+    for minute, value in written.items():
+        tx.put_record(TALLY_TABLE, record_key(minute), value)
+    return len(found) - len(written)
