@@ -5,8 +5,12 @@ every other table's records); the record's later writes leave it alone. Two
 partial indexes hold the tasks that have one: ``(owner, tbl, k)`` for an
 owner's listing, ``(owner, rare_status, tbl, k)`` for its tasks in a rare
 status. Triggers on insert and on delete (none on update) count each owner's
-tasks in ``agentq_owner_totals``, as ``agentq_record_totals`` counts the
-tasks.
+tasks in a row of ``agentq_records`` itself, as :mod:`.totals` counts the
+tasks: table ``tasks#owner`` (no record table can be called so), the owner as
+its key, the count as its value. ``#`` sorts before every character of an
+identifier, so those rows sit right after the newest task (and its count):
+an enqueue updates its owner's count on the page it writes anyway while the
+owners are few, not on a page of a table of its own.
 
 A database made before the column gets it when this version first opens it
 (:func:`ensure_owner`: the column added, the tasks' owners filled in from
@@ -21,8 +25,11 @@ import sqlite3
 from agentq.backends.base import check_counted
 from agentq.backends.owners import OWNED_TABLES, OWNER_FIELD
 
-__all__ = ["OWNER_INDEX", "OWNER_RARE_INDEX", "ensure_owner", "owner_count"]
+__all__ = ["OWNER_COUNT_SUFFIX", "OWNER_INDEX", "OWNER_RARE_INDEX", "ensure_owner",
+           "owner_count"]  # fmt: skip
 
+#: What a table's name is followed by in the name of its owners' counts' rows.
+OWNER_COUNT_SUFFIX = "#owner"
 #: The names of the owner column's indexes.
 OWNER_INDEX = "agentq_records_owner"
 OWNER_RARE_INDEX = "agentq_records_owner_rare"
@@ -41,14 +48,12 @@ _INDEXES = (
     "(owner, rare_status, tbl, k) WHERE owner IS NOT NULL AND rare_status IS NOT NULL",
 )
 _TOTALS = (
-    "CREATE TABLE agentq_owner_totals (tbl TEXT NOT NULL, owner TEXT NOT NULL, "
-    "n INTEGER NOT NULL, PRIMARY KEY (tbl, owner)) WITHOUT ROWID",
-    "INSERT INTO agentq_owner_totals (tbl, owner, n) SELECT tbl, owner, count(*) "
-    "FROM agentq_records WHERE owner IS NOT NULL GROUP BY tbl, owner",
+    f"INSERT INTO agentq_records (tbl, k, v) SELECT tbl || '{OWNER_COUNT_SUFFIX}', owner, "
+    "count(*) FROM agentq_records WHERE owner IS NOT NULL GROUP BY tbl, owner",
     *(f"CREATE TRIGGER agentq_records_owner_{name} AFTER {name.upper()} ON agentq_records "
-      f"WHEN {row}.owner IS NOT NULL BEGIN "
-      f"INSERT INTO agentq_owner_totals (tbl, owner, n) VALUES ({row}.tbl, {row}.owner, {n}) "
-      "ON CONFLICT (tbl, owner) DO UPDATE SET n = n + excluded.n; END"
+      f"WHEN {row}.owner IS NOT NULL BEGIN INSERT INTO agentq_records (tbl, k, v) "
+      f"VALUES ({row}.tbl || '{OWNER_COUNT_SUFFIX}', {row}.owner, {n}) "
+      "ON CONFLICT (tbl, k) DO UPDATE SET v = CAST(v AS INTEGER) + excluded.v; END"
       for name, row, n in (("insert", "new", 1), ("delete", "old", -1))),
 )  # fmt: skip
 
@@ -79,6 +84,7 @@ def owner_count(conn: sqlite3.Connection, table: str, owner: str) -> int:
     (0 for a table the owner column does not cover)."""
     check_counted(table)
     row = conn.execute(
-        "SELECT n FROM agentq_owner_totals WHERE tbl = ? AND owner = ?", (table, owner)
+        "SELECT CAST(v AS INTEGER) FROM agentq_records WHERE tbl = ? AND k = ?",
+        (table + OWNER_COUNT_SUFFIX, owner),
     ).fetchone()
     return 0 if row is None else int(row[0])
