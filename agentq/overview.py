@@ -21,6 +21,7 @@ from typing import Any
 
 from agentq.backends import Backend
 from agentq.backends.base import COMMON_TASK_STATUSES, OPEN_APPROVAL_STATUSES, RecordFilter
+from agentq.backends.owners import OWNER_FIELD
 from agentq.envelope import TASK_KEY
 from agentq.ledger import Tables
 from agentq.statuses import TaskStatus
@@ -110,28 +111,37 @@ def _queued_task_ids(backend: Backend) -> set[str]:
     return ids
 
 
-def unfinished_tasks(backend: Backend) -> dict[str, dict[str, Any]]:
+def unfinished_tasks(backend: Backend, owner: str | None = None) -> dict[str, dict[str, Any]]:
     """The records of the tasks in a rare status (through its index) and of the
     queued and running ones (the tasks a queue holds a message for, read by
-    key), by task id: every task that is not succeeded, and no succeeded one."""
-    out = dict(_scan(backend, Tables.TASKS, {"status": RARE_TASK_STATUSES}))
+    key), by task id: every task that is not succeeded, and no succeeded one.
+    With ``owner``, only the tasks it created (its rare ones through the index
+    of owners and rare statuses: :mod:`agentq.backends.owners`)."""
+    where: dict[str, list[str | None]] = {"status": list(RARE_TASK_STATUSES)}
+    if owner is not None:
+        where[OWNER_FIELD] = [owner]
+    out = dict(_scan(backend, Tables.TASKS, where))
     wanted = sorted(_queued_task_ids(backend) - out.keys())
     for first in range(0, len(wanted), _IN_CHUNK):
         found = backend.read_records(Tables.TASKS, wanted[first : first + _IN_CHUNK])
-        out.update((k, r.value) for k, r in found.items() if r.value.get("status") in _OPEN)
+        out.update((k, r.value) for k, r in found.items() if r.value.get("status") in _OPEN
+                   and (owner is None or r.value.get(OWNER_FIELD) == owner))  # fmt: skip
     return out
 
 
-def status_counts(backend: Backend) -> dict[str, int]:
+def status_counts(backend: Backend, owner: str | None = None) -> dict[str, int]:
     """How many tasks are in each status (those with none left out): the
     unfinished and rare ones counted from their records, the others (succeeded)
-    as the ledger's total less those."""
-    tasks = unfinished_tasks(backend)
+    as the ledger's total less those. With ``owner``, only the tasks it
+    created (``created_by``), their total the backend's count of the owner's
+    (:meth:`~agentq.backends.Backend.record_count`): what is read grows with the
+    unfinished work and the owner's rare tasks, not with its finished ones."""
+    tasks = unfinished_tasks(backend, owner)
     counts: dict[str, int] = {}
     for rec in tasks.values():
         status = str(rec.get("status"))
         counts[status] = counts.get(status, 0) + 1
-    rest = backend.record_count(Tables.TASKS) - len(tasks)
+    rest = backend.record_count(Tables.TASKS, owner=owner) - len(tasks)
     if rest > 0:
         counts["succeeded"] = counts.get("succeeded", 0) + rest
     return dict(sorted(counts.items()))

@@ -351,12 +351,14 @@ class Backend(Protocol):
         PostgreSQL): the query reads the records that match, not the others."""
         ...
 
-    def record_count(self, table: str) -> int:
+    def record_count(self, table: str, *, owner: str | None = None) -> int:
         """How many records ``table`` holds, for the tables of
-        :data:`COUNTED_TABLES` (ValueError for another). SQLite and PostgreSQL
-        keep the count in the transaction of each insert and delete (a record's
-        updates cost nothing), so reading it costs one row, not the records;
-        Spanner counts the records in the query."""
+        :data:`COUNTED_TABLES` (ValueError for another); with ``owner``, only
+        those whose owner column holds it (:mod:`agentq.backends.owners`: tasks
+        by ``created_by``; 0 for another table). SQLite and PostgreSQL keep the
+        counts in the transaction of each insert and delete (a record's updates
+        cost nothing), so reading one costs a row, not the records; Spanner
+        counts in the query (the owner's through the owner index)."""
         ...
 
     def read_tallies(

@@ -8,7 +8,10 @@ it finds. Tasks filtered on rare statuses only (none of
 approvals filtered on open ones, walk the partial index of the ``rare_status``
 column (:func:`~agentq.backends.record_filters.rare_status`) instead, one walk per status asked for,
 each in key order and stopping at the page's limit, merged by key: the page
-reads the records it returns, not the finished ones in between.
+reads the records it returns, not the finished ones in between. Tasks filtered
+on their owners (``created_by``: an agent's own listing) walk the index of the
+owner column likewise (:mod:`agentq.backends.owners`), one walk per owner, or
+per owner and rare status when the statuses asked for are all rare.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentq.backends.base import RecordFilter
+from agentq.backends.owners import OWNER_FIELD, owner_walks
 from agentq.backends.record_filters import check_record_filter, prefix_end, rare_statuses
 
 __all__ = ["PageDialect", "filtered_page"]
@@ -34,6 +38,11 @@ class PageDialect:
     field: Callable[[str], str]
     false: str
     indexed_by: str = ""
+    #: Whether the records have the owner column and its indexes
+    #: (:mod:`agentq.backends.owners`), and the clauses that name them.
+    owners: bool = False
+    owner_indexed_by: str = ""
+    owner_rare_indexed_by: str = ""
 
 
 def filtered_page(
@@ -67,10 +76,18 @@ def filtered_page(
     tail_params: list[Any] = [] if limit is None else [limit]
     checked = check_record_filter(where)
     walks = rare_statuses(table, where)
+    owners = owner_walks(table, where) if d.owners else None
+    # What each walk of an index fixes, in the index's order: the owner and the
+    # rare status, the owner, or the rare status (None: the primary key's walk).
+    walked: list[str] = []
+    if owners is not None:
+        walked.append("owner")
+    if walks is not None:
+        walked.append("rare_status")
     rest: list[str] = []
     params: list[Any] = []
     for name, values, missing in checked:
-        if walks is not None and name == "status":
+        if (walks is not None and name == "status") or (owners is not None and name == OWNER_FIELD):
             continue
         field = d.field(name)
         either = [f"{field} IN ({', '.join([m] * len(values))})"] if values else []
@@ -79,20 +96,28 @@ def filtered_page(
         rest.append(f"({' OR '.join(either) or d.false})")
         params += values
     conditions = bounds + "".join(f" AND {cond}" for cond in rest)
-    if walks is None:
+    if not walked:
         sql = f"SELECT k, v FROM {d.records} WHERE tbl = {m}{conditions} ORDER BY {order}{cut}"
         return sql, [table, *bound_params, *params, *tail_params]
-    if not walks:
-        return f"SELECT k, v FROM {d.records} WHERE {d.false}", []  # no status asked for
-    # One walk of the index per status (the status is one value in it, so its
-    # order is key order); a planner that misjudges how many match still walks it.
+    keys = [
+        (*([o] if owners is not None else []), *([s] if walks is not None else []))
+        for o in (owners if owners is not None else [None])
+        for s in (walks if walks is not None else [None])
+    ]
+    if not keys:
+        return f"SELECT k, v FROM {d.records} WHERE {d.false}", []  # no value asked for
+    # One walk of an index per value (or pair of values) fixed: its order is then
+    # key order; a planner that misjudges how many match still walks it.
+    hint = {("owner",): d.owner_indexed_by, ("rare_status",): d.indexed_by,
+            ("owner", "rare_status"): d.owner_rare_indexed_by}[tuple(walked)]  # fmt: skip
     way = " DESC" if descending else ""
-    source = f"{d.records}{d.indexed_by} WHERE rare_status = {m} AND tbl = '{table}'"
-    walk = f" ORDER BY rare_status{way}, tbl{way}, {order}{cut}"
+    fixed = " AND ".join(f"{column} = {m}" for column in walked)
+    source = f"{d.records}{hint} WHERE {fixed} AND tbl = '{table}'"
+    walk = f" ORDER BY {''.join(f'{c}{way}, ' for c in walked)}tbl{way}, {order}{cut}"
     one = f"SELECT k, v FROM {source}{conditions}{walk}"
     each = [*bound_params, *params, *tail_params]
-    if len(walks) == 1:
-        return one, [walks[0], *each]
-    selects = [f"SELECT k, v FROM ({one}) AS w{i}" for i in range(len(walks))]
-    merged = [p for value in walks for p in (value, *each)]
+    if len(keys) == 1:
+        return one, [*keys[0], *each]
+    selects = [f"SELECT k, v FROM ({one}) AS w{i}" for i in range(len(keys))]
+    merged = [p for fixed_values in keys for p in (*fixed_values, *each)]
     return " UNION ALL ".join(selects) + f" ORDER BY {order}{cut}", merged + tail_params

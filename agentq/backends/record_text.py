@@ -32,12 +32,14 @@ class EncodedRecord(str):
     """
 
     status: Any = _UNSAID
+    #: The record's ``"created_by"``, told as ``status`` is (:mod:`agentq.backends.owners`).
+    owner: Any = _UNSAID
 
     def extended(self, members: str) -> EncodedRecord:
         """This record's text with ``members`` (``,"name":value`` pairs, not
         ``status``) added at its end; it says the same status."""
         out = EncodedRecord(f"{self[:-1]}{members}}}")
-        out.status = self.status
+        out.status, out.owner = self.status, self.owner
         return out
 
 
@@ -70,6 +72,7 @@ def encode_record(value: Mapping[str, Any]) -> EncodedRecord:
         text = json.dumps(value, separators=(",", ":"), default=str, ensure_ascii=False)
         out = EncodedRecord(text)
     out.status = _encoded_status(value.get("status"))
+    out.owner = _encoded_status(value.get("created_by"))
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from agentq import overview
 from agentq.approvals import ApprovalStatus
 from agentq.ledger import Tables, TaskInfo, TaskStatus
+from agentq.lifecycle.tasks import LOCAL, RUNTIME
 from agentq.redact import REDACTED, is_secret_name, redact_data, redact_text
 from agentq.runtime import Runtime
 from agentq.server import access
@@ -108,19 +109,29 @@ def queue_figures(rt: Runtime) -> list[dict[str, Any]]:
 
 def status_counts(rt: Runtime, principal: Principal) -> dict[str, int]:
     """How many tasks ``principal`` may see are in each status (every status
-    listed, zeros included). For those who see all (the runtime's own tasks too),
-    from the backend's index and totals (:func:`agentq.overview.status_counts`:
-    never the finished tasks); for others, from their tasks."""
+    listed, zeros included), from the backend's indexes and totals
+    (:func:`agentq.overview.status_counts`: never the finished tasks). For
+    those who see all, every task (the runtime's own too); for others, the
+    tasks they created (``created_by``: all of the callers' kind, not the
+    runtime's), through the owner's index and count
+    (:mod:`agentq.backends.owners`)."""
     counts = {s.value: 0 for s in TaskStatus}
     if access.sees_all(principal):
-        for status, n in overview.status_counts(rt.backend).items():
-            try:
-                counts[TaskStatus(status).value] += n  # "failed": retry_scheduled
-            except ValueError:
-                continue  # not a status this version knows
+        owner = None
+    elif principal.name in (LOCAL, RUNTIME):
+        # A record without ``created_by`` (an early release's) reads as "local",
+        # and the runtime's own tasks are "runtime"'s: neither is in the owner
+        # index, so such a principal's tasks are read and checked one by one.
+        for t in access.visible_tasks(principal, rt.tasks(), internal=True):
+            counts[t.status.value] += 1
         return counts
-    for t in access.visible_tasks(principal, rt.tasks(), internal=True):
-        counts[t.status.value] += 1
+    else:
+        owner = principal.name
+    for status, n in overview.status_counts(rt.backend, owner).items():
+        try:
+            counts[TaskStatus(status).value] += n  # "failed": retry_scheduled
+        except ValueError:
+            continue  # not a status this version knows
     return counts
 
 

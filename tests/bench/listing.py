@@ -1,5 +1,5 @@
 """Reads cost what they show (issue 27 item 12, issue 38 item 1): the time of
-the operator's reads at 1,000 and at 100,000 tasks.
+the operator's and an agent's reads at 1,000 and at 100,000 tasks.
 
 Not part of the test run. Usage, from the project's virtual environment:
 
@@ -26,8 +26,12 @@ machine's speed moves). Kinds:
 * ``inspect``: ``agentq inspect --json`` (a process: its start-up included);
 
 * ``admin``: an admin's newest page (sees everyone's tasks);
-* ``agent``: a ``read`` + ``enqueue`` token's newest page (its own tasks only,
-  behind every other principal's in key order);
+* ``agent``: a ``read`` + ``enqueue`` token's oldest-first page of ``GET
+  /v1/tasks`` (its own tasks only, behind every other principal's in key order);
+* ``agent_newest``: the same token's newest page (``order=newest``);
+* ``agent_console``: the same principal's task page in the console (newest first);
+* ``agent_overview``: the same principal's ``GET /console/`` (its own counts: an
+  overview for a principal without operate or admin);
 * ``status_queued``: an admin's page of queued tasks (every task matches);
 * ``status_dead``: an admin's page of dead tasks (none match: the filter that
   matches nothing).
@@ -64,6 +68,9 @@ KINDS = {
     "inspect": ("", {}),
     "admin": ("admin-bench-token-0123456789", {}),
     "agent": ("agent-bench-token-0123456789", {}),
+    "agent_newest": ("agent-bench-token-0123456789", {"order": "newest"}),
+    "agent_console": ("agent-bench-token-0123456789", {}),
+    "agent_overview": ("agent-bench-token-0123456789", {}),
     "status_queued": ("admin-bench-token-0123456789", {"status": "queued"}),
     "status_dead": ("admin-bench-token-0123456789", {"status": "dead"}),
 }
@@ -136,22 +143,37 @@ def _bulk_fill(url: str, others: int) -> None:
                 counts[key] = counts.get(key, 0) + 1
                 yield task_id, str(encode_record(rec))
 
+        # The owner column (agentq.backends.owners), written as the insert would
+        # (an earlier version, measured for comparison, has none).
+        owner = str(template.get("created_by", "local"))
         if url.startswith("sqlite"):
             import sqlite3
 
             conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+            owned = any(r[1] == "owner" for r in conn.execute("PRAGMA table_info(agentq_records)"))
             with conn:
-                conn.executemany("INSERT INTO agentq_records (tbl, k, v) VALUES ('tasks', ?, ?)",
-                                 rows())  # fmt: skip
+                if owned:
+                    conn.executemany("INSERT INTO agentq_records (tbl, k, v, owner) "
+                                     "VALUES ('tasks', ?, ?, ?)",
+                                     ((k, v, owner) for k, v in rows()))  # fmt: skip
+                else:
+                    conn.executemany("INSERT INTO agentq_records (tbl, k, v) "
+                                     "VALUES ('tasks', ?, ?)", rows())  # fmt: skip
             conn.close()
         else:
             import psycopg
 
-            with psycopg.connect(url, autocommit=True) as pg, pg.cursor() as cur, cur.copy(
-                "COPY agentq.records (tbl, k, v) FROM STDIN"
-            ) as copy:
-                for key, text in rows():
-                    copy.write_row(("tasks", key, text))
+            with psycopg.connect(url, autocommit=True) as pg:
+                owned = pg.execute(
+                    "SELECT 1 FROM information_schema.columns WHERE table_schema = 'agentq' "
+                    "AND table_name = 'records' AND column_name = 'owner'").fetchone() is not None
+                columns = "tbl, k, v, owner" if owned else "tbl, k, v"
+                with pg.cursor() as cur, cur.copy(
+                    f"COPY agentq.records ({columns}) FROM STDIN"
+                ) as copy:
+                    for key, text in rows():
+                        copy.write_row(("tasks", key, text, owner) if owned
+                                       else ("tasks", key, text))  # fmt: skip
         made = [Tally(minute, "other", "succeeded", bucket, n)
                 for (minute, bucket), n in counts.items()]  # fmt: skip
         for first in range(0, len(made), 5000):
@@ -202,12 +224,14 @@ def _timed(client: httpx.Client, url: str, kind: str) -> tuple[float, int]:
         )  # fmt: skip
         took = time.perf_counter() - start
         return took * 1000, len(json.loads(done.stdout)["tools"])
-    path = "/console/" if kind == "overview" else "/v1/tasks"
-    query = {} if kind == "overview" else {"limit": "10", **params}
+    page = {"overview": "/console/", "agent_overview": "/console/",
+            "agent_console": "/console/tasks"}.get(kind)  # fmt: skip
+    path = page or "/v1/tasks"
+    query = {} if page else {"limit": "10", **params}
     answer = client.get(path, params=query, headers={"Authorization": f"Bearer {token}"})
     took = time.perf_counter() - start
     answer.raise_for_status()
-    shown = len(answer.text) if kind == "overview" else len(answer.json()["tasks"])
+    shown = len(answer.text) if page else len(answer.json()["tasks"])
     return took * 1000, shown
 
 

@@ -18,6 +18,9 @@ and each variant's ratio to ``main`` per round. Variants:
   finished tasks, added once per group by the completion
   (:mod:`agentq.backends.sqlite.tallies`: one upsert per minute, owner,
   outcome and run-time bucket the group has).
+* ``owned``: ``tallied`` and the tasks' owner column, its two indexes and the
+  owners' counting triggers (:mod:`agentq.backends.sqlite.owners`): the
+  insert writes the owner; the claim and the completion leave it alone.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 
 from agentq.backends.sqlite import records, tallies
 from agentq.backends.sqlite.indexes import ensure_rare_status
+from agentq.backends.sqlite.owners import ensure_owner
 from agentq.backends.tallies import Tally
 
 MAIN_SCHEMA = records.SCHEMA.replace("    rare_status TEXT,\n", "")
@@ -53,7 +57,9 @@ COMPLETE = ("UPDATE agentq_records SET v = json_set(v, '$.status', json(?), '$.r
 STAMP = json.dumps("2026-12-06T13:52:00.000000+00:00")
 
 
-def run(path: Path, indexed: bool, n: int, group: int, tally: bool) -> dict[str, float]:
+def run(
+    path: Path, indexed: bool, n: int, group: int, tally: bool, owned: bool = False
+) -> dict[str, float]:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
@@ -62,6 +68,8 @@ def run(path: Path, indexed: bool, n: int, group: int, tally: bool) -> dict[str,
         conn.executescript(tallies.SCHEMA)
     if indexed:
         ensure_rare_status(conn)
+    if owned:
+        ensure_owner(conn)
     rare = ", rare_status = ?" if indexed else ""
     claim_sql = CLAIM.replace(" WHERE", f"{rare} WHERE")
     complete_sql = COMPLETE.replace(" WHERE", f"{rare} WHERE")
@@ -80,7 +88,10 @@ def run(path: Path, indexed: bool, n: int, group: int, tally: bool) -> dict[str,
     def insert(chunk: list[str]) -> None:
         for k in chunk:
             text = json.dumps({**RECORD, "task_id": k}, separators=(",", ":"))
-            if indexed:
+            if owned:
+                conn.execute("INSERT INTO agentq_records (tbl, k, v, rare_status, owner) "
+                             "VALUES ('tasks', ?, ?, ?, ?)", (k, text, None, "local"))  # fmt: skip
+            elif indexed:
                 conn.execute("INSERT INTO agentq_records (tbl, k, v, rare_status) "
                              "VALUES ('tasks', ?, ?, ?)", (k, text, None))  # fmt: skip
             else:
@@ -112,13 +123,14 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    variants = {"main": (False, False), "indexed": (True, False), "tallied": (True, True)}
+    variants = {"main": (False, False, False), "indexed": (True, False, False),
+                "tallied": (True, True, False), "owned": (True, True, True)}  # fmt: skip
     root = Path(tempfile.mkdtemp(prefix="agentq-record-writes-"))
     got: dict[str, dict[str, list[float]]] = {v: {} for v in variants}
     for r in range(args.rounds):
-        for name, (indexed, tally) in variants.items():
+        for name, (indexed, tally, owned) in variants.items():
             path = root / f"{name}-{r}.db"
-            for step, us in run(path, indexed, args.records, args.group, tally).items():
+            for step, us in run(path, indexed, args.records, args.group, tally, owned).items():
                 got[name].setdefault(step, []).append(us)
             path.unlink()
         print(f"round {r + 1}: " + ", ".join(

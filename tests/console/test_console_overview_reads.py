@@ -126,3 +126,55 @@ def test_the_dead_letter_and_audit_pages_read_a_page(serve: Callable[..., Served
     with served.client("root") as client:  # the next page goes on where the first ended
         older = client.get("/audit", params={"after": rt.audit_log(limit=200)[-1].audit_id})
     assert "x1549" in older.text and "x1550" not in older.text
+
+
+def _owned(rt: Runtime, count: int, start: int, by: str) -> None:
+    """``count`` tasks of ``by``'s that succeeded, as :func:`_finished` makes them."""
+    ids = rt.transact(lambda tx: [tx.enqueue("pay", {"ref": f"{by}{start + i}", "amount": 5},
+                                             by=by).task_id for i in range(count)])  # fmt: skip
+    done = encode_fields({"status": "succeeded"})
+    queue = str((rt.backend.get_record(Tables.TASKS, ids[0]) or {})["queue"])
+
+    def finish(tx: Transaction) -> None:
+        tx.update_records(Tables.TASKS, [(i, done) for i in ids])
+        tx.ack_all(queue, [(i, 1) for i in ids])
+
+    rt.backend.transact(finish)
+
+
+def test_a_non_admins_overview_counts_read_none_of_its_finished_tasks(
+    serve: Callable[..., Served],
+) -> None:
+    """A principal that sees only its own tasks: its counts come from the owner
+    index and the owner's count (``agentq.backends.owners``). Before, they were
+    every task of the ledger built and filtered (records read: the ledger)."""
+    rt = serve().rt
+    ann = Principal("ann", frozenset({Scope.READ, Scope.ENQUEUE}))
+    rt.transact(lambda tx: [tx.enqueue("pay", {"ref": f"q{i}", "amount": 5}, by=who)
+                            for i, who in enumerate(["ann", "ann", "bob"])])  # fmt: skip
+
+    def reads() -> tuple[int, int, dict[str, int]]:
+        counter = RecordCounter(rt.backend)
+        with SQLiteSteps(counter) as steps:
+            rt.backend = counter  # type: ignore[assignment]
+            try:
+                counts = views.status_counts(rt, ann)
+            finally:
+                rt.backend = counter._inner
+        # The meaning kept: what the principal may see of every task, counted.
+        everyone = rt.tasks()
+        assert counts == {s.value: sum(t.status is s and t.created_by == "ann" and
+                                       t.kind == "action" for t in everyone)
+                          for s in TaskStatus}  # fmt: skip
+        return counter.read, steps.steps, counts
+
+    _owned(rt, 50, 0, "ann")
+    _owned(rt, 50, 0, "bob")
+    small = reads()
+    _owned(rt, 750, 50, "ann")
+    _owned(rt, 750, 50, "bob")
+    large = reads()
+    # The three queued tasks (read by key), none of the finished ones.
+    assert large[0] == small[0] <= 3, ("records read", small[0], large[0])
+    assert large[1] <= 1.5 * small[1] + 20, ("SQLite steps (hundreds)", small[1], large[1])
+    assert large[2][TaskStatus.SUCCEEDED.value] == 800 and large[2][TaskStatus.QUEUED.value] == 2

@@ -144,7 +144,7 @@ def test_an_agentq_table_another_role_created_first_is_refused_naming_its_owner(
     # Its functions too: the records' triggers would run them with agentq's rights.
     with pytest.raises(ConfigError, match=rf"function 'agentq.\w+' is owned by role '{tenant}'"):
         open_backend(as_role(url, agent))
-    _as(url, tenant, "DROP FUNCTION agentq.count_record_total")
+    _as(url, tenant, "DROP FUNCTION agentq.count_record_total, agentq.count_owner_total")
     open_backend(as_role(url, agent)).close()
 
 

@@ -73,19 +73,24 @@ def test_ddl_googlesql() -> None:
     )  # fmt: skip
     stmts = ddl([parent, J])
     assert stmts[0].startswith("CREATE TABLE IF NOT EXISTS agentq_records (tbl STRING(128)")
-    assert "rare_status STRING(MAX)) PRIMARY KEY (tbl, k)" in stmts[0]
-    assert stmts[1:3] == [
+    assert "rare_status STRING(MAX), owner STRING(MAX)) PRIMARY KEY (tbl, k)" in stmts[0]
+    assert stmts[1:6] == [
         "ALTER TABLE agentq_records ADD COLUMN IF NOT EXISTS rare_status STRING(MAX)",
         "CREATE INDEX IF NOT EXISTS agentq_records_rare_status ON agentq_records "
         "(rare_status, tbl, k) WHERE rare_status IS NOT NULL",
+        "ALTER TABLE agentq_records ADD COLUMN IF NOT EXISTS owner STRING(MAX)",
+        "CREATE INDEX IF NOT EXISTS agentq_records_owner ON agentq_records "
+        "(owner, tbl, k) WHERE owner IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS agentq_records_owner_rare ON agentq_records "
+        "(owner, rare_status, tbl, k) WHERE owner IS NOT NULL AND rare_status IS NOT NULL",
     ]
-    assert stmts[3] == (
+    assert stmts[6] == (
         "CREATE QUEUE IF NOT EXISTS OrderTasks (OrderId INT64 NOT NULL, TaskId STRING(MAX) NOT NULL, "
         "Payload BYTES(MAX) NOT NULL) PRIMARY KEY (OrderId, TaskId), "
         "INTERLEAVE IN PARENT Orders ON DELETE CASCADE, "
         "ROW DELETION POLICY (OLDER_THAN(DeliverTime, INTERVAL 7 DAY))"
     )
-    assert stmts[4] == (
+    assert stmts[7] == (
         "CREATE QUEUE IF NOT EXISTS Jobs (id STRING(MAX) NOT NULL, Payload JSON NOT NULL) "
         "PRIMARY KEY (id)"
     )
@@ -99,7 +104,8 @@ def test_ddl_postgresql() -> None:
     stmts = ddl([parent], postgres=True)
     assert stmts[0].startswith("CREATE TABLE IF NOT EXISTS agentq_records (tbl varchar(128)")
     assert stmts[1] == "ALTER TABLE agentq_records ADD COLUMN IF NOT EXISTS rare_status varchar"
-    assert stmts[3] == (
+    assert stmts[3] == "ALTER TABLE agentq_records ADD COLUMN IF NOT EXISTS owner varchar"
+    assert stmts[6] == (
         "CREATE QUEUE IF NOT EXISTS ordertasks (orderid bigint NOT NULL, taskid varchar NOT NULL, "
         "payload bytea NOT NULL, PRIMARY KEY (orderid, taskid)) "
         "INTERLEAVE IN PARENT orders ON DELETE CASCADE TTL INTERVAL '3 days' ON deliver_time"
@@ -244,7 +250,8 @@ def test_records_read_your_writes_inside_a_transaction(backend: SpannerBackend, 
     assert ("tasks", "t1") not in svc.records  # the delete mutation committed
     # Reads go to the records table with the dialect's parameter style.
     reads = [r for r in svc.of(ExecuteSqlRequest)
-             if "agentq_records" in r.sql and "SELECT rare_status" not in r.sql]  # fmt: skip
+             if "agentq_records" in r.sql and "SELECT rare_status" not in r.sql
+             and "SELECT owner" not in r.sql]  # fmt: skip
     expected = "$1" if backend.dialect.postgres else "@tbl"
     assert all(expected in r.sql for r in reads)
 

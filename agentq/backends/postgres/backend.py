@@ -26,7 +26,7 @@ from agentq.backends.base import (
     check_stream_args,
 )
 from agentq.backends.notify import RecordTopic, Wake, notifier_for
-from agentq.backends.postgres import queues, tallies, totals
+from agentq.backends.postgres import owners, queues, tallies, totals
 from agentq.backends.postgres.bound import bind
 from agentq.backends.postgres.checks import SpeculationFailed
 from agentq.backends.postgres.config import PostgresConfig, parse_url
@@ -313,8 +313,11 @@ class PostgresBackend:
     def stats(self, queue: str) -> QueueStats:
         return self._leases.stats(self._queue_sql(queue))
 
-    def record_count(self, table: str) -> int:
+    def record_count(self, table: str, *, owner: str | None = None) -> int:
         check_counted(table)
+        if owner is not None:
+            return self._db.read(lambda conn: owners.owner_count(conn, self.schema, table, owner),
+                                 f"counting {table!r} of {owner!r}")  # fmt: skip
         return self._db.read(
             lambda conn: totals.record_count(conn, self.schema, table), f"counting {table!r}"
         )

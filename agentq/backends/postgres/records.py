@@ -25,6 +25,7 @@ from typing import Any
 import psycopg
 
 from agentq.backends.base import EncodedFields, EncodedRecord, RecordFilter, StoredRecord
+from agentq.backends.owners import record_owner
 from agentq.backends.postgres.checks import Guesses, SpeculationFailed, count_check, is_failure_of
 from agentq.backends.postgres.connection import Conn, Database
 from agentq.backends.postgres.pipeline import TxConn, run_or_defer
@@ -167,17 +168,21 @@ class Records:
         _check_storable(_record_table(table), key)
         run_or_defer(  # nothing to read back: sent with the transaction's next round trip
             conn,
-            f"INSERT INTO {self.table} (tbl, k, v, rare_status) VALUES (%s, %s, %s, %s) "
+            # The owner is written by the insert only: it never changes (HOT updates).
+            f"INSERT INTO {self.table} (tbl, k, v, rare_status, owner) "
+            "VALUES (%s, %s, %s, %s, %s) "
             "ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v, rare_status = excluded.rare_status",
-            (table, key, _text(value), record_rare_status(table, value)),
+            (table, key, _text(value), record_rare_status(table, value),
+             record_owner(table, value)),
         )
 
     def insert(self, conn: Conn, table: str, key: str, value: Mapping[str, Any]) -> bool:
         _check_storable(_record_table(table), key)
         cur = conn.execute(
-            f"INSERT INTO {self.table} (tbl, k, v, rare_status) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (tbl, k) DO NOTHING",
-            (table, key, _text(value), record_rare_status(table, value)),
+            f"INSERT INTO {self.table} (tbl, k, v, rare_status, owner) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tbl, k) DO NOTHING",
+            (table, key, _text(value), record_rare_status(table, value),
+             record_owner(table, value)),
         )
         return cur.rowcount > 0
 
@@ -423,7 +428,7 @@ class Records:
         \\u0000 that a tool's argument may hold)."""
         return PageDialect(
             records=self.table, mark="%s", field=lambda name: f"(v::json ->> '{name}')",
-            false="false",
+            false="false", owners=True,
         )  # fmt: skip
 
     def list(

@@ -16,6 +16,7 @@ import json
 import os
 from typing import TYPE_CHECKING
 
+from agentq.backends.postgres.owners import OWNER_DDL
 from agentq.backends.postgres.totals import TOTALS_DDL
 from agentq.errors import BackendUnavailable, ConfigError
 
@@ -81,6 +82,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE {s}.task_tally_changes (minute bigint NOT NULL, owner text NOT NULL, "
         "outcome text NOT NULL, bucket integer NOT NULL, n integer NOT NULL)",
     ),
+    # Issue 38 item 1: a task's owner in a column its insert writes, with its
+    # indexes and per-owner totals (agentq.backends.postgres.owners): an
+    # agent's own listing and overview read a page and counters, not its history.
+    OWNER_DDL,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # Any constant works: it only has to be the same in every agentq process.

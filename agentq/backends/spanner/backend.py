@@ -68,7 +68,7 @@ from agentq.backends.base import (
     check_stream_args,
 )
 from agentq.backends.notify import Notifier, RecordTopic, Wake
-from agentq.backends.spanner import rare_index, records
+from agentq.backends.spanner import owner_index, rare_index, records
 from agentq.backends.spanner.api_errors import API_ERRORS, api_error
 from agentq.backends.spanner.catalog import record_specs, stored_specs
 from agentq.backends.spanner.config import ReceiveShort
@@ -151,6 +151,8 @@ class SpannerBackend:
         self.commit_poll_interval: float | None = 0.5
         #: Whether the records table has the rare-status column (asked once).
         self._rare_column: bool | None = None
+        #: Whether it has the owner column (asked once).
+        self._owner_column: bool | None = None
 
     @property
     def url(self) -> str:
@@ -186,6 +188,7 @@ class SpannerBackend:
         """Apply the DDL with ``update_ddl`` and wait for the operation."""
         statements = self._ddl(specs) if specs is not None else self.ddl()
         had_column = self._rare_column or rare_index.has_column(self) is not False
+        had_owner = self._owner_column or owner_index.has_column(self) is not False
         try:
             self.database.update_ddl(statements).result(timeout)
         except concurrent.futures.TimeoutError as exc:
@@ -197,7 +200,9 @@ class SpannerBackend:
             raise api_error(exc, "applying DDL", self.endpoint) from exc
         if not had_column:  # added just now: the records already there get it
             rare_index.backfill(self)
-        self._rare_column = True
+        if not had_owner:
+            owner_index.backfill(self)
+        self._rare_column = self._owner_column = True
         applied = list(specs) if specs is not None else list(self._specs.values())
         for spec in applied:  # IF NOT EXISTS left a queue of another shape as it was
             check_shape(self, spec)
@@ -211,6 +216,15 @@ class SpannerBackend:
         if self._rare_column is None:
             self._rare_column = rare_index.has_column(self) is True
         return self._rare_column
+
+    @property
+    def owner_column(self) -> bool:
+        """Whether tasks are written with their owner and owner listings may walk
+        its indexes (:mod:`.owner_index`): False until ``agentq init`` upgrades
+        a database an older agentq made."""
+        if self._owner_column is None:
+            self._owner_column = owner_index.has_column(self) is True
+        return self._owner_column
 
     def check_queue_shapes(self, queues: Sequence[str]) -> None:
         """Raise :class:`~agentq.errors.ConfigError` if a queue in the database has
@@ -309,8 +323,8 @@ class SpannerBackend:
         """Depth, ready and scheduled from the queue table (see :mod:`.inspection`)."""
         return queue_stats(self, self.queue_spec(queue))
 
-    def record_count(self, table: str) -> int:
-        return records.record_count(self, table)
+    def record_count(self, table: str, *, owner: str | None = None) -> int:
+        return records.record_count(self, table, owner)
 
     def read_tallies(
         self, first_minute: int, end_minute: int, *, width: int = 1, owner: str | None = None

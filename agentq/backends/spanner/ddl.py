@@ -13,14 +13,19 @@ from agentq.errors import ConfigError
 from agentq.spec import KeyType, PayloadType, QueueSpec
 
 __all__ = [
+    "OWNER_COLUMN",
     "RARE_COLUMN",
     "ddl",
+    "owner_column_ddl",
+    "owner_index_ddl",
     "rare_column_ddl",
     "rare_index_ddl",
 ]
 
 #: The records table's column of rare statuses (:mod:`.rare_index`).
 RARE_COLUMN = "rare_status"
+#: The records table's column of the tasks' owners (:mod:`.owner_index`).
+OWNER_COLUMN = "owner"
 
 _GSQL_TYPES = {KeyType.INT: "INT64", KeyType.STR: "STRING(MAX)", KeyType.BYTES: "BYTES(MAX)"}
 _PG_TYPES = {KeyType.INT: "bigint", KeyType.STR: "varchar", KeyType.BYTES: "bytea"}
@@ -33,15 +38,16 @@ def ddl(specs: Sequence[QueueSpec], *, postgres: bool = False, namespace: str = 
     if postgres:
         stmts = [
             f"CREATE TABLE IF NOT EXISTS {d.records} (tbl varchar(128) NOT NULL, k varchar NOT NULL, "
-            f"v varchar NOT NULL, {RARE_COLUMN} varchar, PRIMARY KEY (tbl, k))"
+            f"v varchar NOT NULL, {RARE_COLUMN} varchar, {OWNER_COLUMN} varchar, PRIMARY KEY (tbl, k))"
         ]
     else:
         stmts = [
             f"CREATE TABLE IF NOT EXISTS {d.records} (tbl STRING(128) NOT NULL, k STRING(MAX) NOT NULL, "
-            f"v STRING(MAX) NOT NULL, {RARE_COLUMN} STRING(MAX)) PRIMARY KEY (tbl, k)"
+            f"v STRING(MAX) NOT NULL, {RARE_COLUMN} STRING(MAX), {OWNER_COLUMN} STRING(MAX)) "
+            "PRIMARY KEY (tbl, k)"
         ]
-    # A table made before the column existed gets it (the CREATE left it as it was).
-    stmts += [rare_column_ddl(d), rare_index_ddl(d)]
+    # A table made before a column existed gets it (the CREATE left it as it was).
+    stmts += [rare_column_ddl(d), rare_index_ddl(d), owner_column_ddl(d), *owner_index_ddl(d)]
     stmts.extend(_queue_ddl(spec, d) for spec in specs)
     return stmts
 
@@ -58,6 +64,24 @@ def rare_index_ddl(d: Dialect) -> str:
         f"CREATE INDEX IF NOT EXISTS {d.rare_index} ON {d.records} ({RARE_COLUMN}, tbl, k) "
         f"WHERE {RARE_COLUMN} IS NOT NULL"
     )
+
+
+def owner_column_ddl(d: Dialect) -> str:
+    """Add the owner column to a records table made before it existed (a no-op after)."""
+    kind = "varchar" if d.postgres else "STRING(MAX)"
+    return f"ALTER TABLE {d.records} ADD COLUMN IF NOT EXISTS {OWNER_COLUMN} {kind}"
+
+
+def owner_index_ddl(d: Dialect) -> list[str]:
+    """The indexes of the tasks that have an owner: by owner, and by owner and
+    rare status (of those that have one)."""
+    o, r = OWNER_COLUMN, RARE_COLUMN
+    return [
+        f"CREATE INDEX IF NOT EXISTS {d.owner_index} ON {d.records} ({o}, tbl, k) "
+        f"WHERE {o} IS NOT NULL",
+        f"CREATE INDEX IF NOT EXISTS {d.owner_rare_index} ON {d.records} ({o}, {r}, tbl, k) "
+        f"WHERE {o} IS NOT NULL AND {r} IS NOT NULL",
+    ]
 
 
 def _ttl_days(spec: QueueSpec) -> int | None:

@@ -42,6 +42,16 @@ class Dialect:
         the database."""
         return f"{self.records}_rare_status"
 
+    @property
+    def owner_index(self) -> str:
+        """The records' index of the tasks' owners (:mod:`.owner_index`)."""
+        return f"{self.records}_owner"
+
+    @property
+    def owner_rare_index(self) -> str:
+        """The records' index of the tasks' owners and rare statuses."""
+        return f"{self.records}_owner_rare"
+
     def physical(self, queue: str) -> str:
         """A queue's name in the database (mutations, TVF names): the namespace's
         prefix and the queue's own name."""
@@ -127,7 +137,8 @@ class Dialect:
         after: bool = True,
         descending: bool = False,
         where: Sequence[tuple[str, int, bool]] = (),
-        rare_walks: int = 0,
+        walked: Sequence[str] = (),
+        walks: int = 0,
     ) -> str:
         """A page of a table's records in key order (``descending``: from the
         highest key down): keys at or above ``prefix``, past ``after`` in that
@@ -136,14 +147,15 @@ class Dialect:
         field, its name, whether an array parameter ``w<i>`` of string values is
         given, and whether a missing or null field matches too.
 
-        With ``rare_walks``, the page walks the index of rare statuses
-        (:mod:`.rare_index`) once per status (parameters ``s<i>``), each walk in
-        key order and cut at the limit, merged by key: it reads the records it
-        returns, not the finished ones in between (the status is then not among
-        ``where``)."""
+        With ``walked`` columns (``rare_status`` (:mod:`.rare_index`), ``owner``
+        (:mod:`.owner_index`), or both), the page walks their index ``walks``
+        times, the ``i``-th with the columns' values in parameters
+        ``f<i>c<j>``, each walk in key order and cut at the limit, merged by
+        key: it reads the records it returns, not the others in between (the
+        fields those columns stand for are then not among ``where``)."""
         names = ["tbl", "prefix"] + (["after"] if after else []) + (["upper"] if bounded else [])
         names += [f"w{i}" for i, (_, given, _) in enumerate(where) if given]
-        names += [f"s{i}" for i in range(rare_walks)]
+        names += [f"f{i}c{j}" for i in range(walks) for j in range(len(walked))]
         placeholders = dict(zip(names, self.params(names), strict=True))
         t, p = placeholders["tbl"], placeholders["prefix"]
         cond = f"tbl = {t} AND k >= {p}"
@@ -163,21 +175,24 @@ class Dialect:
             cond += f" AND ({' OR '.join(either) or 'FALSE'})"
         order = " ORDER BY k DESC" if descending else " ORDER BY k"
         cut = "" if limit is None else f" LIMIT {int(limit)}"
-        if not rare_walks:
+        if not walked:
             return f"SELECT k, v FROM {self.records} WHERE {cond}{order}{cut}"
-        index = self.rare_index
+        index = {("rare_status",): self.rare_index, ("owner",): self.owner_index,
+                 ("owner", "rare_status"): self.owner_rare_index}[tuple(walked)]  # fmt: skip
         hinted = (f"{self.records} /*@ FORCE_INDEX = {index} */" if self.postgres
                   else f"{self.records}@{{FORCE_INDEX={index}}}")  # fmt: skip
         way = " DESC" if descending else ""
-        walks = [
-            f"SELECT k, v FROM {hinted} WHERE rare_status IS NOT NULL AND "
-            f"rare_status = {placeholders[f's{i}']} AND {cond} "
-            f"ORDER BY rare_status{way}, tbl{way}, k{way}{cut}"
-            for i in range(rare_walks)
+        present = " AND ".join(f"{c} IS NOT NULL" for c in walked)
+        columns = "".join(f"{c}{way}, " for c in walked)
+        each = [
+            f"SELECT k, v FROM {hinted} WHERE {present} AND "
+            + "".join(f"{c} = {placeholders[f'f{i}c{j}']} AND " for j, c in enumerate(walked))
+            + f"{cond} ORDER BY {columns}tbl{way}, k{way}{cut}"
+            for i in range(walks)
         ]
-        if rare_walks == 1:
-            return walks[0]
-        merged = " UNION ALL ".join(f"SELECT k, v FROM ({w}) AS w{i}" for i, w in enumerate(walks))
+        if walks == 1:
+            return each[0]
+        merged = " UNION ALL ".join(f"SELECT k, v FROM ({w}) AS w{i}" for i, w in enumerate(each))
         return f"{merged}{order}{cut}"
 
     def due_sql(self, spec: QueueSpec, limit: int) -> str:

@@ -25,6 +25,8 @@ read, never a wrong row; a record it makes rare is missed by such listings).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from google.cloud.spanner_v1 import param_types
@@ -38,26 +40,26 @@ if TYPE_CHECKING:
     from agentq.backends.spanner.backend import SpannerBackend
     from agentq.backends.spanner.dialect import Dialect
 
-__all__ = ["backfill", "has_column"]
+__all__ = ["backfill", "chunks_where", "has_column", "set_column"]
 
 #: Records read per query, and rare statuses written per commit, by :func:`backfill`.
 BACKFILL_CHUNK = 2000
 
 
-def has_column(backend: SpannerBackend) -> bool | None:
-    """Whether the records table has the column (one query; an error that names
+def has_column(backend: SpannerBackend, column: str = COLUMN) -> bool | None:
+    """Whether the records table has ``column`` (one query; an error that names
     the column, on either dialect, means it does not), None if there is no
     records table yet."""
     d = backend.dialect
     try:
         with backend.database.snapshot() as snap:
-            list(snap.execute_sql(f"SELECT {COLUMN} FROM {d.records} LIMIT 1"))
+            list(snap.execute_sql(f"SELECT {column} FROM {d.records} LIMIT 1"))
     except API_ERRORS as exc:
-        if COLUMN in str(exc):
+        if column in str(exc):
             return False
         if d.records.lower() in str(exc).lower():
             return None
-        with mapped_errors(f"reading the records table's {COLUMN} column", backend.endpoint):
+        with mapped_errors(f"reading the records table's {column} column", backend.endpoint):
             raise
     return True
 
@@ -66,6 +68,20 @@ def backfill(backend: SpannerBackend) -> int:
     """Set the column of the tasks and approvals already stored (after the column
     was added): each table read once in key order, a chunk per query, and only
     the rare records written. Returns how many were written."""
+    written = 0
+    for table in ("tasks", "approvals"):
+        for rare in chunks_where(backend, table, partial(record_rare_status, table)):
+            set_column(backend, table, rare, COLUMN, _status_sql(backend.dialect, table))
+            written += len(rare)
+    return written
+
+
+def chunks_where(
+    backend: SpannerBackend, table: str, keep: Callable[[str], object]
+) -> Iterator[list[str]]:
+    """The keys of ``table``'s records whose stored text ``keep`` gives a value
+    other than None, a chunk of the table (:data:`BACKFILL_CHUNK` records read
+    in key order, one query) at a time; empty chunks left out."""
     d = backend.dialect
     names = ["tbl", "after"]
     t, a = d.params(names)
@@ -73,23 +89,19 @@ def backfill(backend: SpannerBackend) -> int:
         f"SELECT k, v FROM {d.records} WHERE tbl = {t} AND k > {a} "
         f"ORDER BY k LIMIT {BACKFILL_CHUNK}"
     )
-    written = 0
-    for table in ("tasks", "approvals"):
-        after = ""
-        while True:
-            with (
-                mapped_errors(f"reading {table} to fill {COLUMN}", backend.endpoint),
-                backend.database.snapshot() as snap,
-            ):
-                rows = list(snap.execute_sql(sql, params=d.param_dict(names, [table, after])))
-            rare = [str(k) for k, v in rows if record_rare_status(table, str(v)) is not None]
-            if rare:
-                _write(backend, table, rare)
-                written += len(rare)
-            if len(rows) < BACKFILL_CHUNK:
-                break
-            after = str(rows[-1][0])
-    return written
+    after = ""
+    while True:
+        with (
+            mapped_errors(f"reading {table} to fill a column", backend.endpoint),
+            backend.database.snapshot() as snap,
+        ):
+            rows = list(snap.execute_sql(sql, params=d.param_dict(names, [table, after])))
+        kept = [str(k) for k, v in rows if keep(str(v)) is not None]
+        if kept:
+            yield kept
+        if len(rows) < BACKFILL_CHUNK:
+            return
+        after = str(rows[-1][0])
 
 
 def _status_sql(d: Dialect, table: str) -> str:
@@ -103,19 +115,22 @@ def _status_sql(d: Dialect, table: str) -> str:
     return f"CASE WHEN {status} {negate}IN ({values}) THEN {status} END"
 
 
-def _write(backend: SpannerBackend, table: str, keys: list[str]) -> None:
-    # The status is taken from the record as it is when the update runs (a record
-    # changed or deleted since the scan read it is judged as it is now).
+def set_column(
+    backend: SpannerBackend, table: str, keys: list[str], column: str, value_sql: str
+) -> None:
+    """Set ``column`` of the records of ``keys`` to ``value_sql`` (SQL of the
+    record's text ``v``), taken from each record as it is when the update runs
+    (a record changed or deleted since the scan read it is judged as it is now)."""
     d = backend.dialect
     names = ["tbl", "keys"]
     t, k = d.params(names)
     among = f"k = ANY({k})" if d.postgres else f"k IN UNNEST({k})"
-    sql = f"UPDATE {d.records} SET {COLUMN} = {_status_sql(d, table)} WHERE tbl = {t} AND {among}"
+    sql = f"UPDATE {d.records} SET {column} = {value_sql} WHERE tbl = {t} AND {among}"
     kinds = [param_types.STRING, param_types.Array(param_types.STRING)]
     types = dict(zip(d.param_keys(names), kinds, strict=True))
 
     def body(txn: Any) -> None:
         txn.execute_update(sql, params=d.param_dict(names, [table, keys]), param_types=types)
 
-    with mapped_errors(f"filling {COLUMN} of {table}", backend.endpoint):
+    with mapped_errors(f"filling {column} of {table}", backend.endpoint):
         backend.database.run_in_transaction(body)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from google.cloud.spanner_v1 import param_types
 
 from agentq.backends.base import RecordFilter, StoredRecord, Tally, Transaction
+from agentq.backends.owners import OWNED_TABLES, OWNER_FIELD, owner_walks
 from agentq.backends.record_filters import (
     check_counted,
     check_record_filter,
@@ -105,10 +106,19 @@ def list_records(
         return []
     filters = check_record_filter(where)
     walks = rare_statuses(table, where) if backend.rare_column else None
-    if walks is not None:
-        filters = [f for f in filters if f[0] != "status"]
-        if not walks:
-            return []  # no status asked for
+    owners = owner_walks(table, where) if backend.owner_column else None
+    walked = (["owner"] if owners is not None else []) + (["rare_status"] if walks is not None
+                                                          else [])  # fmt: skip
+    fixed = [
+        (*([o] if owners is not None else []), *([s] if walks is not None else []))
+        for o in (owners if owners is not None else [None])
+        for s in (walks if walks is not None else [None])
+    ]
+    if walked:
+        filters = [f for f in filters if not (
+            (walks is not None and f[0] == "status") or (owners is not None and f[0] == OWNER_FIELD))]
+        if not fixed:
+            return []  # no value asked for
     upper = prefix_end(prefix)
     d = backend.dialect
     names = ["tbl", "prefix"] + (["after"] if after else []) + ([] if upper is None else ["upper"])
@@ -119,9 +129,10 @@ def list_records(
         if strings:
             names.append(f"w{i}")
             values.append(strings)
-    for i, status in enumerate(walks or ()):
-        names.append(f"s{i}")
-        values.append(status)
+    if walked:
+        for i, row in enumerate(fixed):
+            names += [f"f{i}c{j}" for j in range(len(walked))]
+            values += list(row)
     params = d.param_dict(names, values)
     for key, name in zip(d.param_keys(names), names, strict=True):
         is_array = name.startswith("w")
@@ -129,7 +140,7 @@ def list_records(
     sql = d.record_page(
         upper is not None, limit, after=bool(after), descending=descending,
         where=[(name, bool(strings), missing) for name, strings, missing in filters],
-        rare_walks=len(walks or ()),
+        walked=walked, walks=len(fixed) if walked else 0,
     )  # fmt: skip
     with (
         mapped_errors(f"listing records of {table}", backend.endpoint),
@@ -139,24 +150,41 @@ def list_records(
     out = [(str(k), dict(decode(v))) for k, v in rows if str(k).startswith(prefix)]
     if walks:  # an entry an older agentq left stale is read, then dropped here
         out = [(k, v) for k, v in out if v.get("status") in walks]
+    if owners:
+        out = [(k, v) for k, v in out if v.get(OWNER_FIELD) in owners]
     if after:
         out = [(k, v) for k, v in out if (k < after if descending else k > after)]
     return out if limit is None else out[:limit]
 
 
-def record_count(backend: SpannerBackend, table: str) -> int:
-    """How many records ``table`` holds, counted in the query (Spanner keeps no
-    totals yet: the scan of the table's key range, not of its values)."""
+def record_count(backend: SpannerBackend, table: str, owner: str | None = None) -> int:
+    """How many records ``table`` holds (``owner``'s only, if given), counted in
+    the query (Spanner keeps no totals yet: the scan of the table's key range,
+    not of its values; an owner's, of its part of the owner index)."""
     check_counted(table)
+    if owner is not None and table not in OWNED_TABLES:
+        return 0
     d = backend.dialect
-    [name] = d.params(["tbl"])
-    sql = f"SELECT COUNT(*) FROM {d.records} WHERE tbl = {name}"
+    names = ["tbl"] if owner is None else ["tbl", "owner"]
+    marks = d.params(names)
+    sql = f"SELECT COUNT(*) FROM {d.records} WHERE tbl = {marks[0]}"
+    if owner is not None and backend.owner_column:  # the owner's part of its index
+        index = d.owner_index
+        hinted = (f"{d.records} /*@ FORCE_INDEX = {index} */" if d.postgres
+                  else f"{d.records}@{{FORCE_INDEX={index}}}")  # fmt: skip
+        sql = (f"SELECT COUNT(*) FROM {hinted} WHERE owner IS NOT NULL AND "
+               f"owner = {marks[1]} AND tbl = {marks[0]}")  # fmt: skip
+    elif owner is not None:  # a table an older agentq made, until `agentq init`
+        field = (f"(v::jsonb ->> '{OWNER_FIELD}')" if d.postgres
+                 else f"JSON_VALUE(v, '$.{OWNER_FIELD}')")  # fmt: skip
+        sql += f" AND {field} = {marks[1]}"
+    values = [table] if owner is None else [table, owner]
+    types = {key: param_types.STRING for key in d.param_keys(names)}
     with (
         mapped_errors(f"counting records of {table}", backend.endpoint),
         backend.database.snapshot() as snap,
     ):
-        rows = list(snap.execute_sql(sql, params=d.param_dict(["tbl"], [table]),
-                                     param_types={d.param_keys(["tbl"])[0]: param_types.STRING}))  # fmt: skip
+        rows = list(snap.execute_sql(sql, params=d.param_dict(names, values), param_types=types))
     return int(rows[0][0]) if rows else 0
 
 

@@ -17,9 +17,10 @@ from google.api_core import exceptions as gexc
 from google.cloud.spanner_v1.keyset import KeySet
 
 from agentq.backends.base import EncodedFields, EncodedRecord, Tally, Transaction
+from agentq.backends.owners import record_owner
 from agentq.backends.record_filters import record_rare_status
 from agentq.backends.record_text import record_text
-from agentq.backends.spanner.ddl import RARE_COLUMN
+from agentq.backends.spanner.ddl import OWNER_COLUMN, RARE_COLUMN
 from agentq.backends.spanner.wire import storable_key, unstorable_key, wire_key, wire_payload
 from agentq.backends.tallies import TALLY_TABLE, check_tallies, record_key, record_tally
 from agentq.errors import MessageNotFound
@@ -158,6 +159,8 @@ class SpannerTransaction(Transaction):
             row: tuple[str | None, ...] = (table, key, text, rare)
         else:
             columns, row = ("tbl", "k", "v"), (table, key, text)
+        if self._backend.owner_column:  # the same owner at every write of a task
+            columns, row = (*columns, OWNER_COLUMN), (*row, record_owner(table, stored))
         self._txn.insert_or_update(self._backend.dialect.records, columns=columns, values=[row])
         self._records[(table, key)] = stored
         self.written.add((table, key))

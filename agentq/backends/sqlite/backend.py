@@ -24,7 +24,7 @@ from agentq.backends.base import (
     check_stream_args,
 )
 from agentq.backends.notify import RecordTopic, Wake
-from agentq.backends.sqlite import indexes, queues, records, space, tallies, totals
+from agentq.backends.sqlite import indexes, owners, queues, records, space, tallies, totals
 from agentq.backends.sqlite.connection import Database
 from agentq.backends.sqlite.doorbell import Doorbell
 from agentq.backends.sqlite.files import DEFAULT_FILE_MODE, parse_file_mode
@@ -39,6 +39,13 @@ from agentq.spec import QueueSpec, validate_identifier
 __all__ = ["SQLiteBackend", "open_sqlite"]
 
 T = TypeVar("T")
+
+
+def _ensure_columns(conn: sqlite3.Connection) -> None:
+    """Bring a database made by an earlier release forward: the rare-status
+    column and the totals, then the owner column (:mod:`.owners`)."""
+    indexes.ensure_rare_status(conn)
+    owners.ensure_owner(conn)
 
 
 class SQLiteBackend:
@@ -101,7 +108,7 @@ class SQLiteBackend:
                     others_version=self._others_version,
                 )  # fmt: skip
             self._db.setup(queues.SCHEMA + records.SCHEMA + tallies.SCHEMA,
-                           then=indexes.ensure_rare_status)  # fmt: skip
+                           then=_ensure_columns)  # fmt: skip
         except BaseException:
             self.close()  # a database that cannot be set up leaves nothing open
             raise
@@ -280,7 +287,9 @@ class SQLiteBackend:
     def stats(self, queue: str) -> QueueStats:
         return self._leases.stats(self._queue_sql(queue))
 
-    def record_count(self, table: str) -> int:
+    def record_count(self, table: str, *, owner: str | None = None) -> int:
+        if owner is not None:
+            return self._db.read(lambda conn: owners.owner_count(conn, table, owner))
         return self._db.read(lambda conn: totals.record_count(conn, table))
 
     def read_tallies(

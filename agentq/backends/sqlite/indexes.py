@@ -50,7 +50,9 @@ _FILL = (
 #: How a page of records is written here (:mod:`agentq.backends.record_pages`).
 DIALECT = PageDialect(
     records="agentq_records", mark="?", field=lambda name: f"json_extract(v, '$.{name}')",
-    false="0", indexed_by=f" INDEXED BY {RARE_INDEX}",
+    false="0", indexed_by=f" INDEXED BY {RARE_INDEX}", owners=True,
+    owner_indexed_by=" INDEXED BY agentq_records_owner",
+    owner_rare_indexed_by=" INDEXED BY agentq_records_owner_rare",
 )  # fmt: skip
 
 

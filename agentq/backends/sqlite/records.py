@@ -21,6 +21,7 @@ from functools import lru_cache, partial
 from typing import Any
 
 from agentq.backends.base import EncodedFields, EncodedRecord, RecordFilter, StoredRecord
+from agentq.backends.owners import record_owner
 from agentq.backends.record_filters import fields_rare_status, record_rare_status
 from agentq.backends.record_pages import filtered_page
 from agentq.backends.record_text import record_text
@@ -109,9 +110,11 @@ def put_record(
         conn.execute(
             # An upsert, not INSERT OR REPLACE: a replacing delete fires no trigger,
             # and the totals' triggers must not count a record put again.
-            "INSERT INTO agentq_records (tbl, k, v, rare_status) VALUES (?, ?, ?, ?) "
+            # The owner is written by the insert only: it never changes.
+            "INSERT INTO agentq_records (tbl, k, v, rare_status, owner) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v, rare_status = excluded.rare_status",
-            (_record_table(table), key, record_text(value), record_rare_status(table, value)),
+            (_record_table(table), key, record_text(value), record_rare_status(table, value),
+             record_owner(table, value)),
         )
     except UnicodeEncodeError as exc:
         raise _unstorable(table, key, exc) from exc
@@ -120,8 +123,10 @@ def put_record(
 def insert_record(conn: sqlite3.Connection, table: str, key: str, value: Mapping[str, Any]) -> bool:
     try:
         cur = conn.execute(
-            "INSERT OR IGNORE INTO agentq_records (tbl, k, v, rare_status) VALUES (?, ?, ?, ?)",
-            (_record_table(table), key, record_text(value), record_rare_status(table, value)),
+            "INSERT OR IGNORE INTO agentq_records (tbl, k, v, rare_status, owner) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (_record_table(table), key, record_text(value), record_rare_status(table, value),
+             record_owner(table, value)),
         )
     except UnicodeEncodeError as exc:
         raise _unstorable(table, key, exc) from exc

@@ -1,0 +1,106 @@
+"""Spanner keeps the tasks' owners in a column with indexes, as SQLite and
+PostgreSQL do (issue 38 item 1, ``agentq.backends.owners``): an agent's own
+listing walks the owner index instead of filtering every record's JSON, its
+count is counted from the index, and a database an older agentq made gets the
+column, its tasks' owners and the indexes from ``agentq init``
+(``apply_ddl``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentq import open_backend
+from agentq.backends import Backend
+
+from .fixtures import EmulatorDatabase
+
+
+def _recording(b: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The SQL of the backend's snapshot reads, from now on."""
+    sent: list[str] = []
+    real = b.database.snapshot
+
+    class Recording:
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        def __enter__(self) -> Recording:
+            self._snap = self._inner.__enter__()
+            return self
+
+        def __exit__(self, *exc: Any) -> Any:
+            return self._inner.__exit__(*exc)
+
+        def execute_sql(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+            sent.append(sql)
+            return self._snap.execute_sql(sql, *args, **kwargs)
+
+    monkeypatch.setattr(b.database, "snapshot", lambda *a, **kw: Recording(real(*a, **kw)))
+    return sent
+
+
+def test_an_owners_listing_and_count_walk_its_index(
+    records_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    b: Any = records_backend
+    b.transact(lambda tx: [
+        tx.put_record("tasks", f"t{i:03d}", {"status": "dead" if i % 7 == 0 else "succeeded",
+                                             "created_by": "ann" if i % 25 == 3 else "bob"})
+        for i in range(150)
+    ])  # fmt: skip
+    sent = _recording(b, monkeypatch)
+    listed = b.list_records("tasks", where={"created_by": ["ann"]}, descending=True, limit=3)
+    assert [k for k, _ in listed] == ["t128", "t103", "t078"]
+    assert len(sent) == 1 and b.dialect.owner_index in sent[0] and "FORCE_INDEX" in sent[0]
+    sent.clear()
+    dead = b.list_records("tasks", where={"created_by": ["ann", "carl"], "status": ["dead"]})
+    assert [k for k, _ in dead] == ["t028"]
+    assert len(sent) == 1 and b.dialect.owner_rare_index in sent[0]
+    sent.clear()
+    assert b.record_count("tasks", owner="ann") == 6
+    assert len(sent) == 1 and b.dialect.owner_index in sent[0]
+
+
+def test_a_database_made_before_the_owner_column_gets_it_on_init(
+    emulator_database: EmulatorDatabase,
+) -> None:
+    old: Any = open_backend(emulator_database.direct_url)
+    try:
+        kind = "varchar" if emulator_database.postgres else "STRING(MAX)"
+        key = "PRIMARY KEY (tbl, k))" if emulator_database.postgres else ") PRIMARY KEY (tbl, k)"
+        create = (
+            f"CREATE TABLE {old.dialect.records} (tbl {kind} NOT NULL, k {kind} NOT NULL, "
+            f"v {kind} NOT NULL, rare_status {kind}{', ' if emulator_database.postgres else ''}"
+            f"{key}"
+        )
+        old.database.update_ddl([create]).result(120)
+        assert old.rare_column is True and old.owner_column is False
+        old.transact(lambda tx: [
+            tx.put_record("tasks", "a", {"status": "dead", "created_by": "ann"}),
+            tx.put_record("tasks", "b", {"status": "succeeded", "created_by": "ann"}),
+            tx.put_record("tasks", "c", {"status": "succeeded", "created_by": 3}),
+            tx.put_record("runs", "r", {"created_by": "ann"}),
+        ])  # fmt: skip
+        # Until init, listings and counts filter the records as before.
+        assert [k for k, _ in old.list_records("tasks", where={"created_by": ["ann"]})] == [
+            "a", "b"]  # fmt: skip
+        assert old.record_count("tasks", owner="ann") == 2
+    finally:
+        old.close()
+    upgraded: Any = open_backend(emulator_database.direct_url)
+    try:
+        upgraded.apply_ddl([])
+        assert upgraded.owner_column is True
+        rows = list(upgraded.database.snapshot().__enter__().execute_sql(
+            f"SELECT tbl, k, owner FROM {upgraded.dialect.records} ORDER BY tbl, k"
+        ))  # fmt: skip
+        assert [tuple(r) for r in rows] == [
+            ("runs", "r", None), ("tasks", "a", "ann"), ("tasks", "b", "ann"), ("tasks", "c", None),
+        ]  # fmt: skip
+        dead = upgraded.list_records("tasks", where={"created_by": ["ann"], "status": ["dead"]})
+        assert [k for k, _ in dead] == ["a"]
+        assert upgraded.record_count("tasks", owner="ann") == 2
+    finally:
+        upgraded.close()
