@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -69,25 +71,47 @@ def test_an_earlier_time_gets_its_own_prefix_not_the_previous_ids() -> None:
     assert int(new_task_id(earlier)[4:18], 16) == to_micros(earlier)
 
 
+_FORK_SCRIPT = """
+import os
+from datetime import UTC, datetime, timedelta
+from agentq.ids import new_task_id
+
+same = datetime(2026, 12, 2, 15, 0, 0, 1, tzinfo=UTC)
+later = same + timedelta(microseconds=1)
+new_task_id(same)
+read_end, write_end = os.pipe()
+pid = os.fork()
+if pid == 0:  # the child: report its two ids and leave at once
+    try:
+        os.write(write_end, f"{new_task_id(same)} {new_task_id(later)}".encode())
+    finally:
+        os._exit(0)
+os.close(write_end)
+with os.fdopen(read_end) as pipe:
+    child = pipe.read()
+_, status = os.waitpid(pid, 0)
+print(child, "|", new_task_id(same), new_task_id(later), "|", status)
+"""
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 def test_a_forked_child_never_makes_its_parents_next_ids() -> None:
     """A child forked after the parent made an id must not count up from the
     parent's last tail (the same microsecond) nor reuse its pool of random bytes
-    (a new one): both would give the two processes the same ids."""
-    same = datetime(2026, 12, 2, 15, 0, 0, 1, tzinfo=UTC)
-    later = same + timedelta(microseconds=1)
-    new_task_id(same)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: report its two ids and leave at once
-        try:
-            os.write(write_end, f"{new_task_id(same)} {new_task_id(later)}".encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end) as pipe:
-        child = pipe.read().split()
-    os.waitpid(pid, 0)
-    parent = [new_task_id(same), new_task_id(later)]
-    assert len(child) == 2
-    assert child[0] != parent[0] and child[1] != parent[1]
+    (a new one): both would give the two processes the same ids.
+
+    The fork happens in a fresh interpreter holding only agentq.ids: forking the
+    test worker itself (gRPC, psycopg and browser threads alive) can kill the child
+    before it writes a byte, which would test the threads, not the ids."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    child_part, parent_part, status = (part.split() for part in done.stdout.split("|"))
+    assert status == ["0"], done.stderr
+    assert len(child_part) == 2 and len(parent_part) == 2
+    assert all(_SHAPE.fullmatch(i) for i in child_part + parent_part)
+    assert child_part[0] != parent_part[0] and child_part[1] != parent_part[1]
