@@ -138,6 +138,11 @@ def load_tool_modules(folder: str | Path, *, reload: bool = False) -> tuple[Modu
     modules when nothing changed since the last load, else (or with ``reload``) a
     fresh import of the whole folder."""
     root = Path(folder)
+    if root.is_file():
+        raise ConfigError(
+            f"tools directory {str(root)!r} is a file: give the folder that holds it "
+            f"({str(root.parent)!r}); every *.py directly in it is loaded"
+        )
     if not root.is_dir():
         raise ConfigError(f"tools directory {str(root)!r} does not exist")
     root = root.resolve()

@@ -202,3 +202,20 @@ def test_one_inline_tool_needs_no_list_and_garbage_is_a_clear_error() -> None:
         assert "echo" in rt.tools.names()
     with pytest.raises(ConfigError, match=r"tools must be a folder.*not int"):
         Runtime("sqlite:///:memory:", tools=42)  # type: ignore[arg-type]
+
+
+def test_a_tools_file_given_for_its_folder_is_named_as_a_file_not_as_missing(
+    tmp_path: Path,
+) -> None:
+    """``tools="tools/refund.py"`` is a natural slip: the message must say the
+    path is a file and what to give instead, not that it does not exist."""
+    _greeter(tmp_path / "tools", "hi")
+    file = tmp_path / "tools" / "greet.py"
+    with pytest.raises(ConfigError) as raised:
+        Runtime(f"sqlite:///{tmp_path / 'a.db'}", tools=str(file))
+    message = str(raised.value)
+    assert "does not exist" not in message
+    assert "is a file" in message and str(tmp_path / "tools") in message
+    assert "\n" not in message
+    with pytest.raises(ConfigError, match="does not exist"):
+        Runtime(f"sqlite:///{tmp_path / 'b.db'}", tools=str(tmp_path / "missing"))
