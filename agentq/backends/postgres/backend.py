@@ -39,6 +39,7 @@ from agentq.backends.postgres.queues import QueueSQL
 from agentq.backends.postgres.records import Records
 from agentq.backends.postgres.schema import notify_params, notify_sql, qualified
 from agentq.backends.postgres.space import SpaceReclaimer
+from agentq.backends.postgres.statistics import StatisticsKeeper
 from agentq.backends.postgres.transaction import PostgresTransaction
 from agentq.backends.postgres.wakeups import Listener, channel, payload
 from agentq.backends.record_filters import check_counted
@@ -106,6 +107,7 @@ class PostgresBackend:
                           self._read_versions)
         )  # fmt: skip
         self._space = SpaceReclaimer(config, qualified(config.schema, "records"))
+        self._statistics = StatisticsKeeper(config)
 
     @property
     def url(self) -> str:
@@ -273,6 +275,7 @@ class PostgresBackend:
         self._queue_sql(queue)  # fail fast on an unknown queue
         if claim is not None:
             claim = _Notifying(claim, self._commits)
+            self._statistics.check_soon()  # a worker: its batches' plans need them
         return self._stream(queue, max_batch_size, max_duration, claim)
 
     def _stream(
@@ -383,6 +386,7 @@ class PostgresBackend:
         self._db.close()
         self._notifier.notify()
         self._commits.notify()
+        self._statistics.wait(5.0)  # an ANALYZE under way ends with its connection
 
     def __enter__(self) -> PostgresBackend:
         return self
