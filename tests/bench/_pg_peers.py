@@ -31,7 +31,7 @@ How each is set up, as its documentation suggests for throughput:
 
 from __future__ import annotations
 
-__all__ = ["PEERS", "Peer"]
+__all__ = ["FLOORS", "PEERS", "Peer"]
 
 from dataclasses import dataclass
 
@@ -286,9 +286,119 @@ print(json.dumps({"tasks_per_s": (n - 1) / (got[-1] - got[0]), "enqueue_per_s": 
 '''
 )
 
-#: The peers, by name, with the versions the comparison is pinned to.
+_BARE = (
+    _COMMON
+    + r'''
+SCHEMA = """
+CREATE TABLE bare_q (id bigserial PRIMARY KEY, task_id text NOT NULL, payload bytea NOT NULL,
+                     visible_at bigint NOT NULL, lease_seq bigint NOT NULL DEFAULT 0);
+CREATE INDEX bare_q_visible ON bare_q (visible_at, id);
+CREATE TABLE bare_records (k text PRIMARY KEY, v text NOT NULL);
+"""
+ENQUEUE = (  # the message and its task's record, one statement: one commit, one round trip
+    "WITH q AS (INSERT INTO bare_q (task_id, payload, visible_at) VALUES (%s, %s, 0) "
+    "RETURNING task_id), r AS (INSERT INTO bare_records (k, v) SELECT task_id, %s FROM q "
+    "RETURNING 1) SELECT pg_notify('bare_work', '') FROM r"
+)
+(root / "worker.py").write_text("""
+import json, os, signal, sys, threading, time
+import psycopg
+url, path, concurrency, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *a: stop.set())
+# Leases are bookkeeping (a lost one only redelivers): not waited on to disk, as agentq's.
+claims = psycopg.connect(url, autocommit=True, options="-c synchronous_commit=off")
+completions = psycopg.connect(url, autocommit=True)
+listener = psycopg.connect(url, autocommit=True)
+listener.execute("LISTEN bare_work")
+# Lease the ready messages (a new lease sequence: the token) and mark their tasks
+# running, reading each task's record with it: one statement.
+CLAIM = (
+    "WITH c AS (SELECT id FROM bare_q WHERE visible_at <= %(now)s ORDER BY visible_at, id "
+    "LIMIT %(batch)s FOR UPDATE SKIP LOCKED), "
+    "l AS (UPDATE bare_q AS q SET lease_seq = q.lease_seq + 1, visible_at = %(expiry)s "
+    "FROM c WHERE q.id = c.id RETURNING q.id, q.task_id, q.lease_seq, q.payload), "
+    "r AS (UPDATE bare_records AS r SET v = replace(r.v, '\\"status\\":\\"queued\\"', "
+    "'\\"status\\":\\"running\\"') FROM l WHERE r.k = l.task_id RETURNING r.k, r.v) "
+    "SELECT l.id, l.task_id, l.lease_seq, l.payload, r.v FROM l JOIN r ON r.k = l.task_id"
+)
+# The acks, fenced by the lease sequence, and the outcomes written from the record
+# read at claim time, compare-and-swapped: one statement, one durable commit. A stale
+# ack deletes nothing, so its outcome is never recorded.
+COMPLETE = (
+    "WITH x AS (SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], "
+    "%s::text[]) AS x(id, seq, k, old, new)), "
+    "acked AS (DELETE FROM bare_q AS q USING x WHERE q.id = x.id AND q.lease_seq = x.seq "
+    "RETURNING x.k, x.old, x.new) "
+    "UPDATE bare_records AS r SET v = acked.new FROM acked WHERE r.k = acked.k "
+    "AND r.v = acked.old RETURNING 1"
+)
+print("ready", flush=True)
+while not stop.is_set():
+    now = int(time.time() * 1e6)
+    lease = {"now": now, "batch": batch, "expiry": now + 30_000_000}
+    rows = claims.execute(CLAIM, lease).fetchall()
+    if not rows:
+        for _ in listener.notifies(timeout=0.05, stop_after=1):
+            pass
+        continue
+    ids, seqs, keys, olds, news = [], [], [], [], []
+    for mid, task_id, seq, payload, old in rows:
+        started = time.time()
+        os.write(fd, f"{payload.decode()} {started}\\n".encode())
+        record = json.loads(old)
+        record["status"] = "succeeded"
+        record["result"] = {"started": started}
+        ids.append(mid); seqs.append(seq); keys.append(task_id); olds.append(old)
+        news.append(json.dumps(record, separators=(",", ":")))
+    written = completions.execute(COMPLETE, (ids, seqs, keys, olds, news)).fetchall()
+    if len(written) != len(rows):
+        print(f"stale acks: {len(rows) - len(written)}", file=sys.stderr, flush=True)
+""")
+import json
+import psycopg
+db = psycopg.connect(url, autocommit=True)
+db.execute(SCHEMA)
+began = time.perf_counter()
+for i in range(n):  # one task per commit
+    db.execute(ENQUEUE, (f"t{i}", str(i).encode(), json.dumps({"status": "queued", "n": i})))
+enqueue_per_s = n / (time.perf_counter() - began)
+db.execute("ANALYZE bare_q, bare_records")  # the floor: plans with statistics
+procs = start_workers(workers)
+try:
+    wait_until(lambda: len(starts()) >= n
+               and db.execute("SELECT count(*) FROM bare_q").fetchone()[0] == 0, "bare SQL")
+finally:
+    stop_workers(procs)
+got = sorted(starts().values())
+assert len(got) == n, f"{len(got)} of {n} started"
+succeeded = db.execute(
+    "SELECT count(*) FROM bare_records WHERE v LIKE '%%\"status\":\"succeeded\"%%'"
+).fetchone()[0]
+assert succeeded == n, f"{succeeded} of {n} recorded succeeded"
+procs = start_workers(1)
+try:
+    time.sleep(0.5)
+    gaps = file_latency(lambda i: db.execute(
+        ENQUEUE, (f"t{i}", str(i).encode(), json.dumps({"status": "queued", "n": i}))))
+finally:
+    stop_workers(procs)
+print(json.dumps({"tasks_per_s": (n - 1) / (got[-1] - got[0]), "enqueue_per_s": enqueue_per_s,
+                  "latency_ms": gaps}))
+'''
+)
+
+#: The peers, by name, with the versions the comparison is pinned to. ``bare`` is
+#: not a peer but the floor: bare SQL with agentq's guarantees (the lease marks the
+#: task running; the outcome, written from the record read at claim time, and the
+#: ack fenced by the lease commit together; a stale ack records nothing), two
+#: statements a batch, through psycopg as agentq's own driver.
 PEERS = {
     "procrastinate": Peer("procrastinate", ("procrastinate==3.10.0",), _PROCRASTINATE),
     "pgqueuer": Peer("pgqueuer", ("pgqueuer[asyncpg]==1.6.0",), _PGQUEUER),
     "dbos": Peer("dbos", ("dbos==3.4.0",), _DBOS),
+    "bare": Peer("bare", ("psycopg[binary]==3.3.9",), _BARE),
 }
+#: What is a floor to compare with, not a peer to beat.
+FLOORS = {"bare"}

@@ -1,5 +1,6 @@
 """Compare agentq on PostgreSQL with procrastinate, pgqueuer and DBOS, side by side
-on one server, beside raw one-row commits (the floor).
+on one server, beside raw one-row commits and a bare-SQL worker with agentq's
+guarantees (the floors).
 
 Not part of the test run (``tests/acceptance/test_compare_postgres.py`` runs it
 once with tiny numbers). One command prints the whole table (markdown) and
@@ -29,6 +30,9 @@ A round runs every system once, in an order that rotates from round to round
   result in the ledger, committed with the ack);
 * **latency** -- one idle worker process: ms from an enqueue's return (its
   commit) to its handler's start, ``--latency-samples`` times, 20 ms apart;
+* ``bare`` (a floor, not a peer: never the "fastest peer"): the same three
+  figures for bare SQL with agentq's guarantees through psycopg, two statements
+  a batch (``_pg_peers.py``); the table gives agentq's processed/s over it;
 * agentq only, beside raw commits: **decisions/s** (a transaction that inserts an
   application row and enqueues a task) from 1 caller and from ``--callers``
   threads, against ``raw`` (``INSERT`` one row, ``COMMIT``) from 1 caller and
@@ -55,7 +59,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from _pg_peers import PEERS, Peer
+from _pg_peers import FLOORS, PEERS, Peer
 
 from agentq.bench.latency import latency_summary
 
@@ -269,11 +273,16 @@ def summarise(rounds: list[dict[str, dict[str, Any]]], args: argparse.Namespace,
                    f"decisions_per_s_{c}_callers"):  # fmt: skip
         out["systems"]["agentq"][figure] = summary(series("agentq", figure))
 
+    peers = [p for p in args.peer_names if p not in FLOORS]
+
     def best_peer(figure: str) -> list[float]:
-        return [max(float(r[p][figure]) for p in args.peer_names) for r in rounds]
+        return [max(float(r[p][figure]) for p in peers) for r in rounds]
 
     t = out["targets"]
-    if args.peer_names:
+    if "bare" in args.peer_names:
+        t["processed_over_floor"] = ratio(series("agentq", "tasks_per_s"),
+                                          series("bare", "tasks_per_s"))  # fmt: skip
+    if peers:
         t["processed_over_fastest_peer"] = ratio(series("agentq", "tasks_per_s"),
                                                  best_peer("tasks_per_s"))  # fmt: skip
         t["enqueue_over_fastest_peer"] = ratio(series("agentq", "enqueue_per_s"),
@@ -323,6 +332,12 @@ def markdown(result: dict[str, Any]) -> str:
         [_rate(sy[x]["tasks_per_s"]) for x in systems],
         check(t.get("processed_over_fastest_peer"), 2) + " of the fastest peer",
     )
+    if "processed_over_floor" in t:
+        row(
+            "processed/s over the bare-SQL floor",
+            ["" for _ in systems],
+            check(t["processed_over_floor"], 0.8) + " of bare SQL with agentq's guarantees",
+        )
     row(
         "enqueue/s, 1 caller, one per commit",
         [_rate(sy[x]["enqueue_per_s"]) for x in systems],
