@@ -1,7 +1,7 @@
 """The documentation site builds, and what points into it leads somewhere.
 
-The site is built once, as ``.ci/run`` builds it (``mkdocs build --strict``, into
-a temporary folder), and then:
+The site is built once (both tests in one xdist group), as ``.ci/run`` builds it
+(``mkdocs build --strict``, into a temporary folder), and then:
 
 * every relative link of the README (the landing page on the repository and on
   the package index) names a page the site has, and its ``#anchor`` an id on
@@ -26,7 +26,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# One xdist group: both tests read the one site the module builds (mkdocs, seconds
+# of CPU), which pytest-xdist would otherwise build in each worker that runs one.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("docs_site")]
 ROOT = Path(__file__).resolve().parents[2]
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 PUBLIC_MODULES = ["agentq", "agentq.testing", "agentq.agents", "agentq.adapters.pydantic_ai",

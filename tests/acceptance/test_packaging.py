@@ -75,10 +75,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # Generic top-level names are never installed as packages.
     assert not [n for n in names if n.startswith(("tools/", "policies/"))]
     env_dir = base / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
+    # No pip of its own (ensurepip installs and byte-compiles pip, seconds of CPU):
+    # this interpreter's pip installs into the venv (``--python``), a real install of
+    # the wheel and its dependencies all the same. No byte-compiling either: what the
+    # tests import is compiled on first import, not every module of every dependency.
+    venv.EnvBuilder(with_pip=False).create(env_dir)
     # With the ui extra, as the README's quickstart installs it (agentq ui needs it).
     pip = _run(
-        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{wheel}[ui]"],
+        [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"),
+         "install", "--quiet", "--no-compile", f"{wheel}[ui]"],
         base, 600,
     )  # fmt: skip
     assert pip.returncode == 0, pip.stderr[-3000:]

@@ -16,8 +16,9 @@ import threading
 from collections.abc import Callable
 
 from agentq import FakeClock
+from agentq.executor import Worker
 
-__all__ = ["advance_until", "advance_until_done"]
+__all__ = ["advance_until", "advance_until_done", "stop_on_the_fake_clock"]
 
 #: Real seconds a driven test may take before it is a failure, not a hang.
 REAL_TIMEOUT = 60.0
@@ -66,3 +67,34 @@ def advance_until_done(clock: FakeClock, t: threading.Thread, seconds: int = 30)
         what="the drain's return",
     )
     t.join(REAL_TIMEOUT)
+
+
+def stop_on_the_fake_clock(
+    worker: Worker, clock: FakeClock, *, most: float = 60.0, timeout: float = REAL_TIMEOUT
+) -> None:
+    """:meth:`Worker.stop` for a worker started on the fake clock. Its receivers
+    wait ``receive_timeout`` fake seconds for work, which end only when fake time
+    moves (a SQLite receive is not woken by the stop): unmoved, each receiver's
+    join ran out its real-time bound, ``receive_timeout + 5`` s, one queue after
+    another. Time moves a second every few real milliseconds until the worker
+    stopped, ``most`` fake seconds in all (keep it short of anything the test
+    still expects not to be due); what stopped it early, if anything did, is
+    raised as ``stop`` raises it."""
+    failure: list[BaseException] = []
+
+    def stop() -> None:
+        try:
+            worker.stop(timeout)
+        except BaseException as exc:  # raised below, in the test's thread
+            failure.append(exc)
+
+    stopper = threading.Thread(target=stop, name="agentq-test-stop", daemon=True)
+    stopper.start()
+    moved = 0.0
+    while stopper.is_alive():
+        if moved < most:
+            clock.advance(1.0)
+            moved += 1.0
+        stopper.join(0.005)
+    if failure:
+        raise failure[0]

@@ -15,6 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from agentq import FakeClock, InvalidArguments, Runtime, TaskStatus, ToolContext, tool
+from tests.runtime._drive import stop_on_the_fake_clock
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS: list[int] = []
@@ -72,7 +73,7 @@ def test_other_keys_and_other_arguments_are_never_collapsed(drt: Runtime) -> Non
     assert sorted(RUNS) == [7, 7, 8, 9]
 
 
-def test_once_the_task_started_a_new_call_makes_a_new_task(drt: Runtime) -> None:
+def test_once_the_task_started_a_new_call_makes_a_new_task(drt: Runtime, clock: FakeClock) -> None:
     first = drt.submit("slow_reindex", {"user_id": 1}, dedupe_key="u1")
     worker = drt.worker(queues=["slow_index"]).start()
     try:
@@ -89,7 +90,7 @@ def test_once_the_task_started_a_new_call_makes_a_new_task(drt: Runtime) -> None
         drt.wait(first.task.task_id, timeout=30)
     finally:
         GATE.set()
-        worker.stop()
+        stop_on_the_fake_clock(worker, clock, most=10)  # the second call is due at 60 s
     assert RUNS == [1]
     assert drt.task(second.task.task_id).status is TaskStatus.QUEUED  # due in a minute
 

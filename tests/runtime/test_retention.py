@@ -26,6 +26,7 @@ from agentq.ledger import Tables
 from agentq.lifecycle.retention import FINAL, FINAL_APPROVALS
 from agentq.policies import ApprovalRule, Policy, ToolPolicy
 from agentq.retention import DEFAULT_AUDIT_RETENTION
+from tests.runtime._drive import stop_on_the_fake_clock
 
 DAY = timedelta(days=1)
 
@@ -350,7 +351,7 @@ def test_a_serving_worker_prunes_by_itself(
                 time.sleep(0.01)
                 clock.advance(60)
         finally:
-            worker.stop()
+            stop_on_the_fake_clock(worker, clock)
         assert worker.stats["pruned_tasks"] == 1
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from agentq import FakeClock, Policy, Runtime, TaskStatus, ToolContext, tool
 from agentq.executor import Worker
-from tests.runtime._drive import REAL_TIMEOUT, advance_until
+from tests.runtime._drive import REAL_TIMEOUT, advance_until, stop_on_the_fake_clock
 
 RELEASE = threading.Event()  # set only at the end of each test: the hung calls return
 ENTERED: list[str] = []
@@ -198,7 +198,7 @@ def test_calls_that_hang_on_every_attempt_never_wedge_the_worker(
             error = rt.task(h.task_id).error or ""
             assert "still has not returned" in error, error
         FOREVER.set()
-        worker.stop(REAL_TIMEOUT)
+        stop_on_the_fake_clock(worker, clock)
     finally:
         FOREVER.set()
         rt.close()

@@ -31,19 +31,28 @@ def _agentq(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("command", [["init"], ["inspect"], ["worker"]])
+# ``init`` waits out the default connection check (10 s); the other commands take
+# the same check with the URL's ``timeout=2`` (the check waits min(timeout, 10) s),
+# which proves it as well at a fifth of the wait.
+@pytest.mark.parametrize(
+    ("command", "timeout"), [(["init"], None), (["inspect"], 2), (["worker"], 2)]
+)
 def test_unreachable_endpoint_is_a_prompt_clean_error(
-    command: list[str], closed_port: int
+    command: list[str], timeout: int | None, closed_port: int
 ) -> None:
     port = closed_port
     url = f"spanner://projects/p/instances/i/databases/d?endpoint=127.0.0.1:{port}"
+    if timeout is not None:
+        url += f"&timeout={timeout}"
     start = time.monotonic()
     proc = _agentq(*command, "--db", url)
     elapsed = time.monotonic() - start
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("agentq: error: "), proc.stderr
     assert f"127.0.0.1:{port}" in proc.stderr and "Traceback" not in proc.stderr
-    assert elapsed < 60  # 10 s connection check plus interpreter start; was 400 s or never
+    assert f"no connection within {timeout or 10} s" in proc.stderr, proc.stderr
+    # The connection check plus interpreter start; was 400 s or never.
+    assert elapsed < (timeout or 10) + 50
 
 
 def test_print_ddl_needs_no_credentials_and_no_spanner_extra(tmp_path: Path) -> None:
