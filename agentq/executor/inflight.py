@@ -61,9 +61,12 @@ class Inflight:
     # from it, with no read (see agentq.lifecycle.records.Swap).
     version: str | None = None
 
-    @property
-    def task_id(self) -> str:
-        return str(self.record["task_id"])
+    # The record's task id, read several times per task by every stage: kept,
+    # not made again each time (the record is never replaced).
+    task_id: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.task_id = str(self.record["task_id"])
 
 
 @dataclass

@@ -12,9 +12,9 @@ change itself, and the queue operations it implies, are
 * :func:`apply_failure` — defer (rate-limited: not run yet), throttle (429/503
   with a Retry-After within the cap), fail for good (permanent, attempts used
   up), or retry with backoff;
-* :func:`succeeded_record` / :func:`succeeded_fields` — a plain success, built
-  and encoded by the handler thread ahead of its commit (the whole record, or
-  only the fields the success changes);
+* :func:`succeeded_changes`, :func:`succeeded_record` / :func:`succeeded_fields` —
+  a plain success, built (once) and encoded by the handler thread ahead of its
+  commit (the whole record, or only the fields the success changes);
 * :func:`dead_letter_stray` — a message that is no delivery of any task.
 """
 
@@ -51,6 +51,7 @@ __all__ = [
     "apply_plain_successes",
     "dead_letter_stray",
     "fenced_eligible",
+    "succeeded_changes",
     "succeeded_fields",
     "succeeded_record",
 ]
@@ -252,19 +253,26 @@ def apply_failure(
     return "retried"
 
 
-def succeeded_record(rec: dict[str, Any], now: datetime, result: Any) -> EncodedRecord:
-    """The succeeded record of a plain success, encoded ahead of the commit (by the
-    handler thread) so the commit only writes it; ``rec`` is left as it is."""
-    return encode_record(lifecycle.finished(rec, Event.SUCCEED, now, result=result))
+def succeeded_changes(rec: dict[str, Any], now: datetime, result: Any) -> dict[str, Any]:
+    """The fields a plain success changes (made once, by the handler thread, for
+    both :func:`succeeded_fields` and :func:`succeeded_record`)."""
+    return lifecycle.finished_fields(rec, Event.SUCCEED, now, result=result)
 
 
-def succeeded_fields(rec: dict[str, Any], now: datetime, result: Any) -> EncodedFields | None:
-    """The fields a plain success changes, encoded ahead of the commit (by the
-    handler thread): the commit then neither decodes nor re-encodes the rest of
-    the record. None for a result no JSON can hold (NaN): the commit writes the
-    whole record instead, as before."""
+def succeeded_record(rec: dict[str, Any], changes: dict[str, Any]) -> EncodedRecord:
+    """The succeeded record of a plain success (``rec`` with its
+    :func:`succeeded_changes`), encoded ahead of the commit (by the handler
+    thread) so the commit only writes it; ``rec`` is left as it is."""
+    return encode_record({**rec, **changes})
+
+
+def succeeded_fields(changes: dict[str, Any]) -> EncodedFields | None:
+    """The fields a plain success changes (its :func:`succeeded_changes`),
+    encoded ahead of the commit (by the handler thread): the commit then neither
+    decodes nor re-encodes the rest of the record. None for a result no JSON can
+    hold (NaN): the commit writes the whole record instead, as before."""
     try:
-        return encode_fields(lifecycle.finished_fields(rec, Event.SUCCEED, now, result=result))
+        return encode_fields(changes)
     except ValueError:
         return None
 

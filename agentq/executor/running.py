@@ -52,7 +52,12 @@ from typing import TYPE_CHECKING, Any
 from agentq.context import Checkpoint, ToolContext
 from agentq.executor.guarded import call_reconcile
 from agentq.executor.inflight import Inflight, Outcome
-from agentq.executor.outcomes import TIMER_KINDS, succeeded_fields, succeeded_record
+from agentq.executor.outcomes import (
+    TIMER_KINDS,
+    succeeded_changes,
+    succeeded_fields,
+    succeeded_record,
+)
 from agentq.executor.state import WorkerState
 from agentq.faults import WorkerCrash
 from agentq.ledger import TaskStatus
@@ -225,6 +230,11 @@ class Running(WorkerState):
     def _still_hung(self, inflight: Inflight) -> Outcome | None:
         """The failed attempt of a task whose earlier call still hangs in an
         abandoned thread (not called again: see the module docstring), else None."""
+        if not self._hung:
+            # None hangs (the common case), read without the lock: a hang is
+            # counted (by the monitor's _give_up) before the failure that retries
+            # the task is even queued for commit, so no later delivery misses it.
+            return None
         with self._lock:
             hung = self._hung.get(inflight.task_id, 0)
         if not hung:
@@ -252,20 +262,22 @@ class Running(WorkerState):
             return
         now = self.clock.now()
         outcome.tally = tallies.tally_of(rec, TaskStatus.SUCCEEDED, now)
+        # The changed fields, made once: encoded alone and, where the whole record
+        # is written, merged into it (not made again for it).
+        changes = succeeded_changes(rec, now, outcome.result)
         if self.runtime.backend.swaps_in_sets:
             # Only the changed fields: SQLite sets them inside the stored record,
             # a set of records in one statement. Where the claim swapped in the
             # whole record (PostgreSQL), the whole succeeded record too, swapped
             # in from the claim's text: no read, nothing decoded in the commit.
-            fields = succeeded_fields(rec, now, outcome.result)
+            fields = succeeded_fields(changes)
             version = outcome.inflight.version
             if fields is not None and version is not None:
-                whole = succeeded_record(rec, now, outcome.result)
-                outcome.final = Swap(version, whole, fields)
+                outcome.final = Swap(version, succeeded_record(rec, changes), fields)
             else:
                 outcome.final = fields
         if outcome.final is None:
-            outcome.final = succeeded_record(rec, now, outcome.result)
+            outcome.final = succeeded_record(rec, changes)
 
     def _run(self, inflight: Inflight) -> Outcome:
         rt = self.runtime
