@@ -97,3 +97,9 @@ def test_a_lease_is_two_round_trips_and_an_idle_transaction_none(traced: Traced)
     )
     assert len(batches[0][0]) == 5
     assert traced.round_trips(lambda b: b.transact(lambda tx: None)) == 0
+
+
+def test_an_empty_one_shot_receive_is_two_round_trips(traced: Traced) -> None:
+    # The select (with BEGIN) and the COMMIT: a one-shot receive (drain, every
+    # idle queue each round) waits for nothing, so it reads no next visible time.
+    assert traced.round_trips(lambda b: list(b.stream("Jobs", max_batch_size=8))) == 2

@@ -240,9 +240,9 @@ def test_a_flood_of_notifications_causes_bounded_database_work(
     leases = []
     lease = b._leases.lease
 
-    def counted(*args: Any) -> Any:
+    def counted(*args: Any, **kwargs: Any) -> Any:
         leases.append(1)
-        return lease(*args)
+        return lease(*args, **kwargs)
 
     b._leases.lease = counted
     seconds = 3.0

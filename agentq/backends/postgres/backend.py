@@ -291,9 +291,13 @@ class PostgresBackend:
                 event.clear()
                 if claim is not None:
                     claim.ready()  # outside the lease's transaction
+                # A one-shot receive (drain) ends at its first empty lease: it
+                # waits for nothing, so it reads no next visible time (a round
+                # trip of every empty lease, one per idle queue each round).
                 batch, next_visible = self._leases.lease(
-                    self._queue_sql(queue), max_batch_size, claim, self._records
-                )
+                    self._queue_sql(queue), max_batch_size, claim, self._records,
+                    want_next_visible=max_duration > 0,
+                )  # fmt: skip
                 if batch:
                     yield batch
                     continue

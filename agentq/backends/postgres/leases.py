@@ -90,9 +90,13 @@ class Leases:
         max_batch_size: int,
         claim: LeaseClaim | None = None,
         records: Records | None = None,
+        *,
+        want_next_visible: bool = True,
     ) -> tuple[list[Message], int | None]:
         """Lease up to ``max_batch_size`` ready messages; also return the next
-        time a message becomes visible when none is ready. With ``claim`` (and the
+        time a message becomes visible when none is ready (unless not
+        ``want_next_visible``: a one-shot receive, which waits for none, does not read
+        it; None then). With ``claim`` (and the
         ``records`` it reads), each message's record is read with the ready rows
         and the swaps it asks for go with the lease's COMMIT (see
         :class:`~agentq.backends.base.LeaseClaim`): two round trips in all."""
@@ -112,6 +116,8 @@ class Leases:
                 select, params = sql.select_ready, (now, max_batch_size)
             rows = tx.execute_inlined(select, params).fetchall()
             if not rows:
+                if not want_next_visible:
+                    return [], None, None
                 found = conn.execute(sql.next_visible).fetchone()
                 return [], None if found is None else found[0], None
             expiry = now + _LEASE_MICROS
