@@ -64,11 +64,17 @@ class Receiving(WorkerState):
     """The receive stage of a worker."""
 
     def _receive(self, queue: str, n: int, duration: float) -> list[Message]:
-        """The first batch of a receive; for a one-shot receive (``duration`` 0,
-        drain()) every batch of it: on Spanner one RECEIVE call can carry several
-        batches, and the rows of batches never read would stay leased, unseen,
-        until their leases expire."""
+        """The first batch of a receive (at most ``n`` tasks); for a one-shot
+        receive (``duration`` 0, drain()) on a backend with long-lived receives
+        every batch of it: on Spanner one RECEIVE call can carry several batches,
+        and the rows of batches never read would stay leased, unseen, until their
+        leases expire. Elsewhere a stream leases its next batch only when asked
+        for it, and a one-shot stream leases until nothing is ready: reading it
+        whole would lease and claim the entire queue past the worker's capacity
+        (all of it shown running while a few run, and held until its leases
+        expire if the worker dies)."""
         backend = self.runtime.backend
+        long_lived = isinstance(getattr(backend, "receive_duration", None), int | float)
         stream: Iterator[list[Message]]
         if backend.swaps_in_sets and getattr(backend, "claims_with_leases", False):
             # Marked running with the lease (agentq.executor.lease_claims).
@@ -79,7 +85,7 @@ class Receiving(WorkerState):
         else:
             stream = backend.stream(queue, max_batch_size=n, max_duration=duration)
         try:
-            if duration == 0:
+            if duration == 0 and long_lived:
                 return [m for batch in stream for m in batch]
             for batch in stream:
                 return batch

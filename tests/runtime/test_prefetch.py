@@ -72,3 +72,45 @@ def test_a_negative_prefetch_is_refused(tmp_path: Path) -> None:
             rt.worker(queues=["prefetch_q"], prefetch=-1)
     finally:
         rt.close()
+
+
+
+# -- a one-shot receive (drain) leases what fits, not the whole queue ---------------
+
+
+@tool(queue="oneshot_q")
+def once(ctx: ToolContext, args: Nothing) -> None:
+    return None
+
+
+@pytest.mark.parametrize("backend_url", ["sqlite", "postgresql"], indirect=True)
+def test_a_one_shot_receive_leases_no_more_than_it_asked_for(
+    backend_url: str, clock: FakeClock
+) -> None:
+    # Before: drain() read its one-shot stream to the end, and on SQLite and
+    # PostgreSQL such a stream leases batch after batch until nothing is ready:
+    # asked for 2, the first receive leased and claimed all 30 tasks (shown
+    # running while 2 ran, held by this worker until their leases expired had it
+    # died). On Spanner one RECEIVE call may carry several batches, which must all
+    # be read (agentq.executor.receiving), so it is not run there.
+    rt = Runtime(backend_url, tools=[once], clock=clock)
+    try:
+        rt.transact(lambda tx: [tx.enqueue("once", {"n": i}) for i in range(30)])
+        asked_and_leased: list[list[int]] = []
+        stream = rt.backend.stream
+
+        def recording(queue: str, *, max_batch_size: int, **options: Any) -> Any:
+            counts = [max_batch_size, 0]
+            asked_and_leased.append(counts)
+            for batch in stream(queue, max_batch_size=max_batch_size, **options):
+                counts[1] += len(batch)
+                yield batch
+
+        rt.backend.stream = recording  # type: ignore[method-assign]
+        worker = rt.worker(queues=["oneshot_q"], concurrency=2, batch_size=2)
+        assert worker.drain() == 30
+        assert sum(leased for _, leased in asked_and_leased) == 30
+        assert all(leased <= asked for asked, leased in asked_and_leased), asked_and_leased
+        assert len(rt.tasks("succeeded", tool="once")) == 30
+    finally:
+        rt.close()
