@@ -1,59 +1,29 @@
-"""Leases on PostgreSQL: leasing ready messages, tokens, renewal, TTL drops and
-the per-queue counters and stats built on them.
-
-As on SQLite, a lease token names (message id, lease sequence, expiry): every
-lease or renewal increments the row's sequence, so a token stops matching once
-its message is leased again or acknowledged, and its expiry tells "expired"
-from "acknowledged" without history, as Spanner's RENEWLEASE does. Leasing
+"""Leases on PostgreSQL: leasing ready messages, renewal, TTL drops and the
+per-queue counters and stats built on them. The tokens (prefixed ``aqp1``), the
+new lease of a leased row and a renewal's decision are shared with SQLite
+(:mod:`agentq.backends.lease_rows`); this module owns PostgreSQL's SQL and
+transactions around them. Leasing
 selects the ready rows ``FOR UPDATE SKIP LOCKED``: receivers running side by
 side each take different messages and never wait for one another.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Sequence
 from typing import Any
 
-from agentq.backends.base import (
-    LEASE_SECONDS,
-    LeaseClaim,
-    Message,
-    QueueStats,
-    RedeliveryPolicy,
-    Renewal,
-)
+from agentq.backends.base import LeaseClaim, Message, QueueStats, RedeliveryPolicy, Renewal
+from agentq.backends.lease_rows import lease_updates, leased_messages, queue_stats, renewals
 from agentq.backends.postgres.connection import Conn, Database, TxConn
 from agentq.backends.postgres.queues import QueueSQL, decode_or_raw
 from agentq.backends.postgres.records import Records
 from agentq.backends.postgres.schema import qualified
-from agentq.clock import Clock, from_micros, to_micros
+from agentq.clock import Clock, to_micros
 from agentq.spec import QueueSpec
 
 __all__ = ["Leases"]
 
-_LEASE_MICROS = int(LEASE_SECONDS * 1_000_000)
 _TOKEN_PREFIX = "aqp1"
-
-
-def _encode_token(queue: str, msg_id: int, seq: int, expiry: int) -> str:
-    raw = f"{_TOKEN_PREFIX}|{queue}|{msg_id}|{seq}|{expiry}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_token(queue: str, token: object) -> tuple[int, int, int] | None:
-    """(message id, lease sequence, expiry micros), or None if unparsable."""
-    if not isinstance(token, str) or not token or len(token) > 512:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        prefix, q, msg_id, seq, expiry = raw.split("|")
-        if prefix != _TOKEN_PREFIX or q != queue:
-            return None
-        return int(msg_id), int(seq), int(expiry)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        return None
 
 
 def _count_sql(schema: str, queue: str, column: str, n: int) -> tuple[str, tuple[str, int]]:
@@ -120,18 +90,7 @@ class Leases:
                     return [], None, None
                 found = conn.execute(sql.next_visible).fetchone()
                 return [], None if found is None else found[0], None
-            expiry = now + _LEASE_MICROS
-            updates = []
-            expired = 0
-            for row in rows:
-                deliver, seq, prev_expiry, expirations = row[2 + nkeys : 6 + nkeys]
-                if prev_expiry is not None:
-                    # Leased before and never acked: that lease expired.
-                    expirations += 1
-                    expired += 1
-                backoff = policy.delay(expirations + 1, (now - deliver) / 1e6)
-                visible = expiry + int(backoff * 1_000_000)
-                updates.append((seq + 1, expiry, visible, expirations, row[0]))
+            updates, expired, expiry = lease_updates(rows, nkeys, now, policy)
             # One statement for the batch, sent with the COMMIT (one round trip).
             tx.before_commit(sql.update_leases, [list(col) for col in zip(*updates, strict=True)])
             if expired:
@@ -156,21 +115,7 @@ class Leases:
 
     @staticmethod
     def _messages(spec: QueueSpec, rows: list[Any], expiry: int) -> list[Message]:
-        nkeys = len(spec.key)
-        last = len(rows) - 1
-        lease_expiry = from_micros(expiry)
-        return [
-            Message(
-                queue=spec.name,
-                key=tuple(row[1 : 1 + nkeys]),
-                payload=decode_or_raw(spec, row[1 + nkeys]),
-                deliver_time=from_micros(row[2 + nkeys]),
-                lease_token=_encode_token(spec.name, row[0], row[3 + nkeys] + 1, expiry),
-                lease_expiry=lease_expiry,
-                last_in_batch=i == last,
-            )
-            for i, row in enumerate(rows)
-        ]
+        return leased_messages(_TOKEN_PREFIX, spec, rows, expiry, decode_or_raw)
 
     def _maybe_sweep_ttl(self, conn: Conn, sql: QueueSQL, now: int) -> None:
         ttl = sql.spec.ttl
@@ -189,40 +134,14 @@ class Leases:
     def renew(self, sql: QueueSQL, tokens: Sequence[str]) -> list[Renewal]:
         """RENEWLEASE: see :meth:`agentq.backends.base.Backend.renew` for the rows."""
         queue = sql.spec.name
-        parsed = [(t, _decode_token(queue, t)) for t in tokens]
-        policy = self._redelivery
 
         def body(tx: TxConn) -> list[Renewal]:
             conn = tx.sql
-            now = self._now()
-            out: list[Renewal] = []
-            for token, info in parsed:
-                if info is None:
-                    continue  # unparsable: no row
-                msg_id, seq, expiry = info
-                if expiry <= now:
-                    continue  # expired: no row
-                row = conn.execute(sql.select_for_renew, (msg_id,)).fetchone()
-                if row is None or row[0] != seq:
-                    # Acknowledged (or superseded) while the token is still unexpired.
-                    out.append(Renewal(token, None, from_micros(expiry)))
-                    continue
-                _, deliver, expirations = row
-                new_seq = seq + 1
-                new_expiry = now + _LEASE_MICROS
-                backoff = policy.delay(expirations + 1, (now - deliver) / 1e6)
-                conn.execute(
-                    sql.update_lease,
-                    (new_seq, new_expiry, new_expiry + int(backoff * 1e6), expirations, msg_id),
-                )
-                out.append(
-                    Renewal(
-                        token,
-                        _encode_token(queue, msg_id, new_seq, new_expiry),
-                        from_micros(new_expiry),
-                    )
-                )
-            return out
+            return renewals(
+                _TOKEN_PREFIX, queue, tokens, self._now(), self._redelivery,
+                lambda msg_id: conn.execute(sql.select_for_renew, (msg_id,)).fetchone(),
+                lambda params: conn.execute(sql.update_lease, params),
+            )  # fmt: skip
 
         return self._db.write(body, f"renewing leases of queue {queue!r}", durable=False)
 
@@ -241,17 +160,5 @@ class Leases:
             assert row is not None  # an aggregate always returns one row
             return row, (int(counters[0]), int(counters[1]))
 
-        (total, ready, scheduled, leased, oldest), counters = self._db.read(
-            read, f"reading the stats of queue {queue!r}"
-        )
-        return QueueStats(
-            queue=queue,
-            depth=total,
-            ready=ready,
-            scheduled=scheduled,
-            leased=leased,
-            backing_off=total - ready - scheduled - leased,
-            oldest_unacked_age=None if oldest is None else (now - oldest) / 1e6,
-            lease_expirations=counters[0],
-            ttl_dropped=counters[1],
-        )
+        row, counters = self._db.read(read, f"reading the stats of queue {queue!r}")
+        return queue_stats(queue, now, row, counters)

@@ -1,11 +1,8 @@
-"""Leases: leasing ready messages, lease tokens, renewal, TTL drops and the
-per-queue counters and stats built on them.
-
-A lease token names (row id, lease sequence, expiry). Every lease or renewal
-increments the row's sequence, so a token stops matching as soon as its message
-is leased again or acknowledged; carrying the expiry lets :meth:`Leases.renew`
-tell "expired" from "acknowledged" without keeping any history, as Spanner's
-RENEWLEASE does.
+"""Leases: leasing ready messages, renewal, TTL drops and the per-queue
+counters and stats built on them. The tokens, the new lease of a leased row and
+a renewal's decision are the SQL backends' shared
+:mod:`agentq.backends.lease_rows`; this module owns SQLite's SQL and
+transactions around them (tokens prefixed ``aq1``).
 
 A queue whose last lease found nothing is *idle*: its next lease first looks
 for a ready message with a plain read and takes the write lock only if there
@@ -17,40 +14,19 @@ serving four queues, one of them busy, ran at 0.58x one serving only that one.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from agentq.backends.base import LEASE_SECONDS, Message, QueueStats, RedeliveryPolicy, Renewal
+from agentq.backends.base import Message, QueueStats, RedeliveryPolicy, Renewal
+from agentq.backends.lease_rows import lease_updates, leased_messages, queue_stats, renewals
 from agentq.backends.sqlite.connection import Database
 from agentq.backends.sqlite.queues import QueueSQL, decode_or_raw
-from agentq.clock import Clock, from_micros, to_micros
+from agentq.clock import Clock, to_micros
 
 __all__ = ["Leases"]
 
-_LEASE_MICROS = int(LEASE_SECONDS * 1_000_000)
 _TOKEN_PREFIX = "aq1"
-
-
-def _encode_token(queue: str, msg_id: int, seq: int, expiry: int) -> str:
-    raw = f"{_TOKEN_PREFIX}|{queue}|{msg_id}|{seq}|{expiry}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_token(queue: str, token: object) -> tuple[int, int, int] | None:
-    """(message id, lease sequence, expiry micros), or None if unparsable."""
-    if not isinstance(token, str) or not token or len(token) > 512:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        prefix, q, msg_id, seq, expiry = raw.split("|")
-        if prefix != _TOKEN_PREFIX or q != queue:
-            return None
-        return int(msg_id), int(seq), int(expiry)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        return None
 
 
 def _count(conn: sqlite3.Connection, queue: str, column: str, n: int) -> None:
@@ -108,18 +84,7 @@ class Leases:
             rows = conn.execute(sql.select_ready, (now, max_batch_size)).fetchall()
             if not rows:
                 return [], now, conn.execute(sql.next_visible).fetchone()[0]
-            expiry = now + _LEASE_MICROS
-            updates = []
-            expired = 0
-            for row in rows:
-                deliver, seq, prev_expiry, expirations = row[2 + nkeys :]
-                if prev_expiry is not None:
-                    # Leased before and never acked: that lease expired.
-                    expirations += 1
-                    expired += 1
-                backoff = policy.delay(expirations + 1, (now - deliver) / 1e6)
-                visible = expiry + int(backoff * 1_000_000)
-                updates.append((seq + 1, expiry, visible, expirations, row[0]))
+            updates, expired, expiry = lease_updates(rows, nkeys, now, policy)
             conn.executemany(sql.update_lease, updates)
             if expired:
                 _count(conn, queue, "lease_expirations", expired)
@@ -132,20 +97,7 @@ class Leases:
             self._idle.add(queue)
         # Messages are built after COMMIT: decoding payloads and encoding tokens need
         # not hold the write lock that every other writer is waiting for.
-        last = len(rows) - 1
-        lease_expiry = from_micros(expiry)
-        messages = [
-            Message(
-                queue=queue,
-                key=tuple(row[1 : 1 + nkeys]),
-                payload=decode_or_raw(spec, row[1 + nkeys]),
-                deliver_time=from_micros(row[2 + nkeys]),
-                lease_token=_encode_token(queue, row[0], row[3 + nkeys] + 1, expiry),
-                lease_expiry=lease_expiry,
-                last_in_batch=i == last,
-            )
-            for i, row in enumerate(rows)
-        ]
+        messages = leased_messages(_TOKEN_PREFIX, spec, rows, expiry, decode_or_raw)
         return messages, next_visible
 
     def _maybe_sweep_ttl(self, conn: sqlite3.Connection, sql: QueueSQL, now: int) -> None:
@@ -164,46 +116,13 @@ class Leases:
 
     def renew(self, sql: QueueSQL, tokens: Sequence[str]) -> list[Renewal]:
         """RENEWLEASE: see :meth:`agentq.backends.base.Backend.renew` for the rows."""
-        queue = sql.spec.name
-        parsed = [(t, _decode_token(queue, t)) for t in tokens]
-        policy = self._redelivery
 
         def body(conn: sqlite3.Connection) -> list[Renewal]:
-            now = self._now()
-            out: list[Renewal] = []
-            for token, info in parsed:
-                if info is None:
-                    continue  # unparsable: no row
-                msg_id, seq, expiry = info
-                if expiry <= now:
-                    continue  # expired: no row
-                row = conn.execute(sql.select_by_id, (msg_id,)).fetchone()
-                if row is None or row[0] != seq:
-                    # Acknowledged (or superseded) while the token is still unexpired.
-                    out.append(Renewal(token, None, from_micros(expiry)))
-                    continue
-                _, deliver, expirations = row
-                new_seq = seq + 1
-                new_expiry = now + _LEASE_MICROS
-                backoff = policy.delay(expirations + 1, (now - deliver) / 1e6)
-                conn.execute(
-                    sql.update_lease,
-                    (
-                        new_seq,
-                        new_expiry,
-                        new_expiry + int(backoff * 1_000_000),
-                        expirations,
-                        msg_id,
-                    ),
-                )
-                out.append(
-                    Renewal(
-                        token,
-                        _encode_token(queue, msg_id, new_seq, new_expiry),
-                        from_micros(new_expiry),
-                    )
-                )
-            return out
+            return renewals(
+                _TOKEN_PREFIX, sql.spec.name, tokens, self._now(), self._redelivery,
+                lambda msg_id: conn.execute(sql.select_by_id, (msg_id,)).fetchone(),
+                lambda params: conn.execute(sql.update_lease, params),
+            )  # fmt: skip
 
         return self._db.write(body, durable=False)
 
@@ -220,15 +139,5 @@ class Leases:
             ).fetchone() or (0, 0)
             return row, counters
 
-        (total, ready, scheduled, leased, oldest), counters = self._db.read(read)
-        return QueueStats(
-            queue=queue,
-            depth=total,
-            ready=ready,
-            scheduled=scheduled,
-            leased=leased,
-            backing_off=total - ready - scheduled - leased,
-            oldest_unacked_age=None if oldest is None else (now - oldest) / 1e6,
-            lease_expirations=counters[0],
-            ttl_dropped=counters[1],
-        )
+        row, counters = self._db.read(read)
+        return queue_stats(queue, now, row, counters)
