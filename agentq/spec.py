@@ -7,6 +7,7 @@ an optional TTL. Every name is validated here, before it can reach any SQL.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ __all__ = [
     "PayloadType",
     "QueueSpec",
     "check_new_queue_name",
+    "spec_from_json",
+    "spec_to_json",
     "validate_identifier",
 ]
 
@@ -179,6 +182,35 @@ class QueueSpec:
         if self.payload is PayloadType.BYTES:
             return bytes(data)
         return decode(data)
+
+
+def spec_to_json(spec: QueueSpec) -> str:
+    """The stored form of ``spec`` (the SQL backends' queues table): also what
+    tells an existing queue's spec from another, so its text never changes."""
+    return json.dumps(
+        {
+            "name": spec.name,
+            "key": [[c.name, c.type.value] for c in spec.key],
+            "payload": spec.payload.value,
+            "parent": spec.parent,
+            "ttl": spec.ttl.total_seconds() if spec.ttl else None,
+            "max_payload_bytes": spec.max_payload_bytes,
+        },
+        sort_keys=True,
+    )
+
+
+def spec_from_json(text: str) -> QueueSpec:
+    """The spec stored as ``text`` by :func:`spec_to_json`."""
+    d = json.loads(text)
+    return QueueSpec(
+        d["name"],
+        tuple(KeyColumn(n, KeyType(t)) for n, t in d["key"]),
+        payload=PayloadType(d["payload"]),
+        parent=d["parent"],
+        ttl=timedelta(seconds=d["ttl"]) if d["ttl"] else None,
+        max_payload_bytes=d["max_payload_bytes"],
+    )
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1

@@ -14,14 +14,18 @@ CASCADE``, as an interleaved Spanner queue is deleted with its parent row.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from agentq.backends.postgres.schema import ddl, qualified
 from agentq.errors import ConfigError
-from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec, check_new_queue_name
+from agentq.spec import (
+    KeyType,
+    QueueSpec,
+    check_new_queue_name,
+    spec_from_json,
+    spec_to_json,
+)
 
 if TYPE_CHECKING:
     from agentq.backends.postgres.connection import Conn
@@ -164,7 +168,7 @@ def ddl_statements(schema: str, specs: Sequence[QueueSpec]) -> list[str]:
     for spec in specs:
         sql = QueueSQL(spec, schema)
         out += sql.ddl(None)
-        text = _spec_to_json(spec).replace("'", "''")
+        text = spec_to_json(spec).replace("'", "''")
         out.append(
             f"INSERT INTO {qualified(schema, 'queues')} (name, spec) "
             f"VALUES ('{spec.name}', '{text}') ON CONFLICT DO NOTHING"
@@ -188,7 +192,7 @@ def create_queue(conn: Conn, schema: str, spec: QueueSpec) -> None:
     # One queue creation at a time: the case check below reads every name.
     conn.execute(f"LOCK TABLE {specs} IN SHARE ROW EXCLUSIVE MODE")
     row = conn.execute(f"SELECT spec FROM {specs} WHERE name = %s", (spec.name,)).fetchone()
-    wanted = _spec_to_json(spec)
+    wanted = spec_to_json(spec)
     if row is not None:
         if row[0] != wanted:
             raise ConfigError(f"queue {spec.name!r} already exists with a different spec: {row[0]}")
@@ -258,7 +262,7 @@ def exists_as(conn: Conn, schema: str, spec: QueueSpec) -> bool:
     row = conn.execute(
         f"SELECT spec FROM {qualified(schema, 'queues')} WHERE name = %s", (spec.name,)
     ).fetchone()
-    return row is not None and row[0] == _spec_to_json(spec)
+    return row is not None and row[0] == spec_to_json(spec)
 
 
 def load_spec(conn: Conn, schema: str, name: str) -> QueueSpec | None:
@@ -266,7 +270,7 @@ def load_spec(conn: Conn, schema: str, name: str) -> QueueSpec | None:
     row = conn.execute(
         f"SELECT spec FROM {qualified(schema, 'queues')} WHERE name = %s", (name,)
     ).fetchone()
-    return None if row is None else _spec_from_json(row[0])
+    return None if row is None else spec_from_json(row[0])
 
 
 def queue_names(conn: Conn, schema: str) -> list[str]:
@@ -284,29 +288,3 @@ def decode_or_raw(spec: QueueSpec, data: bytes) -> Any:
         return spec.decode_payload(bytes(data))
     except ValueError:
         return bytes(data).decode("utf-8", errors="replace")
-
-
-def _spec_to_json(spec: QueueSpec) -> str:
-    return json.dumps(
-        {
-            "name": spec.name,
-            "key": [[c.name, c.type.value] for c in spec.key],
-            "payload": spec.payload.value,
-            "parent": spec.parent,
-            "ttl": spec.ttl.total_seconds() if spec.ttl else None,
-            "max_payload_bytes": spec.max_payload_bytes,
-        },
-        sort_keys=True,
-    )
-
-
-def _spec_from_json(text: str) -> QueueSpec:
-    d = json.loads(text)
-    return QueueSpec(
-        d["name"],
-        tuple(KeyColumn(n, KeyType(t)) for n, t in d["key"]),
-        payload=PayloadType(d["payload"]),
-        parent=d["parent"],
-        ttl=timedelta(seconds=d["ttl"]) if d["ttl"] else None,
-        max_payload_bytes=d["max_payload_bytes"],
-    )

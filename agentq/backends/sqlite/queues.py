@@ -11,13 +11,18 @@ knows its queues.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from datetime import timedelta
 from typing import Any
 
 from agentq.errors import ConfigError
-from agentq.spec import KeyColumn, KeyType, PayloadType, QueueSpec, check_new_queue_name
+from agentq.spec import (
+    KeyType,
+    PayloadType,
+    QueueSpec,
+    check_new_queue_name,
+    spec_from_json,
+    spec_to_json,
+)
 
 __all__ = [
     "SCHEMA",
@@ -130,7 +135,7 @@ def create_queue(conn: sqlite3.Connection, spec: QueueSpec) -> None:
     queue, it is a :class:`ConfigError`.
     """
     row = conn.execute("SELECT spec FROM agentq_queues WHERE name = ?", (spec.name,)).fetchone()
-    wanted = _spec_to_json(spec)
+    wanted = spec_to_json(spec)
     if row is not None:
         if row[0] != wanted:
             raise ConfigError(f"queue {spec.name!r} already exists with a different spec: {row[0]}")
@@ -171,7 +176,7 @@ def create_queue(conn: sqlite3.Connection, spec: QueueSpec) -> None:
 def load_spec(conn: sqlite3.Connection, name: str) -> QueueSpec | None:
     """The stored spec of queue ``name``, or None if there is no such queue."""
     row = conn.execute("SELECT spec FROM agentq_queues WHERE name = ?", (name,)).fetchone()
-    return None if row is None else _spec_from_json(row[0])
+    return None if row is None else spec_from_json(row[0])
 
 
 def queue_names(conn: sqlite3.Connection) -> list[str]:
@@ -190,29 +195,3 @@ def decode_or_raw(spec: QueueSpec, data: bytes | str) -> Any:
         return spec.decode_payload(data)
     except ValueError:
         return bytes(data).decode("utf-8", errors="replace")
-
-
-def _spec_to_json(spec: QueueSpec) -> str:
-    return json.dumps(
-        {
-            "name": spec.name,
-            "key": [[c.name, c.type.value] for c in spec.key],
-            "payload": spec.payload.value,
-            "parent": spec.parent,
-            "ttl": spec.ttl.total_seconds() if spec.ttl else None,
-            "max_payload_bytes": spec.max_payload_bytes,
-        },
-        sort_keys=True,
-    )
-
-
-def _spec_from_json(text: str) -> QueueSpec:
-    d = json.loads(text)
-    return QueueSpec(
-        d["name"],
-        tuple(KeyColumn(n, KeyType(t)) for n, t in d["key"]),
-        payload=PayloadType(d["payload"]),
-        parent=d["parent"],
-        ttl=timedelta(seconds=d["ttl"]) if d["ttl"] else None,
-        max_payload_bytes=d["max_payload_bytes"],
-    )
