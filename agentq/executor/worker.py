@@ -239,7 +239,9 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
 
     def drain(self, max_rounds: int | None = None) -> int:
         """Run every task that is ready now (and any that become ready as a result
-        without time passing), then return the number of tasks handled."""
+        without time passing), then return the number of tasks handled. Like
+        :meth:`run`, it holds at most its capacity (handlers and prefetch) of
+        leased tasks at a time; on Spanner, whatever one RECEIVE call brings."""
         self._start_services()
         try:
             return self._drain_rounds(max_rounds)
