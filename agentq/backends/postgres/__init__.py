@@ -10,6 +10,8 @@ application's own rows. Where to find what:
   pooler).
 * :mod:`.connection` -- the pool, the write path, retries on serialization
   failures and deadlocks.
+* :mod:`.pool` -- psycopg-pool's pool, its waits between reconnection
+  attempts capped, and the one line that says how long an outage lasted.
 * :mod:`.driver_errors` -- which psycopg error becomes which agentq error.
 * :mod:`.schema` -- agentq's schema, its version table and migrations.
 * :mod:`.queues` -- a queue's table, DDL and prepared SQL; the stored specs.
