@@ -21,7 +21,8 @@ application's own rows. Where to find what:
 * :mod:`.placeholders` -- SQLite's ``?`` in the application's SQL.
 * :mod:`.bound` -- a ``tx`` on the application's own connection
   (``Runtime.decision(conn)``).
-* :mod:`.records` -- the runtime's records table.
+* :mod:`.records` -- the runtime's records table; :mod:`.record_rows`, its
+  keys, texts, merged fields and compare-and-swap rows.
 * :mod:`.wakeups` -- ``LISTEN/NOTIFY`` and the bounded poll behind it.
 * :mod:`.space` -- ``reclaim_space``: a plain ``VACUUM`` of the records table.
 
