@@ -17,6 +17,8 @@ application's own rows. Where to find what:
 * :mod:`.queues` -- a queue's table, DDL and prepared SQL; the stored specs.
 * :mod:`.leases` -- leasing (``FOR UPDATE SKIP LOCKED``), tokens, renewal,
   TTL drops, counters, stats.
+* :mod:`.transact` -- ``transact``: the function's own connection or a commit
+  group, re-runs after a failed guess, notifications once committed.
 * :mod:`.transaction` -- the ``tx`` of ``transact``: send, ack, records, SQL.
 * :mod:`.placeholders` -- SQLite's ``?`` in the application's SQL.
 * :mod:`.bound` -- a ``tx`` on the application's own connection
