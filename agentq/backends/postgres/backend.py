@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from agentq.backends.base import (
-    EncodedFields,
-    EncodedRecord,
     LeaseClaim,
     Message,
     QueueStats,
@@ -36,7 +34,7 @@ from agentq.backends.postgres.schema import notify_sql, qualified
 from agentq.backends.postgres.space import SpaceReclaimer
 from agentq.backends.postgres.statistics import StatisticsKeeper
 from agentq.backends.postgres.transact import Transactions
-from agentq.backends.postgres.wakeups import Listener, channel
+from agentq.backends.postgres.wakeups import Listener, NotifyingClaim, PollOnly, channel
 from agentq.backends.record_filters import check_counted
 from agentq.clock import Clock, SystemClock, to_micros
 from agentq.errors import (
@@ -95,8 +93,8 @@ class PostgresBackend:
         )  # fmt: skip
         self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
         # Behind a transaction-pooling pooler LISTEN hears nothing: receivers poll.
-        self._listener: Listener | _PollOnly = (
-            _PollOnly() if config.transaction_pooler or self._channel is None
+        self._listener: Listener | PollOnly = (
+            PollOnly() if config.transaction_pooler or self._channel is None
             else Listener(config, self._channel, self._notifier, self._commits,
                           self._read_versions)
         )  # fmt: skip
@@ -199,7 +197,7 @@ class PostgresBackend:
         check_stream_args(max_batch_size, max_duration)
         self._queue_sql(queue)  # fail fast on an unknown queue
         if claim is not None:
-            claim = _Notifying(claim, self._commits)
+            claim = NotifyingClaim(claim, self._commits)
             self._statistics.check_soon()  # a worker: its batches' plans need them
         return self._stream(queue, max_batch_size, max_duration, claim)
 
@@ -325,48 +323,6 @@ class PostgresBackend:
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self.config.safe_url!r})"
-
-
-class _Notifying:
-    """A :class:`LeaseClaim` whose swaps, once committed, wake the readers of
-    those records (as a transaction's writes do)."""
-
-    def __init__(self, claim: LeaseClaim, commits: Any) -> None:
-        self._claim = claim
-        self._commits = commits
-        self.table = claim.table
-        self._keys: list[str] = []
-
-    def ready(self) -> None:
-        self._claim.ready()
-
-    def prepare(
-        self, messages: Sequence[Message], records: Mapping[str, StoredRecord]
-    ) -> Sequence[tuple[str, str, EncodedFields | EncodedRecord]]:
-        items = self._claim.prepare(messages, records)
-        self._keys = [key for key, _, _ in items]
-        return items
-
-    def settled(self, changed: Sequence[str]) -> None:
-        self._claim.settled(changed)
-        gone = set(changed)
-        written = {(self.table, key) for key in self._keys if key not in gone}
-        if written:
-            self._commits.notify(written)
-
-
-class _PollOnly:
-    """The listener's place when ``LISTEN`` cannot work (``pooler=transaction``):
-    receivers and waiters re-read every ``poll_interval`` instead."""
-
-    def start(self) -> None:
-        pass
-
-    def seed(self, record: RecordTopic) -> None:
-        pass  # nobody checks records for waiters: they re-read
-
-    def close(self) -> None:
-        pass
 
 
 _OPTIONS = ("redelivery", "ttl_sweep_interval")
