@@ -10,8 +10,8 @@ A :class:`Worker` has four kinds of threads, each stage in its own module:
   (:mod:`~agentq.executor.running`; async handlers run on one event loop thread);
 * a monitor (:mod:`~agentq.executor.leases`) that renews leases about 7.5 s
   into their 10 s and times out handlers that overrun their tool's timeout
-  (their lease is then given up and a retry scheduled, so a late completion
-  fails instead of being recorded);
+  (:mod:`~agentq.executor.timeouts`: their lease is then given up and a retry
+  scheduled, so a late completion fails instead of being recorded);
 * a committer (:mod:`~agentq.executor.committing`) that commits finished tasks
   in groups: several tasks' result + ledger + ack in one transaction, falling
   back to one at a time when one ack fails, so a stale task never discards

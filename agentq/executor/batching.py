@@ -33,7 +33,7 @@ that fails fails every item's attempt (each retried alone).
 
 **Timeout.** The tool's timeout bounds the whole call. When it runs over, every
 task of the batch gets a ``TimeoutError`` failure at once (each retried alone)
-and the call is given up as :mod:`agentq.executor.running` describes.
+and the call is given up as :mod:`agentq.executor.timeouts` describes.
 """
 
 from __future__ import annotations

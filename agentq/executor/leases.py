@@ -3,7 +3,7 @@
 Every ``monitor_interval`` the monitor renews the leases of tasks (running or
 waiting for a handler) that expire within ``renew_margin`` seconds, about 7.5 s
 into their 10 s, and hands handlers that overran their tool's timeout to
-:meth:`~agentq.executor.running.Running._give_up`.
+:meth:`~agentq.executor.timeouts.Timeouts._give_up`.
 
 The schedule is read on this machine's monotonic clock from when the lease was
 granted (the receive stage's pessimistic estimate of the grant, see

@@ -120,5 +120,5 @@ class WorkerState:
         return runnable
 
     def _give_up(self, inflight: Inflight) -> None:
-        """Time out a running handler (see :class:`~agentq.executor.running.Running`)."""
+        """Time out a running handler (see :class:`~agentq.executor.timeouts.Timeouts`)."""
         raise NotImplementedError

@@ -6,6 +6,7 @@ stage              where
 receive, drain     :mod:`agentq.executor.receiving`
 claim checks       :mod:`agentq.executor.admission`
 handler threads    :mod:`agentq.executor.running`
+timeouts           :mod:`agentq.executor.timeouts`
 batch handlers     :mod:`agentq.executor.batching`
 lease renewal      :mod:`agentq.executor.leases`
 group commit       :mod:`agentq.executor.committing`
@@ -86,7 +87,7 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
     handlers are all busy can still lease one whole batch); ``max_abandoned``
     bounds the handler threads a worker gives up on when their
     calls overrun the tool's timeout (default: ``concurrency``; see
-    :mod:`agentq.executor.running` for what a timeout does);
+    :mod:`agentq.executor.timeouts` for what a timeout does);
     ``unknown_tool_grace`` (seconds or a timedelta, default 24 h) is how long a
     task for a tool this worker does not know is left for a worker that knows it
     (a rolling deploy) before it is dead-lettered. While

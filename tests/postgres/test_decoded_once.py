@@ -19,7 +19,7 @@ from pydantic import BaseModel
 pytest.importorskip("psycopg", reason="postgres: psycopg is not installed")
 
 from agentq import FakeClock, Runtime, ToolContext, tool
-from agentq.backends.postgres import records
+from agentq.backends.postgres import record_rows, records
 from agentq.jsontext import decode
 from agentq.ledger import Tables
 
@@ -56,6 +56,8 @@ def test_a_plain_success_reads_and_decodes_its_record_once(
             return real_update(self, conn, table, items)
 
         monkeypatch.setattr(records, "decode", counting_decode, raising=False)
+        # Fields merged into a stored text are decoded there (none should be).
+        monkeypatch.setattr(record_rows, "decode", counting_decode)
         monkeypatch.setattr(records.Records, "update", counting_update)
         rt.worker().drain()
         assert sorted(decoded) == sorted(ids)  # the claim's read, and only that

@@ -84,9 +84,9 @@ def test_the_pool_reconnects_soon_after_a_long_outage_ends(
     # connection: after an outage of T s its next attempt came up to T s after
     # the server was back (a 40 s restart: 19 s more of "no pooled connection").
     # The wait is capped; at 50 ms here, so the outage can be short.
-    from agentq.backends.postgres import connection
+    from agentq.backends.postgres import pool
 
-    monkeypatch.setattr(connection, "_RECONNECT_MAX", 0.05, raising=False)
+    monkeypatch.setattr(pool, "_RECONNECT_MAX", 0.05)
     database = postgres_url.rsplit("/", 1)[1]
     b = open_backend(postgres_url + "?pool_size=2")
     admin: Any = psycopg.connect(postgres_url, autocommit=True)

@@ -225,7 +225,7 @@ def test_the_servers_own_commits_cost_parked_readers_no_pass_over_them(
     # The check after it looks once at what is new (200 readers): a pass, once.
     _until(lambda: watcher.reader_checks > checks, "the watcher never checked")
     passes = Spy(monkeypatch, backend._commits, "topics")  # a pass lists the waited-on records
-    reads = Spy(monkeypatch, watcher, "_read_versions")
+    reads = Spy(monkeypatch, watcher._reader_checks, "_read_versions")
     for i in range(20):
         checks = watcher.reader_checks
         backend.transact(lambda tx, i=i: tx.put_record("tasks", f"other-{i}", {"n": i}))
@@ -249,7 +249,7 @@ def test_another_process_first_commit_wakes_no_new_reader_whose_record_it_left(
     assert isinstance(backend, SQLiteBackend) and backend._watcher is not None
     watcher = backend._watcher
     keys, wakes = _parked(backend, 50)
-    reads = Spy(monkeypatch, watcher, "_read_versions")
+    reads = Spy(monkeypatch, watcher._reader_checks, "_read_versions")
     other = sqlite3.connect(backend.path, isolation_level=None)
     note = "UPDATE agentq_records SET v = json_set(v, '$.n', ?) WHERE tbl = 'tasks' AND k = ?"
     try:

@@ -10,16 +10,21 @@ application's own rows. Where to find what:
   pooler).
 * :mod:`.connection` -- the pool, the write path, retries on serialization
   failures and deadlocks.
+* :mod:`.pool` -- psycopg-pool's pool, its waits between reconnection
+  attempts capped, and the one line that says how long an outage lasted.
 * :mod:`.driver_errors` -- which psycopg error becomes which agentq error.
 * :mod:`.schema` -- agentq's schema, its version table and migrations.
 * :mod:`.queues` -- a queue's table, DDL and prepared SQL; the stored specs.
 * :mod:`.leases` -- leasing (``FOR UPDATE SKIP LOCKED``), tokens, renewal,
   TTL drops, counters, stats.
+* :mod:`.transact` -- ``transact``: the function's own connection or a commit
+  group, re-runs after a failed guess, notifications once committed.
 * :mod:`.transaction` -- the ``tx`` of ``transact``: send, ack, records, SQL.
 * :mod:`.placeholders` -- SQLite's ``?`` in the application's SQL.
 * :mod:`.bound` -- a ``tx`` on the application's own connection
   (``Runtime.decision(conn)``).
-* :mod:`.records` -- the runtime's records table.
+* :mod:`.records` -- the runtime's records table; :mod:`.record_rows`, its
+  keys, texts, merged fields and compare-and-swap rows.
 * :mod:`.wakeups` -- ``LISTEN/NOTIFY`` and the bounded poll behind it.
 * :mod:`.space` -- ``reclaim_space``: a plain ``VACUUM`` of the records table.
 

@@ -1,6 +1,6 @@
 """:class:`PostgresBackend`: the backend contract on PostgreSQL, put together from
-the package's parts (connection pool, queues, leases, records, wake-ups), and
-:func:`open_postgres`, which opens it from a ``postgresql://`` URL.
+the package's parts (connection pool, transactions, queues, leases, records,
+wake-ups), and :func:`open_postgres`, which opens it from a ``postgresql://`` URL.
 """
 
 from __future__ import annotations
@@ -9,11 +9,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-import psycopg
-
 from agentq.backends.base import (
-    EncodedFields,
-    EncodedRecord,
     LeaseClaim,
     Message,
     QueueStats,
@@ -28,37 +24,29 @@ from agentq.backends.base import (
 from agentq.backends.notify import RecordTopic, Wake, notifier_for
 from agentq.backends.postgres import owners, queues, tallies, totals
 from agentq.backends.postgres.bound import bind
-from agentq.backends.postgres.checks import SpeculationFailed
 from agentq.backends.postgres.config import PostgresConfig, parse_url
-from agentq.backends.postgres.connection import Conn, Database, TxConn
-from agentq.backends.postgres.driver_errors import RETRYABLE
+from agentq.backends.postgres.connection import Conn, Database
 from agentq.backends.postgres.grouping import GroupCommit
 from agentq.backends.postgres.leases import Leases
-from agentq.backends.postgres.pipeline import NeighbourFailed
 from agentq.backends.postgres.queues import QueueSQL
 from agentq.backends.postgres.records import Records
-from agentq.backends.postgres.schema import notify_params, notify_sql, qualified
+from agentq.backends.postgres.schema import notify_sql, qualified
 from agentq.backends.postgres.space import SpaceReclaimer
 from agentq.backends.postgres.statistics import StatisticsKeeper
-from agentq.backends.postgres.transaction import PostgresTransaction
-from agentq.backends.postgres.wakeups import Listener, channel, payload
+from agentq.backends.postgres.transact import Transactions
+from agentq.backends.postgres.wakeups import Listener, NotifyingClaim, PollOnly, channel
 from agentq.backends.record_filters import check_counted
 from agentq.clock import Clock, SystemClock, to_micros
 from agentq.errors import (
-    AgentQError,
     BackendUnavailable,
     ConfigError,
     QueueNotFound,
-    TransactionAborted,
 )
 from agentq.spec import QueueSpec, validate_identifier
 
 __all__ = ["PostgresBackend", "open_postgres"]
 
 T = TypeVar("T")
-
-#: Runs of a transaction function again after a guess of it failed (.checks).
-_GUESSES = 2
 
 
 class PostgresBackend:
@@ -99,10 +87,14 @@ class PostgresBackend:
         # The channel named in SQL, never in the text sent (see schema.notify_sql).
         self._notify_sql = notify_sql(config.schema)
         self._group = GroupCommit(self._db)  # transact's write path: group commit
+        self._transactions = Transactions(
+            self._db, self._group, self._now, self._queue_sql, self._records, self._channel,
+            self._notify_sql, self._notifier, self._commits,
+        )  # fmt: skip
         self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
         # Behind a transaction-pooling pooler LISTEN hears nothing: receivers poll.
-        self._listener: Listener | _PollOnly = (
-            _PollOnly() if config.transaction_pooler or self._channel is None
+        self._listener: Listener | PollOnly = (
+            PollOnly() if config.transaction_pooler or self._channel is None
             else Listener(config, self._channel, self._notifier, self._commits,
                           self._read_versions)
         )  # fmt: skip
@@ -163,78 +155,9 @@ class PostgresBackend:
     def transact(
         self, fn: Callable[[Transaction], T], *, durable: bool = True, fenced: bool = False
     ) -> T:
-        sent: set[str] = set()
-        written: set[tuple[str, str]] = set()
-
-        def body(conn: TxConn) -> T:
-            nonlocal sent, written
-            tx = PostgresTransaction(conn.sql, self._now(), self._queue_sql, self._records)
-            mark = conn.deferred  # what was held back before this function: its neighbours'
-            try:
-                result = fn(tx)
-            except psycopg.Error:
-                _neighbour_failed(conn, mark)
-                # After a failed send the server refuses every later statement:
-                # the failure that doomed the transaction is the one to report.
-                if tx.doomed is not None:
-                    raise tx.doomed from None
-                raise
-            except AgentQError:
-                _neighbour_failed(conn, mark)
-                raise
-            _neighbour_failed(conn, mark)
-            if tx.doomed is not None:
-                raise tx.doomed
-            if tx.sent and self._channel is not None:
-                # Delivered to listeners only if this transaction commits; sent with
-                # the COMMIT, in its round trip.
-                notice = payload(tx.sent, own=True)
-                conn.before_commit(self._notify_sql, notify_params(notice), read=False)
-            sent, written = tx.sent, tx.written
-            return result
-
-        for guess in range(_GUESSES, -1, -1):
-            try:
-                if fenced:
-                    # READ COMMITTED: its writes lock and re-check their rows, and a
-                    # transaction there takes part in no serializable conflict (it
-                    # aborts nobody's, the application's own included). Never in a
-                    # commit group, whose transaction is SERIALIZABLE.
-                    result = self._db.write(body, durable=durable)
-                else:
-                    result = self._write(body, durable)
-                break
-            except SpeculationFailed:
-                # Nothing of it committed, and the guess that failed (.checks) is
-                # not made again: the function runs again, reading instead.
-                if not guess:
-                    raise
-        if sent:
-            self._notifier.notify(sent)
-        self._commits.notify(written)  # only the readers of these records
-        return result
-
-    def _write(self, body: Callable[[TxConn], T], durable: bool) -> T:
-        """``body`` on a connection of its own, side by side with the others; after
-        a conflict, and while they keep coming, in a commit group (.grouping)."""
-        if not self._group.contended:
-            try:
-                return self._db.write(body, durable=durable, serializable=True, attempts=1)
-            except TransactionAborted as exc:
-                if not isinstance(exc.__cause__, RETRYABLE):
-                    raise
-                self._group.conflicted()
-
-        def own(conn: TxConn) -> T:
-            # Its held-back writes and checks sent before the next member runs:
-            # one failing is reported to this transaction, never to a neighbour
-            # whose statements happened to carry it (held back to the COMMIT, it
-            # went to the group's last member).
-            result = body(conn)
-            conn.settle()
-            return result
-
-        return self._group.write(own, durable)
+        """:meth:`~agentq.backends.base.Backend.transact`: see
+        :mod:`agentq.backends.postgres.transact`."""
+        return self._transactions.run(fn, durable=durable, fenced=fenced)
 
     def bind_transaction(self, connection: Any) -> Transaction:
         """A transaction on the application's own ``connection`` (psycopg 3, or an
@@ -274,7 +197,7 @@ class PostgresBackend:
         check_stream_args(max_batch_size, max_duration)
         self._queue_sql(queue)  # fail fast on an unknown queue
         if claim is not None:
-            claim = _Notifying(claim, self._commits)
+            claim = NotifyingClaim(claim, self._commits)
             self._statistics.check_soon()  # a worker: its batches' plans need them
         return self._stream(queue, max_batch_size, max_duration, claim)
 
@@ -400,57 +323,6 @@ class PostgresBackend:
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self.config.safe_url!r})"
-
-
-class _Notifying:
-    """A :class:`LeaseClaim` whose swaps, once committed, wake the readers of
-    those records (as a transaction's writes do)."""
-
-    def __init__(self, claim: LeaseClaim, commits: Any) -> None:
-        self._claim = claim
-        self._commits = commits
-        self.table = claim.table
-        self._keys: list[str] = []
-
-    def ready(self) -> None:
-        self._claim.ready()
-
-    def prepare(
-        self, messages: Sequence[Message], records: Mapping[str, StoredRecord]
-    ) -> Sequence[tuple[str, str, EncodedFields | EncodedRecord]]:
-        items = self._claim.prepare(messages, records)
-        self._keys = [key for key, _, _ in items]
-        return items
-
-    def settled(self, changed: Sequence[str]) -> None:
-        self._claim.settled(changed)
-        gone = set(changed)
-        written = {(self.table, key) for key in self._keys if key not in gone}
-        if written:
-            self._commits.notify(written)
-
-
-class _PollOnly:
-    """The listener's place when ``LISTEN`` cannot work (``pooler=transaction``):
-    receivers and waiters re-read every ``poll_interval`` instead."""
-
-    def start(self) -> None:
-        pass
-
-    def seed(self, record: RecordTopic) -> None:
-        pass  # nobody checks records for waiters: they re-read
-
-    def close(self) -> None:
-        pass
-
-
-def _neighbour_failed(conn: TxConn, mark: int) -> None:
-    """Raise :class:`NeighbourFailed` if a write of an earlier transaction of the
-    commit group failed in this one's round trip (this one then runs again)."""
-    if conn.failed_before(mark):
-        raise NeighbourFailed(
-            "a transaction that shares this one's commit failed; this one runs again"
-        )
 
 
 _OPTIONS = ("redelivery", "ttl_sweep_interval")

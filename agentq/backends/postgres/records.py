@@ -12,13 +12,12 @@ prefix ranges are the same as on the other backends.
 
 A key PostgreSQL cannot store as text (not valid UTF-8, or holding a NUL
 character) names no record: reads find nothing, writes are refused as
-:class:`~agentq.errors.InvalidMessage`.
+:class:`~agentq.errors.InvalidMessage`. Those checks, the merging of fields and
+the rows of a compare-and-swap are :mod:`.record_rows`.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,68 +28,22 @@ from agentq.backends.owners import record_owner
 from agentq.backends.postgres.checks import Guesses, SpeculationFailed, count_check, is_failure_of
 from agentq.backends.postgres.connection import Conn, Database
 from agentq.backends.postgres.pipeline import TxConn, run_or_defer
-from agentq.backends.record_filters import rare_status, record_rare_status
+from agentq.backends.postgres.record_rows import (
+    SwapRow,
+    check_storable,
+    merged,
+    record_table,
+    storable,
+    stored_text,
+    swap_rows,
+    swap_statement,
+)
+from agentq.backends.record_filters import record_rare_status
 from agentq.backends.record_pages import PageDialect, filtered_page
-from agentq.backends.record_text import record_text
-from agentq.errors import AgentQError, InvalidMessage
+from agentq.errors import AgentQError
 from agentq.jsontext import decode
-from agentq.spec import validate_identifier
 
 __all__ = ["Records"]
-
-_RECORD_TABLES: set[str] = set()
-_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-def _record_table(table: str) -> str:
-    if table not in _RECORD_TABLES:
-        _RECORD_TABLES.add(validate_identifier(table, "record table"))
-    return table
-
-
-def _storable(key: str) -> bool:
-    if "\x00" in key:
-        return False
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _check_storable(table: str, key: str) -> None:
-    if "\x00" in key:
-        raise InvalidMessage(f"record key {key!r} of {table!r} holds a NUL character")
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidMessage(
-            f"record key {key!r} of {table!r} is not valid UTF-8 text "
-            f"({exc.reason} at position {exc.start})"
-        ) from exc
-
-
-def _text(value: Mapping[str, Any] | EncodedRecord) -> str:
-    text = record_text(value)
-    # JSON escapes a NUL as \u0000, which text can hold; nothing else to check.
-    return text
-
-
-def _merged(table: str, text: str, fields: EncodedFields) -> tuple[str, str | None]:
-    """The record ``text`` with ``fields`` set (the other fields as they were),
-    and its rare status (:func:`~agentq.backends.record_filters.rare_status`)."""
-    for name in fields.names:
-        if not _FIELD_NAME.match(name):
-            raise ValueError(f"record field name {name!r} is not an identifier")
-    record = decode(text)
-    for name, value in zip(fields.names, fields.values, strict=True):
-        record[name] = decode(value)
-    return record_text(record), rare_status(table, record.get("status"))
-
-
-#: A compare-and-swap of one record: key, version (the stored text), new text,
-#: and the new text's rare status (:func:`~agentq.backends.record_filters.rare_status`).
-_Row = tuple[str, str, str, str | None]
 
 
 class Records:
@@ -106,7 +59,7 @@ class Records:
     # -- inside a transaction ------------------------------------------------
 
     def get(self, conn: Conn, table: str, key: str) -> dict[str, Any] | None:
-        if not _storable(key):
+        if not storable(key):
             return None
         row = conn.execute(
             f"SELECT v FROM {self.table} WHERE tbl = %s AND k = %s", (table, key)
@@ -127,7 +80,7 @@ class Records:
         trip (a failed guess: :class:`SpeculationFailed`, and these keys are read
         when the function runs again). ``lock``: read ``FOR SHARE``, in key order
         (two such reads never wait on each other in a cycle)."""
-        wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
+        wanted = [key for key in dict.fromkeys(keys) if storable(key)]
         if not wanted:
             return {}
         if lock:
@@ -165,29 +118,29 @@ class Records:
     def put(
         self, conn: Conn, table: str, key: str, value: Mapping[str, Any] | EncodedRecord
     ) -> None:
-        _check_storable(_record_table(table), key)
+        check_storable(record_table(table), key)
         run_or_defer(  # nothing to read back: sent with the transaction's next round trip
             conn,
             # The owner is written by the insert only: it never changes (HOT updates).
             f"INSERT INTO {self.table} (tbl, k, v, rare_status, owner) "
             "VALUES (%s, %s, %s, %s, %s) "
             "ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v, rare_status = excluded.rare_status",
-            (table, key, _text(value), record_rare_status(table, value),
+            (table, key, stored_text(value), record_rare_status(table, value),
              record_owner(table, value)),
         )
 
     def insert(self, conn: Conn, table: str, key: str, value: Mapping[str, Any]) -> bool:
-        _check_storable(_record_table(table), key)
+        check_storable(record_table(table), key)
         cur = conn.execute(
             f"INSERT INTO {self.table} (tbl, k, v, rare_status, owner) "
             "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tbl, k) DO NOTHING",
-            (table, key, _text(value), record_rare_status(table, value),
+            (table, key, stored_text(value), record_rare_status(table, value),
              record_owner(table, value)),
         )
         return cur.rowcount > 0
 
     def delete(self, conn: Conn, table: str, key: str) -> bool:
-        if not _storable(key):
+        if not storable(key):
             return False
         cur = conn.execute(f"DELETE FROM {self.table} WHERE tbl = %s AND k = %s", (table, key))
         return cur.rowcount > 0
@@ -195,7 +148,7 @@ class Records:
     def delete_many(self, conn: Conn, table: str, keys: Sequence[str]) -> list[str]:
         """Delete the records of ``keys`` in one statement; the keys that existed,
         in the order given, each once."""
-        wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
+        wanted = [key for key in dict.fromkeys(keys) if storable(key)]
         if not wanted:
             return []
         gone = {
@@ -222,7 +175,7 @@ class Records:
         Where every key is at the text this process swapped in last (a plain
         success swapped in whole from its claim's text) the swap is checked in
         SQL with the next round trip instead of read (:meth:`_swap_as_guessed`)."""
-        changed, rows = self._swap_rows(table, items)
+        changed, rows = swap_rows(table, items)
         if len({row[0] for row in rows}) < len(rows):
             sql = (f"UPDATE {self.table} SET v = %s, rare_status = %s "
                    "WHERE tbl = %s AND k = %s AND v = %s")  # fmt: skip
@@ -245,7 +198,7 @@ class Records:
     ) -> Callable[[], list[str]]:
         """:meth:`replace` of ``items`` (each key once), sent with the ``COMMIT``
         of ``tx``: returns what gives the keys that changed, once committed."""
-        changed, rows = self._swap_rows(table, items)
+        changed, rows = swap_rows(table, items)
         if not rows:
             return lambda: changed
         result = tx.before_commit(*self._swap_sql(table, rows))
@@ -256,41 +209,10 @@ class Records:
 
         return settled
 
-    def _swap_rows(
-        self,
-        table: str,
-        items: Sequence[tuple[str, str, Mapping[str, Any] | EncodedRecord | EncodedFields]],
-    ) -> tuple[list[str], list[_Row]]:
-        """The keys that cannot be swapped, and the swaps of the rest."""
-        _record_table(table)
-        changed: list[str] = []
-        rows: list[_Row] = []
-        for key, version, value in items:
-            if not _storable(key):
-                changed.append(key)
-                continue
-            if isinstance(value, EncodedFields):
-                try:
-                    text, rare = _merged(table, version, value)  # the version is the stored text
-                except json.JSONDecodeError:  # not a version read from this table
-                    changed.append(key)
-                    continue
-            else:
-                text, rare = _text(value), record_rare_status(table, value)
-            rows.append((key, version, text, rare))
-        return changed, rows
+    def _swap_sql(self, table: str, rows: list[SwapRow]) -> tuple[str, Any]:
+        return swap_statement(self.table, table, rows, "r.k")
 
-    def _swap_sql(self, table: str, rows: list[_Row]) -> tuple[str, Any]:
-        keys, versions, texts, rares = (list(col) for col in zip(*rows, strict=True))
-        return (
-            f"UPDATE {self.table} AS r SET v = x.v, rare_status = x.rare "
-            "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[]) "
-            "AS x(k, old, v, rare) "
-            "WHERE r.tbl = %s AND r.k = x.k AND r.v = x.old RETURNING r.k",
-            (keys, versions, texts, rares, table),
-        )
-
-    def _swapped(self, table: str, rows: list[_Row], swapped: set[str]) -> list[str]:
+    def _swapped(self, table: str, rows: list[SwapRow], swapped: set[str]) -> list[str]:
         """Remember the texts swapped in (a completion writes from them, no
         re-read); returns the keys that were not."""
         self.guesses.wrote(table, {row[0]: row[2] for row in rows if row[0] in swapped})
@@ -306,10 +228,10 @@ class Records:
         compare-and-swap checked with the next round trip: a record changed since
         fails the transaction (:class:`SpeculationFailed`), which then runs again
         and reads them, locked, as any other."""
-        _record_table(table)
+        record_table(table)
         if isinstance(conn, TxConn) and self._update_as_guessed(conn, table, items):
             return []
-        wanted = [key for key, _ in items if _storable(key)]
+        wanted = [key for key, _ in items if storable(key)]
         # Locked as read: no other transaction writes them until this one ends.
         stored: dict[str, str] = dict(
             conn.execute(
@@ -325,7 +247,7 @@ class Records:
             if text is None:
                 missing.append(key)
                 continue
-            text, rares[key] = _merged(table, text, fields)
+            text, rares[key] = merged(table, text, fields)
             stored[key] = written[key] = text  # a key given twice: the second sees the first
         if written:
             conn.execute(
@@ -347,14 +269,14 @@ class Records:
         olds = self.guesses.take_texts(table, keys)
         if olds is None:
             return False
-        rows: list[_Row] = []
+        rows: list[SwapRow] = []
         for key, fields in items:
-            text, rare = _merged(table, olds[key], fields)
+            text, rare = merged(table, olds[key], fields)
             rows.append((key, olds[key], text, rare))
         self._defer_checked_swap(conn, table, rows)
         return True
 
-    def _swap_as_guessed(self, conn: TxConn, table: str, rows: list[_Row]) -> bool:
+    def _swap_as_guessed(self, conn: TxConn, table: str, rows: list[SwapRow]) -> bool:
         """The swap of :meth:`replace` checked in SQL with the next round trip
         (its result not read), if every key is at the text this process last
         swapped in (a worker's claim: its completion swaps from it); False to
@@ -370,18 +292,14 @@ class Records:
         self._defer_checked_swap(conn, table, rows)
         return True
 
-    def _defer_checked_swap(self, conn: TxConn, table: str, rows: list[_Row]) -> None:
+    def _defer_checked_swap(self, conn: TxConn, table: str, rows: list[SwapRow]) -> None:
         """Compare-and-swap ``rows`` (each key once) with the transaction's next
         round trip; any not at its version fails the transaction with
         :class:`SpeculationFailed` (nothing of it commits)."""
         query, params, token = count_check(
-            f"UPDATE {self.table} AS r SET v = x.v, rare_status = x.rare "
-            "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[]) "
-            "AS x(k, old, v, rare) "
-            "WHERE r.tbl = %s AND r.k = x.k AND r.v = x.old RETURNING 1",
-            (*(list(col) for col in zip(*rows, strict=True)), table),
-            len(rows), f"records of {table!r} as claimed",
-        )  # fmt: skip
+            *swap_statement(self.table, table, rows, "1"), len(rows),
+            f"records of {table!r} as claimed",
+        )
 
         def translate(exc: psycopg.Error) -> AgentQError | None:
             if not is_failure_of(exc, token):
@@ -391,7 +309,7 @@ class Records:
         conn.defer(query, params, translate)
 
     def _select(self, conn: Conn, table: str, keys: Sequence[str]) -> list[tuple[str, str]]:
-        wanted = [key for key in dict.fromkeys(keys) if _storable(key)]
+        wanted = [key for key in dict.fromkeys(keys) if storable(key)]
         if not wanted:
             return []
         rows = conn.execute(
@@ -442,11 +360,11 @@ class Records:
         descending: bool = False,
         where: RecordFilter | None = None,
     ) -> list[tuple[str, dict[str, Any]]]:
-        if not _storable(prefix) or not _storable(after):
+        if not storable(prefix) or not storable(after):
             return []  # no stored key starts with it (or: a cursor no key came from)
         if limit is not None and limit <= 0:
             return []
-        sql, params = filtered_page(self.dialect, _record_table(table), prefix, after,
+        sql, params = filtered_page(self.dialect, record_table(table), prefix, after,
                                     descending=descending, where=where, limit=limit)  # fmt: skip
         rows = db.read(lambda conn: conn.execute(sql, params).fetchall(), f"listing {table!r}")
         return [(k, dict(decode(v))) for k, v in rows]

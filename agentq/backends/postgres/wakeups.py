@@ -25,7 +25,11 @@ if their record changed: one read of the waited-on records' versions per burst
 of notifications (:mod:`agentq.backends.record_changes`, on a thread of its
 own, so receivers' wake-ups never wait for it), not one read per reader. A
 notification carries its sender's process mark (an item ``~<mark>``, which no
-queue name can be): this process's own need no check.
+queue name can be): this process's own need no check. A worker's lease that
+swaps records in with its claim wakes their readers too, once committed
+(:class:`NotifyingClaim`). Where ``LISTEN`` cannot work (behind a
+transaction-pooling pooler, or for a role that may not read the secret)
+:class:`PollOnly` takes the listener's place and everyone re-reads.
 """
 
 from __future__ import annotations
@@ -34,17 +38,19 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping, Sequence
 
 import psycopg
 
+from agentq.backends.base import EncodedFields, EncodedRecord, LeaseClaim, Message, StoredRecord
 from agentq.backends.notify import Notifier, RecordTopic
 from agentq.backends.postgres.config import PostgresConfig
 from agentq.backends.postgres.connection import Conn, connect
 from agentq.backends.record_changes import ReadVersions, RecordChanges
 
 __all__ = [
-    "CHECK_INTERVAL", "LISTENER_NAME", "WAKE_INTERVAL", "Listener", "WakeThrottle", "channel",
-    "payload",
+    "CHECK_INTERVAL", "LISTENER_NAME", "WAKE_INTERVAL", "Listener", "NotifyingClaim", "PollOnly",
+    "WakeThrottle", "channel", "payload",
 ]  # fmt: skip
 
 log = logging.getLogger("agentq.backends.postgres")
@@ -268,3 +274,45 @@ class Listener:
         for thread in threads:
             if thread is not threading.current_thread():
                 thread.join(_STOP_SECONDS + 1.0)
+
+
+class NotifyingClaim:
+    """A :class:`LeaseClaim` whose swaps, once committed, wake the readers of
+    those records (as a transaction's writes do)."""
+
+    def __init__(self, claim: LeaseClaim, commits: Notifier) -> None:
+        self._claim = claim
+        self._commits = commits
+        self.table = claim.table
+        self._keys: list[str] = []
+
+    def ready(self) -> None:
+        self._claim.ready()
+
+    def prepare(
+        self, messages: Sequence[Message], records: Mapping[str, StoredRecord]
+    ) -> Sequence[tuple[str, str, EncodedFields | EncodedRecord]]:
+        items = self._claim.prepare(messages, records)
+        self._keys = [key for key, _, _ in items]
+        return items
+
+    def settled(self, changed: Sequence[str]) -> None:
+        self._claim.settled(changed)
+        gone = set(changed)
+        written = {(self.table, key) for key in self._keys if key not in gone}
+        if written:
+            self._commits.notify(written)
+
+
+class PollOnly:
+    """The listener's place when ``LISTEN`` cannot work (``pooler=transaction``):
+    receivers and waiters re-read every ``poll_interval`` instead."""
+
+    def start(self) -> None:
+        pass
+
+    def seed(self, record: RecordTopic) -> None:
+        pass  # nobody checks records for waiters: they re-read
+
+    def close(self) -> None:
+        pass

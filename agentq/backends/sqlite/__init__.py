@@ -19,6 +19,8 @@ default, every write in ``BEGIN IMMEDIATE``). Where to find what:
 * :mod:`.watcher` -- how waiting receivers wake: an in-process notification,
   and across processes an inotify watch of the doorbell and the WAL file (or
   an adaptive check of the WAL).
+* :mod:`.waiters` -- whom another process's commit wakes: the readers whose
+  record it changed, the receivers of the queues it concerns.
 * :mod:`.doorbell` -- the ``-bell`` file a commit that sent messages rings,
   slot per queue, so other processes' receivers of those queues wake.
 

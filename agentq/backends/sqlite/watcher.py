@@ -16,9 +16,7 @@ receivers of the queues it sent to. Other processes are heard by the
   the busy queue;
 * readers, from the WAL file, which every commit writes: they need every
   change, not only sends. A change wakes only the readers whose record it
-  changed: one read of the waited-on records' versions per change, on the
-  watcher's own connection (:mod:`agentq.backends.record_changes`), instead of
-  every reader reading its own (500 parked long-polls were 500 reads a commit);
+  changed, from one read on the watcher's own connection (:mod:`.waiters`);
 * what no ring announces (a program writing without agentq, a sender killed
   between its commit and its ring), from a check of the WAL every safety poll:
   receivers only of the queues where, read on the watcher's own connection, a
@@ -39,13 +37,17 @@ import select
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from agentq.backends.notify import Notifier, RecordTopic, notifier_for
-from agentq.backends.record_changes import RecordChanges
-from agentq.backends.sqlite import records
 from agentq.backends.sqlite.doorbell import Doorbell
+from agentq.backends.sqlite.waiters import (
+    ChangedQueues,
+    ReaderChecks,
+    waited_queues,
+    wake_receivers,
+)
 
 try:  # Linux: block on file events instead of polling (see Watcher)
     from inotify_simple import INotify as _INotify
@@ -61,18 +63,9 @@ __all__ = ["Notifier", "Watcher", "notifier_for"]
 
 log = logging.getLogger("agentq.sqlite")
 
-#: Of the queues receivers wait on (second argument), those a change of the file
-#: may concern; asked on the watcher's own connection (first argument).
-ChangedQueues = Callable[[sqlite3.Connection, set[str]], set[str]]
-
 _SAFETY_POLL = 0.25  # seconds between checks of the WAL while an inotify watch is active
 _BUSY_GAP = 0.002  # under a stream of WAL events, the shortest time between two checks
 _SETTLE = 0.1  # longest wait, after a file event, for its commit to become visible
-
-
-def _queues(receivers: Notifier) -> set[str]:
-    """The queues receivers wait on (their topics)."""
-    return {t for t in receivers.topics() if isinstance(t, str)}
 
 
 class Watcher:
@@ -108,15 +101,13 @@ class Watcher:
     ) -> None:
         self._conn = conn
         self._wal = path + "-wal"
-        self._records = RecordChanges(readers)
-        # Changes when a connection other than the backend's own commits: its
-        # value at the readers' last check (see _notify).
-        self._others_version = others_version
-        self._readers_version: int | None = None
         self._receivers = receivers
         self._interval = poll_interval
         self._fast = min(0.001, poll_interval)
         self._cond = threading.Condition()
+        # others_version changes when a connection other than the backend's own
+        # commits: the readers' checks read nothing while only it commits.
+        self._reader_checks = ReaderChecks(readers, conn, self._cond, others_version, self._version)
         self._waiters = 0
         self._readers = 0  # of the waiters, those that are not receivers
         self._last: tuple[int | None, int, int] | None = None
@@ -338,7 +329,7 @@ class Watcher:
         notifier = self._receivers[0]
         after = self._bell.read()
         before, self._bell_seen = self._bell_seen, after
-        changed = Doorbell.changed(before, after, _queues(notifier))
+        changed = Doorbell.changed(before, after, waited_queues(notifier))
         self.rings += bool(changed)
         # Receivers without a queue hear every ring; with one, only their queue's.
         notifier.notify(changed)
@@ -346,59 +337,18 @@ class Watcher:
     @property
     def reader_checks(self) -> int:
         """Checks of the waited-on records made so far (a test's signal)."""
-        return self._records.checks
+        return self._reader_checks.checks
 
     def seed(self, record: RecordTopic) -> None:
         """A reader has just subscribed to ``record``: look at it now, so another
         process's next commit wakes it only if that commit changed it."""
-        self._records.seed(self._read_versions, record)
-
-    def _read_versions(self, table: str, keys: Sequence[str]) -> dict[str, str]:
-        with self._cond:
-            return records.read_versions(self._conn, table, keys)
+        self._reader_checks.seed(record)
 
     def _notify(self, receivers: bool = True) -> None:
-        self._check_readers()
+        self._reader_checks.check()
         if self._receivers is None or not receivers:
             return
-        self._check_receivers()
-
-    def _check_readers(self) -> None:
-        """Wake the readers whose record another connection's commit changed.
-
-        Their records' versions are read only if another connection committed
-        since the last check: ``PRAGMA data_version`` of the backend's own
-        connection (``others_version``) changes with every commit but its own,
-        whose readers it woke itself. So the server's own commits (each one a
-        file event here) cost parked readers no query; a foreign commit costs
-        one. Records not looked at yet are read either way (a new reader's
-        first look). A check reads that version before the records, so a
-        commit between the two is caught by the next check, which its own
-        file event brings."""
-        if not self._records.waited():
-            self._records.notify_untopical()  # no record waited on: nothing to read
-            return
-        try:
-            version = self._others_version() if self._others_version else self._version()
-        except Exception:  # closed meanwhile: read them all
-            version = None
-        unchanged = version is not None and version == self._readers_version
-        self._readers_version = version
-        self._records.check(self._read_versions, only_new=unchanged)
-
-    def _check_receivers(self) -> None:
-        assert self._receivers is not None
-        notifier, changed_queues = self._receivers
-        waited_on = _queues(notifier)
-        if not waited_on:
-            notifier.notify(())  # subscribers without a queue still hear every change
-            return
-        try:
-            with self._cond:
-                changed: Collection[str] | None = changed_queues(self._conn, waited_on)
-        except Exception:  # closed meanwhile, say: wake them all, they look themselves
-            changed = None
-        notifier.notify(changed)
+        wake_receivers(self._receivers, self._conn, self._cond)
 
     def _poke(self) -> None:
         """Make the thread's current wait end (it re-reads what to wait on)."""
