@@ -15,16 +15,25 @@ application's own rows. Where to find what:
 * :mod:`.driver_errors` -- which psycopg error becomes which agentq error.
 * :mod:`.schema` -- agentq's schema, its version table and migrations.
 * :mod:`.queues` -- a queue's table, DDL and prepared SQL; the stored specs.
-* :mod:`.leases` -- leasing (``FOR UPDATE SKIP LOCKED``), tokens, renewal,
-  TTL drops, counters, stats.
+* :mod:`.leases` -- leasing (``FOR UPDATE SKIP LOCKED``), renewal, TTL drops,
+  counters, stats (tokens and the lease arithmetic shared with SQLite:
+  :mod:`agentq.backends.lease_rows`).
+* :mod:`.statistics` -- planner statistics for tables that outgrew them.
 * :mod:`.transact` -- ``transact``: the function's own connection or a commit
   group, re-runs after a failed guess, notifications once committed.
+* :mod:`.grouping` -- group commit among one process's conflicting threads.
+* :mod:`.pipeline` -- one transaction's connection: what needs no answer goes
+  with the next statement that does; :mod:`.inline`, statements as one text,
+  their parameters bound by the client; :mod:`.checks`, the checks sent with
+  the next round trip instead of read first.
 * :mod:`.transaction` -- the ``tx`` of ``transact``: send, ack, records, SQL.
 * :mod:`.placeholders` -- SQLite's ``?`` in the application's SQL.
 * :mod:`.bound` -- a ``tx`` on the application's own connection
   (``Runtime.decision(conn)``).
 * :mod:`.records` -- the runtime's records table; :mod:`.record_rows`, its
   keys, texts, merged fields and compare-and-swap rows.
+* :mod:`.totals`, :mod:`.owners`, :mod:`.tallies` -- the record counts, the
+  owner column and its totals, the per-minute tallies of finished tasks.
 * :mod:`.wakeups` -- ``LISTEN/NOTIFY`` and the bounded poll behind it.
 * :mod:`.space` -- ``reclaim_space``: a plain ``VACUUM`` of the records table.
 
