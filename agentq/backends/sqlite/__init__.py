@@ -13,7 +13,8 @@ default, every write in ``BEGIN IMMEDIATE``). Where to find what:
 * :mod:`.files` -- the mode of the files it creates (0600 unless relaxed).
 * :mod:`.driver_errors` -- which sqlite3 error becomes which agentq error.
 * :mod:`.queues` -- a queue's table, DDL and prepared SQL; the stored specs.
-* :mod:`.leases` -- leasing, lease tokens, renewal, TTL drops, counters, stats.
+* :mod:`.leases` -- leasing, renewal, TTL drops, counters, stats (tokens and
+  the lease arithmetic shared with PostgreSQL: :mod:`agentq.backends.lease_rows`).
 * :mod:`.transaction` -- the ``tx`` of ``transact``: send, ack, records, SQL.
 * :mod:`.records` -- the runtime's records table.
 * :mod:`.watcher` -- how waiting receivers wake: an in-process notification,
