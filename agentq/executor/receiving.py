@@ -63,7 +63,9 @@ log = logging.getLogger("agentq.worker")
 class Receiving(WorkerState):
     """The receive stage of a worker."""
 
-    def _receive(self, queue: str, n: int, duration: float) -> list[Message]:
+    def _receive(
+        self, queue: str, n: int, duration: float, stop: threading.Event | None = None
+    ) -> list[Message]:
         """The first batch of a receive (at most ``n`` tasks); for a one-shot
         receive (``duration`` 0, drain()) on a backend with long-lived receives
         every batch of it: on Spanner one RECEIVE call can carry several batches,
@@ -72,7 +74,8 @@ class Receiving(WorkerState):
         for it, and a one-shot stream leases until nothing is ready: reading it
         whole would lease and claim the entire queue past the worker's capacity
         (all of it shown running while a few run, and held until its leases
-        expire if the worker dies)."""
+        expire if the worker dies). A receive that may wait ends early (empty)
+        once ``stop`` is set: the stopping worker cancels it."""
         backend = self.runtime.backend
         long_lived = isinstance(getattr(backend, "receive_duration", None), int | float)
         stream: Iterator[list[Message]]
@@ -84,6 +87,12 @@ class Receiving(WorkerState):
             )
         else:
             stream = backend.stream(queue, max_batch_size=n, max_duration=duration)
+        waits = duration > 0 and stop is not None and hasattr(stream, "cancel")
+        if waits:
+            with self._lock:
+                self._waiting_receives.add(stream)
+            if stop is not None and stop.is_set():  # stopped before it was tracked
+                cast(Any, stream).cancel()
         try:
             if duration == 0 and long_lived:
                 return [m for batch in stream for m in batch]
@@ -91,6 +100,9 @@ class Receiving(WorkerState):
                 return batch
             return []
         finally:
+            if waits:
+                with self._lock:
+                    self._waiting_receives.discard(stream)
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
@@ -107,7 +119,7 @@ class Receiving(WorkerState):
                 continue
             try:
                 size = self._lease_size(queue, n)
-                batch = self._receive(queue, size, self.receive_timeout)
+                batch = self._receive(queue, size, self.receive_timeout, stop)
                 failures = 0
             except DatabaseNotWritable as exc:
                 # Read-only, full or without permission: no retry can help until an
@@ -281,9 +293,10 @@ class Receiving(WorkerState):
             self._open_streams.discard(stream)
 
     def _cancel_streams(self) -> None:
-        """Cancel every open long-lived stream (from the stopping thread)."""
+        """Cancel every open long-lived stream and every waiting receive (from
+        the stopping thread)."""
         with self._lock:
-            streams = list(self._open_streams)
+            streams = [*self._open_streams, *self._waiting_receives]
         for stream in streams:
             cancel = getattr(stream, "cancel", None)
             if cancel is not None:

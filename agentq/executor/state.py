@@ -39,6 +39,8 @@ class WorkerState:
     receive_timeout: float
     # Long-lived receive streams open now (cancelled on stop).
     _open_streams: set[Any]
+    # Receives waiting for a message now (cancelled on stop, so it is prompt).
+    _waiting_receives: set[Any]
     renew_margin: float
     monitor_interval: float
     capacity: int

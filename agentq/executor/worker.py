@@ -161,6 +161,7 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
         self.group_commit = group_commit
         self.receive_timeout = receive_timeout
         self._open_streams = set()
+        self._waiting_receives = set()
         self.max_deliveries = max_deliveries
         self.renew_margin = renew_margin
         self.monitor_interval = monitor_interval

@@ -72,11 +72,10 @@ def advance_until_done(clock: FakeClock, t: threading.Thread, seconds: int = 30)
 def stop_on_the_fake_clock(
     worker: Worker, clock: FakeClock, *, most: float = 60.0, timeout: float = REAL_TIMEOUT
 ) -> None:
-    """:meth:`Worker.stop` for a worker started on the fake clock. Its receivers
-    wait ``receive_timeout`` fake seconds for work, which end only when fake time
-    moves (a SQLite receive is not woken by the stop): unmoved, each receiver's
-    join ran out its real-time bound, ``receive_timeout + 5`` s, one queue after
-    another. Time moves a second every few real milliseconds until the worker
+    """:meth:`Worker.stop` for a worker started on the fake clock. The stop ends
+    its receivers' waits itself (tests/runtime/test_worker_stop.py); anything
+    else that waits on the fake clock while the worker stops ends only when fake
+    time moves. Time moves a second every few real milliseconds until the worker
     stopped, ``most`` fake seconds in all (keep it short of anything the test
     still expects not to be due); what stopped it early, if anything did, is
     raised as ``stop`` raises it."""

@@ -6,7 +6,7 @@ wake-ups), and :func:`open_postgres`, which opens it from a ``postgresql://`` UR
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from agentq.backends.base import (
@@ -36,6 +36,7 @@ from agentq.backends.postgres.statistics import StatisticsKeeper
 from agentq.backends.postgres.transact import Transactions
 from agentq.backends.postgres.wakeups import Listener, NotifyingClaim, PollOnly, channel
 from agentq.backends.record_filters import check_counted
+from agentq.backends.wakeable import WakeableStream
 from agentq.clock import Clock, SystemClock, to_micros
 from agentq.errors import (
     BackendUnavailable,
@@ -199,13 +200,20 @@ class PostgresBackend:
         if claim is not None:
             claim = NotifyingClaim(claim, self._commits)
             self._statistics.check_soon()  # a worker: its batches' plans need them
-        return self._stream(queue, max_batch_size, max_duration, claim)
+        wake, cancelled = threading.Event(), threading.Event()
+        batches = self._stream(queue, max_batch_size, max_duration, claim, wake, cancelled)
+        return WakeableStream(batches, wake, cancelled)
 
     def _stream(
-        self, queue: str, max_batch_size: int, max_duration: float, claim: LeaseClaim | None
-    ) -> Iterator[list[Message]]:
+        self,
+        queue: str,
+        max_batch_size: int,
+        max_duration: float,
+        claim: LeaseClaim | None,
+        event: threading.Event,
+        cancelled: threading.Event,
+    ) -> Generator[list[Message], None, None]:
         deadline = self.clock.monotonic() + max_duration
-        event = threading.Event()
         # Subscribed before the first lease, so no commit between the lease and
         # the wait is missed.
         self._notifier.subscribe(event, queue)
@@ -231,6 +239,8 @@ class PostgresBackend:
                     until_visible = (next_visible - self._now()) / 1e6
                     remaining = min(remaining, max(until_visible, 0.0))
                 self._listener.start()  # other processes' sends: by notification
+                if cancelled.is_set():  # after the clear above: a later cancel wakes the wait
+                    return
                 self.clock.wait(event, min(remaining, self.config.poll_interval))
         finally:
             self._notifier.unsubscribe(event)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -32,6 +32,7 @@ from agentq.backends.sqlite.leases import Leases
 from agentq.backends.sqlite.queues import QueueSQL
 from agentq.backends.sqlite.transaction import SQLiteTransaction
 from agentq.backends.sqlite.watcher import Watcher, notifier_for
+from agentq.backends.wakeable import WakeableStream
 from agentq.clock import Clock, SystemClock, to_micros
 from agentq.errors import ConfigError, QueueNotFound
 from agentq.spec import QueueSpec, validate_identifier
@@ -194,13 +195,19 @@ class SQLiteBackend:
     ) -> Iterator[list[Message]]:
         check_stream_args(max_batch_size, max_duration)
         self._queue_sql(queue)  # fail fast on an unknown queue
-        return self._stream(queue, max_batch_size, max_duration)
+        wake, cancelled = threading.Event(), threading.Event()
+        batches = self._stream(queue, max_batch_size, max_duration, wake, cancelled)
+        return WakeableStream(batches, wake, cancelled)
 
     def _stream(
-        self, queue: str, max_batch_size: int, max_duration: float
-    ) -> Iterator[list[Message]]:
+        self,
+        queue: str,
+        max_batch_size: int,
+        max_duration: float,
+        event: threading.Event,
+        cancelled: threading.Event,
+    ) -> Generator[list[Message], None, None]:
         deadline = self.clock.monotonic() + max_duration
-        event = threading.Event()
         # Subscribe before the first lease so no commit between the lease and the
         # wait can be missed (in process: the notifier; across processes: the watcher).
         self._notifier.subscribe(event, queue)
@@ -222,6 +229,8 @@ class SQLiteBackend:
                     self._watcher.enter(receiver=True)
                     watching = True
                     continue  # lease once more: a commit may have landed before the watch
+                if cancelled.is_set():  # after the clear above: a later cancel wakes the wait
+                    return
                 self.clock.wait(event, remaining)
         finally:
             if watching and self._watcher is not None:
