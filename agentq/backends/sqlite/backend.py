@@ -31,6 +31,7 @@ from agentq.backends.sqlite.files import DEFAULT_FILE_MODE, parse_file_mode
 from agentq.backends.sqlite.leases import Leases
 from agentq.backends.sqlite.queues import QueueSQL
 from agentq.backends.sqlite.transaction import SQLiteTransaction
+from agentq.backends.sqlite.waiters import QueueChanges
 from agentq.backends.sqlite.watcher import Watcher, notifier_for
 from agentq.backends.wakeable import WakeableStream
 from agentq.clock import Clock, SystemClock, to_micros
@@ -84,8 +85,6 @@ class SQLiteBackend:
         memory = path == ":memory:"
         self._path = path if memory else os.path.abspath(path)
         self._specs: dict[str, QueueSQL] = {}
-        self._earliest_seen: dict[str, int | None] = {}  # see _changed_queues
-        self._earliest_sql: dict[tuple[str, ...], str] = {}  # see _earliest
         notifier_key = f"memory:{id(self)}" if memory else self._path
         self._notifier = notifier_for(notifier_key)
         self._commits = notifier_for(notifier_key, "commits")
@@ -105,7 +104,8 @@ class SQLiteBackend:
                 self._bell = Doorbell.open(self._path, self.file_mode)
                 self._watcher = Watcher(
                     self._db.connect(), self._path, self._commits, poll_interval,
-                    receivers=(self._notifier, self._changed_queues), bell=self._bell,
+                    receivers=(self._notifier, QueueChanges(self._specs, self._now)),
+                    bell=self._bell,
                     others_version=self._others_version,
                 )  # fmt: skip
             self._db.setup(queues.SCHEMA + records.SCHEMA + tallies.SCHEMA,
@@ -243,50 +243,6 @@ class SQLiteBackend:
         never with this backend's own commits (the watcher's readers need a
         check only then)."""
         return self._db.read(lambda conn: int(conn.execute("PRAGMA data_version").fetchone()[0]))
-
-    def _changed_queues(self, conn: sqlite3.Connection, waited_on: set[str]) -> set[str]:
-        """Of the queues receivers wait on, those another commit may have given a
-        message to lease sooner: one is ready now, or the earliest visibility
-        time changed since the watcher last looked (a send, a nack, an ack).
-        The watcher asks this for changes of the file that no doorbell ring
-        announced (every change, where there is no doorbell), so receivers of
-        idle queues are not woken by every commit of a busy one."""
-        now = self._now()
-        known = sorted(q for q in waited_on if q in self._specs)
-        # Not this backend's receivers (the notifier is per file): they look themselves.
-        changed = set(waited_on).difference(known)
-        if not known:
-            return changed
-        try:
-            earliest_of = dict(zip(known, self._earliest(conn, known), strict=True))
-        except Exception:  # a queue this backend cannot read: ask each on its own
-            earliest_of = {}
-            for queue in known:
-                try:
-                    earliest_of[queue] = conn.execute(self._specs[queue].next_visible).fetchone()[0]
-                except Exception:  # unreadable: wake its receivers, they report it
-                    changed.add(queue)
-        seen = self._earliest_seen
-        for queue, earliest in earliest_of.items():
-            ready = earliest is not None and earliest <= now
-            if ready or queue not in seen or seen[queue] != earliest:
-                changed.add(queue)
-            seen[queue] = earliest
-        return changed
-
-    def _earliest(self, conn: sqlite3.Connection, known: list[str]) -> tuple[Any, ...]:
-        """The earliest visibility time of each queue, in one statement: one read
-        transaction however many queues wait (without a doorbell the watcher
-        asks after every change of a busy file)."""
-        key = tuple(known)
-        sql = self._earliest_sql.get(key)
-        if sql is None:
-            sql = "SELECT " + ", ".join(f"({self._specs[q].next_visible})" for q in known)
-            if len(self._earliest_sql) > 64:  # the sets of waiting queues vary: stay bounded
-                self._earliest_sql.clear()
-            self._earliest_sql[key] = sql
-        row: tuple[Any, ...] = conn.execute(sql).fetchone()
-        return row
 
     def renew(self, queue: str, tokens: Sequence[str]) -> list[Renewal]:
         return self._leases.renew(self._queue_sql(queue), tokens)

@@ -10,20 +10,22 @@ changed; this module decides whom that wakes:
   read per reader (500 parked long-polls were 500 reads a commit); and no read
   at all when no other connection committed since the last check;
 * receivers (:func:`wake_receivers`): only those of the queues where a message
-  is ready or the earliest visibility time moved (:data:`ChangedQueues`).
+  is ready or the earliest visibility time moved (:class:`QueueChanges`).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
 
 from agentq.backends.notify import Notifier, RecordTopic
 from agentq.backends.record_changes import RecordChanges
 from agentq.backends.sqlite import records
+from agentq.backends.sqlite.queues import QueueSQL
 
-__all__ = ["ChangedQueues", "ReaderChecks", "waited_queues", "wake_receivers"]
+__all__ = ["ChangedQueues", "QueueChanges", "ReaderChecks", "waited_queues", "wake_receivers"]
 
 #: Of the queues receivers wait on (second argument), those a change of the file
 #: may concern; asked on the watcher's own connection (first argument).
@@ -114,3 +116,59 @@ class ReaderChecks:
         unchanged = version is not None and version == self._readers_version
         self._readers_version = version
         self._records.check(self._read_versions, only_new=unchanged)
+
+
+class QueueChanges:
+    """The :data:`ChangedQueues` of one backend: its queues by name (``specs``,
+    the backend's own dict, which grows as queues are opened) and its clock
+    (``now``, microseconds)."""
+
+    def __init__(self, specs: Mapping[str, QueueSQL], now: Callable[[], int]) -> None:
+        self._specs = specs
+        self._now = now
+        self._seen: dict[str, int | None] = {}  # the earliest time each last had
+        self._sql: dict[tuple[str, ...], str] = {}  # see _earliest
+
+    def __call__(self, conn: sqlite3.Connection, waited_on: set[str]) -> set[str]:
+        """Of the queues receivers wait on, those another commit may have given a
+        message to lease sooner: one is ready now, or the earliest visibility
+        time changed since the watcher last looked (a send, a nack, an ack).
+        The watcher asks this for changes of the file that no doorbell ring
+        announced (every change, where there is no doorbell), so receivers of
+        idle queues are not woken by every commit of a busy one."""
+        now = self._now()
+        known = sorted(q for q in waited_on if q in self._specs)
+        # Not this backend's receivers (the notifier is per file): they look themselves.
+        changed = set(waited_on).difference(known)
+        if not known:
+            return changed
+        try:
+            earliest_of = dict(zip(known, self._earliest(conn, known), strict=True))
+        except Exception:  # a queue this backend cannot read: ask each on its own
+            earliest_of = {}
+            for queue in known:
+                try:
+                    earliest_of[queue] = conn.execute(self._specs[queue].next_visible).fetchone()[0]
+                except Exception:  # unreadable: wake its receivers, they report it
+                    changed.add(queue)
+        seen = self._seen
+        for queue, earliest in earliest_of.items():
+            ready = earliest is not None and earliest <= now
+            if ready or queue not in seen or seen[queue] != earliest:
+                changed.add(queue)
+            seen[queue] = earliest
+        return changed
+
+    def _earliest(self, conn: sqlite3.Connection, known: list[str]) -> tuple[Any, ...]:
+        """The earliest visibility time of each queue, in one statement: one read
+        transaction however many queues wait (without a doorbell the watcher
+        asks after every change of a busy file)."""
+        key = tuple(known)
+        sql = self._sql.get(key)
+        if sql is None:
+            sql = "SELECT " + ", ".join(f"({self._specs[q].next_visible})" for q in known)
+            if len(self._sql) > 64:  # the sets of waiting queues vary: stay bounded
+                self._sql.clear()
+            self._sql[key] = sql
+        row: tuple[Any, ...] = conn.execute(sql).fetchone()
+        return row
