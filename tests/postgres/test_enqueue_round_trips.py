@@ -109,7 +109,11 @@ def test_an_enqueue_is_one_round_trip_of_one_message(traced: Traced) -> None:
     assert round_trips(sent) == 1, sent
     assert [kind for kind, _ in sent] == ["Query"], sent  # BEGIN ... COMMIT, one message
     text = sent[0][1].strip()
-    assert text.startswith('"BEGIN ISOLATION LEVEL SERIALIZABLE;') and "pg_notify" in text
+    assert text.startswith('"BEGIN ISOLATION LEVEL SERIALIZABLE;')
+    # The wake-up goes with it: the notify statement, prepared by the fixture's
+    # enqueue on this connection (pool_size=1), executed by name here.
+    notify = rt.backend._notify_sql  # type: ignore[attr-defined]
+    assert f"EXECUTE {notify.name}_" in text and "PREPARE" not in text, text
     assert text.rstrip('"').endswith("COMMIT")
     # The wake-up channel's secret name is read in SQL, never sent as a value:
     # pg_read_all_stats may read the statement in pg_stat_activity.
@@ -145,7 +149,8 @@ def test_a_decision_is_its_sql_then_the_commit(traced: Traced) -> None:
 
     sent = traced.sent(lambda: rt.transact(decide))
     assert round_trips(sent) == 2, sent
-    assert sent[-1][0] == "Query" and "pg_notify" in sent[-1][1], sent
+    notify = rt.backend._notify_sql  # type: ignore[attr-defined]  # prepared: EXECUTE'd
+    assert sent[-1][0] == "Query" and f"EXECUTE {notify.name}_" in sent[-1][1], sent
     assert rt.transact(lambda tx: tx.execute("SELECT count(*) FROM app")) == [(1,)]
 
 

@@ -24,7 +24,7 @@ psycopg = pytest.importorskip("psycopg", reason="postgres: psycopg is not instal
 from psycopg import pq  # noqa: E402
 
 from agentq import Runtime, ToolContext, tool  # noqa: E402
-from agentq.backends.postgres import PostgresBackend  # noqa: E402
+from agentq.backends.postgres import PostgresBackend, prepared  # noqa: E402
 from agentq.clock import FakeClock  # noqa: E402
 
 #: What a round trip of an idle lease (nothing ready) answers.
@@ -87,12 +87,19 @@ def worked(trips: list[tuple[list[str], list[str]]]) -> list[str]:
             for sent in worked_messages(trips)]  # fmt: skip
 
 
+def _is_lease(message: str) -> bool:
+    """Whether a message sent holds a lease's SELECT: its text, or the EXECUTE of
+    the statement prepared from it (:mod:`agentq.backends.postgres.prepared`)."""
+    leases = [name for text, name in prepared._names.items() if "SKIP LOCKED" in text]
+    return "SKIP LOCKED" in message or any(f"EXECUTE {name}_" in message for name in leases)
+
+
 def worked_messages(trips: list[tuple[list[str], list[str]]]) -> list[list[str]]:
     """:func:`worked`, each round trip as the messages the client sent."""
     out: list[list[str]] = []
     idle = False
     for sent, read in trips:
-        if any("SKIP LOCKED" in m for m in sent) and _NOTHING_READY in read:
+        if any(_is_lease(m) for m in sent) and _NOTHING_READY in read:
             idle = True
         if not idle:
             out.append(sent)

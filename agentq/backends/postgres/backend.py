@@ -28,6 +28,7 @@ from agentq.backends.postgres.config import PostgresConfig, parse_url
 from agentq.backends.postgres.connection import Conn, Database
 from agentq.backends.postgres.grouping import GroupCommit
 from agentq.backends.postgres.leases import Leases
+from agentq.backends.postgres.prepared import prepared
 from agentq.backends.postgres.queues import QueueSQL
 from agentq.backends.postgres.records import Records
 from agentq.backends.postgres.schema import notify_sql, qualified
@@ -86,7 +87,7 @@ class PostgresBackend:
         secret = self._db.wakeup_secret
         self._channel: str | None = None if secret is None else channel(secret)
         # The channel named in SQL, never in the text sent (see schema.notify_sql).
-        self._notify_sql = notify_sql(config.schema)
+        self._notify_sql = prepared(notify_sql(config.schema))
         self._group = GroupCommit(self._db)  # transact's write path: group commit
         self._transactions = Transactions(
             self._db, self._group, self._now, self._queue_sql, self._records, self._channel,

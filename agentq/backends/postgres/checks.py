@@ -32,6 +32,7 @@ from typing import Any
 import psycopg
 from psycopg import errors as pgerr
 
+from agentq.backends.postgres.prepared import prepared
 from agentq.errors import TransactionAborted
 
 __all__ = ["Guesses", "SpeculationFailed", "count_check", "is_failure_of"]
@@ -51,7 +52,7 @@ def count_check(
     ``RETURNING``) and fails unless it gives exactly ``expected`` rows; its SQL,
     parameters, and the token its failure quotes (:func:`is_failure_of`)."""
     token = f"agentq check {os.getpid()}.{next(_counter)}: {what}"
-    query = (
+    query = prepared(
         f"WITH checked AS ({cte}) "
         "SELECT (CASE WHEN count(*) = %s THEN '0' ELSE %s END)::integer FROM checked"
     )

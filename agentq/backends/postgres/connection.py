@@ -55,6 +55,7 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg_pool
 
+from agentq.backends.postgres import prepared
 from agentq.backends.postgres.config import PostgresConfig
 from agentq.backends.postgres.driver_errors import RETRYABLE, first_line, mapped
 from agentq.backends.postgres.pipeline import (
@@ -176,6 +177,9 @@ class Database:
             open=True,
             name=f"agentq {config.where}",
             outage=self._outage,
+            # agentq's hottest statements, prepared on each connection unless
+            # a transaction-pooling pooler sits in front (:mod:`.prepared`).
+            configure=None if config.transaction_pooler else prepared.enable,
         )
 
     def _check(self, conn: Conn) -> None:

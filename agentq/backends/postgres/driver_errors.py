@@ -75,9 +75,10 @@ def mapped(exc: Exception, where: str, doing: str) -> AgentQError:
         # Connection exceptions and an administrator's shutdown: the server is gone.
         reason = "connection refused" if "refused" in message.lower() else "connection failed"
         return BackendUnavailable(f"PostgreSQL at {where}: {reason} while {doing}: {message}")
-    if isinstance(exc, pgerr.InvalidSqlStatementName):
-        # psycopg prepared it on one server connection; a pooler handed this
-        # transaction another (PgBouncer in transaction mode, without pooler=).
+    if isinstance(exc, pgerr.InvalidSqlStatementName | pgerr.DuplicatePreparedStatement):
+        # Prepared on one server connection (.prepared); a pooler handed this
+        # transaction another, without it or with another client's (PgBouncer in
+        # transaction mode, without pooler=).
         return TransactionError(
             f"PostgreSQL at {where}: {doing} failed: {message} (behind a pooler in "
             "transaction mode, such as PgBouncer's pool_mode = transaction? add "

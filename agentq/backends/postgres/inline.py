@@ -32,7 +32,9 @@ import psycopg
 from psycopg import pq
 from psycopg.pq import abc as pq_abc
 
-__all__ = ["INLINE_LIMIT", "inlined"]
+from agentq.backends.postgres.prepared import Prepared, Session, session_of
+
+__all__ = ["INLINE_LIMIT", "Inlined", "inlined"]
 
 #: Above this many bytes of statements the parameters go bound by the server.
 INLINE_LIMIT = 256 * 1024
@@ -122,40 +124,98 @@ def _literal(escape: pq_abc.Escaping, value: Any, array: bool = False) -> bytes 
     return None
 
 
-def _bound(escape: pq_abc.Escaping, pieces: _Pieces | None, params: Sequence[Any]) -> bytes | None:
-    """The statement cut into ``pieces`` with ``params`` quoted between them."""
+def _literals(
+    escape: pq_abc.Escaping, pieces: _Pieces | None, params: Sequence[Any]
+) -> list[bytes] | None:
+    """``params`` quoted for the placeholders between ``pieces``; None if one
+    is not a plain value for its place."""
     if pieces is None or len(pieces) != len(params) + 1:
         return None
-    parts = [pieces[0]]
-    for value, piece, array in zip(params, pieces[1:], pieces.arrays, strict=True):
+    literals = []
+    for value, array in zip(params, pieces.arrays, strict=True):
         literal = _literal(escape, value, array)
         if literal is None:
             return None
+        literals.append(literal)
+    return literals
+
+
+def _bound(pieces: _Pieces, literals: list[bytes]) -> bytes:
+    """The statement cut into ``pieces`` with ``literals`` between them."""
+    parts = [pieces[0]]
+    for literal, piece in zip(literals, pieces[1:], strict=True):
         parts += (literal, piece)
     return b"".join(parts)
 
 
+def _numbered(pieces: _Pieces) -> bytes:
+    """The statement with ``$1``, ``$2``… for its placeholders (to prepare)."""
+    parts = [pieces[0]]
+    for n, piece in enumerate(pieces[1:], start=1):
+        parts += (b"$%d" % n, piece)
+    return b"".join(parts)
+
+
+class Inlined(bytes):
+    r"""A text of statements, with :attr:`prepares` ``PREPARE``\ s (one result
+    each) before its statement number :attr:`prepared_at` (the first with
+    parameters: after a ``BEGIN``, which must come first), of the statements
+    named in :attr:`preparing` (of :attr:`session`)."""
+
+    prepares: int = 0
+    prepared_at: int = 0
+    session: Session | None = None
+    preparing: tuple[str, ...] = ()
+
+    def failed(self, every: bool = False) -> None:
+        """The server refused the text: what it prepared (``every`` statement of
+        the session) is prepared again at its next use."""
+        if self.session is not None and (every or self.preparing):
+            self.session.forget(None if every else self.preparing)
+
+
 def inlined(
     conn: psycopg.Connection[Any], statements: Sequence[tuple[str, Sequence[Any] | None]]
-) -> bytes | None:
+) -> Inlined | None:
     """``statements`` (SQL with ``%s`` placeholders, and their parameters or None)
     as one text, or None if a parameter is not a plain value or the text would
-    pass :data:`INLINE_LIMIT`."""
+    pass :data:`INLINE_LIMIT`. A statement marked :class:`~.prepared.Prepared`
+    goes as ``EXECUTE`` where ``conn`` prepares statements (:mod:`.prepared`)."""
     encoding = conn.info.encoding
     utf8 = encoding == "utf-8"
     escape = pq.Escaping(conn.pgconn)
+    session = session_of(conn) if utf8 else None
     binder: psycopg.ClientCursor[Any] | None = None
     out: list[bytes] = []
+    prepares: list[bytes] = []
+    preparing: list[str] = []
     size = 0
+    prepared_at = None
     for query, params in statements:
+        if params is not None and prepared_at is None:
+            prepared_at = len(out)
         if params is None:
             text = query.encode(encoding)
         else:
             if not all(p is None or isinstance(p, _PLAIN) for p in params):
                 return None
-            found = _bound(escape, _pieces(query), params) if utf8 else None
-            if found is not None:
-                text = found
+            pieces = _pieces(query) if utf8 else None
+            literals = _literals(escape, pieces, params)
+            marked = query if isinstance(query, Prepared) else None
+            if pieces is not None and literals is not None:
+                used = None
+                if session is not None and marked is not None:
+                    used = session.use(marked)
+                if used is None or marked is None:
+                    text = _bound(pieces, literals)
+                else:
+                    name, new = used
+                    if new:
+                        prepares.append(b"PREPARE %s AS %s" % (name.encode(), _numbered(pieces)))
+                        preparing.append(marked.name)
+                    text = b"EXECUTE " + name.encode()
+                    if literals:
+                        text += b"(" + b", ".join(literals) + b")"
             elif any(isinstance(p, list) for p in params):
                 return None  # an array whose type only the server's binding gives
             else:
@@ -163,6 +223,15 @@ def inlined(
                 text = binder.mogrify(query, params).encode(encoding)
         size += len(text)
         if size > INLINE_LIMIT:
+            if session is not None and preparing:
+                session.forget(preparing)
             return None
         out.append(text)
-    return b";\n".join(out)
+    if prepares:
+        assert prepared_at is not None  # a statement with parameters asked for them
+        out[prepared_at:prepared_at] = prepares
+    result = Inlined(b";\n".join(out))
+    if prepares:
+        result.prepares, result.prepared_at = len(prepares), prepared_at or 0
+    result.session, result.preparing = session, tuple(preparing)
+    return result

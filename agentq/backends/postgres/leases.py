@@ -24,6 +24,8 @@ from agentq.spec import QueueSpec
 __all__ = ["Leases"]
 
 _TOKEN_PREFIX = "aqp1"
+#: For the lease's own transaction only (agentq's statements, nobody else's).
+_GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 
 
 def _count_sql(schema: str, queue: str, column: str, n: int) -> tuple[str, tuple[str, int]]:
@@ -79,6 +81,10 @@ class Leases:
             conn = tx.sql
             now = self._now()
             self._maybe_sweep_ttl(conn, sql, now)
+            # The lease's SELECT is prepared (.prepared): its generic plan (the
+            # index on the visible-at time, then LIMIT) is the one it needs, but
+            # the server's cost estimate kept planning it anew at every call.
+            tx.defer(_GENERIC_PLANS, None)
             if claim is not None:
                 select = sql.select_ready_with_record
                 params: tuple[Any, ...] = (claim.table, now, max_batch_size)

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from agentq.backends.postgres.inline import inlined
+from agentq.backends.postgres.inline import Inlined, inlined
 from agentq.errors import AgentQError, TransactionAborted, TransactionError
 
 __all__ = [
@@ -62,6 +62,10 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 Translate = Callable[[psycopg.Error], AgentQError | None]
 
 _PIPELINES = psycopg.Pipeline.is_supported()
+_NOT_AS_PREPARED = (
+    psycopg.errors.InvalidSqlStatementName,
+    psycopg.errors.DuplicatePreparedStatement,
+)
 _SAVEPOINT = "SAVEPOINT agentq_member"
 _RELEASE = "RELEASE SAVEPOINT agentq_member"
 T = TypeVar("T")
@@ -156,7 +160,7 @@ class TxConn:
             return self.execute(query, params)
         self._pending, self._savepoint_at = [], None
         with _reported(pending, self._refused):
-            cur = _results(self.raw.execute(inline), pending)
+            cur = _results(_run(self.raw, inline), pending, inline)
         self._began = True
         return cur
 
@@ -211,7 +215,7 @@ class TxConn:
         with _reported(tail, self._refused):
             inline = inlined(self.raw, [(c.query, c.params) for c in [*tail, _COMMIT]])
             if inline is not None:
-                done = _results(self.raw.execute(inline), tail)
+                done = _results(_run(self.raw, inline), tail, inline)
             elif _PIPELINES:
                 done = _pipelined(self.raw, tail, lambda: self.raw.execute("COMMIT"))
             else:
@@ -294,16 +298,36 @@ def run_or_defer(
         raise error from exc
 
 
+def _run(conn: Conn, text: Inlined) -> psycopg.Cursor[tuple[Any, ...]]:
+    """Send ``text``; if the server refuses it, what it prepared is forgotten."""
+    try:
+        return conn.execute(text)
+    except BaseException as exc:
+        # The session's statements are not what it counted on (the application
+        # ran DEALLOCATE or DISCARD, or a pooler swapped the server connection):
+        # forget them all, and prepare them again at their next use.
+        text.failed(every=isinstance(exc, _NOT_AS_PREPARED))
+        raise
+
+
 def _results(
-    cur: psycopg.Cursor[tuple[Any, ...]], commands: Sequence[_Command]
+    cur: psycopg.Cursor[tuple[Any, ...]], commands: Sequence[_Command], text: Inlined
 ) -> psycopg.Cursor[tuple[Any, ...]]:
-    """The rows of ``commands`` (a text of statements, one result each, in order)
-    handed to their :class:`Rows`; the cursor moved to the result after theirs."""
-    for command in commands:
+    r"""The rows of ``commands`` (the statements of ``text``, one result each, in
+    order, its ``PREPARE``\ s' before the one at ``text.prepared_at``) handed
+    to their :class:`Rows`; the cursor moved to the result after theirs."""
+    for at, command in enumerate(commands):
+        if at == text.prepared_at:
+            for _ in range(text.prepares):
+                cur.nextset()
         if command.rows is not None:
             command.rows._rows = cur.fetchall() if cur.description else []
         if not cur.nextset():
             break  # never short of one result a statement, unless the server says so
+    else:
+        if text.prepared_at >= len(commands):  # before the statement after theirs
+            for _ in range(text.prepares):
+                cur.nextset()
     return cur
 
 

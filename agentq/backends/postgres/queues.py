@@ -17,6 +17,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentq.backends.postgres.prepared import prepared
 from agentq.backends.postgres.schema import ddl, qualified
 from agentq.errors import ConfigError
 from agentq.spec import (
@@ -66,7 +67,9 @@ class QueueSQL:
         # backend then refuses to commit it).
         # Held back for the transaction's next round trip (pipeline.TxConn.defer): a
         # duplicate key fails the statement, and with it the transaction.
-        self.insert_strict = (
+        # The statements marked prepared() are a worker's and an enqueue's: each
+        # connection prepares them once (.prepared), not planned at every call.
+        self.insert_strict = prepared(
             f"INSERT INTO {q} ({self.key_list}, payload, deliver_time, agentq_visible_at, "
             f"agentq_lease_seq) VALUES ({marks}, %s, %s, %s, %s)"
         )
@@ -76,12 +79,12 @@ class QueueSQL:
         arrays = ", ".join(f"%b::{_SQL_TYPES[c.type]}[]" for c in spec.key)
         names = ", ".join(f"k{i}" for i in range(len(keys)))
         matches = " AND ".join(f"t.{k} = x.k{i}" for i, k in enumerate(keys))
-        self.delete_many = (
+        self.delete_many = prepared(
             f"DELETE FROM {q} AS t USING unnest({arrays}) AS x({names}) WHERE {matches} RETURNING 1"
         )
         # SKIP LOCKED: a message another receiver is leasing right now is passed
         # over, never handed out twice and never waited for.
-        self.select_ready = (
+        self.select_ready = prepared(
             f"SELECT agentq_msg_id, {self.key_list}, payload, deliver_time, agentq_lease_seq, "
             f"agentq_lease_expiry, agentq_expirations FROM {q} "
             "WHERE agentq_visible_at <= %s ORDER BY agentq_visible_at, agentq_msg_id LIMIT %s "
@@ -90,7 +93,7 @@ class QueueSQL:
         # The same, with each message's record of a records table (its key: the
         # message's first key column), for a claim made with the lease.
         first = keys[0]
-        self.select_ready_with_record = (
+        self.select_ready_with_record = prepared(
             f"SELECT q.agentq_msg_id, {', '.join(f'q.{k}' for k in keys)}, q.payload, "
             "q.deliver_time, q.agentq_lease_seq, q.agentq_lease_expiry, q.agentq_expirations, "
             f"r.v FROM {q} AS q LEFT JOIN {qualified(schema, 'records')} AS r "
@@ -104,7 +107,7 @@ class QueueSQL:
         )
         # Every leased row of a batch in one statement: arrays of the new lease
         # sequence, expiry, visible-at time and expiry count, by message id.
-        self.update_leases = (
+        self.update_leases = prepared(
             f"UPDATE {q} AS t SET agentq_lease_seq = x.seq, agentq_lease_expiry = x.expiry, "
             "agentq_visible_at = x.visible, agentq_expirations = x.expirations "
             "FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[], %b::integer[], %b::bigint[]) "

@@ -28,6 +28,7 @@ from agentq.backends.owners import record_owner
 from agentq.backends.postgres.checks import Guesses, SpeculationFailed, count_check, is_failure_of
 from agentq.backends.postgres.connection import Conn, Database
 from agentq.backends.postgres.pipeline import TxConn, run_or_defer
+from agentq.backends.postgres.prepared import prepared
 from agentq.backends.postgres.record_rows import (
     SwapRow,
     check_storable,
@@ -122,9 +123,11 @@ class Records:
         run_or_defer(  # nothing to read back: sent with the transaction's next round trip
             conn,
             # The owner is written by the insert only: it never changes (HOT updates).
-            f"INSERT INTO {self.table} (tbl, k, v, rare_status, owner) "
-            "VALUES (%s, %s, %s, %s, %s) "
-            "ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v, rare_status = excluded.rare_status",
+            prepared(
+                f"INSERT INTO {self.table} (tbl, k, v, rare_status, owner) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tbl, k) "
+                "DO UPDATE SET v = excluded.v, rare_status = excluded.rare_status"
+            ),
             (table, key, stored_text(value), record_rare_status(table, value),
              record_owner(table, value)),
         )
@@ -210,7 +213,8 @@ class Records:
         return settled
 
     def _swap_sql(self, table: str, rows: list[SwapRow]) -> tuple[str, Any]:
-        return swap_statement(self.table, table, rows, "r.k")
+        query, params = swap_statement(self.table, table, rows, "r.k")
+        return prepared(query), params
 
     def _swapped(self, table: str, rows: list[SwapRow], swapped: set[str]) -> list[str]:
         """Remember the texts swapped in (a completion writes from them, no

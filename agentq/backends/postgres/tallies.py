@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from agentq.backends.postgres.pipeline import run_or_defer
+from agentq.backends.postgres.prepared import prepared
 from agentq.backends.tallies import Tally, check_tallies, check_window
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def add(conn: object, s: str, tallies: Sequence[Tally]) -> None:
         for column, value in zip(columns, (t.minute, t.owner, t.outcome, t.bucket, t.count),
                                  strict=True):  # fmt: skip
             column.append(value)
-    query = (
+    query = prepared(
         f"INSERT INTO {s}.task_tally_changes (minute, owner, outcome, bucket, n) "
         "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::integer[], "
         "%s::integer[])"

@@ -1,0 +1,137 @@
+"""agentq's hottest statements are prepared on each pooled connection, once
+(issue 38, item 2: server-side prepared statements where no pooler forbids
+them), so the server neither parses nor plans them at every batch; behind a
+transaction-pooling pooler (``pooler=transaction``) nothing is prepared.
+
+Read off the server (``pg_prepared_statements`` of the pool's one connection),
+never timed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+psycopg = pytest.importorskip("psycopg", reason="postgres: psycopg is not installed")
+
+from agentq import Runtime, ToolContext, tool  # noqa: E402
+from agentq.backends.postgres import PostgresBackend, prepared  # noqa: E402
+from agentq.clock import FakeClock  # noqa: E402
+from agentq.errors import TransactionError  # noqa: E402
+
+
+class Args(BaseModel):
+    n: int
+
+
+@tool(queue="work")
+def noop(ctx: ToolContext, args: Args) -> int:
+    return args.n
+
+
+def _runtime(url: str) -> Runtime:
+    return Runtime(url, tools=[noop], clock=FakeClock())
+
+
+@pytest.fixture
+def rt(postgres_url: str) -> Iterator[Runtime]:
+    runtime = _runtime(postgres_url + "?pool_size=1")
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+def _prepared_here(rt: Runtime) -> dict[str, tuple[str, int, int]]:
+    """The pool's one connection's prepared statements: name to (text, generic
+    plans, custom plans)."""
+    assert isinstance(rt.backend, PostgresBackend)
+
+    def read(conn: Any) -> list[tuple[Any, ...]]:
+        return conn.execute(
+            "SELECT name, statement, generic_plans, custom_plans FROM pg_prepared_statements"
+        ).fetchall()
+
+    rows = rt.backend._db.read(read)
+    return {name: (text, generic, custom) for name, text, generic, custom in rows}
+
+
+def _drain_batches(rt: Runtime, batches: int, size: int) -> None:
+    worker = rt.worker(concurrency=size, batch_size=size)
+    for b in range(batches):
+        for i in range(size):
+            rt.enqueue_action("noop", {"n": b * size + i})
+        assert worker.drain() == size
+
+
+def test_a_worker_prepares_its_statements_once_and_plans_its_lease_once(rt: Runtime) -> None:
+    _drain_batches(rt, batches=8, size=4)
+    found = _prepared_here(rt)
+    texts = {name: text for text, name in prepared._names.items()}
+    # Server names are the statement's name and a generation: agentq_5_0.
+    here = {server: texts[server.rpartition("_")[0]] for server in found}
+    leases = {server: found[server][1:] for server, text in here.items() if "SKIP LOCKED" in text}
+    # Every lease statement (the work queue's, and those of agentq's own queues
+    # the worker receives from) on its one generic plan, never planned anew for
+    # its values; the work queue's ran at least nine times (eight batches, then
+    # the lease that finds nothing).
+    assert leases and all(custom == 0 for _, custom in leases.values()), leases
+    assert max(generic for generic, _ in leases.values()) >= 9, leases
+    kinds = " ".join(here.values())
+    for part in ("INSERT INTO", "DELETE FROM", "UPDATE", "pg_notify"):
+        assert part in kinds, (part, kinds)  # enqueue, ack, claim and wake-up too
+    # Each under one name: nothing prepared twice on the connection.
+    assert len(set(here.values())) == len(here), here
+
+
+def test_behind_a_transaction_pooler_nothing_is_prepared(postgres_url: str) -> None:
+    runtime = _runtime(postgres_url + "?pool_size=1&pooler=transaction")
+    try:
+        _drain_batches(runtime, batches=2, size=4)
+        assert _prepared_here(runtime) == {}
+        assert all(t.status == "succeeded" for t in runtime.tasks())
+    finally:
+        runtime.close()
+
+
+def test_statements_dropped_under_it_are_prepared_again(rt: Runtime) -> None:
+    """An application that runs DEALLOCATE ALL in its transaction: the next
+    transaction that relied on them fails with one clear error, nothing of it
+    committed, and the one after prepares them again."""
+    _drain_batches(rt, batches=1, size=2)
+    assert _prepared_here(rt)
+
+    def deallocate(tx: Any) -> None:
+        tx.execute("DEALLOCATE ALL")
+
+    rt.transact(deallocate)
+    assert _prepared_here(rt) == {}
+    with pytest.raises(TransactionError, match="prepared statement"):
+        rt.enqueue_action("noop", {"n": 99})
+    assert [t for t in rt.tasks() if t.status == "queued"] == []  # nothing committed
+    _drain_batches(rt, batches=2, size=2)
+    assert _prepared_here(rt)
+
+
+def test_a_text_that_failed_prepares_again_under_a_new_name() -> None:
+    session = prepared.Session()
+    statement = prepared.prepared("SELECT %s::int AS test_only_statement")
+    assert isinstance(statement, prepared.Prepared)
+    first = session.use(statement)
+    assert first is not None and first[1]  # to prepare
+    assert session.use(statement) == (first[0], False)  # prepared: executed by name
+    session.forget([statement.name])  # the text that prepared it failed
+    again = session.use(statement)
+    assert again is not None and again[1] and again[0] != first[0]
+
+
+def test_a_session_prepares_at_most_its_limit() -> None:
+    session = prepared.Session()
+    for n in range(prepared.MAX_PER_SESSION):
+        s = prepared.prepared(f"SELECT %s::int AS limit_{n}")
+        assert isinstance(s, prepared.Prepared) and session.use(s) is not None
+    extra = prepared.prepared("SELECT %s::int AS one_too_many")
+    assert isinstance(extra, prepared.Prepared) and session.use(extra) is None
