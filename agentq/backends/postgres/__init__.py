@@ -24,8 +24,9 @@ application's own rows. Where to find what:
 * :mod:`.grouping` -- group commit among one process's conflicting threads.
 * :mod:`.pipeline` -- one transaction's connection: what needs no answer goes
   with the next statement that does; :mod:`.inline`, statements as one text,
-  their parameters bound by the client; :mod:`.checks`, the checks sent with
-  the next round trip instead of read first.
+  their parameters bound by the client; :mod:`.prepared`, the hot statements
+  among them prepared once per connection; :mod:`.checks`, the checks sent
+  with the next round trip instead of read first.
 * :mod:`.transaction` -- the ``tx`` of ``transact``: send, ack, records, SQL.
 * :mod:`.placeholders` -- SQLite's ``?`` in the application's SQL.
 * :mod:`.bound` -- a ``tx`` on the application's own connection
