@@ -52,7 +52,10 @@ def open_backend(url: str, *, clock: Clock | None = None, **options: Any) -> Bac
     """Open the backend named by ``url``.
 
     ``options`` are passed to the backend (for SQLite: ``durability``,
-    ``redelivery``, ``busy_timeout``, ``poll_interval``, ``file_mode``).
+    ``redelivery``, ``busy_timeout``, ``poll_interval``, ``file_mode``,
+    ``lease_seconds``; for PostgreSQL: ``redelivery``, ``ttl_sweep_interval``,
+    ``lease_seconds``). ``lease_seconds`` (also a SQLite or PostgreSQL URL
+    option) is how long a lease lasts, 10 s by default; Spanner's is fixed.
     """
     if not isinstance(url, str) or "://" not in url:
         raise ConfigError(

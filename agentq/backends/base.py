@@ -12,8 +12,10 @@ Semantics (mirroring Spanner queues):
 * ``tx.ack(must_exist=True)`` deletes by key; deleting nothing fails the whole
   transaction (the stale worker's results are not committed). ``tx.ack_stored``
   deletes by a key as stored, unchecked (a row written around agentq).
-* ``stream`` yields batches of ready messages, each leased for
-  :data:`LEASE_SECONDS`; ``renew`` extends leases by the same amount.
+* ``stream`` yields batches of ready messages, each leased for the backend's
+  :attr:`Backend.lease_seconds` (:data:`LEASE_SECONDS`, 10 s, unless a SQLite
+  or PostgreSQL URL says ``lease_seconds=``); ``renew`` extends leases by the
+  same amount.
 * A message whose lease expires without ack is redelivered after a backoff
   (:class:`RedeliveryPolicy`).
 
@@ -129,6 +131,9 @@ class Backend(Protocol):
 
     clock: Clock
     redelivery: RedeliveryPolicy
+    #: How long a lease lasts, on receive and on renew (seconds): Spanner's fixed
+    #: :data:`LEASE_SECONDS`; SQLite and PostgreSQL take ``lease_seconds=``.
+    lease_seconds: float
     #: Whether keys that grow with time are cheap here (B-tree locality: SQLite)
     #: rather than a write hotspot (key-range splits: Spanner).
     ordered_keys: bool

@@ -22,12 +22,11 @@ import binascii
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentq.backends.base import LEASE_SECONDS, Message, QueueStats, RedeliveryPolicy, Renewal
+from agentq.backends.base import Message, QueueStats, RedeliveryPolicy, Renewal
 from agentq.clock import from_micros
 from agentq.spec import QueueSpec
 
 __all__ = [
-    "LEASE_MICROS",
     "decode_token",
     "encode_token",
     "lease_updates",
@@ -35,10 +34,6 @@ __all__ = [
     "queue_stats",
     "renewals",
 ]
-
-#: A lease's length in microseconds (the backends' time unit).
-LEASE_MICROS = int(LEASE_SECONDS * 1_000_000)
-
 
 def encode_token(prefix: str, queue: str, msg_id: int, seq: int, expiry: int) -> str:
     """The lease token of message ``msg_id`` leased with sequence ``seq`` until
@@ -63,12 +58,16 @@ def decode_token(prefix: str, queue: str, token: object) -> tuple[int, int, int]
 
 
 def lease_updates(
-    rows: Sequence[Sequence[Any]], nkeys: int, now: int, policy: RedeliveryPolicy
+    rows: Sequence[Sequence[Any]],
+    nkeys: int,
+    now: int,
+    policy: RedeliveryPolicy,
+    lease_micros: int,
 ) -> tuple[list[tuple[int, int, int, int, Any]], int, int]:
-    """The lease of ``rows`` at ``now``: for each row (new sequence, expiry,
-    visible-at, expirations, message id), how many of them had a lease that
-    expired (leased before and never acked), and the expiry."""
-    expiry = now + LEASE_MICROS
+    """The lease of ``rows`` at ``now``, ``lease_micros`` long: for each row (new
+    sequence, expiry, visible-at, expirations, message id), how many of them had a
+    lease that expired (leased before and never acked), and the expiry."""
+    expiry = now + lease_micros
     updates = []
     expired = 0
     for row in rows:
@@ -114,10 +113,11 @@ def renewals(
     tokens: Sequence[str],
     now: int,
     policy: RedeliveryPolicy,
+    lease_micros: int,
     current: Callable[[int], tuple[int, int, int] | None],
     extend: Callable[[tuple[int, int, int, int, int]], object],
 ) -> list[Renewal]:
-    """RENEWLEASE of ``tokens`` at ``now`` (see
+    """RENEWLEASE of ``tokens`` at ``now``, each lease extended by ``lease_micros`` (see
     :meth:`agentq.backends.base.Backend.renew` for the rows): ``current(msg_id)``
     reads a message's (lease sequence, deliver time, expirations), None if it is
     gone; ``extend`` writes a renewal's (sequence, expiry, visible-at,
@@ -137,7 +137,7 @@ def renewals(
             continue
         _, deliver, expirations = row
         new_seq = seq + 1
-        new_expiry = now + LEASE_MICROS
+        new_expiry = now + lease_micros
         backoff = policy.delay(expirations + 1, (now - deliver) / 1e6)
         extend((new_seq, new_expiry, new_expiry + int(backoff * 1_000_000), expirations, msg_id))
         out.append(

@@ -8,12 +8,45 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from agentq.errors import ConfigError
 from agentq.spec import Key
 
-__all__ = ["LEASE_SECONDS", "Message", "QueueStats", "RedeliveryPolicy", "Renewal"]
+__all__ = [
+    "LEASE_SECONDS",
+    "LEASE_SECONDS_RANGE",
+    "Message",
+    "QueueStats",
+    "RedeliveryPolicy",
+    "Renewal",
+    "lease_seconds_option",
+]
 
-#: Lease length on receive and on renew; fixed, as in Spanner.
+#: Lease length on receive and on renew: Spanner's, fixed there; the default of
+#: the SQLite and PostgreSQL backends, whose ``lease_seconds`` option changes it
+#: (a backend's own length: :attr:`agentq.backends.base.Backend.lease_seconds`).
 LEASE_SECONDS = 10.0
+#: The lengths ``lease_seconds`` may take (seconds): under 1 s the renewals of a
+#: running task would take most of a worker's time; over an hour, a crashed
+#: worker's tasks would wait that long.
+LEASE_SECONDS_RANGE = (1.0, 3600.0)
+
+
+def lease_seconds_option(value: object) -> float:
+    """The ``lease_seconds`` option of a SQL backend (a number, or a URL's text),
+    checked: ConfigError in one line for anything but a number of seconds in
+    :data:`LEASE_SECONDS_RANGE`."""
+    low, high = LEASE_SECONDS_RANGE
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if not low <= seconds <= high:  # also refuses nan and infinities
+        raise ConfigError(
+            f"lease_seconds must be a number of seconds from {low:g} to {high:g}, not {value!r}"
+        )
+    return seconds
 
 
 @dataclass(frozen=True)

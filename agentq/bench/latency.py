@@ -2,7 +2,8 @@
 
 * ``latency_ms`` — for an idle worker in the same process and in another
   process: p50 / p99 / max over the samples, in milliseconds;
-* ``idle_worker_cpu_percent`` — CPU of an idle worker process over 5 s.
+* ``idle_worker_cpu_percent`` — CPU of an idle worker process over 5 s
+  (``agentq bench --idle-seconds``).
 """
 
 from __future__ import annotations

@@ -79,6 +79,7 @@ def run_bench(
     args_sizes: Sequence[int] = (),
     multi_queue: bool = True,
     runs: int = 200,
+    idle_seconds: float = 5.0,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run every measurement ``repeats`` times and return medians with min and max.
@@ -89,8 +90,12 @@ def run_bench(
     with that many bytes of arguments per task; ``multi_queue`` the figure of
     one worker serving every queue. ``runs`` durable agent runs (two turns
     each, an instant scripted model) measure the cost of durability per turn
-    (0 skips them).
+    (0 skips them). ``idle_seconds`` is how long an idle worker's CPU is
+    measured (a short window reads a coarser figure: the kernel counts CPU in
+    ticks of 10 ms).
     """
+    if not idle_seconds > 0:
+        raise ConfigError(f"idle_seconds must be more than 0, got {idle_seconds!r}")
     root, server = _check_target(db, durability)
     # A folder of its own (no db, or a PostgreSQL server's): leave nothing behind.
     own_folder = db is None or server is not None
@@ -166,12 +171,12 @@ def run_bench(
             sample(lat_other, "lat2", False)
         progress("idle worker CPU")
         with BenchEnv(root, durability, "idle", server) as idle_env:
-            idle = idle_cpu(idle_env)
+            idle = idle_cpu(idle_env, idle_seconds)
         out: dict[str, Any] = {
             "settings": {
                 "tasks": tasks, "workers": workers, "concurrency": concurrency, "batch": batch,
                 "callers": callers, "payload_bytes": payload_bytes, "args_sizes": list(args_sizes),
-                "runs": runs,
+                "runs": runs, "idle_seconds": idle_seconds,
                 "durability": durability, "repeats": repeats, "python": sys.version.split()[0],
                 "sqlite": sqlite3.sqlite_version, "cpus": os.cpu_count(),
                 "load_average": _load_average(), **_server_settings(server),

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from agentq.cli.common import non_negative, positive, resolve_db
+from agentq.cli.common import non_negative, positive, positive_float, resolve_db
 from agentq.errors import ConfigError
 
 __all__ = ["register"]
@@ -106,6 +106,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         batch=args.batch_size, payload_bytes=args.payload_bytes, durability=args.durability,
         repeats=args.repeats, latency_samples=args.latency_samples, callers=args.callers,
         args_sizes=args.args_sizes, multi_queue=not args.no_multi_queue, runs=args.runs,
+        idle_seconds=args.idle_seconds,
         progress=(lambda _m: None) if args.json else (lambda m: print(m, flush=True)),
     )  # fmt: skip
     text = json.dumps(result, indent=2)
@@ -209,6 +210,10 @@ def register(sub: Any) -> None:
         default=90,
         help="tasks timed for enqueue-to-start latency (default 90)",
     )
+    bench.add_argument(
+        "--idle-seconds", type=positive_float, default=5.0, metavar="S",
+        help="how long an idle worker's CPU is measured: seconds or a duration (default 5)",
+    )  # fmt: skip
     bench.add_argument("--json", action="store_true", help="print JSON instead of the table")
     bench.add_argument("--out", default="bench-results.json", help="write JSON here ('' to skip)")
     bench.set_defaults(func=_cmd_bench)

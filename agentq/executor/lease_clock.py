@@ -17,7 +17,7 @@ its leases were granted, on this machine's monotonic clock:
   keeps that estimate. The first batch of a stream ends the wait that began
   when the RECEIVE was sent.
 * from the server: the lease's own expiry (``SpannerLeaseExpirationTimestamp``)
-  minus 10 s, read against the local wall clock. A local clock behind the
+  minus the lease's length (10 s), read against the local wall clock. A local clock behind the
   server's makes this one late, which is why it only ever moves the estimate
   earlier.
 """
@@ -48,8 +48,9 @@ T = TypeVar("T")
 class StreamLeaseClock:
     """Grant-time estimates for the batches of one stream (one reader thread)."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, lease_seconds: float = LEASE_SECONDS) -> None:
         self._clock = clock
+        self._lease_seconds = lease_seconds
         self._anchor: float | None = None  # grant estimate of the last waited-for batch
 
     def read(self, batches: Iterator[T]) -> tuple[T, float]:
@@ -68,5 +69,5 @@ class StreamLeaseClock:
         """The earlier of the stream's and the server's estimate of when
         ``message``'s lease began, on the local monotonic clock."""
         left = (message.lease_expiry - self._clock.now()).total_seconds()
-        by_server = self._clock.monotonic() - (LEASE_SECONDS - left)
+        by_server = self._clock.monotonic() - (self._lease_seconds - left)
         return min(stream_estimate, by_server)

@@ -3,7 +3,9 @@
 Every ``monitor_interval`` the monitor renews the leases of tasks (running or
 waiting for a handler) that expire within ``renew_margin`` seconds, about 7.5 s
 into their 10 s, and hands handlers that overran their tool's timeout to
-:meth:`~agentq.executor.timeouts.Timeouts._give_up`.
+:meth:`~agentq.executor.timeouts.Timeouts._give_up`. A backend with shorter
+leases (SQLite's or PostgreSQL's ``lease_seconds``) gets a margin and a tick of
+their own by default (:func:`renewal_schedule`): half a 2 s lease, every 0.2 s.
 
 The schedule is read on this machine's monotonic clock from when the lease was
 granted (the receive stage's pessimistic estimate of the grant, see
@@ -21,13 +23,27 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from agentq.backends import LEASE_SECONDS
 from agentq.executor.inflight import Inflight
 from agentq.executor.state import WorkerState
 
-__all__ = ["LeaseMonitor"]
+__all__ = ["MONITOR_INTERVAL", "RENEW_MARGIN", "LeaseMonitor", "renewal_schedule"]
 
 log = logging.getLogger("agentq.worker")
+
+#: Seconds of a lease left when it is renewed, at most: 7.5 s into a 10 s lease.
+RENEW_MARGIN = 2.5
+#: Seconds between the monitor's ticks, at most.
+MONITOR_INTERVAL = 0.5
+
+
+def renewal_schedule(lease_seconds: float) -> tuple[float, float]:
+    """The default ``(renew_margin, monitor_interval)`` of a worker whose backend's
+    leases last ``lease_seconds``: :data:`RENEW_MARGIN` and
+    :data:`MONITOR_INTERVAL` for Spanner's 10 s; for a shorter lease, at most half
+    of it, checked five times in that half (a 2 s lease: renewed with 1 s left,
+    every 0.2 s), so a renewal is due well before the lease runs out."""
+    margin = min(RENEW_MARGIN, lease_seconds / 2)
+    return margin, min(MONITOR_INTERVAL, margin / 5)
 
 
 class LeaseMonitor(WorkerState):
@@ -54,17 +70,19 @@ class LeaseMonitor(WorkerState):
                 self._give_up(inf)
                 continue
             renew = (inf.definition is None or inf.definition.renew_leases) and not inf.held_off
-            if renew and not inf.lost and self._lease_left(inf, now, mono) <= self.renew_margin:
+            lease_left = self._lease_left(inf, now, mono, self.runtime.backend.lease_seconds)
+            if renew and not inf.lost and lease_left <= self.renew_margin:
                 due.setdefault(inf.queue, []).append(inf)
         for queue, infs in due.items():
             self._renew(queue, infs)
         self.admission.key_slots.renew(inflight)
 
     @staticmethod
-    def _lease_left(inf: Inflight, now: datetime, mono: float) -> float:
-        """Seconds of the lease left, on the local monotonic clock when known."""
+    def _lease_left(inf: Inflight, now: datetime, mono: float, lease_seconds: float) -> float:
+        """Seconds of the lease (``lease_seconds`` long) left, on the local
+        monotonic clock when known."""
         if inf.leased_at is not None:
-            return LEASE_SECONDS - (mono - inf.leased_at)
+            return lease_seconds - (mono - inf.leased_at)
         return (inf.lease_expiry - now).total_seconds()
 
     def _renew(self, queue: str, infs: list[Inflight]) -> None:

@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, cast
 
-from agentq.backends import LEASE_SECONDS, Message
+from agentq.backends import Message
 from agentq.backends.tags import tagged
 from agentq.errors import DatabaseNotWritable
 from agentq.executor.lease_clock import StreamLeaseClock
@@ -163,7 +163,8 @@ class Receiving(WorkerState):
                     max_duration=duration,
                 )
                 self._track_stream(stream)
-                batches, lease_clock = iter(stream), StreamLeaseClock(self.clock)
+                batches = iter(stream)
+                lease_clock = StreamLeaseClock(self.clock, self.runtime.backend.lease_seconds)
                 while True:
                     try:
                         batch, since = lease_clock.read(batches)
@@ -240,14 +241,13 @@ class Receiving(WorkerState):
         (``released_short_lease``). Both count as ``stranded_prefetch``: leased by
         the stream ahead of a free handler, and not run."""
         mono = self.clock.monotonic()
-        lease_clock = StreamLeaseClock(self.clock)
+        lease = self.runtime.backend.lease_seconds
+        lease_clock = StreamLeaseClock(self.clock, lease)
         since = mono if since is None else since
         granted = {m.lease_token: lease_clock.granted_at(m, since) for m in batch}
-        fresh = [m for m in batch if LEASE_SECONDS - (mono - granted[m.lease_token]) > 0]
+        fresh = [m for m in batch if lease - (mono - granted[m.lease_token]) > 0]
         self._count("expired_on_receipt", len(batch) - len(fresh))
-        short = [
-            m for m in fresh if LEASE_SECONDS - (mono - granted[m.lease_token]) <= self.renew_margin
-        ]
+        short = [m for m in fresh if lease - (mono - granted[m.lease_token]) <= self.renew_margin]
         if short:
             renewed = self._renew_on_receipt(short, granted)
             dropped = {m.lease_token for m in short} - renewed.keys()

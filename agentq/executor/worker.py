@@ -31,7 +31,7 @@ from agentq.executor.batching import Batching
 from agentq.executor.committing import Committing
 from agentq.executor.heartbeat import DEFAULT_TIMEOUT, Heartbeat, check_heartbeat_settings
 from agentq.executor.holds import Holds
-from agentq.executor.leases import LeaseMonitor
+from agentq.executor.leases import LeaseMonitor, renewal_schedule
 from agentq.executor.pruning import Pruner
 from agentq.executor.receiving import Receiving
 from agentq.executor.running import Running
@@ -98,6 +98,9 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
     ``stats_interval`` (``None``: never); see :mod:`agentq.executor.heartbeat`.
     It also deletes finished tasks past their retention (``prune=False``: not
     this worker), every ``prune_interval`` seconds; see :mod:`agentq.executor.pruning`.
+    Every ``monitor_interval`` seconds it renews the leases with ``renew_margin``
+    seconds or less left (defaults: 0.5 s and 2.5 s for 10 s leases, less for a
+    backend's shorter ``lease_seconds``; see :func:`~agentq.executor.leases.renewal_schedule`).
     A queue in ``queues`` that none of the runtime's tools uses is an error.
     """
 
@@ -111,8 +114,8 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
         group_commit: int = 64,
         receive_timeout: float = 1.0,
         max_deliveries: int = 5,
-        renew_margin: float = 2.5,
-        monitor_interval: float = 0.5,
+        renew_margin: float | None = None,
+        monitor_interval: float | None = None,
         prefetch: int | None = None,
         max_abandoned: int | None = None,
         unknown_tool_grace: float | timedelta = DEFAULT_UNKNOWN_TOOL_GRACE,
@@ -163,8 +166,9 @@ class Worker(Batching, Receiving, Running, LeaseMonitor, Committing):
         self._open_streams = set()
         self._waiting_receives = set()
         self.max_deliveries = max_deliveries
-        self.renew_margin = renew_margin
-        self.monitor_interval = monitor_interval
+        margin, tick = renewal_schedule(runtime.backend.lease_seconds)
+        self.renew_margin = margin if renew_margin is None else renew_margin
+        self.monitor_interval = tick if monitor_interval is None else monitor_interval
         self.stats = WorkerStats()
         self._stats_lock = threading.Lock()
         self.holds = Holds(self.clock, runtime.policy)

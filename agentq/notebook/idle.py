@@ -8,9 +8,10 @@ earliest ``next_attempt_at`` of a task still queued or waiting to retry. A
 durable agent run whose next turn is ready counts as work too (the drain goes on
 until it has none); a run waiting for a human's approval is idle. A task
 left ``running`` once the drain is over was abandoned by a crashed worker (a
-``WorkerCrash`` fault, say): its lease runs out within ``LEASE_SECONDS``, so the
-clock jumps that far and its redelivery runs. Do not run other workers on the
-same clock meanwhile: a jump can outrun their lease renewals.
+``WorkerCrash`` fault, say): its lease runs out within the backend's
+``lease_seconds`` (10 s unless configured), so the clock jumps that far and
+its redelivery runs. Do not run other workers on the same clock meanwhile: a
+jump can outrun their lease renewals.
 
 It is bounded: a task that reschedules itself forever would keep it going, so
 after ``max_steps`` clock jumps it raises :class:`~agentq.errors.NotIdle`, naming
@@ -61,9 +62,12 @@ class IdleReport:
         )
 
 
-def next_timer(tasks: list[TaskInfo], now: datetime) -> tuple[datetime, TaskInfo] | None:
+def next_timer(
+    tasks: list[TaskInfo], now: datetime, lease_seconds: float = LEASE_SECONDS
+) -> tuple[datetime, TaskInfo] | None:
     """The earliest future ``next_attempt_at`` of a waiting task, and that task; else,
-    for a task abandoned ``running``, the time its lease has surely run out."""
+    for a task abandoned ``running``, the time its lease (``lease_seconds`` long,
+    the backend's) has surely run out."""
     due = [
         (t.next_attempt_at, t) for t in tasks
         if t.status in _WAITING and t.next_attempt_at is not None and t.next_attempt_at > now
@@ -72,7 +76,7 @@ def next_timer(tasks: list[TaskInfo], now: datetime) -> tuple[datetime, TaskInfo
         return min(due, key=lambda d: d[0])
     stranded = [t for t in tasks if t.status == TaskStatus.RUNNING]
     if stranded:
-        return now + timedelta(seconds=LEASE_SECONDS), stranded[0]
+        return now + timedelta(seconds=lease_seconds), stranded[0]
     return None
 
 
@@ -150,7 +154,7 @@ def run_until_idle(
     steps = 0
     while True:
         handled += _drain_runs(rt, worker, clock.now(), max_steps)
-        found = next_timer(rt.tasks(), clock.now())
+        found = next_timer(rt.tasks(), clock.now(), rt.backend.lease_seconds)
         if found is None:
             return IdleReport(handled, steps, clock.now() - start, clock.now())
         due, task = found

@@ -85,12 +85,24 @@ def script(request: ModelRequest) -> Reply:
     return Reply.text(f"Refunded: {request.last_tool_results()[0][1]}")
 
 
+#: The lease of the tests' databases: a killed worker's task is redelivered
+#: ``CRASH_LEASE`` seconds (and a 1 s backoff) after its last renewal, not 10 s:
+#: what is proven (redelivered, charged once, each turn asked once) does not
+#: depend on the length, and every process of a test (worker, agent, the test's
+#: runtime) opens the same URL, so they lease alike. 3 s, not less: a busy
+#: worker renews with 1.5 s left, room for a loaded machine's pauses.
+CRASH_LEASE = 3
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The database of the test: a SQLite file, or a fresh PostgreSQL database."""
+    """The database of the test: a SQLite file, or a fresh PostgreSQL database,
+    both with :data:`CRASH_LEASE` second leases."""
     if request.param == "postgresql":
-        return str(request.getfixturevalue("postgres_url"))
-    return f"sqlite:///{tmp_path / 'runs.db'}"
+        url = str(request.getfixturevalue("postgres_url"))
+    else:
+        url = f"sqlite:///{tmp_path / 'runs.db'}"
+    return url + ("&" if "?" in url else "?") + f"lease_seconds={CRASH_LEASE}"
 
 
 def project(tmp_path: Path, api: LoopbackAPI, modules: dict[str, str]) -> tuple[Path, Path]:

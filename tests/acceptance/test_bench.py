@@ -20,7 +20,7 @@ def test_bench_runs_and_writes_json(tmp_path: Path) -> None:
         [sys.executable, "-m", "agentq.cli", "bench", "--db", f"sqlite:///{tmp_path}/b.db",
          "--tasks", "60", "--repeats", "1", "--latency-samples", "3", "--workers", "2",
          "--durability", "normal", "--callers", "4", "--args-sizes", "1024", "--runs", "20",
-         "--out", str(out)],
+         "--idle-seconds", "0.5", "--out", str(out)],  # idle CPU over 0.5 s, not 5
         capture_output=True, text=True, timeout=570,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -43,6 +43,8 @@ def test_bench_runs_and_writes_json(tmp_path: Path) -> None:
     assert "multi_queue_over_single_queue" in proc.stdout
     assert result["latency_ms"]["other_process"]["samples"] == 3
     assert result["settings"]["callers"] == 4
+    assert result["settings"]["idle_seconds"] == 0.5
+    assert result["idle_worker_cpu_percent"] >= 0
     assert all(v["median"] > 0 for v in result["throughput"].values())
     # The cost of durability: durable agent runs with an instant scripted model.
     assert set(result["durable_runs"]) == {

@@ -173,6 +173,7 @@ def test_agentq_toml_supplies_defaults_and_bad_files_are_clear(tmp_path: Path) -
         (["worker", "--concurrency", "0"], "--concurrency: must be at least 1"),
         (["bench", "--tasks", "0"], "--tasks: must be at least 1"),
         (["bench", "--payload-bytes", "-1"], "--payload-bytes: must not be negative"),
+        (["bench", "--idle-seconds", "0"], "--idle-seconds: must be above 0"),
     ],
 )
 def test_bad_numbers_are_clear_errors(args: list[str], message: str) -> None:

@@ -20,6 +20,17 @@ from tests.http.conftest import ROOT, WEBHOOK_SECRET, LiveServer, WebhookReceive
 
 pytestmark = pytest.mark.slow
 
+#: The lease of these tests' databases (tests/acceptance/_crash.py says why 3 s):
+#: a killed process's task or webhook is redelivered 3 s after its last renewal,
+#: not 10 s; every process of a test opens the same URL, so they lease alike.
+CRASH_LEASE = 3
+
+
+@pytest.fixture
+def db_url(db_url: str) -> str:
+    """The conftest's database (SQLite, PostgreSQL), with :data:`CRASH_LEASE` s leases."""
+    return db_url + ("&" if "?" in db_url else "?") + f"lease_seconds={CRASH_LEASE}"
+
 
 def _wait_for(condition: Any, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout

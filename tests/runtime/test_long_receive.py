@@ -200,7 +200,9 @@ def test_renewal_is_due_by_local_receipt_time_not_the_servers_expiry() -> None:
     # The server's clock runs 2 s ahead of ours: its expiry looks 12 s away at receipt.
     inf = _inflight(clock.wall + timedelta(seconds=LEASE_SECONDS + 2), leased_at=clock.mono)
     clock.mono += 7.6  # 7.6 s after receipt: 2.4 s of the lease left
-    left = LeaseMonitor._lease_left(inf, clock.wall + timedelta(seconds=7.6), clock.mono)
+    left = LeaseMonitor._lease_left(
+        inf, clock.wall + timedelta(seconds=7.6), clock.mono, LEASE_SECONDS
+    )
     assert left == pytest.approx(LEASE_SECONDS - 7.6)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from agentq.backends.base import (
     LeaseClaim,
@@ -36,6 +37,7 @@ from agentq.backends.postgres.space import SpaceReclaimer
 from agentq.backends.postgres.statistics import StatisticsKeeper
 from agentq.backends.postgres.transact import Transactions
 from agentq.backends.postgres.wakeups import Listener, NotifyingClaim, PollOnly, channel
+from agentq.backends.queue_values import lease_seconds_option
 from agentq.backends.record_filters import check_counted
 from agentq.backends.wakeable import WakeableStream
 from agentq.clock import Clock, SystemClock, to_micros
@@ -93,7 +95,11 @@ class PostgresBackend:
             self._db, self._group, self._now, self._queue_sql, self._records, self._channel,
             self._notify_sql, self._notifier, self._commits,
         )  # fmt: skip
-        self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
+        #: How long a lease lasts (the URL's ``lease_seconds``, default 10 s).
+        self.lease_seconds = config.lease_seconds
+        self._leases = Leases(
+            self._db, self.clock, self.redelivery, ttl_sweep_interval, self.lease_seconds
+        )
         # Behind a transaction-pooling pooler LISTEN hears nothing: receivers poll.
         self._listener: Listener | PollOnly = (
             PollOnly() if config.transaction_pooler or self._channel is None
@@ -336,7 +342,7 @@ class PostgresBackend:
         return f"PostgresBackend({self.config.safe_url!r})"
 
 
-_OPTIONS = ("redelivery", "ttl_sweep_interval")
+_OPTIONS = ("redelivery", "ttl_sweep_interval", "lease_seconds")
 
 
 def open_postgres(url: str, clock: Clock | None, options: Mapping[str, Any]) -> PostgresBackend:
@@ -344,11 +350,17 @@ def open_postgres(url: str, clock: Clock | None, options: Mapping[str, Any]) -> 
 
     URL options: ``schema`` (default ``agentq``), ``pool_size`` (10),
     ``pool_timeout`` (30 s), ``poll_interval`` (1 s), ``pooler`` (``session``, or
-    ``transaction`` behind PgBouncer in transaction mode); the rest go to libpq.
+    ``transaction`` behind PgBouncer in transaction mode), ``lease_seconds`` (10 s);
+    the rest go to libpq.
     """
     unknown = set(options) - set(_OPTIONS)
     if unknown:
         raise ConfigError(
             f"unknown PostgreSQL backend option(s) {sorted(unknown)} (known: {', '.join(_OPTIONS)})"
         )
-    return PostgresBackend(parse_url(url), clock=clock, **options)
+    kwargs = dict(options)
+    if "lease_seconds" in kwargs:
+        # As the URL's option (which it overrides), so Backend.url shows it.
+        lease = lease_seconds_option(kwargs.pop("lease_seconds"))
+        url += ("&" if urlsplit(url).query else "?") + f"lease_seconds={lease!r}"
+    return PostgresBackend(parse_url(url), clock=clock, **kwargs)

@@ -1,7 +1,7 @@
 """The ``postgresql://`` URL: what it names and which options are agentq's own.
 
 Plain Python (no psycopg import). agentq's options (``schema``, ``pool_size``,
-``pool_timeout``, ``poll_interval``, ``pooler``) are taken out of the query;
+``pool_timeout``, ``poll_interval``, ``pooler``, ``lease_seconds``) are taken out of the query;
 everything else (``sslmode``, ``application_name``, ``connect_timeout``, ...) is
 libpq's and goes to the server connection as it is.
 """
@@ -14,13 +14,14 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+from agentq.backends.queue_values import LEASE_SECONDS, lease_seconds_option
 from agentq.errors import ConfigError
 from agentq.redact import REDACTED, is_secret_name, redact_text
 
 __all__ = ["DEFAULT_SCHEMA", "POOLERS", "PostgresConfig", "parse_url"]
 
 DEFAULT_SCHEMA = "agentq"
-_OWN_OPTIONS = ("schema", "pool_size", "pool_timeout", "poll_interval", "pooler")
+_OWN_OPTIONS = ("schema", "pool_size", "pool_timeout", "poll_interval", "pooler", "lease_seconds")
 #: ``pooler=``: what sits between agentq and the server. ``session``: the server
 #: itself, or a pooler that gives each client one server connection for its whole
 #: session. ``transaction``: a pooler that may hand each transaction another server
@@ -72,6 +73,8 @@ class PostgresConfig:
     safe_url: str
     #: ``host:port/database``, to name the server in error messages.
     where: str
+    #: How long a lease lasts (seconds; Spanner's 10 s unless ``lease_seconds=``).
+    lease_seconds: float = LEASE_SECONDS
 
 
 def parse_url(url: str) -> PostgresConfig:
@@ -113,6 +116,8 @@ def parse_url(url: str) -> PostgresConfig:
     safe = urlunsplit(("postgresql", _netloc_without_password(parts), parts.path, safe_query, ""))
     shown = [("schema", schema)] if schema != DEFAULT_SCHEMA else []
     shown += [("pooler", pooler)] if pooler != "session" else []
+    lease = lease_seconds_option(own.get("lease_seconds", LEASE_SECONDS))
+    shown += [("lease_seconds", repr(lease))] if lease != LEASE_SECONDS else []
     if shown:
         safe += ("&" if rest else "?") + urlencode(shown)
     return PostgresConfig(
@@ -124,6 +129,7 @@ def parse_url(url: str) -> PostgresConfig:
         transaction_pooler=pooler == "transaction",
         safe_url=safe,
         where=f"{host}:{port or 5432}/{database}",
+        lease_seconds=lease,
     )
 
 

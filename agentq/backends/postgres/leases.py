@@ -42,14 +42,20 @@ def _count(conn: Conn, schema: str, queue: str, column: str, n: int) -> None:
 
 
 class Leases:
-    """Lease, renew and count on one database; time from ``clock``."""
+    """Lease (for ``lease_seconds``), renew and count on one database; time from ``clock``."""
 
     def __init__(
-        self, db: Database, clock: Clock, redelivery: RedeliveryPolicy, ttl_sweep_interval: float
+        self,
+        db: Database,
+        clock: Clock,
+        redelivery: RedeliveryPolicy,
+        ttl_sweep_interval: float,
+        lease_seconds: float,
     ) -> None:
         self._db = db
         self._clock = clock
         self._redelivery = redelivery
+        self._lease_micros = int(lease_seconds * 1_000_000)
         self._ttl_sweep_interval = ttl_sweep_interval
         self._last_sweep: dict[str, float] = {}
 
@@ -96,7 +102,7 @@ class Leases:
                     return [], None, None
                 found = conn.execute(sql.next_visible).fetchone()
                 return [], None if found is None else found[0], None
-            updates, expired, expiry = lease_updates(rows, nkeys, now, policy)
+            updates, expired, expiry = lease_updates(rows, nkeys, now, policy, self._lease_micros)
             # One statement for the batch, sent with the COMMIT (one round trip).
             tx.before_commit(sql.update_leases, [list(col) for col in zip(*updates, strict=True)])
             if expired:
@@ -144,7 +150,7 @@ class Leases:
         def body(tx: TxConn) -> list[Renewal]:
             conn = tx.sql
             return renewals(
-                _TOKEN_PREFIX, queue, tokens, self._now(), self._redelivery,
+                _TOKEN_PREFIX, queue, tokens, self._now(), self._redelivery, self._lease_micros,
                 lambda msg_id: conn.execute(sql.select_for_renew, (msg_id,)).fetchone(),
                 lambda params: conn.execute(sql.update_lease, params),
             )  # fmt: skip

@@ -58,6 +58,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from agentq.backends.base import (
+    LEASE_SECONDS,
     QueueStats,
     RecordFilter,
     RedeliveryPolicy,
@@ -115,6 +116,7 @@ class SpannerBackend:
         self.clock: Clock = clock or SystemClock()
         # Spanner decides redelivery itself; the policy here only documents it.
         self.redelivery = redelivery or RedeliveryPolicy()
+        self.lease_seconds = LEASE_SECONDS  # a Spanner queue's, fixed
         self.ordered_keys = False  # keys growing with time would hotspot one split
         self.single_writer = False
         self.swaps_in_sets = False

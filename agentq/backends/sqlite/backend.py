@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from agentq.backends.base import (
+    LEASE_SECONDS,
     Message,
     QueueStats,
     RecordFilter,
@@ -24,6 +25,7 @@ from agentq.backends.base import (
     check_stream_args,
 )
 from agentq.backends.notify import RecordTopic, Wake
+from agentq.backends.queue_values import lease_seconds_option
 from agentq.backends.sqlite import indexes, owners, queues, records, space, tallies, totals
 from agentq.backends.sqlite.connection import Database
 from agentq.backends.sqlite.doorbell import Doorbell
@@ -56,7 +58,8 @@ class SQLiteBackend:
     ``path`` is a file path or ``":memory:"``. Open it through
     :func:`agentq.open_backend` with ``sqlite:///path/to.db``. Files it creates
     are readable by their owner only unless ``file_mode`` (e.g. ``0o640`` or
-    ``"0640"``) says otherwise (:mod:`.files`).
+    ``"0640"``) says otherwise (:mod:`.files`). Leases last ``lease_seconds``
+    (default :data:`~agentq.backends.base.LEASE_SECONDS`, 10 s, as in Spanner).
     """
 
     def __init__(
@@ -70,7 +73,9 @@ class SQLiteBackend:
         poll_interval: float = 0.01,
         ttl_sweep_interval: float = 1.0,
         file_mode: int | str = DEFAULT_FILE_MODE,
+        lease_seconds: float | str = LEASE_SECONDS,
     ) -> None:
+        self.lease_seconds = lease_seconds_option(lease_seconds)
         if durability not in ("full", "normal"):
             raise ConfigError(f"durability must be 'full' or 'normal', not {durability!r}")
         self.file_mode = parse_file_mode(file_mode)
@@ -96,7 +101,9 @@ class SQLiteBackend:
             file_mode=self.file_mode,
             clock=self.clock,
         )
-        self._leases = Leases(self._db, self.clock, self.redelivery, ttl_sweep_interval)
+        self._leases = Leases(
+            self._db, self.clock, self.redelivery, ttl_sweep_interval, self.lease_seconds
+        )
         self._watcher: Watcher | None = None
         self._bell: Doorbell | None = None
         try:
@@ -116,7 +123,10 @@ class SQLiteBackend:
 
     @property
     def url(self) -> str:
-        return f"sqlite:///{self._path}"
+        # A lease of its own is part of what the URL opens (a worker it starts, say).
+        if self.lease_seconds == LEASE_SECONDS:
+            return f"sqlite:///{self._path}"
+        return f"sqlite:///{self._path}?lease_seconds={self.lease_seconds!r}"
 
     @property
     def path(self) -> str:
@@ -331,14 +341,14 @@ class SQLiteBackend:
         return f"SQLiteBackend({self._path!r}, durability={self.durability!r})"
 
 
-_URL_OPTIONS = ("durability", "file_mode")
+_URL_OPTIONS = ("durability", "file_mode", "lease_seconds")
 
 
 def open_sqlite(url: str, clock: Clock | None, options: Mapping[str, Any]) -> SQLiteBackend:
     """Open ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``sqlite:///:memory:``.
 
-    URL options: ``durability=full|normal`` and ``file_mode=0600`` (the mode of
-    the files it creates).
+    URL options: ``durability=full|normal``, ``file_mode=0600`` (the mode of
+    the files it creates) and ``lease_seconds=10`` (how long a lease lasts).
     """
     parts = urlsplit(url)
     if parts.netloc:

@@ -38,7 +38,7 @@ def _count(conn: sqlite3.Connection, queue: str, column: str, n: int) -> None:
 
 
 class Leases:
-    """Lease, renew and count on one database; time from ``clock``."""
+    """Lease (for ``lease_seconds``), renew and count on one database; time from ``clock``."""
 
     def __init__(
         self,
@@ -46,10 +46,12 @@ class Leases:
         clock: Clock,
         redelivery: RedeliveryPolicy,
         ttl_sweep_interval: float,
+        lease_seconds: float,
     ) -> None:
         self._db = db
         self._clock = clock
         self._redelivery = redelivery
+        self._lease_micros = int(lease_seconds * 1_000_000)
         self._ttl_sweep_interval = ttl_sweep_interval
         self._last_sweep: dict[str, float] = {}
         # Queues whose last lease found nothing ready (see the module docstring).
@@ -84,7 +86,7 @@ class Leases:
             rows = conn.execute(sql.select_ready, (now, max_batch_size)).fetchall()
             if not rows:
                 return [], now, conn.execute(sql.next_visible).fetchone()[0]
-            updates, expired, expiry = lease_updates(rows, nkeys, now, policy)
+            updates, expired, expiry = lease_updates(rows, nkeys, now, policy, self._lease_micros)
             conn.executemany(sql.update_lease, updates)
             if expired:
                 _count(conn, queue, "lease_expirations", expired)
@@ -120,6 +122,7 @@ class Leases:
         def body(conn: sqlite3.Connection) -> list[Renewal]:
             return renewals(
                 _TOKEN_PREFIX, sql.spec.name, tokens, self._now(), self._redelivery,
+                self._lease_micros,
                 lambda msg_id: conn.execute(sql.select_by_id, (msg_id,)).fetchone(),
                 lambda params: conn.execute(sql.update_lease, params),
             )  # fmt: skip
