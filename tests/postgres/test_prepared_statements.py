@@ -9,6 +9,10 @@ never timed.
 
 from __future__ import annotations
 
+import logging
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +24,6 @@ psycopg = pytest.importorskip("psycopg", reason="postgres: psycopg is not instal
 from agentq import Runtime, ToolContext, tool  # noqa: E402
 from agentq.backends.postgres import PostgresBackend, prepared  # noqa: E402
 from agentq.clock import FakeClock  # noqa: E402
-from agentq.errors import TransactionError  # noqa: E402
 
 
 class Args(BaseModel):
@@ -71,7 +74,7 @@ def test_a_worker_prepares_its_statements_once_and_plans_its_lease_once(rt: Runt
     _drain_batches(rt, batches=8, size=4)
     found = _prepared_here(rt)
     texts = {name: text for text, name in prepared._names.items()}
-    # Server names are the statement's name and a generation: agentq_5_0.
+    # Server names are the statement's name and a generation: agentq_<hash>_0.
     here = {server: texts[server.rpartition("_")[0]] for server in found}
     leases = {server: found[server][1:] for server, text in here.items() if "SKIP LOCKED" in text}
     # Every lease statement (the work queue's, and those of agentq's own queues
@@ -97,10 +100,13 @@ def test_behind_a_transaction_pooler_nothing_is_prepared(postgres_url: str) -> N
         runtime.close()
 
 
-def test_statements_dropped_under_it_are_prepared_again(rt: Runtime) -> None:
+def test_statements_dropped_under_it_stop_preparing_and_lose_nothing(
+    rt: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
     """An application that runs DEALLOCATE ALL in its transaction: the next
-    transaction that relied on them fails with one clear error, nothing of it
-    committed, and the one after prepares them again."""
+    transaction that relied on them meets a missing statement, is run again
+    (nothing of the first attempt committed: one task, not two) without
+    prepared statements, and agentq says so once and prepares none from then on."""
     _drain_batches(rt, batches=1, size=2)
     assert _prepared_here(rt)
 
@@ -109,11 +115,67 @@ def test_statements_dropped_under_it_are_prepared_again(rt: Runtime) -> None:
 
     rt.transact(deallocate)
     assert _prepared_here(rt) == {}
-    with pytest.raises(TransactionError, match="prepared statement"):
-        rt.enqueue_action("noop", {"n": 99})
-    assert [t for t in rt.tasks() if t.status == "queued"] == []  # nothing committed
-    _drain_batches(rt, batches=2, size=2)
-    assert _prepared_here(rt)
+    with caplog.at_level(logging.WARNING, logger="agentq.backends.postgres"):
+        task = rt.enqueue_action("noop", {"n": 99})
+        tasks = [t for t in rt.tasks() if t.args == {"n": 99}]
+        assert [t.task_id for t in tasks] == [task.task_id]  # once, not twice
+        assert rt.worker(concurrency=1).drain() == 1
+        assert rt.task(task.task_id).status == "succeeded"
+        _drain_batches(rt, batches=2, size=2)
+    warned = [r.getMessage() for r in caplog.records if "no longer prepares" in r.getMessage()]
+    assert len(warned) == 1 and "pooler=transaction" in warned[0], warned
+    assert "does not exist" in warned[0]
+    assert _prepared_here(rt) == {}
+
+
+def test_behind_a_transaction_pooler_agentq_was_not_told_of_everything_runs(
+    pgbouncer_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PgBouncer in transaction mode (fewer server connections than the pool's)
+    without ``pooler=transaction``: a statement prepared on one server
+    connection is missing on the next, preparing stops with one warning that
+    names the option, and every task runs once."""
+    runtime = _runtime(pgbouncer_url + "?pool_size=6")
+    n = 24
+    try:
+        with caplog.at_level(logging.WARNING, logger="agentq.backends.postgres"):
+            threads = [
+                threading.Thread(
+                    target=lambda k=k: [
+                        runtime.enqueue_action("noop", {"n": k * 100 + i}) for i in range(n // 4)
+                    ]
+                )
+                for k in range(4)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert runtime.worker(concurrency=4, batch_size=4).drain() == n
+        warned = [r.getMessage() for r in caplog.records if "no longer prepares" in r.getMessage()]
+        assert len(warned) == 1 and "add pooler=transaction" in warned[0], warned
+        done = runtime.tasks()
+        assert len(done) == n and all(t.status == "succeeded" for t in done)
+        assert len({t.args["n"] for t in done}) == n
+    finally:
+        runtime.close()
+
+
+def test_a_statement_has_one_name_in_every_process() -> None:
+    """Names come from the text: behind a pooler another process's statement of
+    the same name is the same statement."""
+    text = 'SELECT %s::bigint AS "one name"'
+    here = prepared.prepared(text)
+    assert isinstance(here, prepared.Prepared)
+    there = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from agentq.backends.postgres.prepared import prepared; "
+         "print(prepared(sys.argv[1]).name)", text],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert there == here.name
+    other = prepared.prepared(text + " ")
+    assert isinstance(other, prepared.Prepared) and other.name != here.name
 
 
 def test_a_text_that_failed_prepares_again_under_a_new_name() -> None:

@@ -57,7 +57,12 @@ import psycopg_pool
 
 from agentq.backends.postgres import prepared
 from agentq.backends.postgres.config import PostgresConfig
-from agentq.backends.postgres.driver_errors import RETRYABLE, first_line, mapped
+from agentq.backends.postgres.driver_errors import (
+    NOT_AS_PREPARED,
+    RETRYABLE,
+    first_line,
+    mapped,
+)
 from agentq.backends.postgres.pipeline import (
     BEGIN_READ_COMMITTED,
     BEGIN_SERIALIZABLE,
@@ -164,6 +169,8 @@ class Database:
         extra: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
         if "connect_timeout" not in config.conninfo:
             extra["connect_timeout"] = _CONNECT_TIMEOUT
+        #: Whether the pool's connections prepare agentq's hot statements.
+        self.prepares = prepared.Switch()
         self._returned: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
         self._returned_lock = threading.Lock()
         self._outage = ConnectionOutage(config.where)
@@ -179,8 +186,32 @@ class Database:
             outage=self._outage,
             # agentq's hottest statements, prepared on each connection unless
             # a transaction-pooling pooler sits in front (:mod:`.prepared`).
-            configure=None if config.transaction_pooler else prepared.enable,
+            configure=None if config.transaction_pooler else self._prepare_on,
         )
+
+    def _prepare_on(self, conn: Conn) -> None:
+        """The pool's configure: ``conn`` prepares while :attr:`prepares` is on."""
+        prepared.enable(conn, self.prepares)
+
+    def _stop_preparing(self, exc: BaseException, prepared_on: bool) -> bool:
+        """Turn preparing off for good if ``exc`` says a prepared statement was
+        not what this connection's server session held (a transaction pooler
+        agentq was not told of, or the application's ``DEALLOCATE``); whether
+        the transaction that met it, begun while preparing was on
+        (``prepared_on``), should run again."""
+        if not isinstance(exc, NOT_AS_PREPARED) or not prepared_on:
+            return False
+        with self._returned_lock:
+            was_on, self.prepares.on = self.prepares.on, False
+        if not was_on:
+            return True  # another thread's transaction met it first, and said so
+        log.warning(
+            "PostgreSQL at %s: %s; agentq no longer prepares statements on this "
+            "database (behind a pooler in transaction mode, such as PgBouncer's "
+            "pool_mode = transaction? add pooler=transaction to the database URL)",
+            self.config.where, first_line(exc),
+        )  # fmt: skip
+        return True
 
     def _check(self, conn: Conn) -> None:
         """The pool's check on checkout (see the module docstring)."""
@@ -259,6 +290,7 @@ class Database:
             attempt += 1
             conn: Conn | None = None
             committing = False
+            prepared_on = self.prepares.on
             try:
                 with self.checkout(doing) as conn:
                     tx = TxConn(conn, begin)
@@ -280,6 +312,11 @@ class Database:
                 # Real time, not the backend's clock: the conflict is between real
                 # transactions, and a test's fake clock does not move while it waits.
                 time.sleep(random.uniform(0, backoff(attempt)))  # noqa: TID251  # full jitter
+            except NOT_AS_PREPARED as exc:
+                # Nothing of it committed (the server aborted the transaction):
+                # once, it runs again without prepared statements.
+                if not self._stop_preparing(exc, prepared_on):
+                    raise mapped(exc, self.config.where, doing) from exc
             except AgentQError:
                 raise
             except psycopg_pool.PoolTimeout as exc:

@@ -24,7 +24,7 @@ from agentq.errors import (
     TransactionError,
 )
 
-__all__ = ["RETRYABLE", "first_line", "mapped"]
+__all__ = ["NOT_AS_PREPARED", "RETRYABLE", "first_line", "mapped"]
 
 # What the server says when it refuses a connection (libpq passes no SQLSTATE).
 _AUTH = re.compile(
@@ -36,6 +36,12 @@ _NO_DATABASE = re.compile(r"database \S+ does not exist", re.I)
 
 #: Transient conflicts: the whole transaction is re-run (with backoff).
 RETRYABLE: tuple[type[Exception], ...] = (pgerr.SerializationFailure, pgerr.DeadlockDetected)
+#: A prepared statement not as the server session holds it: missing, or the
+#: name taken (:mod:`.prepared`; psycopg's own behind a transaction pooler).
+NOT_AS_PREPARED: tuple[type[Exception], ...] = (
+    pgerr.InvalidSqlStatementName,
+    pgerr.DuplicatePreparedStatement,
+)
 
 
 def first_line(exc: BaseException) -> str:
@@ -75,7 +81,7 @@ def mapped(exc: Exception, where: str, doing: str) -> AgentQError:
         # Connection exceptions and an administrator's shutdown: the server is gone.
         reason = "connection refused" if "refused" in message.lower() else "connection failed"
         return BackendUnavailable(f"PostgreSQL at {where}: {reason} while {doing}: {message}")
-    if isinstance(exc, pgerr.InvalidSqlStatementName | pgerr.DuplicatePreparedStatement):
+    if isinstance(exc, NOT_AS_PREPARED):
         # Prepared on one server connection (.prepared); a pooler handed this
         # transaction another, without it or with another client's (PgBouncer in
         # transaction mode, without pooler=).

@@ -167,11 +167,12 @@ class Inlined(bytes):
     session: Session | None = None
     preparing: tuple[str, ...] = ()
 
-    def failed(self, every: bool = False) -> None:
-        """The server refused the text: what it prepared (``every`` statement of
-        the session) is prepared again at its next use."""
-        if self.session is not None and (every or self.preparing):
-            self.session.forget(None if every else self.preparing)
+    def failed(self) -> None:
+        """The server refused the text: what it prepared is prepared again (under
+        new names) at its next use. (A statement found missing or taken turns
+        preparing off: :meth:`.connection.Database.write`.)"""
+        if self.session is not None and self.preparing:
+            self.session.forget(self.preparing)
 
 
 def inlined(

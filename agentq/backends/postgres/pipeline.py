@@ -62,10 +62,7 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 Translate = Callable[[psycopg.Error], AgentQError | None]
 
 _PIPELINES = psycopg.Pipeline.is_supported()
-_NOT_AS_PREPARED = (
-    psycopg.errors.InvalidSqlStatementName,
-    psycopg.errors.DuplicatePreparedStatement,
-)
+
 _SAVEPOINT = "SAVEPOINT agentq_member"
 _RELEASE = "RELEASE SAVEPOINT agentq_member"
 T = TypeVar("T")
@@ -302,11 +299,8 @@ def _run(conn: Conn, text: Inlined) -> psycopg.Cursor[tuple[Any, ...]]:
     """Send ``text``; if the server refuses it, what it prepared is forgotten."""
     try:
         return conn.execute(text)
-    except BaseException as exc:
-        # The session's statements are not what it counted on (the application
-        # ran DEALLOCATE or DISCARD, or a pooler swapped the server connection):
-        # forget them all, and prepare them again at their next use.
-        text.failed(every=isinstance(exc, _NOT_AS_PREPARED))
+    except BaseException:
+        text.failed()
         raise
 
 

@@ -18,6 +18,15 @@ that prepared something fails, that connection forgets those statements and
 prepares them again under new names (the server may or may not have run the
 ``PREPARE``; a new name never collides).
 
+A statement's name is derived from its text, so one name means one statement
+in every process: behind a transaction-pooling pooler that agentq was not told
+of, an ``EXECUTE`` that lands on a server connection another client prepared
+runs the same statement, never another. There, a statement missing (or already
+prepared) on the server connection a transaction got fails it, nothing of it
+committed; the database's :class:`Switch` then turns preparing off for good,
+with one warning that names ``pooler=transaction``, and the transaction runs
+again (:meth:`.connection.Database.write`).
+
 Only on connections :func:`enable` was called on: the pool's, unless the
 database sits behind a transaction-pooling pooler (``pooler=transaction``), where
 the next transaction may get a server connection without the statement.
@@ -25,16 +34,25 @@ the next transaction may get a server connection without the statement.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["MAX_PER_SESSION", "Prepared", "Session", "enable", "prepared", "session_of"]
+__all__ = [
+    "MAX_PER_SESSION",
+    "Prepared",
+    "Session",
+    "Switch",
+    "enable",
+    "prepared",
+    "session_of",
+]
 
 #: At most this many statements prepared on one connection (then inlined).
 MAX_PER_SESSION = 128
-#: At most this many statement texts named in a process (then inlined).
+#: At most this many statement texts' names kept (then computed at each use).
 _MAX_NAMES = 4096
 
 _names: dict[str, str] = {}
@@ -43,31 +61,39 @@ _names_lock = threading.Lock()
 
 class Prepared(str):
     """SQL text (``%s``/``%b`` placeholders) a connection prepares on first use;
-    :attr:`name` is the same for the same text in this process."""
+    :attr:`name` is derived from the text (the same in every process)."""
 
     name: str
 
 
 def prepared(query: str) -> str:
-    """``query`` marked to be prepared (:class:`Prepared`), unless this process
-    has named too many texts already (a text built with changing constants
-    must not grow the table without end)."""
+    """``query`` marked to be prepared (:class:`Prepared`)."""
     with _names_lock:
         name = _names.get(query)
-        if name is None:
-            if len(_names) >= _MAX_NAMES:
-                return query
-            name = _names[query] = f"agentq_{len(_names) + 1}"
+    if name is None:
+        name = "agentq_" + hashlib.blake2b(query.encode(), digest_size=10).hexdigest()
+        with _names_lock:
+            if len(_names) < _MAX_NAMES:  # texts with changing constants: not kept
+                _names[query] = name
     marked = Prepared(query)
     marked.name = name
     return marked
+
+
+class Switch:
+    """Whether one database's connections prepare statements (all of them: a
+    pooler in front is one for all)."""
+
+    def __init__(self) -> None:
+        self.on = True
 
 
 class Session:
     """What one connection's server session has prepared: statement name to the
     name it was prepared under there."""
 
-    def __init__(self) -> None:
+    def __init__(self, switch: Switch | None = None) -> None:
+        self.switch = switch or Switch()
         self._lock = threading.Lock()
         self._prepared: dict[str, str] = {}
         self._generation = 0
@@ -86,16 +112,13 @@ class Session:
             self._prepared[statement.name] = server_name
             return server_name, True
 
-    def forget(self, names: Sequence[str] | None = None) -> None:
-        """The text that prepared ``names`` failed (all names if None: the
-        server may have dropped them); the next use prepares them again under
-        new names."""
+    def forget(self, names: Sequence[str]) -> None:
+        """The text that prepared ``names`` failed (the server may or may not
+        have run its ``PREPARE``): the next use prepares them again under new
+        names."""
         with self._lock:
-            if names is None:
-                self._prepared.clear()
-            else:
-                for name in names:
-                    self._prepared.pop(name, None)
+            for name in names:
+                self._prepared.pop(name, None)
             self._generation += 1
 
     def __len__(self) -> int:
@@ -107,13 +130,15 @@ _sessions: weakref.WeakKeyDictionary[Any, Session] = weakref.WeakKeyDictionary()
 _sessions_lock = threading.Lock()
 
 
-def enable(conn: Any) -> None:
-    """Let ``conn`` (a psycopg connection) prepare the marked statements."""
+def enable(conn: Any, switch: Switch) -> None:
+    """Let ``conn`` (a psycopg connection) prepare the marked statements while
+    ``switch`` (its database's) is on."""
     with _sessions_lock:
-        _sessions.setdefault(conn, Session())
+        _sessions.setdefault(conn, Session(switch))
 
 
 def session_of(conn: Any) -> Session | None:
-    """``conn``'s prepared statements, or None if it prepares none."""
+    """``conn``'s prepared statements, or None if it prepares none (now)."""
     with _sessions_lock:
-        return _sessions.get(conn)
+        session = _sessions.get(conn)
+    return session if session is not None and session.switch.on else None
