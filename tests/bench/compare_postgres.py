@@ -330,7 +330,9 @@ def markdown(result: dict[str, Any]) -> str:
     row(
         f"processed/s, {s['workers']} workers",
         [_rate(sy[x]["tasks_per_s"]) for x in systems],
-        check(t.get("processed_over_fastest_peer"), 2) + " of the fastest peer",
+        # Issue 38's target: at least the fastest peer's rate (the floor row's
+        # 0.8x of bare SQL is its moonshot).
+        check(t.get("processed_over_fastest_peer"), 1) + " of the fastest peer",
     )
     if "processed_over_floor" in t:
         row(
