@@ -197,3 +197,20 @@ def test_a_session_prepares_at_most_its_limit() -> None:
         assert isinstance(s, prepared.Prepared) and session.use(s) is not None
     extra = prepared.prepared("SELECT %s::int AS one_too_many")
     assert isinstance(extra, prepared.Prepared) and session.use(extra) is None
+
+
+def test_a_text_that_is_not_inlined_counts_nothing_as_prepared(postgres_url: str) -> None:
+    """A text given up before it is sent (a value the client cannot quote, here
+    a float) leaves its statements unprepared, not counted as prepared: the
+    next text prepares them, and no EXECUTE meets a missing statement."""
+    from agentq.backends.postgres.inline import inlined
+
+    marked = prepared.prepared("SELECT %s::int + 1 AS not_inlined_check")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        prepared.enable(conn, prepared.Switch())
+        assert inlined(conn, [(marked, (1,)), ("SELECT %s", (1.5,))]) is None
+        text = inlined(conn, [(marked, (2,))])
+        assert text is not None and text.startswith(b"PREPARE "), text
+        cur = conn.execute(text)
+        cur.nextset()  # past the PREPARE's result
+        assert cur.fetchall() == [(3,)]

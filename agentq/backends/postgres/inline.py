@@ -192,6 +192,13 @@ def inlined(
     preparing: list[str] = []
     size = 0
     prepared_at = None
+
+    def not_inlined() -> Inlined | None:
+        # What this text would have prepared was counted as prepared: undone.
+        if session is not None and preparing:
+            session.forget(preparing)
+        return None
+
     for query, params in statements:
         if params is not None and prepared_at is None:
             prepared_at = len(out)
@@ -199,7 +206,7 @@ def inlined(
             text = query.encode(encoding)
         else:
             if not all(p is None or isinstance(p, _PLAIN) for p in params):
-                return None
+                return not_inlined()
             pieces = _pieces(query) if utf8 else None
             literals = _literals(escape, pieces, params)
             marked = query if isinstance(query, Prepared) else None
@@ -218,15 +225,13 @@ def inlined(
                     if literals:
                         text += b"(" + b", ".join(literals) + b")"
             elif any(isinstance(p, list) for p in params):
-                return None  # an array whose type only the server's binding gives
+                return not_inlined()  # an array whose type only the server's binding gives
             else:
                 binder = binder or psycopg.ClientCursor(conn)
                 text = binder.mogrify(query, params).encode(encoding)
         size += len(text)
         if size > INLINE_LIMIT:
-            if session is not None and preparing:
-                session.forget(preparing)
-            return None
+            return not_inlined()
         out.append(text)
     if prepares:
         assert prepared_at is not None  # a statement with parameters asked for them

@@ -62,7 +62,6 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 Translate = Callable[[psycopg.Error], AgentQError | None]
 
 _PIPELINES = psycopg.Pipeline.is_supported()
-
 _SAVEPOINT = "SAVEPOINT agentq_member"
 _RELEASE = "RELEASE SAVEPOINT agentq_member"
 T = TypeVar("T")
