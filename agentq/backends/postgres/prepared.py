@@ -121,10 +121,6 @@ class Session:
                 self._prepared.pop(name, None)
             self._generation += 1
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._prepared)
-
 
 _sessions: weakref.WeakKeyDictionary[Any, Session] = weakref.WeakKeyDictionary()
 _sessions_lock = threading.Lock()
