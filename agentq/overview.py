@@ -6,8 +6,8 @@ Read outside any transaction (a snapshot that may be a moment old, never a
 lock), and never from the finished tasks (issue 38 item 1): the unfinished and
 rare tasks are those in the index of rare statuses (waiting, awaiting approval,
 a retry scheduled, an outcome unknown, dead, cancelled: read through it) and
-those a task queue holds a message for (queued, running: their records read
-by key); the finished ones are counted by the backend's totals
+those a task queue holds a message for or an ordering key holds back (queued,
+running: their records read by key); the finished ones are counted by the backend's totals
 (:meth:`~agentq.backends.Backend.record_count`, kept on insert and delete),
 less the others. What is read grows with the unfinished and rare tasks, not
 with the ledger.
@@ -101,27 +101,33 @@ def _age(now: datetime, stamp: Any) -> float | None:
         return None
 
 
-def _queued_task_ids(backend: Backend) -> set[str]:
-    """The tasks a task queue (keyed as the runtime keys them) holds a message for."""
+def _open_task_ids(backend: Backend) -> set[str]:
+    """The tasks that may be queued or running: those a task queue (keyed as
+    the runtime keys them) holds a message for, and those held behind their
+    ordering key, which have none until the tasks before them finish (the
+    keys' records: one per key with unfinished tasks, :mod:`agentq.ordering`)."""
     ids: set[str] = set()
     for name in backend.queues():
         key = tuple((c.name, c.type.value) for c in backend.queue_spec(name).key)
         if key == TASK_KEY:
             ids.update(str(k[0]) for k in backend.message_keys(name))
+    for _, held in _scan(backend, Tables.ORDERING):
+        ids.update(str(task_id) for task_id in held.get("pending") or ())
     return ids
 
 
 def unfinished_tasks(backend: Backend, owner: str | None = None) -> dict[str, dict[str, Any]]:
     """The records of the tasks in a rare status (through its index) and of the
-    queued and running ones (the tasks a queue holds a message for, read by
-    key), by task id: every task that is not succeeded, and no succeeded one.
-    With ``owner``, only the tasks it created (its rare ones through the index
-    of owners and rare statuses: :mod:`agentq.backends.owners`)."""
+    queued and running ones (the tasks a queue holds a message for or an
+    ordering key holds back, read by key), by task id: every task that is not
+    succeeded, and no succeeded one. With ``owner``, only the tasks it created
+    (its rare ones through the index of owners and rare statuses:
+    :mod:`agentq.backends.owners`)."""
     where: dict[str, list[str | None]] = {"status": list(RARE_TASK_STATUSES)}
     if owner is not None:
         where[OWNER_FIELD] = [owner]
     out = dict(_scan(backend, Tables.TASKS, where))
-    wanted = sorted(_queued_task_ids(backend) - out.keys())
+    wanted = sorted(_open_task_ids(backend) - out.keys())
     for first in range(0, len(wanted), _IN_CHUNK):
         found = backend.read_records(Tables.TASKS, wanted[first : first + _IN_CHUNK])
         out.update((k, r.value) for k, r in found.items() if r.value.get("status") in _OPEN
