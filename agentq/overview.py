@@ -33,6 +33,7 @@ __all__ = [
     "dead_letter_count",
     "finished_counts",
     "open_approvals",
+    "open_task_ids",
     "status_counts",
     "tool_counts",
     "unfinished_tasks",
@@ -101,7 +102,7 @@ def _age(now: datetime, stamp: Any) -> float | None:
         return None
 
 
-def _open_task_ids(backend: Backend) -> set[str]:
+def open_task_ids(backend: Backend) -> set[str]:
     """The tasks that may be queued or running: those a task queue (keyed as
     the runtime keys them) holds a message for, and those held behind their
     ordering key, which have none until the tasks before them finish (the
@@ -127,7 +128,7 @@ def unfinished_tasks(backend: Backend, owner: str | None = None) -> dict[str, di
     if owner is not None:
         where[OWNER_FIELD] = [owner]
     out = dict(_scan(backend, Tables.TASKS, where))
-    wanted = sorted(_open_task_ids(backend) - out.keys())
+    wanted = sorted(open_task_ids(backend) - out.keys())
     for first in range(0, len(wanted), _IN_CHUNK):
         found = backend.read_records(Tables.TASKS, wanted[first : first + _IN_CHUNK])
         out.update((k, r.value) for k, r in found.items() if r.value.get("status") in _OPEN

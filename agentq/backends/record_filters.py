@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from agentq.backends.record_text import _UNSAID, EncodedFields, EncodedRecord, _loads
+from agentq.jsontext import compact_text
 
 __all__ = [
     "COMMON_TASK_STATUSES",
@@ -21,6 +22,7 @@ __all__ = [
     "prefix_end",
     "rare_status",
     "rare_statuses",
+    "record_matches",
     "record_rare_status",
 ]
 
@@ -75,6 +77,21 @@ def check_record_filter(where: RecordFilter | None) -> list[tuple[str, list[str]
             raise ValueError(f"values of record field {name!r} must be strings or None")
         out.append((name, strings, None in values))
     return out
+
+
+def record_matches(value: Mapping[str, Any], where: RecordFilter | None) -> bool:
+    """Whether a record (decoded) passes ``where`` as a backend's listing checks
+    it: each field's value, as text (a string as it is, anything else as its
+    JSON text), is one of the strings asked for, or the field is missing or
+    null and ``None`` is asked for."""
+    for name, strings, missing in check_record_filter(where):
+        field = value.get(name)
+        if field is None:
+            if not missing:
+                return False
+        elif (field if isinstance(field, str) else compact_text(field)) not in strings:
+            return False
+    return True
 
 
 def rare_statuses(table: str, where: RecordFilter | None) -> list[str] | None:

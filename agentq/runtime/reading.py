@@ -19,6 +19,7 @@ from agentq.lifecycle.audit import AuditEntry
 from agentq.lifecycle.tasks import LOCAL
 from agentq.notebook.html import ApprovalList, TaskList
 from agentq.runtime.core import RuntimeCore
+from agentq.runtime.open_pages import open_candidates, open_chunk
 
 #: Ledger records read per query by :meth:`Runtime.task_page` without a ``limit``.
 SCAN_PAGE = 500
@@ -174,7 +175,10 @@ class ReadingMixin(RuntimeCore):
         The filters (but ``since``) are part of the query: a page of ``limit``
         reads ``limit + 1`` records (the one more says whether a next page
         exists), however large the ledger; without ``limit`` the ledger is read
-        :data:`SCAN_PAGE` records at a time, never all at once."""
+        :data:`SCAN_PAGE` records at a time, never all at once. Queued or
+        running tasks, which the index of rare statuses does not hold, are
+        looked for among the unfinished work's (:mod:`agentq.runtime.open_pages`)
+        when it is small beside the ledger."""
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         where: dict[str, list[str | None]] = {}
@@ -189,11 +193,17 @@ class ReadingMixin(RuntimeCore):
         # Ids grow with time here: newest first, the first task older than
         # ``since`` ends the listing.
         since_ends = since is not None and newest_first and self.backend.ordered_keys
+        # Queued or running only: the unfinished work's tasks, if few (open_pages).
+        candidates = open_candidates(self.backend, where)
         found: list[TaskInfo] = []
         cursor = after or ""
         while True:
-            rows, more = _chunk(self.backend, Tables.TASKS, None if limit is None
-                                else limit - len(found), cursor, newest_first, where)  # fmt: skip
+            want = None if limit is None else limit - len(found)
+            if candidates is None:
+                rows, more = _chunk(self.backend, Tables.TASKS, want, cursor, newest_first, where)
+            else:
+                rows, more = open_chunk(self.backend, candidates, SCAN_PAGE if want is None
+                                        else want, cursor, newest_first, where)  # fmt: skip
             read = _payload_reader(self.backend, [v for _, v in rows])
             for key, value in rows:
                 cursor = key

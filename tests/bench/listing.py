@@ -34,7 +34,11 @@ machine's speed moves). Kinds:
   overview for a principal without operate or admin);
 * ``status_queued``: an admin's page of queued tasks (every task matches);
 * ``status_dead``: an admin's page of dead tasks (none match: the filter that
-  matches nothing).
+  matches nothing);
+* ``status_running``: the same for running tasks, a status the index of rare
+  statuses does not hold (none match: read from the unfinished work);
+* ``status_queued_oldest``: an admin's oldest-first page of queued tasks (the
+  agent's 20, behind every finished task in key order).
 
 Prints per kind the median milliseconds at each size (min-max over the
 rounds' medians) and the median (and range) of the rounds' ratios large/small.
@@ -73,6 +77,9 @@ KINDS = {
     "agent_overview": ("agent-bench-token-0123456789", {}),
     "status_queued": ("admin-bench-token-0123456789", {"status": "queued"}),
     "status_dead": ("admin-bench-token-0123456789", {"status": "dead"}),
+    "status_running": ("admin-bench-token-0123456789", {"status": "running"}),
+    "status_queued_oldest": ("admin-bench-token-0123456789", {"status": "queued",
+                                                              "order": "oldest"}),
 }
 
 
