@@ -12,7 +12,9 @@ enqueued and finished, then copied as stored (new ids, their ends spread over
 the last 7 days) into the records table with the driver (SQLite's
 ``executemany``, PostgreSQL's ``COPY``: the records' triggers still count them),
 and their per-minute tallies (the console chart's) are added through the
-backend, as their completions would have.
+backend, as their completions would have. With ``--settle`` (PostgreSQL) the
+totals' changes the load appended are then folded and vacuumed, as the
+pruner's and autovacuum's first visits would have done.
 
 Two ledgers are filled (``--small`` and ``--large`` tasks of another principal,
 finished as a worker finishes them, their ends spread over the last 7 days,
@@ -115,7 +117,7 @@ def _fill(url: str, others: int, finished: bool) -> None:
         rt.close()
 
 
-def _bulk_fill(url: str, others: int) -> None:
+def _bulk_fill(url: str, others: int, settle: bool = False) -> None:
     """``others`` finished tasks of another principal, written in bulk (see ``--bulk``)."""
     from agentq import Runtime
     from agentq.backends import encode_fields, encode_record
@@ -188,8 +190,29 @@ def _bulk_fill(url: str, others: int) -> None:
         rt.transact(lambda tx: [
             tx.enqueue("execute_refund", {"order_id": f"mine{i}", "amount": 5}, by="agent")
             for i in range(OWN)])  # fmt: skip
+        if settle and not url.startswith("sqlite"):
+            _settle(rt, url)
     finally:
         rt.close()
+
+
+def _settle(rt: Any, url: str) -> None:
+    """What the first visits of the worker's pruner and of autovacuum leave after
+    the bulk load (``--settle``): the totals' change rows folded, the dead rows
+    that folding left vacuumed. A ledger grown over days has had both all along;
+    right after one COPY of a million rows, each count's fold would scan a
+    million dead rows first."""
+    import psycopg
+
+    from agentq.ledger import Tables
+
+    rt.backend.record_count(Tables.TASKS)  # folds the changes
+    rt.backend.record_count(Tables.TASKS, owner="other")  # and the owners'
+    with psycopg.connect(url, autocommit=True) as pg:
+        pg.execute("VACUUM (ANALYZE) agentq.record_total_changes, agentq.records")
+        owners = pg.execute("SELECT to_regclass('agentq.owner_total_changes')").fetchone()
+        if owners is not None and owners[0] is not None:
+            pg.execute("VACUUM (ANALYZE) agentq.owner_total_changes")
 
 
 def _tokens(path: Path) -> Path:
@@ -275,6 +298,8 @@ def main() -> None:
     parser.add_argument("--queued", action="store_true", help="leave the others' tasks queued")
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds")
     parser.add_argument("--bulk", action="store_true", help="fill finished tasks in bulk")
+    parser.add_argument("--settle", action="store_true",
+                        help="PostgreSQL, --bulk: fold the counts and vacuum after the load")
     args = parser.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     with tempfile.TemporaryDirectory(prefix="agentq-listing-") as tmp:
@@ -288,7 +313,7 @@ def main() -> None:
                 start = time.perf_counter()
                 urls[name] = _database(args.backend, folder, name)
                 if args.bulk and not args.queued:
-                    _bulk_fill(urls[name], count)
+                    _bulk_fill(urls[name], count, args.settle)
                 else:
                     _fill(urls[name], count, not args.queued)
                 print(f"filled {name}: {count + OWN} tasks in {time.perf_counter() - start:.0f} s",
@@ -323,7 +348,8 @@ def main() -> None:
                               "tasks": {n: c + OWN for n, c in sizes.items()},
                               "finished": not args.queued, "requests": args.requests,
                               "bulk": args.bulk,
-                              "rounds": args.rounds, "loadavg": os.getloadavg()}  # fmt: skip
+                              "rounds": args.rounds, "settle": args.settle,
+                              "loadavg": os.getloadavg()}  # fmt: skip
     for kind, by_size in medians.items():
         small, large = statistics.median(by_size["small"]), statistics.median(by_size["large"])
         # Each round's ratio of its two medians (the machine's speed moves between rounds).
