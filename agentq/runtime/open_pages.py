@@ -13,7 +13,8 @@ are few beside the ledger, a page reads them by key, in key order from the
 cursor, a chunk at a time, and keeps the records that pass the filter as the
 backend's listing would (:func:`~agentq.backends.record_filters.record_matches`).
 Where they are not (a backlog), the ledger's own walk finds matches at least as
-soon, and is kept.
+soon, and is kept; so is the walk of the owners' index for a listing of some
+owners' tasks (an agent's own) that hold fewer tasks than the candidates.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentq.backends import Backend
+from agentq.backends.owners import owner_walks
 from agentq.backends.record_filters import RecordFilter, record_matches
 from agentq.ledger import Tables
 from agentq.overview import open_task_ids
@@ -49,6 +51,10 @@ def open_candidates(
     ids = open_task_ids(backend)
     if len(ids) > _AT_MOST * backend.record_count(Tables.TASKS):
         return None
+    walks = owner_walks(Tables.TASKS, where)
+    if walks is not None and sum(backend.record_count(Tables.TASKS, owner=o)
+                                 for o in walks) <= len(ids):  # fmt: skip
+        return None  # the owners' index holds fewer tasks than the candidates
     return sorted(ids)
 
 

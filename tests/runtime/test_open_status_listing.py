@@ -23,7 +23,7 @@ from agentq.backends import Transaction, encode_fields
 from agentq.decision import Decision
 from agentq.ledger import Tables
 from agentq.runtime import open_pages
-from tests.record_counter import SQLiteSteps
+from tests.record_counter import RecordCounter, SQLiteSteps
 
 
 class Order(BaseModel):
@@ -178,3 +178,17 @@ def test_a_page_of_queued_or_running_tasks_costs_the_same_at_twenty_times_the_le
         steps.append(counted.steps)
     small, large = steps
     assert large <= small + 2, steps
+
+
+def test_an_owners_page_walks_the_owners_index_when_it_holds_fewer_tasks(rt: Runtime) -> None:
+    """An agent with one queued task beside many of another's: its page reads
+    its own tasks (the owners' index), not every unfinished task."""
+    _finished(rt, 200, 0)
+    for n in range(30):
+        _enqueue(rt, "ship", f"bob{n}", by="bob")
+    mine = _enqueue(rt, "ship", "alice0", by="alice")
+    counter = RecordCounter(rt.backend)
+    rt.backend = counter
+    page = rt.task_page("queued", limit=10, owner="alice")
+    assert [t.task_id for t in page.tasks] == [mine]
+    assert counter.read <= 2, counter.read  # 31: every unfinished task read
