@@ -108,12 +108,13 @@ def open_task_ids(backend: Backend) -> set[str]:
     ordering key, which have none until the tasks before them finish (the
     keys' records: one per key with unfinished tasks, :mod:`agentq.ordering`)."""
     ids: set[str] = set()
+    # The keys' records first: a held task sent meanwhile then has its message.
+    for _, held in _scan(backend, Tables.ORDERING):
+        ids.update(str(task_id) for task_id in held.get("pending") or ())
     for name in backend.queues():
         key = tuple((c.name, c.type.value) for c in backend.queue_spec(name).key)
         if key == TASK_KEY:
             ids.update(str(k[0]) for k in backend.message_keys(name))
-    for _, held in _scan(backend, Tables.ORDERING):
-        ids.update(str(task_id) for task_id in held.get("pending") or ())
     return ids
 
 
