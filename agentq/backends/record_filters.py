@@ -15,6 +15,8 @@ __all__ = [
     "COMMON_TASK_STATUSES",
     "COUNTED_TABLES",
     "OPEN_APPROVAL_STATUSES",
+    "RARE_RUN_STATUSES",
+    "RARE_TABLES",
     "RecordFilter",
     "check_counted",
     "check_record_filter",
@@ -41,6 +43,13 @@ COMMON_TASK_STATUSES = ("queued", "running", "succeeded")
 #: The approvals' open statuses, which the same index holds for the approvals
 #: table (the inbox: pending among many decided).
 OPEN_APPROVAL_STATUSES = ("escalated", "pending")
+#: The durable runs' statuses the same index holds for the runs table: a run
+#: parked (awaiting its tool calls or an approval) or ended other than by
+#: succeeding. A run's turns go queued -> queued (its next turn) -> succeeded
+#: without entering it.
+RARE_RUN_STATUSES = ("awaiting_approval", "awaiting_tools", "cancelled", "failed")
+#: The record tables whose records the index of rare statuses holds.
+RARE_TABLES = ("approvals", "runs", "tasks")
 #: The record tables whose records :meth:`Backend.record_count` counts.
 COUNTED_TABLES = ("dead_letters", "tasks")
 
@@ -95,11 +104,11 @@ def record_matches(value: Mapping[str, Any], where: RecordFilter | None) -> bool
 
 
 def rare_statuses(table: str, where: RecordFilter | None) -> list[str] | None:
-    """The statuses a listing of ``table`` filtered by ``where`` walks the tasks'
+    """The statuses a listing of ``table`` filtered by ``where`` walks the
     index of rare statuses for (sorted), or None if it walks the primary key:
-    only tasks filtered on statuses that are all rare (none of
-    :data:`COMMON_TASK_STATUSES`, and not a missing status) use the index."""
-    if table not in ("tasks", "approvals") or not where or "status" not in where:
+    only records of :data:`RARE_TABLES` filtered on statuses that are all rare
+    (:func:`rare_status`; not a missing status) use the index."""
+    if table not in RARE_TABLES or not where or "status" not in where:
         return None
     wanted = list(where["status"])
     if any(rare_status(table, v) is None for v in wanted):
@@ -110,21 +119,24 @@ def rare_statuses(table: str, where: RecordFilter | None) -> list[str] | None:
 def rare_status(table: str, status: Any) -> str | None:
     """What a record of ``table`` with ``status`` keeps in its rare-status
     column: the status of a task whose status is a string and not one of
-    :data:`COMMON_TASK_STATUSES`, or of an approval in one of
-    :data:`OPEN_APPROVAL_STATUSES`; else None (not in the index)."""
+    :data:`COMMON_TASK_STATUSES`, of an approval in one of
+    :data:`OPEN_APPROVAL_STATUSES`, or of a run in one of
+    :data:`RARE_RUN_STATUSES`; else None (not in the index)."""
     if not isinstance(status, str):
         return None
     if table == "tasks":
         return None if status in COMMON_TASK_STATUSES else status
     if table == "approvals":
         return status if status in OPEN_APPROVAL_STATUSES else None
+    if table == "runs":
+        return status if status in RARE_RUN_STATUSES else None
     return None
 
 
 def record_rare_status(table: str, value: Mapping[str, Any] | str) -> str | None:
     """:func:`rare_status` of a whole record (a mapping, or its stored text, which
-    is parsed only for a task)."""
-    if table not in ("tasks", "approvals"):
+    is parsed only for a table of :data:`RARE_TABLES`)."""
+    if table not in RARE_TABLES:
         return None
     if isinstance(value, EncodedRecord) and value.status is not _UNSAID:
         return rare_status(table, value.status)
@@ -138,7 +150,7 @@ def record_rare_status(table: str, value: Mapping[str, Any] | str) -> str | None
 def fields_rare_status(table: str, fields: EncodedFields) -> tuple[bool, str | None]:
     """Whether ``fields`` set a task's status, and :func:`rare_status` of the
     status they set."""
-    if table not in ("tasks", "approvals") or "status" not in fields.names:
+    if table not in RARE_TABLES or "status" not in fields.names:
         return False, None
     text = fields.values[fields.names.index("status")]
     return True, rare_status(table, _loads(text))

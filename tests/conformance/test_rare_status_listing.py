@@ -79,3 +79,36 @@ def test_a_listing_of_open_approvals_follows_their_decisions(harness: Harness) -
     assert [k for k, _ in b.list_records("approvals", where=open_)] == ["a1", "a2", "a3"]
     assert [k for k, _ in b.list_records("approvals", where=open_, descending=True,
                                          limit=2)] == ["a3", "a2"]  # fmt: skip
+
+
+@pytest.mark.needs("state")
+def test_a_listing_of_parked_or_unsuccessful_runs_follows_every_kind_of_write(
+    harness: Harness,
+) -> None:
+    """Durable runs are in the index when parked (awaiting their tool calls or
+    an approval) or ended other than by succeeding; a run's queued turns and
+    its success are not."""
+    b = harness.backend
+    rare = {"status": ["awaiting_approval", "awaiting_tools", "cancelled", "failed"]}
+
+    def listed(**kw: Any) -> list[tuple[str, str]]:
+        return [(k, v["status"]) for k, v in b.list_records("runs", where=rare, **kw)]
+
+    b.transact(lambda tx: [tx.put_record("runs", f"run{i}", {"status": s}) for i, s in
+                           enumerate(["queued", "awaiting_tools", "succeeded",
+                                      "awaiting_approval", "failed"])])  # fmt: skip
+    assert listed() == [("run1", "awaiting_tools"), ("run3", "awaiting_approval"),
+                        ("run4", "failed")]  # fmt: skip
+    b.transact(lambda tx: tx.update_records("runs", [
+        ("run0", encode_fields({"status": "awaiting_tools"})),
+        ("run1", encode_fields({"status": "queued"}))]))  # fmt: skip
+    versions = b.read_records("runs", ["run3"])
+    b.transact(lambda tx: tx.replace_records("runs", [
+        ("run3", versions["run3"].version, encode_record({"status": "cancelled"}))]))  # fmt: skip
+    assert listed() == [("run0", "awaiting_tools"), ("run3", "cancelled"), ("run4", "failed")]
+    assert listed(descending=True, limit=1) == [("run4", "failed")]
+    only = b.list_records("runs", where={"status": ["awaiting_tools"]})
+    assert [k for k, _ in only] == ["run0"]
+    # A common status with a rare one: the key order's walk, same answer.
+    both = b.list_records("runs", where={"status": ["queued", "failed"]})
+    assert [k for k, _ in both] == ["run1", "run4"]

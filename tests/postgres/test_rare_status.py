@@ -146,3 +146,64 @@ def test_a_schema_of_version_1_is_brought_forward(postgres_url: str) -> None:
         version = conn.execute(f"SELECT max(version) FROM {s}.schema_version").fetchone()
     assert marked == [("tasks", "t1", "dead")]
     assert version == (SCHEMA_VERSION,)
+
+
+def test_a_listing_of_parked_runs_reads_no_row_it_drops(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Durable runs awaiting their calls or an approval, or failed, among many
+    that succeeded: read through the index, as the tasks' rare statuses."""
+    sent: list[tuple[str, Any]] = []
+    execute = psycopg.Connection.execute
+
+    def spy(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        if isinstance(query, str) and query.lstrip().startswith("SELECT k, v"):
+            sent.append((query, params))
+        return execute(self, query, params, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", spy)
+    b = open_backend(postgres_url)
+    try:
+        b.transact(lambda tx: [tx.put_record("runs", f"r{i:06d}", {"status": "succeeded"})
+                               for i in range(NOISE)])  # fmt: skip
+        b.transact(lambda tx: tx.put_record("runs", "r999999", {"status": "awaiting_tools"}))
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute("ANALYZE agentq.records")
+            for statuses, found in ((["awaiting_tools"], 1), (["failed", "cancelled"], 0)):
+                sent.clear()
+                assert len(b.list_records("runs", where={"status": statuses}, limit=101)) == found
+                [(sql, params)] = sent
+                [[plan]] = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchall()
+                assert _removed(plan) == 0, (statuses, sql)
+                assert "records_rare_status" in str(plan), plan
+    finally:
+        b.close()
+
+
+def test_a_schema_of_version_4_gets_its_runs_into_the_index(postgres_url: str) -> None:
+    """Runs joined the index of rare statuses in version 5: the runs stored
+    before get their rare status from the migration."""
+    s = '"agentq"'
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {s}")
+        conn.execute(f"CREATE TABLE {s}.schema_version "
+                     "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+        for number in range(1, 5):
+            for stmt in MIGRATIONS[number - 1]:
+                conn.execute(stmt.format(s=s))
+            conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES ({number})")
+        for row in (("runs", "r1", '{"status":"awaiting_approval","x":"\\u0000"}'),
+                    ("runs", "r2", '{"status":"queued"}'), ("runs", "r3", '{"status":"failed"}'),
+                    ("tasks", "t1", '{"status":"failed"}')):  # fmt: skip
+            conn.execute(f"INSERT INTO {s}.records (tbl, k, v) VALUES (%s, %s, %s)", row)
+    b = open_backend(postgres_url)
+    try:
+        parked = b.list_records("runs", where={"status": ["awaiting_approval", "failed"]})
+        assert [k for k, _ in parked] == ["r1", "r3"]
+    finally:
+        b.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        marked = conn.execute(f"SELECT tbl, k, rare_status FROM {s}.records "
+                              "WHERE rare_status IS NOT NULL ORDER BY k").fetchall()
+    # The task was filled by version 2's migration only: not a task row here.
+    assert marked == [("runs", "r1", "awaiting_approval"), ("runs", "r3", "failed")]

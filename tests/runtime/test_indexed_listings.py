@@ -26,7 +26,8 @@ NOISE_SMALL, NOISE_LARGE = 100, 2000
 def _noise(b: Backend, start: int, count: int) -> None:
     b.transact(lambda tx: [
         (tx.put_record("tasks", f"t{i:06d}", {"status": "succeeded", "tool": "a"}),
-         tx.put_record("approvals", f"a{i:06d}", {"status": "approved"}))
+         tx.put_record("approvals", f"a{i:06d}", {"status": "approved"}),
+         tx.put_record("runs", f"r{i:06d}", {"status": "succeeded", "agent": "a"}))
         for i in range(start, start + count)
     ])  # fmt: skip
 
@@ -37,6 +38,8 @@ def _wanted(b: Backend) -> None:
         tx.put_record("tasks", "t999991", {"status": "waiting", "tool": "b"})
         tx.put_record("tasks", "t999992", {"status": "awaiting_approval", "tool": "c"})
         tx.put_record("approvals", "a999990", {"status": "pending"})
+        tx.put_record("runs", "r999990", {"status": "awaiting_approval", "agent": "a"})
+        tx.put_record("runs", "r999991", {"status": "failed", "agent": "b"})
 
     b.transact(fill)
 
@@ -51,6 +54,11 @@ LISTINGS: dict[str, tuple[str, dict[str, Any], int]] = {
                                "descending": True, "limit": 1}, 1),
     "open approvals": ("approvals", {"where": {"status": ["pending", "escalated"]},
                                      "limit": 201}, 1),
+    "runs awaiting approval": ("runs", {"where": {"status": ["awaiting_approval"]},
+                                        "limit": 101}, 1),
+    "newest failed run of an agent": ("runs", {"where": {"status": ["failed"], "agent": ["b"]},
+                                               "descending": True, "limit": 1}, 1),
+    "no run cancelled": ("runs", {"where": {"status": ["cancelled"]}, "limit": 101}, 0),
 }
 # fmt: on
 
@@ -111,3 +119,30 @@ def test_a_database_made_before_the_column_gets_it_when_opened(tmp_path: Path) -
         marked = conn.execute("SELECT k, rare_status FROM agentq_records "
                               "WHERE rare_status IS NOT NULL").fetchall()  # fmt: skip
     assert marked == [("t1", "dead")]
+
+
+def test_a_database_made_before_runs_joined_the_index_gets_theirs_once(tmp_path: Path) -> None:
+    """A database of the release before (the column, its index and the counts,
+    but durable runs out of the index) gets its runs' rare statuses when this
+    version first opens it, and a listing of parked runs then finds them."""
+    path = tmp_path / "runs.db"
+    made = open_backend(f"sqlite:///{path}")
+    made.close()
+    with sqlite3.connect(path) as conn:  # as the release before left it
+        conn.execute("DELETE FROM agentq_records WHERE tbl = 'agentq#marks'")
+        conn.executemany("INSERT INTO agentq_records (tbl, k, v) VALUES ('runs', ?, ?)", [
+            ("r1", '{"status":"awaiting_tools"}'), ("r2", '{"status":"succeeded"}'),
+            ("r3", '{"status":"failed"}'), ("r4", "not json"),
+        ])  # fmt: skip
+    first, second = open_backend(f"sqlite:///{path}"), open_backend(f"sqlite:///{path}")
+    try:
+        parked = {"status": ["awaiting_tools", "failed"]}
+        assert [k for k, _ in first.list_records("runs", where=parked)] == ["r1", "r3"]
+        assert [k for k, _ in second.list_records("runs", where=parked)] == ["r1", "r3"]
+    finally:
+        first.close()
+        second.close()
+    with sqlite3.connect(path) as conn:
+        marked = conn.execute("SELECT k, rare_status FROM agentq_records WHERE tbl = 'runs' "
+                              "AND rare_status IS NOT NULL ORDER BY k").fetchall()  # fmt: skip
+    assert marked == [("r1", "awaiting_tools"), ("r3", "failed")]

@@ -104,7 +104,8 @@ def test_a_database_made_before_the_column_gets_it_filled_on_init(
         upgraded.apply_ddl([])
         assert upgraded.rare_column is True
         rows = list(upgraded.database.snapshot().__enter__().execute_sql(
-            f"SELECT tbl, k, rare_status FROM {_table(upgraded)} ORDER BY tbl, k"
+            f"SELECT tbl, k, rare_status FROM {_table(upgraded)} "
+            "WHERE tbl IN ('tasks', 'approvals') ORDER BY tbl, k"
         ))  # fmt: skip
         assert [tuple(r) for r in rows] == [
             ("approvals", "c", "pending"), ("approvals", "d", None),
@@ -114,3 +115,34 @@ def test_a_database_made_before_the_column_gets_it_filled_on_init(
         assert [k for k, _ in listed] == ["c"]
     finally:
         upgraded.close()
+
+
+def test_runs_stored_before_they_joined_the_index_get_theirs_on_init(
+    records_backend: Backend, emulator_database: EmulatorDatabase
+) -> None:
+    """A database whose column came before the runs joined the index: until
+    ``agentq init`` its runs are listed by their key order's walk (right, if
+    slower); init fills the rare statuses of the runs stored before, marks
+    it, and listings of parked runs then walk the index."""
+    b: Any = records_backend
+    b.transact(lambda tx: [tx.put_record("runs", k, {"status": s}) for k, s in
+                           (("r1", "awaiting_tools"), ("r2", "succeeded"),
+                            ("r3", "failed"))])  # fmt: skip
+    # As the release before left it: the runs' column unset, no mark.
+    b.database.run_in_transaction(lambda txn: (
+        txn.execute_update(f"UPDATE {_table(b)} SET rare_status = NULL WHERE tbl = 'runs'"),
+        txn.execute_update(f"DELETE FROM {_table(b)} WHERE tbl = 'agentq#marks'")))  # fmt: skip
+    before: Any = open_backend(emulator_database.direct_url)
+    try:
+        assert before.runs_in_index is False
+        parked = {"status": ["awaiting_tools", "failed"]}
+        assert [k for k, _ in before.list_records("runs", where=parked)] == ["r1", "r3"]
+        before.apply_ddl([])
+        assert before.runs_in_index is True
+        assert [k for k, _ in before.list_records("runs", where=parked)] == ["r1", "r3"]
+        rows = list(before.database.snapshot().__enter__().execute_sql(
+            f"SELECT k, rare_status FROM {_table(before)} WHERE tbl = 'runs' ORDER BY k"))
+        assert [tuple(r) for r in rows] == [("r1", "awaiting_tools"), ("r2", None),
+                                            ("r3", "failed")]  # fmt: skip
+    finally:
+        before.close()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from agentq.backends.postgres.owners import OWNER_DDL
 from agentq.backends.postgres.totals import TOTALS_DDL
+from agentq.backends.record_filters import RARE_RUN_STATUSES
 from agentq.errors import BackendUnavailable, ConfigError
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ __all__ = [
     "qualified",
     "wakeup_secret",
 ]
+
+_RARE_RUNS = ", ".join(f"'{s}'" for s in RARE_RUN_STATUSES)
 
 #: Each migration: the statements that take the schema from the previous version.
 #: ``{s}`` is the quoted schema name.
@@ -86,6 +89,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # indexes and per-owner totals (agentq.backends.postgres.owners): an
     # agent's own listing and overview read a page and counters, not its history.
     OWNER_DDL,
+    (
+        # Issue 38 item 1: a durable run's status, when parked (awaiting its
+        # tool calls or an approval) or ended other than by succeeding, in the
+        # rare-status column too (the record writes set it from now on): a
+        # listing of such runs walks the index, not every run.
+        "UPDATE {s}.records SET rare_status = j.v ->> 'status' FROM (SELECT k AS key, "
+        "replace(v, '\\u0000', '\\u0020')::json AS v FROM {s}.records WHERE tbl = 'runs') AS j "
+        "WHERE tbl = 'runs' AND k = j.key AND json_typeof(j.v -> 'status') = 'string' "
+        f"AND j.v ->> 'status' IN ({_RARE_RUNS})",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # Any constant works: it only has to be the same in every agentq process.

@@ -153,6 +153,7 @@ class SpannerBackend:
         self.commit_poll_interval: float | None = 0.5
         #: Whether the records table has the rare-status column (asked once).
         self._rare_column: bool | None = None
+        self._runs_in_index: bool | None = None
         #: Whether it has the owner column (asked once).
         self._owner_column: bool | None = None
 
@@ -202,6 +203,11 @@ class SpannerBackend:
             raise api_error(exc, "applying DDL", self.endpoint) from exc
         if not had_column:  # added just now: the records already there get it
             rare_index.backfill(self)
+        elif not self.runs_in_index:  # the runs joined the index after the column
+            rare_index.backfill(self, ("runs",))
+        if not self.runs_in_index:
+            rare_index.mark_runs(self)
+            self._runs_in_index = True
         if not had_owner:
             owner_index.backfill(self)
         self._rare_column = self._owner_column = True
@@ -218,6 +224,17 @@ class SpannerBackend:
         if self._rare_column is None:
             self._rare_column = rare_index.has_column(self) is True
         return self._rare_column
+
+    @property
+    def runs_in_index(self) -> bool:
+        """Whether the durable runs' rare statuses are in the column for every
+        run (they joined the index after it: ``agentq init`` fills those of
+        the runs stored before, :func:`.rare_index.runs_marked`); until then a
+        listing of runs walks their key order, as before."""
+        if self._runs_in_index is None:
+            marked = rare_index.has_column(self) is True and rare_index.runs_marked(self)
+            self._runs_in_index = marked
+        return self._runs_in_index
 
     @property
     def owner_column(self) -> bool:

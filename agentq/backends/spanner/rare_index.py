@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from google.cloud.spanner_v1 import param_types
 
 from agentq.backends.base import COMMON_TASK_STATUSES, OPEN_APPROVAL_STATUSES
-from agentq.backends.record_filters import record_rare_status
+from agentq.backends.record_filters import RARE_RUN_STATUSES, RARE_TABLES, record_rare_status
 from agentq.backends.spanner.api_errors import API_ERRORS, mapped_errors
 from agentq.backends.spanner.ddl import RARE_COLUMN as COLUMN
 
@@ -40,8 +40,9 @@ if TYPE_CHECKING:
     from agentq.backends.spanner.backend import SpannerBackend
     from agentq.backends.spanner.dialect import Dialect
 
-__all__ = ["backfill", "chunks_where", "has_column", "set_column"]
+__all__ = ["backfill", "chunks_where", "has_column", "mark_runs", "runs_marked", "set_column"]
 
+_RUNS_MARK = ("agentq#marks", "runs_rare_status")
 #: Records read per query, and rare statuses written per commit, by :func:`backfill`.
 BACKFILL_CHUNK = 2000
 
@@ -64,16 +65,43 @@ def has_column(backend: SpannerBackend, column: str = COLUMN) -> bool | None:
     return True
 
 
-def backfill(backend: SpannerBackend) -> int:
-    """Set the column of the tasks and approvals already stored (after the column
-    was added): each table read once in key order, a chunk per query, and only
-    the rare records written. Returns how many were written."""
+def backfill(backend: SpannerBackend, tables: tuple[str, ...] = RARE_TABLES) -> int:
+    """Set the column of the records of ``tables`` already stored (after the
+    column was added; the runs', after they joined the index): each table read
+    once in key order, a chunk per query, and only the rare records written.
+    Returns how many were written."""
     written = 0
-    for table in ("tasks", "approvals"):
+    for table in tables:
         for rare in chunks_where(backend, table, partial(record_rare_status, table)):
             set_column(backend, table, rare, COLUMN, _status_sql(backend.dialect, table))
             written += len(rare)
     return written
+
+
+def runs_marked(backend: SpannerBackend) -> bool:
+    """Whether the durable runs already stored are in the index: they joined it
+    after the column, and :func:`mark_runs` says when :func:`backfill` has set
+    theirs (a record that no record table can name: "#" is in no identifier)."""
+    d = backend.dialect
+    names = ["tbl", "k"]
+    t, k = d.params(names)
+    with (
+        mapped_errors("reading whether the runs are in the index", backend.endpoint),
+        backend.database.snapshot() as snap,
+    ):
+        rows = list(snap.execute_sql(f"SELECT 1 FROM {d.records} WHERE tbl = {t} AND k = {k}",
+                                     params=d.param_dict(names, list(_RUNS_MARK))))  # fmt: skip
+    return bool(rows)
+
+
+def mark_runs(backend: SpannerBackend) -> None:
+    """Record that the runs already stored are in the index (see :func:`runs_marked`)."""
+    with (
+        mapped_errors("marking the runs as in the index", backend.endpoint),
+        backend.database.batch() as batch,
+    ):
+        batch.insert_or_update(backend.dialect.records, columns=("tbl", "k", "v"),
+                               values=[(*_RUNS_MARK, "1")])  # fmt: skip
 
 
 def chunks_where(
@@ -111,6 +139,8 @@ def _status_sql(d: Dialect, table: str) -> str:
     negate = ""
     if table == "tasks":
         listed, negate = COMMON_TASK_STATUSES, "NOT "
+    elif table == "runs":
+        listed = RARE_RUN_STATUSES
     values = ", ".join(f"'{s}'" for s in listed)
     return f"CASE WHEN {status} {negate}IN ({values}) THEN {status} END"
 

@@ -105,7 +105,11 @@ def list_records(
     if limit is not None and limit <= 0:
         return []
     filters = check_record_filter(where)
-    walks = rare_statuses(table, where) if backend.rare_column else None
+    walks = (
+        rare_statuses(table, where)
+        if backend.rare_column and (table != "runs" or backend.runs_in_index)
+        else None
+    )
     owners = owner_walks(table, where) if backend.owner_column else None
     walked = (["owner"] if owners is not None else []) + (["rare_status"] if walks is not None
                                                           else [])  # fmt: skip

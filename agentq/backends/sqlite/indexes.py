@@ -3,8 +3,10 @@
 A task's status is kept in the record's JSON, and also, when it is rare (none
 of :data:`~agentq.backends.base.COMMON_TASK_STATUSES`: dead, cancelled,
 awaiting approval, waiting, a retry scheduled, an outcome unknown), in the
-column ``rare_status`` that the record writes set (NULL otherwise, and in
-every other table's records). A partial index of that column holds the few
+column ``rare_status`` that the record writes set (NULL otherwise); so do an
+open approval's and a parked or unsuccessful durable run's
+(:func:`~agentq.backends.record_filters.rare_status`; NULL in every other
+table's records). A partial index of that column holds the few
 records an operator looks for among many finished ones. It costs the worker's
 writes next to nothing: the column is a value the writer already has (no JSON
 parsed in SQL: an index of ``json_extract(v, '$.status')`` cost a claim and a
@@ -16,7 +18,8 @@ The records of the counted tables are counted by :mod:`.totals`.
 A database made before the column gets it when it is first opened by this
 version (:func:`ensure_rare_status`: the column added, the rare tasks' values
 filled in, the index built, the records counted (:mod:`.totals`), in one write
-transaction). An older agentq writing to it afterwards would leave the column
+transaction); one made before the durable runs joined the index gets their
+rare statuses the same way, once. An older agentq writing to it afterwards would leave the column
 unset on its writes.
 """
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 import sqlite3
 
 from agentq.backends.base import COMMON_TASK_STATUSES, OPEN_APPROVAL_STATUSES
+from agentq.backends.record_filters import RARE_RUN_STATUSES
 from agentq.backends.record_pages import PageDialect
 from agentq.backends.sqlite import totals
 
@@ -40,12 +44,22 @@ _INDEX = (
 _STATUS = "json_extract(v, '$.status')"
 _COMMON = ", ".join(f"'{s}'" for s in COMMON_TASK_STATUSES)
 _OPEN = ", ".join(f"'{s}'" for s in OPEN_APPROVAL_STATUSES)
+_RUNS = ", ".join(f"'{s}'" for s in RARE_RUN_STATUSES)
 _FILL = (
     f"UPDATE agentq_records SET rare_status = {_STATUS} "
-    "WHERE tbl IN ('tasks', 'approvals') AND json_valid(v) "
+    "WHERE tbl IN ('tasks', 'approvals', 'runs') AND json_valid(v) "
     f"AND json_type(v, '$.status') = 'text' AND CASE tbl WHEN 'tasks' "
-    f"THEN {_STATUS} NOT IN ({_COMMON}) ELSE {_STATUS} IN ({_OPEN}) END"
+    f"THEN {_STATUS} NOT IN ({_COMMON}) WHEN 'approvals' THEN {_STATUS} IN ({_OPEN}) "
+    f"ELSE {_STATUS} IN ({_RUNS}) END"
 )
+# The runs joined the index after the column: a database that had the column
+# gets their rare statuses once, and this mark says so (a row of the records
+# table that no record table can name: "#" is in no identifier).
+_FILL_RUNS = (
+    f"UPDATE agentq_records SET rare_status = {_STATUS} WHERE tbl = 'runs' "
+    f"AND json_valid(v) AND json_type(v, '$.status') = 'text' AND {_STATUS} IN ({_RUNS})"
+)
+_MARKS, _RUNS_MARK = "agentq#marks", "runs_rare_status"
 
 #: How a page of records is written here (:mod:`agentq.backends.record_pages`).
 DIALECT = PageDialect(
@@ -60,12 +74,19 @@ def _has_column(conn: sqlite3.Connection) -> bool:
     return any(row[1] == "rare_status" for row in conn.execute("PRAGMA table_info(agentq_records)"))
 
 
+def _runs_marked(conn: sqlite3.Connection) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM agentq_records WHERE tbl = ? AND k = ?", (_MARKS, _RUNS_MARK)
+    ).fetchone()
+    return found is not None
+
+
 def ensure_rare_status(conn: sqlite3.Connection) -> None:
-    """Give a database made before the rare-status column or the counts of
-    :mod:`.totals` the column, its values, its index and the counts, in one
-    write transaction (two processes opening it at once fill it once); a
-    database that has them is only read."""
-    if _has_column(conn) and totals.counts_current(conn):
+    """Give a database made before the rare-status column, before the runs'
+    rare statuses or before the counts of :mod:`.totals` the column, its
+    values, its index and the counts, in one write transaction (two processes
+    opening it at once fill it once); a database that has them is only read."""
+    if _has_column(conn) and totals.counts_current(conn) and _runs_marked(conn):
         conn.execute(_INDEX)  # a no-op once built
         return
     conn.execute("BEGIN IMMEDIATE")
@@ -73,6 +94,12 @@ def ensure_rare_status(conn: sqlite3.Connection) -> None:
         if not _has_column(conn):
             conn.execute("ALTER TABLE agentq_records ADD COLUMN rare_status TEXT")
             conn.execute(_FILL)
+        elif not _runs_marked(conn):
+            conn.execute(_FILL_RUNS)
+        conn.execute(
+            "INSERT OR IGNORE INTO agentq_records (tbl, k, v) VALUES (?, ?, '1')",
+            (_MARKS, _RUNS_MARK),
+        )
         conn.execute(_INDEX)
         totals.ensure_counts(conn)
         conn.execute("COMMIT")
