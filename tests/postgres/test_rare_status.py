@@ -30,6 +30,21 @@ def _removed(plan: Any) -> int:
     return own + sum(_removed(v) for v in plan.values() if isinstance(v, list | dict))
 
 
+def _listings_sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    """The listings' queries (``SELECT k, v ...``) and parameters, as sent from
+    now on (to explain them afterwards)."""
+    sent: list[tuple[str, Any]] = []
+    execute = psycopg.Connection.execute
+
+    def spy(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        if isinstance(query, str) and query.lstrip().startswith("SELECT k, v"):
+            sent.append((query, params))
+        return execute(self, query, params, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", spy)
+    return sent
+
+
 def _fill(b: Any) -> None:
     b.transact(lambda tx: [
         tx.put_record("tasks", f"t{i:06d}", {"status": "succeeded", "tool": "a"})
@@ -41,15 +56,7 @@ def _fill(b: Any) -> None:
 def test_a_listing_by_rare_status_reads_no_row_it_drops(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sent: list[tuple[str, Any]] = []
-    execute = psycopg.Connection.execute
-
-    def spy(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-        if isinstance(query, str) and query.lstrip().startswith("SELECT k, v"):
-            sent.append((query, params))
-        return execute(self, query, params, **kw)
-
-    monkeypatch.setattr(psycopg.Connection, "execute", spy)
+    sent = _listings_sent(monkeypatch)
     b = open_backend(postgres_url)
     try:
         _fill(b)
@@ -153,15 +160,7 @@ def test_a_listing_of_parked_runs_reads_no_row_it_drops(
 ) -> None:
     """Durable runs awaiting their calls or an approval, or failed, among many
     that succeeded: read through the index, as the tasks' rare statuses."""
-    sent: list[tuple[str, Any]] = []
-    execute = psycopg.Connection.execute
-
-    def spy(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-        if isinstance(query, str) and query.lstrip().startswith("SELECT k, v"):
-            sent.append((query, params))
-        return execute(self, query, params, **kw)
-
-    monkeypatch.setattr(psycopg.Connection, "execute", spy)
+    sent = _listings_sent(monkeypatch)
     b = open_backend(postgres_url)
     try:
         b.transact(lambda tx: [tx.put_record("runs", f"r{i:06d}", {"status": "succeeded"})

@@ -146,9 +146,8 @@ class SpannerBackend:
         self._calls: set[Any] = set()
         self._lock = threading.Lock()
         self._closed = False
-        # Commits here wake this process's waiters at once; other processes'
-        # commits are only seen by re-reading, every commit_poll_interval seconds
-        # (Spanner has no change notification short of a change stream).
+        # Commits here wake this process's waiters at once; other processes' are seen
+        # by re-reading every commit_poll_interval s (no change stream is used).
         self._commits = Notifier()
         self.commit_poll_interval: float | None = 0.5
         #: Whether the records table has the rare-status column (asked once).
@@ -201,13 +200,8 @@ class SpannerBackend:
             ) from exc
         except API_ERRORS as exc:
             raise api_error(exc, "applying DDL", self.endpoint) from exc
-        if not had_column:  # added just now: the records already there get it
-            rare_index.backfill(self)
-        elif not self.runs_in_index:  # the runs joined the index after the column
-            rare_index.backfill(self, ("runs",))
-        if not self.runs_in_index:
-            rare_index.mark_runs(self)
-            self._runs_in_index = True
+        rare_index.bring_forward(self, had_column)
+        self._runs_in_index = True
         if not had_owner:
             owner_index.backfill(self)
         self._rare_column = self._owner_column = True
@@ -218,29 +212,23 @@ class SpannerBackend:
 
     @property
     def rare_column(self) -> bool:
-        """Whether records are written with their rare status and listings may
-        walk its index (:mod:`.rare_index`): False until ``agentq init`` upgrades
-        a database an older agentq made."""
+        """Whether records carry their rare status and listings walk its index
+        (:mod:`.rare_index`); False until ``agentq init`` upgrades an old database."""
         if self._rare_column is None:
             self._rare_column = rare_index.has_column(self) is True
         return self._rare_column
 
     @property
     def runs_in_index(self) -> bool:
-        """Whether the durable runs' rare statuses are in the column for every
-        run (they joined the index after it: ``agentq init`` fills those of
-        the runs stored before, :func:`.rare_index.runs_marked`); until then a
-        listing of runs walks their key order, as before."""
+        """Whether listings of runs may walk the index (:func:`.rare_index.runs_in_index`)."""
         if self._runs_in_index is None:
-            marked = rare_index.has_column(self) is True and rare_index.runs_marked(self)
-            self._runs_in_index = marked
+            self._runs_in_index = rare_index.runs_in_index(self)
         return self._runs_in_index
 
     @property
     def owner_column(self) -> bool:
-        """Whether tasks are written with their owner and owner listings may walk
-        its indexes (:mod:`.owner_index`): False until ``agentq init`` upgrades
-        a database an older agentq made."""
+        """Whether tasks carry their owner and owner listings walk its indexes
+        (:mod:`.owner_index`); False until ``agentq init`` upgrades an old database."""
         if self._owner_column is None:
             self._owner_column = owner_index.has_column(self) is True
         return self._owner_column

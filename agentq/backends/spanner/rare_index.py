@@ -40,7 +40,16 @@ if TYPE_CHECKING:
     from agentq.backends.spanner.backend import SpannerBackend
     from agentq.backends.spanner.dialect import Dialect
 
-__all__ = ["backfill", "chunks_where", "has_column", "mark_runs", "runs_marked", "set_column"]
+__all__ = [
+    "backfill",
+    "bring_forward",
+    "chunks_where",
+    "has_column",
+    "mark_runs",
+    "runs_in_index",
+    "runs_marked",
+    "set_column",
+]
 
 _RUNS_MARK = ("agentq#marks", "runs_rare_status")
 #: Records read per query, and rare statuses written per commit, by :func:`backfill`.
@@ -76,6 +85,27 @@ def backfill(backend: SpannerBackend, tables: tuple[str, ...] = RARE_TABLES) -> 
             set_column(backend, table, rare, COLUMN, _status_sql(backend.dialect, table))
             written += len(rare)
     return written
+
+
+def bring_forward(backend: SpannerBackend, had_column: bool) -> None:
+    """After ``agentq init``'s DDL: the records stored before the column (if it
+    was added just now) get it; the runs stored before they joined the index
+    get theirs; then the runs' mark (:func:`runs_marked`)."""
+    if not had_column:
+        backfill(backend)
+    elif not runs_marked(backend):
+        backfill(backend, ("runs",))
+    else:
+        return
+    mark_runs(backend)
+
+
+def runs_in_index(backend: SpannerBackend) -> bool:
+    """Whether every run's rare status is in the column, so that a listing of
+    runs may walk the index: the runs joined it after the column, and until
+    ``agentq init`` fills those stored before (:func:`bring_forward`) a
+    listing of runs walks their key order, as before."""
+    return has_column(backend) is True and runs_marked(backend)
 
 
 def runs_marked(backend: SpannerBackend) -> bool:
