@@ -11,7 +11,9 @@ each in key order and stopping at the page's limit, merged by key: the page
 reads the records it returns, not the finished ones in between. Tasks filtered
 on their owners (``created_by``: an agent's own listing) walk the index of the
 owner column likewise (:mod:`agentq.backends.owners`), one walk per owner, or
-per owner and rare status when the statuses asked for are all rare.
+per owner and rare status when the statuses asked for are all rare. Tasks
+filtered on their tools, and on neither, walk the tool column's index
+(:mod:`agentq.backends.tool_column`), one walk per tool.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from agentq.backends.base import RecordFilter
 from agentq.backends.owners import OWNER_FIELD, owner_walks
 from agentq.backends.record_filters import check_record_filter, prefix_end, rare_statuses
+from agentq.backends.tool_column import TOOL_FIELD, tool_walks
 
 __all__ = ["PageDialect", "filtered_page"]
 
@@ -43,6 +46,10 @@ class PageDialect:
     owners: bool = False
     owner_indexed_by: str = ""
     owner_rare_indexed_by: str = ""
+    #: Whether the records have the tool column and its index
+    #: (:mod:`agentq.backends.tool_column`), and the clause that names it.
+    tools: bool = False
+    tool_indexed_by: str = ""
 
 
 def filtered_page(
@@ -84,10 +91,15 @@ def filtered_page(
         walked.append("owner")
     if walks is not None:
         walked.append("rare_status")
+    # The tool index only when neither narrower one serves the listing.
+    tools = tool_walks(table, where) if d.tools and not walked else None
+    if tools is not None:
+        walked.append("tool")
     rest: list[str] = []
     params: list[Any] = []
     for name, values, missing in checked:
-        if (walks is not None and name == "status") or (owners is not None and name == OWNER_FIELD):
+        if ((walks is not None and name == "status") or (owners is not None and name == OWNER_FIELD)
+                or (tools is not None and name == TOOL_FIELD)):  # fmt: skip
             continue
         field = d.field(name)
         either = [f"{field} IN ({', '.join([m] * len(values))})"] if values else []
@@ -99,7 +111,7 @@ def filtered_page(
     if not walked:
         sql = f"SELECT k, v FROM {d.records} WHERE tbl = {m}{conditions} ORDER BY {order}{cut}"
         return sql, [table, *bound_params, *params, *tail_params]
-    keys = [
+    keys: list[tuple[str | None, ...]] = [(t,) for t in tools] if tools is not None else [
         (*([o] if owners is not None else []), *([s] if walks is not None else []))
         for o in (owners if owners is not None else [None])
         for s in (walks if walks is not None else [None])
@@ -109,7 +121,8 @@ def filtered_page(
     # One walk of an index per value (or pair of values) fixed: its order is then
     # key order; a planner that misjudges how many match still walks it.
     hint = {("owner",): d.owner_indexed_by, ("rare_status",): d.indexed_by,
-            ("owner", "rare_status"): d.owner_rare_indexed_by}[tuple(walked)]  # fmt: skip
+            ("owner", "rare_status"): d.owner_rare_indexed_by,
+            ("tool",): d.tool_indexed_by}[tuple(walked)]  # fmt: skip
     way = " DESC" if descending else ""
     fixed = " AND ".join(f"{column} = {m}" for column in walked)
     source = f"{d.records}{hint} WHERE {fixed} AND tbl = '{table}'"

@@ -1,6 +1,6 @@
 """How every backend stores a record: compact JSON text (:func:`encode_record`,
 :func:`encode_fields`), encoded before a transaction, off the write lock, and
-what the encoder knew of the record's status and owner (:class:`EncodedRecord`),
+what the encoder knew of the record's status, owner and tool (:class:`EncodedRecord`),
 so that no write parses its own text again."""
 
 from __future__ import annotations
@@ -34,12 +34,14 @@ class EncodedRecord(str):
     status: Any = _UNSAID
     #: The record's ``"created_by"``, told as ``status`` is (:mod:`agentq.backends.owners`).
     owner: Any = _UNSAID
+    #: The record's ``"tool"``, told likewise (:mod:`agentq.backends.tool_column`).
+    tool: Any = _UNSAID
 
     def extended(self, members: str) -> EncodedRecord:
         """This record's text with ``members`` (``,"name":value`` pairs, not
         ``status``) added at its end; it says the same status."""
         out = EncodedRecord(f"{self[:-1]}{members}}}")
-        out.status, out.owner = self.status, self.owner
+        out.status, out.owner, out.tool = self.status, self.owner, self.tool
         return out
 
 
@@ -73,6 +75,7 @@ def encode_record(value: Mapping[str, Any]) -> EncodedRecord:
         out = EncodedRecord(text)
     out.status = _encoded_status(value.get("status"))
     out.owner = _encoded_status(value.get("created_by"))
+    out.tool = _encoded_status(value.get("tool"))
     return out
 
 

@@ -82,6 +82,11 @@ KINDS = {
     "status_running": ("admin-bench-token-0123456789", {"status": "running"}),
     "status_queued_oldest": ("admin-bench-token-0123456789", {"status": "queued",
                                                               "order": "oldest"}),
+    # A tool filter that matches nothing (a tool no task called), and one that
+    # matches every task, oldest first (the page then ends at the oldest ones).
+    "tool_none": ("admin-bench-token-0123456789", {"tool": "request_shipping"}),
+    "tool_oldest": ("admin-bench-token-0123456789", {"tool": "execute_refund",
+                                                     "order": "oldest"}),
 }
 
 
@@ -152,37 +157,38 @@ def _bulk_fill(url: str, others: int, settle: bool = False) -> None:
                 counts[key] = counts.get(key, 0) + 1
                 yield task_id, str(encode_record(rec))
 
-        # The owner column (agentq.backends.owners), written as the insert would
-        # (an earlier version, measured for comparison, has none).
-        owner = str(template.get("created_by", "local"))
+        # The owner and tool columns (agentq.backends.owners, .tool_column),
+        # written as the insert would (an earlier version, measured for
+        # comparison, may have neither).
+        values = {"owner": str(template.get("created_by", "local")),
+                  "tool": str(template.get("tool", ""))}  # fmt: skip
         if url.startswith("sqlite"):
             import sqlite3
 
             conn = sqlite3.connect(url.removeprefix("sqlite:///"))
-            owned = any(r[1] == "owner" for r in conn.execute("PRAGMA table_info(agentq_records)"))
+            have = {r[1] for r in conn.execute("PRAGMA table_info(agentq_records)")}
+            extra = [c for c in values if c in have]
+            marks = ", ?" * len(extra)
             with conn:
-                if owned:
-                    conn.executemany("INSERT INTO agentq_records (tbl, k, v, owner) "
-                                     "VALUES ('tasks', ?, ?, ?)",
-                                     ((k, v, owner) for k, v in rows()))  # fmt: skip
-                else:
-                    conn.executemany("INSERT INTO agentq_records (tbl, k, v) "
-                                     "VALUES ('tasks', ?, ?)", rows())  # fmt: skip
+                conn.executemany(
+                    f"INSERT INTO agentq_records (tbl, k, v{''.join(', ' + c for c in extra)}) "
+                    f"VALUES ('tasks', ?, ?{marks})",
+                    ((k, v, *(values[c] for c in extra)) for k, v in rows()))  # fmt: skip
             conn.close()
         else:
             import psycopg
 
             with psycopg.connect(url, autocommit=True) as pg:
-                owned = pg.execute(
-                    "SELECT 1 FROM information_schema.columns WHERE table_schema = 'agentq' "
-                    "AND table_name = 'records' AND column_name = 'owner'").fetchone() is not None
-                columns = "tbl, k, v, owner" if owned else "tbl, k, v"
+                have = {str(r[0]) for r in pg.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE "
+                    "table_schema = 'agentq' AND table_name = 'records'").fetchall()}  # fmt: skip
+                extra = [c for c in values if c in have]
+                columns = ", ".join(["tbl", "k", "v", *extra])
                 with pg.cursor() as cur, cur.copy(
                     f"COPY agentq.records ({columns}) FROM STDIN"
                 ) as copy:
                     for key, text in rows():
-                        copy.write_row(("tasks", key, text, owner) if owned
-                                       else ("tasks", key, text))  # fmt: skip
+                        copy.write_row(("tasks", key, text, *(values[c] for c in extra)))
         made = [Tally(minute, "other", "succeeded", bucket, n)
                 for (minute, bucket), n in counts.items()]  # fmt: skip
         for first in range(0, len(made), 5000):

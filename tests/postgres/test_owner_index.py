@@ -16,7 +16,7 @@ psycopg = pytest.importorskip("psycopg", reason="postgres: psycopg is not instal
 
 from agentq.backends import encode_record, open_backend  # noqa: E402
 from agentq.backends.postgres.schema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
-from tests.postgres.test_rare_status import _removed  # noqa: E402
+from tests.postgres.plans import check_one_plan, listings_sent  # noqa: E402
 
 NOISE = 2000
 
@@ -49,15 +49,7 @@ LISTINGS: list[tuple[dict[str, Any], int, str]] = [
 def test_an_owners_listing_reads_no_row_it_drops(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sent: list[tuple[str, Any]] = []
-    execute = psycopg.Connection.execute
-
-    def spy(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-        if isinstance(query, str) and query.lstrip().startswith("SELECT k, v"):
-            sent.append((query, params))
-        return execute(self, query, params, **kw)
-
-    monkeypatch.setattr(psycopg.Connection, "execute", spy)
+    sent = listings_sent(monkeypatch)
     b = open_backend(postgres_url)
     try:
         _fill(b)
@@ -68,10 +60,7 @@ def test_an_owners_listing_reads_no_row_it_drops(
                 rows = b.list_records("tasks", **options)
                 assert len(rows) == found and all(
                     v["created_by"] == "ann" for _, v in rows)
-                [(sql, params)] = sent
-                [[plan]] = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchall()
-                assert _removed(plan) == 0, (options, sql, plan)
-                assert f'"{index}"' in str(plan).replace("'", '"'), plan
+                check_one_plan(conn, sent, index, options)
         assert b.record_count("tasks", owner="ann") == 21
     finally:
         b.close()

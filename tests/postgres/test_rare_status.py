@@ -16,33 +16,9 @@ psycopg = pytest.importorskip("psycopg", reason="postgres: psycopg is not instal
 
 from agentq.backends import encode_fields, encode_record, open_backend  # noqa: E402
 from agentq.backends.postgres.schema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
+from tests.postgres.plans import check_one_plan, listings_sent  # noqa: E402
 
 NOISE = 2000
-
-
-def _removed(plan: Any) -> int:
-    """Rows read and dropped by every node of an ``EXPLAIN (FORMAT JSON)`` plan."""
-    if isinstance(plan, list):
-        return sum(_removed(p) for p in plan)
-    if not isinstance(plan, dict):
-        return 0
-    own = sum(int(plan.get(f"Rows Removed by {what}", 0)) for what in ("Filter", "Index Recheck"))
-    return own + sum(_removed(v) for v in plan.values() if isinstance(v, list | dict))
-
-
-def _listings_sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    """The listings' queries (``SELECT k, v ...``) and parameters, as sent from
-    now on (to explain them afterwards)."""
-    sent: list[tuple[str, Any]] = []
-    execute = psycopg.Connection.execute
-
-    def spy(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-        if isinstance(query, str) and query.lstrip().startswith("SELECT k, v"):
-            sent.append((query, params))
-        return execute(self, query, params, **kw)
-
-    monkeypatch.setattr(psycopg.Connection, "execute", spy)
-    return sent
 
 
 def _fill(b: Any) -> None:
@@ -56,7 +32,7 @@ def _fill(b: Any) -> None:
 def test_a_listing_by_rare_status_reads_no_row_it_drops(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sent = _listings_sent(monkeypatch)
+    sent = listings_sent(monkeypatch)
     b = open_backend(postgres_url)
     try:
         _fill(b)
@@ -67,10 +43,7 @@ def test_a_listing_by_rare_status_reads_no_row_it_drops(
                 sent.clear()
                 rows = b.list_records("tasks", where={"status": statuses}, limit=limit)
                 assert len(rows) == found
-                [(sql, params)] = sent
-                [[plan]] = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchall()
-                assert _removed(plan) == 0, (statuses, sql)
-                assert "records_rare_status" in str(plan), plan
+                check_one_plan(conn, sent, "records_rare_status", statuses)
     finally:
         b.close()
 
@@ -98,8 +71,9 @@ def _indexed_columns(url: str) -> tuple[set[str], bool]:
 def test_a_tasks_common_status_changes_touch_no_indexed_column(postgres_url: str) -> None:
     """PostgreSQL makes an update HOT (no new index entries, less WAL, no index
     page shared between workers) only if no column an index names (in its key
-    or its predicate) changes: the indexes name tbl, k, rare_status and owner
-    (written by the insert only: agentq.backends.owners), and the claim and
+    or its predicate) changes: the indexes name tbl, k, rare_status, owner
+    and tool (the last two written by the insert only: agentq.backends.owners,
+    agentq.backends.tool_column), and the claim and
     the completion leave rare_status as it was (NULL). Measured by
     pg_stat_user_tables in ``tests/bench/record_writes.py``-style runs (the
     ratio there depends on free space on the page, so it is not asserted)."""
@@ -117,7 +91,7 @@ def test_a_tasks_common_status_changes_touch_no_indexed_column(postgres_url: str
     finally:
         b.close()
     names, expressions = _indexed_columns(postgres_url)
-    assert names == {"tbl", "k", "rare_status", "owner"} and not expressions
+    assert names == {"tbl", "k", "rare_status", "owner", "tool"} and not expressions
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         rows = conn.execute("SELECT count(*) FROM agentq.records "
                             "WHERE tbl = 'tasks' AND rare_status IS NULL").fetchone()
@@ -160,7 +134,7 @@ def test_a_listing_of_parked_runs_reads_no_row_it_drops(
 ) -> None:
     """Durable runs awaiting their calls or an approval, or failed, among many
     that succeeded: read through the index, as the tasks' rare statuses."""
-    sent = _listings_sent(monkeypatch)
+    sent = listings_sent(monkeypatch)
     b = open_backend(postgres_url)
     try:
         b.transact(lambda tx: [tx.put_record("runs", f"r{i:06d}", {"status": "succeeded"})
@@ -171,10 +145,7 @@ def test_a_listing_of_parked_runs_reads_no_row_it_drops(
             for statuses, found in ((["awaiting_tools"], 1), (["failed", "cancelled"], 0)):
                 sent.clear()
                 assert len(b.list_records("runs", where={"status": statuses}, limit=101)) == found
-                [(sql, params)] = sent
-                [[plan]] = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchall()
-                assert _removed(plan) == 0, (statuses, sql)
-                assert "records_rare_status" in str(plan), plan
+                check_one_plan(conn, sent, "records_rare_status", statuses)
     finally:
         b.close()
 

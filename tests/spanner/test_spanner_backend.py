@@ -73,8 +73,10 @@ def test_ddl_googlesql() -> None:
     )  # fmt: skip
     stmts = ddl([parent, J])
     assert stmts[0].startswith("CREATE TABLE IF NOT EXISTS agentq_records (tbl STRING(128)")
-    assert "rare_status STRING(MAX), owner STRING(MAX)) PRIMARY KEY (tbl, k)" in stmts[0]
-    assert stmts[1:6] == [
+    assert "rare_status STRING(MAX), owner STRING(MAX), tool STRING(MAX)) PRIMARY KEY (tbl, k)" in (
+        stmts[0]
+    )
+    assert stmts[1:8] == [
         "ALTER TABLE agentq_records ADD COLUMN IF NOT EXISTS rare_status STRING(MAX)",
         "CREATE INDEX IF NOT EXISTS agentq_records_rare_status ON agentq_records "
         "(rare_status, tbl, k) WHERE rare_status IS NOT NULL",
@@ -83,14 +85,17 @@ def test_ddl_googlesql() -> None:
         "(owner, tbl, k) WHERE owner IS NOT NULL",
         "CREATE INDEX IF NOT EXISTS agentq_records_owner_rare ON agentq_records "
         "(owner, rare_status, tbl, k) WHERE owner IS NOT NULL AND rare_status IS NOT NULL",
+        "ALTER TABLE agentq_records ADD COLUMN IF NOT EXISTS tool STRING(MAX)",
+        "CREATE INDEX IF NOT EXISTS agentq_records_tool ON agentq_records "
+        "(tool, tbl, k) WHERE tool IS NOT NULL",
     ]
-    assert stmts[6] == (
+    assert stmts[8] == (
         "CREATE QUEUE IF NOT EXISTS OrderTasks (OrderId INT64 NOT NULL, TaskId STRING(MAX) NOT NULL, "
         "Payload BYTES(MAX) NOT NULL) PRIMARY KEY (OrderId, TaskId), "
         "INTERLEAVE IN PARENT Orders ON DELETE CASCADE, "
         "ROW DELETION POLICY (OLDER_THAN(DeliverTime, INTERVAL 7 DAY))"
     )
-    assert stmts[7] == (
+    assert stmts[9] == (
         "CREATE QUEUE IF NOT EXISTS Jobs (id STRING(MAX) NOT NULL, Payload JSON NOT NULL) "
         "PRIMARY KEY (id)"
     )
@@ -105,7 +110,8 @@ def test_ddl_postgresql() -> None:
     assert stmts[0].startswith("CREATE TABLE IF NOT EXISTS agentq_records (tbl varchar(128)")
     assert stmts[1] == "ALTER TABLE agentq_records ADD COLUMN IF NOT EXISTS rare_status varchar"
     assert stmts[3] == "ALTER TABLE agentq_records ADD COLUMN IF NOT EXISTS owner varchar"
-    assert stmts[6] == (
+    assert stmts[6] == "ALTER TABLE agentq_records ADD COLUMN IF NOT EXISTS tool varchar"
+    assert stmts[8] == (
         "CREATE QUEUE IF NOT EXISTS ordertasks (orderid bigint NOT NULL, taskid varchar NOT NULL, "
         "payload bytea NOT NULL, PRIMARY KEY (orderid, taskid)) "
         "INTERLEAVE IN PARENT orders ON DELETE CASCADE TTL INTERVAL '3 days' ON deliver_time"
@@ -251,7 +257,7 @@ def test_records_read_your_writes_inside_a_transaction(backend: SpannerBackend, 
     # Reads go to the records table with the dialect's parameter style.
     reads = [r for r in svc.of(ExecuteSqlRequest)
              if "agentq_records" in r.sql and "SELECT rare_status" not in r.sql
-             and "SELECT owner" not in r.sql]  # fmt: skip
+             and "SELECT owner" not in r.sql and "SELECT tool" not in r.sql]  # fmt: skip
     expected = "$1" if backend.dialect.postgres else "@tbl"
     assert all(expected in r.sql for r in reads)
 

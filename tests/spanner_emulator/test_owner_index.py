@@ -15,30 +15,7 @@ from agentq import open_backend
 from agentq.backends import Backend
 
 from .fixtures import EmulatorDatabase
-
-
-def _recording(b: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The SQL of the backend's snapshot reads, from now on."""
-    sent: list[str] = []
-    real = b.database.snapshot
-
-    class Recording:
-        def __init__(self, inner: Any) -> None:
-            self._inner = inner
-
-        def __enter__(self) -> Recording:
-            self._snap = self._inner.__enter__()
-            return self
-
-        def __exit__(self, *exc: Any) -> Any:
-            return self._inner.__exit__(*exc)
-
-        def execute_sql(self, sql: str, *args: Any, **kwargs: Any) -> Any:
-            sent.append(sql)
-            return self._snap.execute_sql(sql, *args, **kwargs)
-
-    monkeypatch.setattr(b.database, "snapshot", lambda *a, **kw: Recording(real(*a, **kw)))
-    return sent
+from .snapshots import recording
 
 
 def test_an_owners_listing_and_count_walk_its_index(
@@ -50,7 +27,7 @@ def test_an_owners_listing_and_count_walk_its_index(
                                              "created_by": "ann" if i % 25 == 3 else "bob"})
         for i in range(150)
     ])  # fmt: skip
-    sent = _recording(b, monkeypatch)
+    sent = recording(b, monkeypatch)
     listed = b.list_records("tasks", where={"created_by": ["ann"]}, descending=True, limit=3)
     assert [k for k, _ in listed] == ["t128", "t103", "t078"]
     assert len(sent) == 1 and b.dialect.owner_index in sent[0] and "FORCE_INDEX" in sent[0]

@@ -41,6 +41,7 @@ from agentq.backends.postgres.record_rows import (
 )
 from agentq.backends.record_filters import record_rare_status
 from agentq.backends.record_pages import PageDialect, filtered_page
+from agentq.backends.tool_column import record_tool
 from agentq.errors import AgentQError
 from agentq.jsontext import decode
 
@@ -122,23 +123,24 @@ class Records:
         check_storable(record_table(table), key)
         run_or_defer(  # nothing to read back: sent with the transaction's next round trip
             conn,
-            # The owner is written by the insert only: it never changes (HOT updates).
+            # The owner and the tool are written by the insert only: they never
+            # change (HOT updates).
             prepared(
-                f"INSERT INTO {self.table} (tbl, k, v, rare_status, owner) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tbl, k) "
+                f"INSERT INTO {self.table} (tbl, k, v, rare_status, owner, tool) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tbl, k) "
                 "DO UPDATE SET v = excluded.v, rare_status = excluded.rare_status"
             ),
             (table, key, stored_text(value), record_rare_status(table, value),
-             record_owner(table, value)),
+             record_owner(table, value), record_tool(table, value)),
         )
 
     def insert(self, conn: Conn, table: str, key: str, value: Mapping[str, Any]) -> bool:
         check_storable(record_table(table), key)
         cur = conn.execute(
-            f"INSERT INTO {self.table} (tbl, k, v, rare_status, owner) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tbl, k) DO NOTHING",
+            f"INSERT INTO {self.table} (tbl, k, v, rare_status, owner, tool) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tbl, k) DO NOTHING",
             (table, key, stored_text(value), record_rare_status(table, value),
-             record_owner(table, value)),
+             record_owner(table, value), record_tool(table, value)),
         )
         return cur.rowcount > 0
 
@@ -350,7 +352,7 @@ class Records:
         \\u0000 that a tool's argument may hold)."""
         return PageDialect(
             records=self.table, mark="%s", field=lambda name: f"(v::json ->> '{name}')",
-            false="false", owners=True,
+            false="false", owners=True, tools=True,
         )  # fmt: skip
 
     def list(

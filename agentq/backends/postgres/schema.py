@@ -17,6 +17,7 @@ import os
 from typing import TYPE_CHECKING
 
 from agentq.backends.postgres.owners import OWNER_DDL
+from agentq.backends.postgres.tool_index import TOOL_DDL
 from agentq.backends.postgres.totals import TOTALS_DDL
 from agentq.backends.record_filters import RARE_RUN_STATUSES
 from agentq.errors import BackendUnavailable, ConfigError
@@ -99,6 +100,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "WHERE tbl = 'runs' AND k = j.key AND json_typeof(j.v -> 'status') = 'string' "
         f"AND j.v ->> 'status' IN ({_RARE_RUNS})",
     ),
+    # Issue 38 item 1: a task's tool in a column its insert writes, with its
+    # index (agentq.backends.postgres.tool_index): a listing filtered on a tool
+    # reads that tool's tasks, not the ledger.
+    TOOL_DDL,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # Any constant works: it only has to be the same in every agentq process.

@@ -69,7 +69,8 @@ from agentq.backends.base import (
     check_stream_args,
 )
 from agentq.backends.notify import Notifier, RecordTopic, Wake
-from agentq.backends.spanner import owner_index, rare_index, records
+from agentq.backends.spanner import records
+from agentq.backends.spanner.added_columns import AddedColumns
 from agentq.backends.spanner.api_errors import API_ERRORS, api_error
 from agentq.backends.spanner.catalog import record_specs, stored_specs
 from agentq.backends.spanner.config import ReceiveShort
@@ -93,7 +94,7 @@ T = TypeVar("T")
 log = logging.getLogger("agentq.backends.spanner")
 
 
-class SpannerBackend:
+class SpannerBackend(AddedColumns):
     """Spanner-queue contract on Google Cloud Spanner."""
 
     def __init__(
@@ -150,11 +151,6 @@ class SpannerBackend:
         # by re-reading every commit_poll_interval s (no change stream is used).
         self._commits = Notifier()
         self.commit_poll_interval: float | None = 0.5
-        #: Whether the records table has the rare-status column (asked once).
-        self._rare_column: bool | None = None
-        self._runs_in_index: bool | None = None
-        #: Whether it has the owner column (asked once).
-        self._owner_column: bool | None = None
 
     @property
     def url(self) -> str:
@@ -189,8 +185,7 @@ class SpannerBackend:
     def apply_ddl(self, specs: Sequence[QueueSpec] | None = None, timeout: float = 600) -> None:
         """Apply the DDL with ``update_ddl`` and wait for the operation."""
         statements = self._ddl(specs) if specs is not None else self.ddl()
-        had_column = self._rare_column or rare_index.has_column(self) is not False
-        had_owner = self._owner_column or owner_index.has_column(self) is not False
+        had = self._columns_before_ddl()
         try:
             self.database.update_ddl(statements).result(timeout)
         except concurrent.futures.TimeoutError as exc:
@@ -200,38 +195,11 @@ class SpannerBackend:
             ) from exc
         except API_ERRORS as exc:
             raise api_error(exc, "applying DDL", self.endpoint) from exc
-        rare_index.bring_forward(self, had_column)
-        self._runs_in_index = True
-        if not had_owner:
-            owner_index.backfill(self)
-        self._rare_column = self._owner_column = True
+        self._fill_after_ddl(had)
         applied = list(specs) if specs is not None else list(self._specs.values())
         for spec in applied:  # IF NOT EXISTS left a queue of another shape as it was
             check_shape(self, spec)
         record_specs(self, applied)
-
-    @property
-    def rare_column(self) -> bool:
-        """Whether records carry their rare status and listings walk its index
-        (:mod:`.rare_index`); False until ``agentq init`` upgrades an old database."""
-        if self._rare_column is None:
-            self._rare_column = rare_index.has_column(self) is True
-        return self._rare_column
-
-    @property
-    def runs_in_index(self) -> bool:
-        """Whether listings of runs may walk the index (:func:`.rare_index.runs_in_index`)."""
-        if self._runs_in_index is None:
-            self._runs_in_index = rare_index.runs_in_index(self)
-        return self._runs_in_index
-
-    @property
-    def owner_column(self) -> bool:
-        """Whether tasks carry their owner and owner listings walk its indexes
-        (:mod:`.owner_index`); False until ``agentq init`` upgrades an old database."""
-        if self._owner_column is None:
-            self._owner_column = owner_index.has_column(self) is True
-        return self._owner_column
 
     def check_queue_shapes(self, queues: Sequence[str]) -> None:
         """Raise :class:`~agentq.errors.ConfigError` if a queue in the database has

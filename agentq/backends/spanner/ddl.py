@@ -20,12 +20,16 @@ __all__ = [
     "owner_index_ddl",
     "rare_column_ddl",
     "rare_index_ddl",
+    "tool_column_ddl",
+    "tool_index_ddl",
 ]
 
 #: The records table's column of rare statuses (:mod:`.rare_index`).
 RARE_COLUMN = "rare_status"
 #: The records table's column of the tasks' owners (:mod:`.owner_index`).
 OWNER_COLUMN = "owner"
+#: The records table's column of the tasks' tools (:mod:`.tool_index`).
+TOOL_COLUMN = "tool"
 
 _GSQL_TYPES = {KeyType.INT: "INT64", KeyType.STR: "STRING(MAX)", KeyType.BYTES: "BYTES(MAX)"}
 _PG_TYPES = {KeyType.INT: "bigint", KeyType.STR: "varchar", KeyType.BYTES: "bytea"}
@@ -38,16 +42,19 @@ def ddl(specs: Sequence[QueueSpec], *, postgres: bool = False, namespace: str = 
     if postgres:
         stmts = [
             f"CREATE TABLE IF NOT EXISTS {d.records} (tbl varchar(128) NOT NULL, k varchar NOT NULL, "
-            f"v varchar NOT NULL, {RARE_COLUMN} varchar, {OWNER_COLUMN} varchar, PRIMARY KEY (tbl, k))"
+            f"v varchar NOT NULL, {RARE_COLUMN} varchar, {OWNER_COLUMN} varchar, {TOOL_COLUMN} varchar, "
+            "PRIMARY KEY (tbl, k))"
         ]
     else:
         stmts = [
             f"CREATE TABLE IF NOT EXISTS {d.records} (tbl STRING(128) NOT NULL, k STRING(MAX) NOT NULL, "
-            f"v STRING(MAX) NOT NULL, {RARE_COLUMN} STRING(MAX), {OWNER_COLUMN} STRING(MAX)) "
+            f"v STRING(MAX) NOT NULL, {RARE_COLUMN} STRING(MAX), {OWNER_COLUMN} STRING(MAX), "
+            f"{TOOL_COLUMN} STRING(MAX)) "
             "PRIMARY KEY (tbl, k)"
         ]
     # A table made before a column existed gets it (the CREATE left it as it was).
-    stmts += [rare_column_ddl(d), rare_index_ddl(d), owner_column_ddl(d), *owner_index_ddl(d)]
+    stmts += [rare_column_ddl(d), rare_index_ddl(d), owner_column_ddl(d), *owner_index_ddl(d),
+              tool_column_ddl(d), tool_index_ddl(d)]  # fmt: skip
     stmts.extend(_queue_ddl(spec, d) for spec in specs)
     return stmts
 
@@ -82,6 +89,20 @@ def owner_index_ddl(d: Dialect) -> list[str]:
         f"CREATE INDEX IF NOT EXISTS {d.owner_rare_index} ON {d.records} ({o}, {r}, tbl, k) "
         f"WHERE {o} IS NOT NULL AND {r} IS NOT NULL",
     ]
+
+
+def tool_column_ddl(d: Dialect) -> str:
+    """Add the tool column to a records table made before it existed (a no-op after)."""
+    kind = "varchar" if d.postgres else "STRING(MAX)"
+    return f"ALTER TABLE {d.records} ADD COLUMN IF NOT EXISTS {TOOL_COLUMN} {kind}"
+
+
+def tool_index_ddl(d: Dialect) -> str:
+    """The index of the tasks that name a tool, by tool."""
+    return (
+        f"CREATE INDEX IF NOT EXISTS {d.tool_index} ON {d.records} ({TOOL_COLUMN}, tbl, k) "
+        f"WHERE {TOOL_COLUMN} IS NOT NULL"
+    )
 
 
 def _ttl_days(spec: QueueSpec) -> int | None:

@@ -52,6 +52,11 @@ class Dialect:
         """The records' index of the tasks' owners and rare statuses."""
         return f"{self.records}_owner_rare"
 
+    @property
+    def tool_index(self) -> str:
+        """The records' index of the tasks' tools (:mod:`.tool_index`)."""
+        return f"{self.records}_tool"
+
     def physical(self, queue: str) -> str:
         """A queue's name in the database (mutations, TVF names): the namespace's
         prefix and the queue's own name."""
@@ -148,7 +153,7 @@ class Dialect:
         given, and whether a missing or null field matches too.
 
         With ``walked`` columns (``rare_status`` (:mod:`.rare_index`), ``owner``
-        (:mod:`.owner_index`), or both), the page walks their index ``walks``
+        (:mod:`.owner_index`), both, or ``tool`` (:mod:`.tool_index`)), the page walks their index ``walks``
         times, the ``i``-th with the columns' values in parameters
         ``f<i>c<j>``, each walk in key order and cut at the limit, merged by
         key: it reads the records it returns, not the others in between (the
@@ -178,7 +183,8 @@ class Dialect:
         if not walked:
             return f"SELECT k, v FROM {self.records} WHERE {cond}{order}{cut}"
         index = {("rare_status",): self.rare_index, ("owner",): self.owner_index,
-                 ("owner", "rare_status"): self.owner_rare_index}[tuple(walked)]  # fmt: skip
+                 ("owner", "rare_status"): self.owner_rare_index,
+                 ("tool",): self.tool_index}[tuple(walked)]  # fmt: skip
         hinted = (f"{self.records} /*@ FORCE_INDEX = {index} */" if self.postgres
                   else f"{self.records}@{{FORCE_INDEX={index}}}")  # fmt: skip
         way = " DESC" if descending else ""

@@ -27,6 +27,7 @@ from agentq.backends.tallies import (
     record_tally,
     tallies_from_records,
 )
+from agentq.backends.tool_column import TOOL_FIELD, tool_walks
 from agentq.jsontext import decode
 
 if TYPE_CHECKING:
@@ -113,14 +114,19 @@ def list_records(
     owners = owner_walks(table, where) if backend.owner_column else None
     walked = (["owner"] if owners is not None else []) + (["rare_status"] if walks is not None
                                                           else [])  # fmt: skip
-    fixed = [
+    fixed: list[tuple[str | None, ...]] = [
         (*([o] if owners is not None else []), *([s] if walks is not None else []))
         for o in (owners if owners is not None else [None])
         for s in (walks if walks is not None else [None])
     ]
+    # The tool index only when neither narrower one serves the listing.
+    tools = tool_walks(table, where) if backend.tool_column and not walked else None
+    if tools is not None:
+        walked, fixed = ["tool"], [(t,) for t in tools]
     if walked:
         filters = [f for f in filters if not (
-            (walks is not None and f[0] == "status") or (owners is not None and f[0] == OWNER_FIELD))]
+            (walks is not None and f[0] == "status") or (owners is not None and f[0] == OWNER_FIELD)
+            or (tools is not None and f[0] == TOOL_FIELD))]
         if not fixed:
             return []  # no value asked for
     upper = prefix_end(prefix)
@@ -156,6 +162,8 @@ def list_records(
         out = [(k, v) for k, v in out if v.get("status") in walks]
     if owners:
         out = [(k, v) for k, v in out if v.get(OWNER_FIELD) in owners]
+    if tools:
+        out = [(k, v) for k, v in out if v.get(TOOL_FIELD) in tools]
     if after:
         out = [(k, v) for k, v in out if (k < after if descending else k > after)]
     return out if limit is None else out[:limit]

@@ -20,9 +20,10 @@ from agentq.backends.base import EncodedFields, EncodedRecord, Tally, Transactio
 from agentq.backends.owners import record_owner
 from agentq.backends.record_filters import record_rare_status
 from agentq.backends.record_text import record_text
-from agentq.backends.spanner.ddl import OWNER_COLUMN, RARE_COLUMN
+from agentq.backends.spanner.ddl import OWNER_COLUMN, RARE_COLUMN, TOOL_COLUMN
 from agentq.backends.spanner.wire import storable_key, unstorable_key, wire_key, wire_payload
 from agentq.backends.tallies import TALLY_TABLE, check_tallies, record_key, record_tally
+from agentq.backends.tool_column import record_tool
 from agentq.errors import MessageNotFound
 from agentq.jsontext import decode
 from agentq.spec import validate_identifier
@@ -161,6 +162,8 @@ class SpannerTransaction(Transaction):
             columns, row = ("tbl", "k", "v"), (table, key, text)
         if self._backend.owner_column:  # the same owner at every write of a task
             columns, row = (*columns, OWNER_COLUMN), (*row, record_owner(table, stored))
+        if self._backend.tool_column:  # likewise its tool
+            columns, row = (*columns, TOOL_COLUMN), (*row, record_tool(table, stored))
         self._txn.insert_or_update(self._backend.dialect.records, columns=columns, values=[row])
         self._records[(table, key)] = stored
         self.written.add((table, key))

@@ -26,7 +26,16 @@ from agentq.backends.base import (
 )
 from agentq.backends.notify import RecordTopic, Wake
 from agentq.backends.queue_values import lease_seconds_option
-from agentq.backends.sqlite import indexes, owners, queues, records, space, tallies, totals
+from agentq.backends.sqlite import (
+    indexes,
+    owners,
+    queues,
+    records,
+    space,
+    tallies,
+    tool_index,
+    totals,
+)
 from agentq.backends.sqlite.connection import Database
 from agentq.backends.sqlite.doorbell import Doorbell
 from agentq.backends.sqlite.files import DEFAULT_FILE_MODE, parse_file_mode
@@ -47,9 +56,11 @@ T = TypeVar("T")
 
 def _ensure_columns(conn: sqlite3.Connection) -> None:
     """Bring a database made by an earlier release forward: the rare-status
-    column and the totals, then the owner column (:mod:`.owners`)."""
+    column and the totals, then the owner column (:mod:`.owners`), then the
+    tool column (:mod:`.tool_index`)."""
     indexes.ensure_rare_status(conn)
     owners.ensure_owner(conn)
+    tool_index.ensure_tool(conn)
 
 
 class SQLiteBackend:

@@ -67,6 +67,7 @@ DIALECT = PageDialect(
     false="0", indexed_by=f" INDEXED BY {RARE_INDEX}", owners=True,
     owner_indexed_by=" INDEXED BY agentq_records_owner",
     owner_rare_indexed_by=" INDEXED BY agentq_records_owner_rare",
+    tools=True, tool_indexed_by=" INDEXED BY agentq_records_tool",
 )  # fmt: skip
 
 

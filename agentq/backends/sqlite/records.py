@@ -27,6 +27,7 @@ from agentq.backends.record_pages import filtered_page
 from agentq.backends.record_text import record_text
 from agentq.backends.sqlite.connection import Database
 from agentq.backends.sqlite.indexes import DIALECT
+from agentq.backends.tool_column import record_tool
 from agentq.errors import InvalidMessage
 from agentq.jsontext import decode
 from agentq.spec import validate_identifier
@@ -110,11 +111,12 @@ def put_record(
         conn.execute(
             # An upsert, not INSERT OR REPLACE: a replacing delete fires no trigger,
             # and the totals' triggers must not count a record put again.
-            # The owner is written by the insert only: it never changes.
-            "INSERT INTO agentq_records (tbl, k, v, rare_status, owner) VALUES (?, ?, ?, ?, ?) "
+            # The owner and the tool are written by the insert only: they never change.
+            "INSERT INTO agentq_records (tbl, k, v, rare_status, owner, tool) "
+            "VALUES (?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v, rare_status = excluded.rare_status",
             (_record_table(table), key, record_text(value), record_rare_status(table, value),
-             record_owner(table, value)),
+             record_owner(table, value), record_tool(table, value)),
         )
     except UnicodeEncodeError as exc:
         raise _unstorable(table, key, exc) from exc
@@ -123,10 +125,10 @@ def put_record(
 def insert_record(conn: sqlite3.Connection, table: str, key: str, value: Mapping[str, Any]) -> bool:
     try:
         cur = conn.execute(
-            "INSERT OR IGNORE INTO agentq_records (tbl, k, v, rare_status, owner) "
-            "VALUES (?, ?, ?, ?, ?)",
+            "INSERT OR IGNORE INTO agentq_records (tbl, k, v, rare_status, owner, tool) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
             (_record_table(table), key, record_text(value), record_rare_status(table, value),
-             record_owner(table, value)),
+             record_owner(table, value), record_tool(table, value)),
         )
     except UnicodeEncodeError as exc:
         raise _unstorable(table, key, exc) from exc
