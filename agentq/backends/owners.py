@@ -23,6 +23,12 @@ updates on PostgreSQL. Two partial indexes hold the tasks that have one:
   filtered on owners and rare statuses only walks it once per owner and status
   (an agent's dead tasks, the per-owner overview's unfinished ones).
 
+Durable runs have owners too (a run's ``owner``: the principal that started
+it), and a principal that does not see everyone's runs lists its own (``GET
+/v1/runs``, the console's runs page): the run's owner is kept in the same
+column and indexes (:data:`OWNER_FIELDS` names each table's field), so that
+listing reads the owner's runs, not every run's conversation.
+
 Each backend also counts the tasks of each owner, in the transaction of each
 insert and delete as it counts the tasks (:meth:`Backend.record_count` with
 ``owner``), so a principal's overview reads its finished tasks as that total
@@ -37,40 +43,44 @@ from typing import Any
 from agentq.backends.base import EncodedRecord, RecordFilter
 from agentq.backends.record_text import _UNSAID, _loads
 
-__all__ = ["OWNED_TABLES", "OWNER_FIELD", "owner_walks", "record_owner"]
+__all__ = ["OWNED_TABLES", "OWNER_FIELD", "OWNER_FIELDS", "owner_walks", "record_owner"]
 
-#: The record tables whose records the owner column names the owner of.
-OWNED_TABLES = ("tasks",)
-#: The record field the owner column holds.
+#: The record field the owner column holds for a task.
 OWNER_FIELD = "created_by"
+#: The record tables whose records the owner column names the owner of, and
+#: the field it holds for each.
+OWNER_FIELDS: Mapping[str, str] = {"runs": "owner", "tasks": OWNER_FIELD}
+OWNED_TABLES = tuple(sorted(OWNER_FIELDS))
 
 
 def record_owner(table: str, value: Mapping[str, Any] | str) -> str | None:
-    """What the owner column of a record of ``table`` holds: its
-    :data:`OWNER_FIELD` when that is a string and ``table`` is one of
-    :data:`OWNED_TABLES`, else None (not in the owner indexes). An encoded
-    record says it (:attr:`EncodedRecord.owner`) without being parsed."""
-    if table not in OWNED_TABLES:
+    """What the owner column of a record of ``table`` holds: its field of
+    :data:`OWNER_FIELDS` when that is a string, else None (not in the owner
+    indexes; so for a table not in :data:`OWNED_TABLES`). An encoded task says
+    it (:attr:`EncodedRecord.owner`) without being parsed."""
+    field = OWNER_FIELDS.get(table)
+    if field is None:
         return None
-    if isinstance(value, EncodedRecord) and value.owner is not _UNSAID:
+    if field == OWNER_FIELD and isinstance(value, EncodedRecord) and value.owner is not _UNSAID:
         owner = value.owner
     else:
         if not isinstance(value, Mapping):
             value = _loads(value)
             if not isinstance(value, Mapping):
                 return None
-        owner = value.get(OWNER_FIELD)
+        owner = value.get(field)
     return owner if isinstance(owner, str) else None
 
 
 def owner_walks(table: str, where: RecordFilter | None) -> list[str] | None:
     """The owners a listing of ``table`` filtered by ``where`` walks the owner
-    index for (sorted), or None if it does not: only a filter on
-    :data:`OWNER_FIELD` whose values are all strings (a record without one is
-    not in the index) of a table in :data:`OWNED_TABLES`."""
-    if table not in OWNED_TABLES or not where or OWNER_FIELD not in where:
+    index for (sorted), or None if it does not: only a filter on the table's
+    field of :data:`OWNER_FIELDS` whose values are all strings (a record
+    without one is not in the index)."""
+    field = OWNER_FIELDS.get(table)
+    if field is None or not where or field not in where:
         return None
-    wanted = list(where[OWNER_FIELD])
+    wanted = list(where[field])
     if any(not isinstance(v, str) for v in wanted):
         return None
     return sorted(set(wanted))  # type: ignore[arg-type]

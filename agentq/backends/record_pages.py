@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentq.backends.base import RecordFilter
-from agentq.backends.owners import OWNER_FIELD, owner_walks
+from agentq.backends.owners import OWNER_FIELDS, owner_walks
 from agentq.backends.record_filters import check_record_filter, prefix_end, rare_statuses
 from agentq.backends.tool_column import TOOL_FIELD, tool_walks
 
@@ -98,7 +98,8 @@ def filtered_page(
     rest: list[str] = []
     params: list[Any] = []
     for name, values, missing in checked:
-        if ((walks is not None and name == "status") or (owners is not None and name == OWNER_FIELD)
+        if ((walks is not None and name == "status")
+                or (owners is not None and name == OWNER_FIELDS[table])
                 or (tools is not None and name == TOOL_FIELD)):  # fmt: skip
             continue
         field = d.field(name)

@@ -21,6 +21,8 @@ and each variant's ratio to ``main`` per round. Variants:
 * ``owned``: ``tallied`` and the tasks' owner column, its two indexes and the
   owners' counting triggers (:mod:`agentq.backends.sqlite.owners`): the
   insert writes the owner; the claim and the completion leave it alone.
+* ``tooled``: ``owned`` and the tasks' tool column and its index
+  (:mod:`agentq.backends.sqlite.tool_index`), written by the insert alike.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pathlib import Path
 from agentq.backends.sqlite import records, tallies
 from agentq.backends.sqlite.indexes import ensure_rare_status
 from agentq.backends.sqlite.owners import ensure_owner
+from agentq.backends.sqlite.tool_index import ensure_tool
 from agentq.backends.tallies import Tally
 
 MAIN_SCHEMA = records.SCHEMA.replace("    rare_status TEXT,\n", "")
@@ -58,7 +61,8 @@ STAMP = json.dumps("2026-12-06T13:52:00.000000+00:00")
 
 
 def run(
-    path: Path, indexed: bool, n: int, group: int, tally: bool, owned: bool = False
+    path: Path, indexed: bool, n: int, group: int, tally: bool, owned: bool = False,
+    tooled: bool = False,
 ) -> dict[str, float]:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -70,6 +74,8 @@ def run(
         ensure_rare_status(conn)
     if owned:
         ensure_owner(conn)
+    if tooled:
+        ensure_tool(conn)
     rare = ", rare_status = ?" if indexed else ""
     claim_sql = CLAIM.replace(" WHERE", f"{rare} WHERE")
     complete_sql = COMPLETE.replace(" WHERE", f"{rare} WHERE")
@@ -88,7 +94,11 @@ def run(
     def insert(chunk: list[str]) -> None:
         for k in chunk:
             text = json.dumps({**RECORD, "task_id": k}, separators=(",", ":"))
-            if owned:
+            if tooled:
+                conn.execute("INSERT INTO agentq_records (tbl, k, v, rare_status, owner, tool) "
+                             "VALUES ('tasks', ?, ?, ?, ?, ?)",
+                             (k, text, None, "local", "noop"))  # fmt: skip
+            elif owned:
                 conn.execute("INSERT INTO agentq_records (tbl, k, v, rare_status, owner) "
                              "VALUES ('tasks', ?, ?, ?, ?)", (k, text, None, "local"))  # fmt: skip
             elif indexed:
@@ -123,14 +133,16 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    variants = {"main": (False, False, False), "indexed": (True, False, False),
-                "tallied": (True, True, False), "owned": (True, True, True)}  # fmt: skip
+    variants = {"main": (False, False, False, False), "indexed": (True, False, False, False),
+                "tallied": (True, True, False, False), "owned": (True, True, True, False),
+                "tooled": (True, True, True, True)}  # fmt: skip
     root = Path(tempfile.mkdtemp(prefix="agentq-record-writes-"))
     got: dict[str, dict[str, list[float]]] = {v: {} for v in variants}
     for r in range(args.rounds):
-        for name, (indexed, tally, owned) in variants.items():
+        for name, (indexed, tally, owned, tooled) in variants.items():
             path = root / f"{name}-{r}.db"
-            for step, us in run(path, indexed, args.records, args.group, tally, owned).items():
+            measured = run(path, indexed, args.records, args.group, tally, owned, tooled)
+            for step, us in measured.items():
                 got[name].setdefault(step, []).append(us)
             path.unlink()
         print(f"round {r + 1}: " + ", ".join(

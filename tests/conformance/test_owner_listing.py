@@ -92,3 +92,45 @@ def test_an_owners_count_follows_inserts_and_deletes(harness: Harness) -> None:
     assert b.record_count("tasks") == 3
     with pytest.raises(ValueError, match="not counted"):
         b.record_count("other", owner="ann")
+
+
+def _runs(b: Any, owners: list[Any], **kw: Any) -> list[str]:
+    where = {"owner": owners, **kw.pop("where", {})}
+    return [k for k, _ in b.list_records("runs", where=where, **kw)]
+
+
+@pytest.mark.needs("state")
+def test_a_listing_of_an_owners_runs_follows_every_kind_of_write(harness: Harness) -> None:
+    """A durable run's owner is its ``owner`` (the principal that started it):
+    a principal that does not see everyone's runs lists its own (``GET
+    /v1/runs``, the console's runs page), through the owner column too."""
+    b = harness.backend
+
+    def fill(tx: Any) -> None:
+        tx.put_record("runs", "r1", {"status": "queued", "owner": "ann", "agent": "a"})
+        tx.put_record("runs", "r2", encode_record({"status": "awaiting_approval", "owner": "bob"}))
+        tx.insert_record("runs", "r3", {"status": "awaiting_tools", "owner": "ann"})
+        tx.put_record("runs", "r4", {"status": "succeeded", "owner": "ann", "created_by": "bob"})
+        tx.put_record("runs", "r5", {"status": "failed"})  # no owner
+
+    b.transact(fill)
+    assert _runs(b, ["ann"]) == ["r1", "r3", "r4"]
+    assert _runs(b, ["ann", "bob"], descending=True, limit=2) == ["r4", "r3"]
+    assert _runs(b, ["ann"], after="r3", descending=True) == ["r1"]
+    assert _runs(b, ["ann", None]) == ["r1", "r3", "r4", "r5"]
+    assert _runs(b, ["ann"], where={"status": ["awaiting_tools", "awaiting_approval"]}) == ["r3"]
+    assert _runs(b, ["ann", "bob"], where={"status": ["awaiting_approval"]}) == ["r2"]
+    assert _runs(b, ["ann"], where={"agent": ["a"]}) == ["r1"]
+    # A run's created_by is not its owner.
+    assert [k for k, _ in b.list_records("runs", where={"created_by": ["bob"]})] == ["r4"]
+
+    # Each turn writes the whole run again: the owner stays the insert's.
+    b.transact(lambda tx: tx.put_record("runs", "r3", {"status": "queued", "owner": "ann"}))
+    b.transact(lambda tx: tx.put_record("runs", "r1", encode_record(
+        {"status": "awaiting_approval", "owner": "ann", "agent": "a"})))  # fmt: skip
+    assert _runs(b, ["ann"], where={"status": ["awaiting_approval"]}) == ["r1"]
+    assert _runs(b, ["ann"], where={"status": ["queued"]}) == ["r3"]
+    b.transact(lambda tx: tx.delete_records("runs", ["r1", "r3"]))
+    assert _runs(b, ["ann"]) == ["r4"]
+    b.transact(lambda tx: tx.put_record("runs", "r1", {"status": "queued", "owner": "bob"}))
+    assert _runs(b, ["bob"]) == ["r1", "r2"]  # a new record of the key: its own owner

@@ -101,3 +101,71 @@ def test_a_schema_of_version_3_gets_the_owners(postgres_url: str) -> None:
         version = conn.execute(f"SELECT max(version) FROM {s}.schema_version").fetchone()
     assert owned == [("tasks", "t1", "ann"), ("tasks", "t5", "ann")]
     assert version == (SCHEMA_VERSION,)
+
+
+def test_an_owners_runs_listing_reads_no_row_it_drops(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A principal's own runs (``GET /v1/runs`` as an agent): the owner's index,
+    not every run's conversation (schema version 7)."""
+    sent = listings_sent(monkeypatch)
+    b = open_backend(postgres_url)
+    try:
+        b.transact(lambda tx: [tx.put_record("runs", f"r{i:06d}", {
+            "status": "succeeded", "owner": "ann" if i < 20 else "bob"})
+            for i in range(NOISE)])  # fmt: skip
+        b.transact(lambda tx: tx.put_record("runs", "r999999", {"status": "awaiting_tools",
+                                                                "owner": "ann"}))  # fmt: skip
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute("ANALYZE agentq.records")
+            for options, found, index in (
+                ({"where": {"owner": ["ann"]}, "descending": True, "limit": 11}, 11,
+                 "records_owner"),
+                ({"where": {"owner": ["ann"], "status": ["awaiting_tools"]}, "limit": 11}, 1,
+                 "records_owner_rare"),
+            ):  # fmt: skip
+                sent.clear()
+                rows = b.list_records("runs", **options)
+                assert len(rows) == found and all(v["owner"] == "ann" for _, v in rows)
+                check_one_plan(conn, sent, index, options)
+    finally:
+        b.close()
+
+
+def test_a_schema_of_version_6_gets_the_runs_owners(postgres_url: str) -> None:
+    assert SCHEMA_VERSION >= 7
+    s = '"agentq"'
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {s}")
+        conn.execute(f"CREATE TABLE {s}.schema_version "
+                     "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+        for number in range(1, 7):
+            for stmt in MIGRATIONS[number - 1]:
+                conn.execute(stmt.format(s=s))
+            conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES ({number})")
+        for tbl, k, v, owner in (
+            ("runs", "r1", '{"status":"succeeded","owner":"ann","x":"\\u0000"}', None),
+            ("runs", "r2", '{"status":"succeeded","owner":"bob","created_by":"ann"}', None),
+            ("runs", "r3", '{"status":"succeeded","owner":3}', None),
+            ("tasks", "t1", '{"status":"succeeded","created_by":"ann","owner":"bob"}', "ann"),
+        ):  # fmt: skip
+            conn.execute(f"INSERT INTO {s}.records (tbl, k, v, owner) VALUES (%s, %s, %s, %s)",
+                         (tbl, k, v, owner))  # fmt: skip
+    b = open_backend(postgres_url)
+    try:
+        assert [k for k, _ in b.list_records("runs", where={"owner": ["ann"]})] == ["r1"]
+        b.transact(lambda tx: tx.put_record("runs", "r4", {"owner": "ann"}))
+        assert [k for k, _ in b.list_records("runs", where={"owner": ["ann"]})] == ["r1", "r4"]
+        assert b.record_count("tasks", owner="ann") == 1  # the tasks' counts as they were
+    finally:
+        b.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        owned = conn.execute(f"SELECT tbl, k, owner FROM {s}.records WHERE owner IS NOT NULL "
+                             "ORDER BY tbl, k").fetchall()  # fmt: skip
+        counted = conn.execute(  # folded into the totals by the count, or not yet
+            f"SELECT owner, sum(n) FROM (SELECT tbl, owner, n FROM {s}.owner_totals UNION ALL "
+            f"SELECT tbl, owner, n FROM {s}.owner_total_changes) AS c WHERE tbl = 'runs' "
+            "GROUP BY owner ORDER BY owner").fetchall()
+    assert owned == [("runs", "r1", "ann"), ("runs", "r2", "bob"), ("runs", "r4", "ann"),
+                     ("tasks", "t1", "ann")]  # fmt: skip
+    assert [(o, int(n)) for o, n in counted] == [("ann", 2), ("bob", 1)]

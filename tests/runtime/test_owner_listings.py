@@ -136,3 +136,94 @@ def test_a_database_made_before_the_owner_column_gets_it_when_opened(tmp_path: P
         owned = conn.execute("SELECT k, owner FROM agentq_records WHERE owner IS NOT NULL "
                              "ORDER BY k").fetchall()  # fmt: skip
     assert owned == [("t1", "ann"), ("t2", "ann")]
+
+
+def _runs(b: Backend, count: int) -> None:
+    """``count`` finished runs of ann's, ten times as many of bob's after them,
+    then one of ann's parked and one queued."""
+    b.transact(lambda tx: [
+        tx.put_record("runs", f"r{i:06d}", {"status": "succeeded", "owner": "ann",
+                                            "messages": [{"role": "user", "content": "x" * 200}]})
+        for i in range(count)
+    ] + [
+        tx.put_record("runs", f"r{i:06d}", {"status": "succeeded", "owner": "bob",
+                                            "messages": [{"role": "user", "content": "x" * 200}]})
+        for i in range(count, 11 * count)
+    ] + [
+        tx.put_record("runs", "r999990", {"status": "awaiting_approval", "owner": "ann"}),
+        tx.put_record("runs", "r999991", {"status": "queued", "owner": "ann"}),
+    ])  # fmt: skip
+
+
+# fmt: off
+RUN_LISTINGS: dict[str, tuple[dict[str, Any], int]] = {
+    # GET /v1/runs as an agent: its own, newest first, a page and one more.
+    "an agent's runs": ({"where": {"owner": ["ann"]}, "descending": True, "limit": 101}, 101),
+    "an agent's parked runs": ({"where": {"owner": ["ann"], "status": [
+        "awaiting_approval", "awaiting_tools"]}, "descending": True, "limit": 101}, 1),
+    "an agent's runs after a cursor": ({"where": {"owner": ["ann"]}, "descending": True,
+                                        "after": "r000090", "limit": 11}, 11),
+}
+# fmt: on
+
+
+@pytest.fixture(scope="module")
+def run_sizes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Backend, Backend]]:
+    folder = tmp_path_factory.mktemp("run-owners")
+    small, large = (open_backend(f"sqlite:///{folder / name}") for name in ("s.db", "l.db"))
+    for backend, count in ((small, NOISE_SMALL), (large, NOISE_LARGE)):
+        _runs(backend, count)
+    yield small, large
+    small.close()
+    large.close()
+
+
+@pytest.mark.parametrize("name", list(RUN_LISTINGS))
+def test_an_owners_runs_listing_reads_its_page(
+    run_sizes: tuple[Backend, Backend], name: str
+) -> None:
+    def steps(backend: Backend) -> int:
+        options, expected = RUN_LISTINGS[name]
+        with SQLiteSteps(backend) as counted:
+            rows = backend.list_records("runs", **options)
+        assert len(rows) == expected and all(v["owner"] == "ann" for _, v in rows), rows
+        return counted.steps
+
+    small, large = (steps(b) for b in run_sizes)
+    assert large <= small + 2, (name, small, large)
+
+
+def test_a_database_whose_runs_came_before_their_owners_gets_them_once(tmp_path: Path) -> None:
+    """A database of the previous release (the owner column, but runs stored
+    without their owners in it) gets its runs' owners, and their counts, once."""
+    path = tmp_path / "old.db"
+    made = open_backend(f"sqlite:///{path}")
+    made.transact(lambda tx: [
+        tx.put_record("runs", "r1", {"status": "succeeded", "owner": "ann"}),
+        tx.put_record("runs", "r2", {"status": "succeeded", "owner": "bob", "created_by": "ann"}),
+        tx.put_record("runs", "r3", {"status": "succeeded", "owner": 3}),
+        tx.put_record("tasks", "t1", {"status": "succeeded", "created_by": "ann", "owner": "bob"}),
+    ])  # fmt: skip
+    made.close()
+    with sqlite3.connect(path) as conn:  # as the previous release left it
+        conn.execute("UPDATE agentq_records SET owner = NULL WHERE tbl = 'runs'")
+        conn.execute("DELETE FROM agentq_records WHERE tbl = 'runs#owner' "
+                     "OR (tbl = 'agentq#marks' AND k = 'runs_owner')")  # fmt: skip
+    first, second = open_backend(f"sqlite:///{path}"), open_backend(f"sqlite:///{path}")
+    try:
+        for b in (first, second):
+            assert [k for k, _ in b.list_records("runs", where={"owner": ["ann"]})] == ["r1"]
+        first.transact(lambda tx: tx.put_record("runs", "r4", {"owner": "ann"}))
+        assert [k for k, _ in second.list_records("runs", where={"owner": ["ann"]})] == [
+            "r1", "r4"]  # fmt: skip
+    finally:
+        first.close()
+        second.close()
+    with sqlite3.connect(path) as conn:
+        owned = conn.execute("SELECT tbl, k, owner FROM agentq_records WHERE owner IS NOT NULL "
+                             "ORDER BY tbl, k").fetchall()  # fmt: skip
+        counted = conn.execute("SELECT k, v FROM agentq_records WHERE tbl = 'runs#owner' "
+                               "ORDER BY k").fetchall()  # fmt: skip
+    assert owned == [("runs", "r1", "ann"), ("runs", "r2", "bob"), ("runs", "r4", "ann"),
+                     ("tasks", "t1", "ann")]  # fmt: skip
+    assert [(k, int(v)) for k, v in counted] == [("ann", 2), ("bob", 1)]

@@ -82,3 +82,52 @@ def test_a_database_made_before_the_owner_column_gets_it_on_init(
         assert upgraded.record_count("tasks", owner="ann") == 2
     finally:
         upgraded.close()
+
+
+def test_an_owners_runs_walk_the_owner_index_once_init_filled_them(
+    emulator_database: EmulatorDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs joined the owner column after the tasks: in a database whose runs
+    were stored before (the column there, the runs' owners not in it), an
+    owner's runs are filtered as before until ``agentq init`` fills them in;
+    then the listing walks the owner index."""
+    b: Any = open_backend(emulator_database.direct_url)
+    try:
+        b.apply_ddl([])
+        b.transact(lambda tx: [
+            tx.put_record("runs", f"r{i:03d}", {"status": "awaiting_tools" if i == 7 else
+                                                "succeeded", "owner": "ann" if i % 5 == 2 else
+                                                "bob"})
+            for i in range(40)
+        ])  # fmt: skip
+        # As the previous release left it: the runs' owners unset, no mark.
+        def unset(txn: Any) -> None:
+            txn.execute_update(f"UPDATE {b.dialect.records} SET owner = NULL WHERE tbl = 'runs'")
+            txn.execute_update(f"DELETE FROM {b.dialect.records} WHERE tbl = 'agentq#marks' "
+                               "AND k = 'runs_owner'")  # fmt: skip
+
+        b.database.run_in_transaction(unset)
+    finally:
+        b.close()
+    old: Any = open_backend(emulator_database.direct_url)
+    try:
+        assert old.owner_column is True and old.runs_owned is False
+        sent = recording(old, monkeypatch)
+        mine = old.list_records("runs", where={"owner": ["ann"]}, descending=True, limit=3)
+        assert [k for k, _ in mine] == ["r037", "r032", "r027"]
+        # (the first read also asks which columns the table has)
+        assert "JSON_VALUE" in sent[-1] or "jsonb" in sent[-1]
+        assert not any(old.dialect.owner_index in sql for sql in sent)
+        old.apply_ddl([])
+        assert old.runs_owned is True
+        sent.clear()
+        mine = old.list_records("runs", where={"owner": ["ann"]}, descending=True, limit=3)
+        assert [k for k, _ in mine] == ["r037", "r032", "r027"]
+        assert len(sent) == 1 and old.dialect.owner_index in sent[0]
+        sent.clear()
+        parked = old.list_records("runs", where={"owner": ["ann", "bob"],
+                                                 "status": ["awaiting_tools"]})  # fmt: skip
+        assert [k for k, _ in parked] == ["r007"]
+        assert len(sent) == 1 and old.dialect.owner_rare_index in sent[0]
+    finally:
+        old.close()

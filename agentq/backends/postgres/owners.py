@@ -5,30 +5,30 @@ the record's later writes leave it alone, so a worker's updates stay HOT), its
 two partial indexes, and the owners' totals: row triggers on insert and on
 delete append ``+1`` or ``-1`` per owner to ``owner_total_changes`` (no index,
 no write reads it: concurrent enqueues of one owner never conflict, as with
-:mod:`.totals`), and a count folds them into ``owner_totals`` first.
+:mod:`.totals`), and a count folds them into ``owner_totals`` first. Schema
+version 7 puts the durable runs' owners in the same column (their counts too).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentq.backends.owners import OWNED_TABLES, OWNER_FIELD
+from agentq.backends.owners import OWNER_FIELD, OWNER_FIELDS
 from agentq.backends.record_filters import check_counted
 
 if TYPE_CHECKING:
     from agentq.backends.postgres.connection import Conn
 
-__all__ = ["OWNER_DDL", "owner_count"]
+__all__ = ["OWNER_DDL", "RUNS_OWNER_DDL", "owner_count"]
 
-_OWNED = ", ".join(f"'{t}'" for t in OWNED_TABLES)
-
-#: The statements of schema version 4 (``{s}``: the schema).
+#: The statements of schema version 4 (``{s}``: the schema), as shipped: the
+#: tasks' owners only.
 OWNER_DDL: tuple[str, ...] = (
     "ALTER TABLE {s}.records ADD COLUMN owner text",
     # Backfilled before the indexes exist: the rewrite of each task's row is HOT.
     "UPDATE {s}.records SET owner = j.v ->> '" + OWNER_FIELD + "' FROM (SELECT tbl AS t, "
     "k AS key, replace(v, '\\u0000', '\\u0020')::json AS v FROM {s}.records "
-    f"WHERE tbl IN ({_OWNED})) AS j WHERE tbl = j.t AND k = j.key "
+    "WHERE tbl IN ('tasks')) AS j WHERE tbl = j.t AND k = j.key "
     f"AND json_typeof(j.v -> '{OWNER_FIELD}') = 'string'",
     "CREATE INDEX records_owner ON {s}.records (owner, tbl, k) WHERE owner IS NOT NULL",
     "CREATE INDEX records_owner_rare ON {s}.records (owner, rare_status, tbl, k) "
@@ -47,6 +47,19 @@ OWNER_DDL: tuple[str, ...] = (
     "WHEN (OLD.owner IS NOT NULL) EXECUTE FUNCTION {s}.count_owner_total()",
     "INSERT INTO {s}.owner_totals (tbl, owner, n) SELECT tbl, owner, count(*) "
     "FROM {s}.records WHERE owner IS NOT NULL GROUP BY tbl, owner",
+)
+
+_RUN_OWNER = OWNER_FIELDS["runs"]
+#: The statements of schema version 7: the durable runs' owners in the column
+#: (the record writes set it from now on), and their counts (an update runs no
+#: counting trigger: the runs filled here are counted by the last statement).
+RUNS_OWNER_DDL: tuple[str, ...] = (
+    "UPDATE {s}.records SET owner = j.v ->> '" + _RUN_OWNER + "' FROM (SELECT k AS key, "
+    "replace(v, '\\u0000', '\\u0020')::json AS v FROM {s}.records WHERE tbl = 'runs') AS j "
+    "WHERE tbl = 'runs' AND k = j.key AND owner IS NULL "
+    f"AND json_typeof(j.v -> '{_RUN_OWNER}') = 'string'",
+    "INSERT INTO {s}.owner_total_changes (tbl, owner, n) SELECT tbl, owner, count(*) "
+    "FROM {s}.records WHERE tbl = 'runs' AND owner IS NOT NULL GROUP BY tbl, owner",
 )
 
 

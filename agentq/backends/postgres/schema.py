@@ -16,7 +16,7 @@ import json
 import os
 from typing import TYPE_CHECKING
 
-from agentq.backends.postgres.owners import OWNER_DDL
+from agentq.backends.postgres.owners import OWNER_DDL, RUNS_OWNER_DDL
 from agentq.backends.postgres.tool_index import TOOL_DDL
 from agentq.backends.postgres.totals import TOTALS_DDL
 from agentq.backends.record_filters import RARE_RUN_STATUSES
@@ -104,6 +104,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # index (agentq.backends.postgres.tool_index): a listing filtered on a tool
     # reads that tool's tasks, not the ledger.
     TOOL_DDL,
+    # Issue 38 item 1: a durable run's owner in the owner column too, so a
+    # principal's own runs listing walks the owner's index, not every run.
+    RUNS_OWNER_DDL,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # Any constant works: it only has to be the same in every agentq process.

@@ -23,6 +23,7 @@ class AddedColumns:
     _rare_column: bool | None = None
     _runs_in_index: bool | None = None
     _owner_column: bool | None = None
+    _runs_owned: bool | None = None
     _tool_column: bool | None = None
 
     def _backend(self) -> SpannerBackend:
@@ -43,8 +44,8 @@ class AddedColumns:
         b = self._backend()
         rare_index.bring_forward(b, had[0])
         self._runs_in_index = True
-        if not had[1]:
-            owner_index.backfill(b)
+        owner_index.bring_forward(b, had[1])
+        self._runs_owned = True
         if not had[2]:
             tool_index.backfill(b)
         self._rare_column = self._owner_column = self._tool_column = True
@@ -71,6 +72,14 @@ class AddedColumns:
         if self._owner_column is None:
             self._owner_column = owner_index.has_column(self._backend()) is True
         return self._owner_column
+
+    @property
+    def runs_owned(self) -> bool:
+        """Whether listings of an owner's runs may walk the owner index
+        (:func:`.owner_index.runs_owned`)."""
+        if self._runs_owned is None:
+            self._runs_owned = owner_index.runs_owned(self._backend())
+        return self._runs_owned
 
     @property
     def tool_column(self) -> bool:

@@ -51,7 +51,8 @@ __all__ = [
     "set_column",
 ]
 
-_RUNS_MARK = ("agentq#marks", "runs_rare_status")
+_MARKS = "agentq#marks"
+_RUNS_MARK = "runs_rare_status"
 #: Records read per query, and rare statuses written per commit, by :func:`backfill`.
 BACKFILL_CHUNK = 2000
 
@@ -108,10 +109,11 @@ def runs_in_index(backend: SpannerBackend) -> bool:
     return has_column(backend) is True and runs_marked(backend)
 
 
-def runs_marked(backend: SpannerBackend) -> bool:
+def runs_marked(backend: SpannerBackend, mark: str = _RUNS_MARK) -> bool:
     """Whether the durable runs already stored are in the index: they joined it
     after the column, and :func:`mark_runs` says when :func:`backfill` has set
-    theirs (a record that no record table can name: "#" is in no identifier)."""
+    theirs (a record that no record table can name: "#" is in no identifier);
+    another ``mark`` says it of another column the runs joined late."""
     d = backend.dialect
     names = ["tbl", "k"]
     t, k = d.params(names)
@@ -120,18 +122,18 @@ def runs_marked(backend: SpannerBackend) -> bool:
         backend.database.snapshot() as snap,
     ):
         rows = list(snap.execute_sql(f"SELECT 1 FROM {d.records} WHERE tbl = {t} AND k = {k}",
-                                     params=d.param_dict(names, list(_RUNS_MARK))))  # fmt: skip
+                                     params=d.param_dict(names, [_MARKS, mark])))  # fmt: skip
     return bool(rows)
 
 
-def mark_runs(backend: SpannerBackend) -> None:
+def mark_runs(backend: SpannerBackend, mark: str = _RUNS_MARK) -> None:
     """Record that the runs already stored are in the index (see :func:`runs_marked`)."""
     with (
         mapped_errors("marking the runs as in the index", backend.endpoint),
         backend.database.batch() as batch,
     ):
         batch.insert_or_update(backend.dialect.records, columns=("tbl", "k", "v"),
-                               values=[(*_RUNS_MARK, "1")])  # fmt: skip
+                               values=[(_MARKS, mark, "1")])  # fmt: skip
 
 
 def chunks_where(

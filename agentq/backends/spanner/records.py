@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from google.cloud.spanner_v1 import param_types
 
 from agentq.backends.base import RecordFilter, StoredRecord, Tally, Transaction
-from agentq.backends.owners import OWNED_TABLES, OWNER_FIELD, owner_walks
+from agentq.backends.owners import OWNED_TABLES, OWNER_FIELD, OWNER_FIELDS, owner_walks
 from agentq.backends.record_filters import (
     check_counted,
     check_record_filter,
@@ -111,7 +111,11 @@ def list_records(
         if backend.rare_column and (table != "runs" or backend.runs_in_index)
         else None
     )
-    owners = owner_walks(table, where) if backend.owner_column else None
+    owners = (
+        owner_walks(table, where)
+        if backend.owner_column and (table != "runs" or backend.runs_owned)
+        else None
+    )
     walked = (["owner"] if owners is not None else []) + (["rare_status"] if walks is not None
                                                           else [])  # fmt: skip
     fixed: list[tuple[str | None, ...]] = [
@@ -125,7 +129,8 @@ def list_records(
         walked, fixed = ["tool"], [(t,) for t in tools]
     if walked:
         filters = [f for f in filters if not (
-            (walks is not None and f[0] == "status") or (owners is not None and f[0] == OWNER_FIELD)
+            (walks is not None and f[0] == "status")
+            or (owners is not None and f[0] == OWNER_FIELDS[table])
             or (tools is not None and f[0] == TOOL_FIELD))]
         if not fixed:
             return []  # no value asked for
@@ -161,7 +166,7 @@ def list_records(
     if walks:  # an entry an older agentq left stale is read, then dropped here
         out = [(k, v) for k, v in out if v.get("status") in walks]
     if owners:
-        out = [(k, v) for k, v in out if v.get(OWNER_FIELD) in owners]
+        out = [(k, v) for k, v in out if v.get(OWNER_FIELDS[table]) in owners]
     if tools:
         out = [(k, v) for k, v in out if v.get(TOOL_FIELD) in tools]
     if after:

@@ -12,17 +12,21 @@ identifier, so those rows sit right after the newest task (and its count):
 an enqueue updates its owner's count on the page it writes anyway while the
 owners are few, not on a page of a table of its own.
 
+A durable run's owner (its ``owner``) is kept in the same column, indexes and
+counts (:data:`~agentq.backends.owners.OWNER_FIELDS`).
+
 A database made before the column gets it when this version first opens it
-(:func:`ensure_owner`: the column added, the tasks' owners filled in from
-their records, the indexes built, the owners' tasks counted, in one write
-transaction).
+(:func:`ensure_owner`: the column added, the tasks' and runs' owners filled in
+from their records, the indexes built, the owners' records counted, in one
+write transaction); one that had the column before the runs joined it gets
+its runs' owners and their counts the same way, once (a mark row says so).
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-from agentq.backends.owners import OWNED_TABLES, OWNER_FIELD
+from agentq.backends.owners import OWNED_TABLES, OWNER_FIELDS
 from agentq.backends.record_filters import check_counted
 
 __all__ = ["OWNER_COUNT_SUFFIX", "OWNER_INDEX", "OWNER_RARE_INDEX", "ensure_owner",
@@ -34,13 +38,20 @@ OWNER_COUNT_SUFFIX = "#owner"
 OWNER_INDEX = "agentq_records_owner"
 OWNER_RARE_INDEX = "agentq_records_owner_rare"
 
-_OWNED = ", ".join(f"'{t}'" for t in OWNED_TABLES)
-_FIELD = f"'$.{OWNER_FIELD}'"
-_MIGRATION = (
-    "ALTER TABLE agentq_records ADD COLUMN owner TEXT",
-    f"UPDATE agentq_records SET owner = json_extract(v, {_FIELD}) WHERE tbl IN ({_OWNED}) "
-    f"AND json_valid(v) AND json_type(v, {_FIELD}) = 'text'",
-)
+_MARKS, _RUNS_MARK = "agentq#marks", "runs_owner"
+
+
+def _fill(tables: tuple[str, ...]) -> list[str]:
+    """Set the owner column of the records of ``tables`` from their records."""
+    out = []
+    for table in tables:
+        field = f"'$.{OWNER_FIELDS[table]}'"
+        out.append(f"UPDATE agentq_records SET owner = json_extract(v, {field}) "
+                   f"WHERE tbl = '{table}' AND json_valid(v) AND json_type(v, {field}) = 'text'")
+    return out
+
+
+_MIGRATION = ("ALTER TABLE agentq_records ADD COLUMN owner TEXT", *_fill(OWNED_TABLES))
 _INDEXES = (
     f"CREATE INDEX IF NOT EXISTS {OWNER_INDEX} ON agentq_records (owner, tbl, k) "
     "WHERE owner IS NOT NULL",
@@ -62,17 +73,40 @@ def _has_column(conn: sqlite3.Connection) -> bool:
     return any(row[1] == "owner" for row in conn.execute("PRAGMA table_info(agentq_records)"))
 
 
+# The durable runs joined the column after the tasks: a database that had it
+# gets its runs' owners and their counts once, and this mark says so.
+_RUNS_LATE = (
+    *_fill(("runs",)),
+    f"INSERT INTO agentq_records (tbl, k, v) SELECT 'runs{OWNER_COUNT_SUFFIX}', owner, count(*) "
+    "FROM agentq_records WHERE tbl = 'runs' AND owner IS NOT NULL GROUP BY owner "
+    "ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v",
+)
+
+
+def _runs_marked(conn: sqlite3.Connection) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM agentq_records WHERE tbl = ? AND k = ?", (_MARKS, _RUNS_MARK)
+    ).fetchone()
+    return found is not None
+
+
 def ensure_owner(conn: sqlite3.Connection) -> None:
     """Give a database without the owner column the column, its values, its
-    indexes and the owners' totals, in one write transaction (two processes
+    indexes and the owners' totals, and one whose runs were stored before they
+    joined the column their owners, in one write transaction (two processes
     opening it at once do it once); a database that has them is only read."""
-    if _has_column(conn):
+    if _has_column(conn) and _runs_marked(conn):
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
         if not _has_column(conn):  # again, under the write lock
             for statement in (*_MIGRATION, *_INDEXES, *_TOTALS):
                 conn.execute(statement)
+        elif not _runs_marked(conn):
+            for statement in _RUNS_LATE:
+                conn.execute(statement)
+        conn.execute("INSERT OR IGNORE INTO agentq_records (tbl, k, v) VALUES (?, ?, '1')",
+                     (_MARKS, _RUNS_MARK))  # fmt: skip
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
