@@ -43,11 +43,15 @@ COMMON_TASK_STATUSES = ("queued", "running", "succeeded")
 #: The approvals' open statuses, which the same index holds for the approvals
 #: table (the inbox: pending among many decided).
 OPEN_APPROVAL_STATUSES = ("escalated", "pending")
-#: The durable runs' statuses the same index holds for the runs table: a run
-#: parked (awaiting its tool calls or an approval) or ended other than by
-#: succeeding. A run's turns go queued -> queued (its next turn) -> succeeded
-#: without entering it.
-RARE_RUN_STATUSES = ("awaiting_approval", "awaiting_tools", "cancelled", "failed")
+#: The durable runs' statuses the same index holds for the runs table: every
+#: one but success. A run in progress (queued, or running: its turn held by a
+#: worker, stored as queued), parked (awaiting its tool calls or an approval)
+#: or ended other than by succeeding is one among many that succeeded, and the
+#: console lists each kind. Unlike a task's, a run's status changes once per
+#: model turn, not per tool call: the index entry its start writes and its
+#: success removes costs next to nothing beside the turn (queued -> queued, a
+#: run's next turn, leaves it as it is).
+RARE_RUN_STATUSES = ("awaiting_approval", "awaiting_tools", "cancelled", "failed", "queued")
 #: The record tables whose records the index of rare statuses holds.
 RARE_TABLES = ("approvals", "runs", "tasks")
 #: The record tables whose records :meth:`Backend.record_count` counts.

@@ -85,9 +85,9 @@ def test_a_listing_of_open_approvals_follows_their_decisions(harness: Harness) -
 def test_a_listing_of_parked_or_unsuccessful_runs_follows_every_kind_of_write(
     harness: Harness,
 ) -> None:
-    """Durable runs are in the index when parked (awaiting their tool calls or
-    an approval) or ended other than by succeeding; a run's queued turns and
-    its success are not."""
+    """Durable runs are in the index unless they succeeded: queued (or
+    running), parked (awaiting their tool calls or an approval), or ended
+    other than by succeeding."""
     b = harness.backend
     rare = {"status": ["awaiting_approval", "awaiting_tools", "cancelled", "failed"]}
 
@@ -109,6 +109,15 @@ def test_a_listing_of_parked_or_unsuccessful_runs_follows_every_kind_of_write(
     assert listed(descending=True, limit=1) == [("run4", "failed")]
     only = b.list_records("runs", where={"status": ["awaiting_tools"]})
     assert [k for k, _ in only] == ["run0"]
-    # A common status with a rare one: the key order's walk, same answer.
     both = b.list_records("runs", where={"status": ["queued", "failed"]})
     assert [k for k, _ in both] == ["run1", "run4"]
+    # A run that succeeded leaves the index; a new message queues it again.
+    b.transact(lambda tx: tx.update_records("runs", [("run1", encode_fields({
+        "status": "succeeded"}))]))  # fmt: skip
+    in_progress = {"status": ["queued"]}
+    assert [k for k, _ in b.list_records("runs", where=in_progress)] == []
+    b.transact(lambda tx: tx.put_record("runs", "run2", {"status": "queued"}))
+    assert [k for k, _ in b.list_records("runs", where=in_progress)] == ["run2"]
+    # Any status with a common one: the key order's walk, same answer.
+    mixed = b.list_records("runs", where={"status": ["succeeded", "failed"]})
+    assert [k for k, _ in mixed] == ["run1", "run4"]

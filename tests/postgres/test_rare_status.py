@@ -151,8 +151,9 @@ def test_a_listing_of_parked_runs_reads_no_row_it_drops(
 
 
 def test_a_schema_of_version_4_gets_its_runs_into_the_index(postgres_url: str) -> None:
-    """Runs joined the index of rare statuses in version 5: the runs stored
-    before get their rare status from the migration."""
+    """Runs joined the index of rare statuses in version 5 (parked, failed,
+    cancelled) and 8 (queued): the runs stored before get their rare status
+    from the migrations."""
     s = '"agentq"'
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {s}")
@@ -176,4 +177,5 @@ def test_a_schema_of_version_4_gets_its_runs_into_the_index(postgres_url: str) -
         marked = conn.execute(f"SELECT tbl, k, rare_status FROM {s}.records "
                               "WHERE rare_status IS NOT NULL ORDER BY k").fetchall()
     # The task was filled by version 2's migration only: not a task row here.
-    assert marked == [("runs", "r1", "awaiting_approval"), ("runs", "r3", "failed")]
+    assert marked == [("runs", "r1", "awaiting_approval"), ("runs", "r2", "queued"),
+                      ("runs", "r3", "failed")]  # fmt: skip

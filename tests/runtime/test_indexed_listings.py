@@ -40,6 +40,7 @@ def _wanted(b: Backend) -> None:
         tx.put_record("approvals", "a999990", {"status": "pending"})
         tx.put_record("runs", "r999990", {"status": "awaiting_approval", "agent": "a"})
         tx.put_record("runs", "r999991", {"status": "failed", "agent": "b"})
+        tx.put_record("runs", "r999992", {"status": "queued", "agent": "a"})
 
     b.transact(fill)
 
@@ -59,6 +60,9 @@ LISTINGS: dict[str, tuple[str, dict[str, Any], int]] = {
     "newest failed run of an agent": ("runs", {"where": {"status": ["failed"], "agent": ["b"]},
                                                "descending": True, "limit": 1}, 1),
     "no run cancelled": ("runs", {"where": {"status": ["cancelled"]}, "limit": 101}, 0),
+    # The console's runs in progress (running is stored as queued).
+    "runs in progress": ("runs", {"where": {"status": ["queued"]}, "descending": True,
+                                  "limit": 101}, 1),
 }
 # fmt: on
 
@@ -132,17 +136,18 @@ def test_a_database_made_before_runs_joined_the_index_gets_theirs_once(tmp_path:
         conn.execute("DELETE FROM agentq_records WHERE tbl = 'agentq#marks'")
         conn.executemany("INSERT INTO agentq_records (tbl, k, v) VALUES ('runs', ?, ?)", [
             ("r1", '{"status":"awaiting_tools"}'), ("r2", '{"status":"succeeded"}'),
-            ("r3", '{"status":"failed"}'), ("r4", "not json"),
+            ("r3", '{"status":"failed"}'), ("r4", "not json"), ("r5", '{"status":"queued"}'),
         ])  # fmt: skip
     first, second = open_backend(f"sqlite:///{path}"), open_backend(f"sqlite:///{path}")
     try:
         parked = {"status": ["awaiting_tools", "failed"]}
         assert [k for k, _ in first.list_records("runs", where=parked)] == ["r1", "r3"]
         assert [k for k, _ in second.list_records("runs", where=parked)] == ["r1", "r3"]
+        assert [k for k, _ in first.list_records("runs", where={"status": ["queued"]})] == ["r5"]
     finally:
         first.close()
         second.close()
     with sqlite3.connect(path) as conn:
         marked = conn.execute("SELECT k, rare_status FROM agentq_records WHERE tbl = 'runs' "
                               "AND rare_status IS NOT NULL ORDER BY k").fetchall()  # fmt: skip
-    assert marked == [("r1", "awaiting_tools"), ("r3", "failed")]
+    assert marked == [("r1", "awaiting_tools"), ("r3", "failed"), ("r5", "queued")]

@@ -127,7 +127,7 @@ def test_runs_stored_before_they_joined_the_index_get_theirs_on_init(
     b: Any = records_backend
     b.transact(lambda tx: [tx.put_record("runs", k, {"status": s}) for k, s in
                            (("r1", "awaiting_tools"), ("r2", "succeeded"),
-                            ("r3", "failed"))])  # fmt: skip
+                            ("r3", "failed"), ("r4", "queued"))])  # fmt: skip
     # As the release before left it: the runs' column unset, no mark.
     b.database.run_in_transaction(lambda txn: (
         txn.execute_update(f"UPDATE {_table(b)} SET rare_status = NULL WHERE tbl = 'runs'"),
@@ -143,6 +143,6 @@ def test_runs_stored_before_they_joined_the_index_get_theirs_on_init(
         rows = list(before.database.snapshot().__enter__().execute_sql(
             f"SELECT k, rare_status FROM {_table(before)} WHERE tbl = 'runs' ORDER BY k"))
         assert [tuple(r) for r in rows] == [("r1", "awaiting_tools"), ("r2", None),
-                                            ("r3", "failed")]  # fmt: skip
+                                            ("r3", "failed"), ("r4", "queued")]  # fmt: skip
     finally:
         before.close()

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from agentq.backends.postgres.owners import OWNER_DDL, RUNS_OWNER_DDL
 from agentq.backends.postgres.tool_index import TOOL_DDL
 from agentq.backends.postgres.totals import TOTALS_DDL
-from agentq.backends.record_filters import RARE_RUN_STATUSES
 from agentq.errors import BackendUnavailable, ConfigError
 
 if TYPE_CHECKING:
@@ -36,7 +35,8 @@ __all__ = [
     "wakeup_secret",
 ]
 
-_RARE_RUNS = ", ".join(f"'{s}'" for s in RARE_RUN_STATUSES)
+# Version 5's list, as it shipped (version 8 adds the queued runs).
+_RARE_RUNS = "'awaiting_approval', 'awaiting_tools', 'cancelled', 'failed'"
 
 #: Each migration: the statements that take the schema from the previous version.
 #: ``{s}`` is the quoted schema name.
@@ -107,6 +107,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # Issue 38 item 1: a durable run's owner in the owner column too, so a
     # principal's own runs listing walks the owner's index, not every run.
     RUNS_OWNER_DDL,
+    (
+        # Issue 38 item 1: a run in progress (queued, or running: stored as
+        # queued) in the rare-status column too: the console's listing of the
+        # runs in progress reads those, not every run that ended.
+        "UPDATE {s}.records SET rare_status = 'queued' FROM (SELECT k AS key, "
+        "replace(v, '\\u0000', '\\u0020')::json AS v FROM {s}.records WHERE tbl = 'runs') AS j "
+        "WHERE tbl = 'runs' AND k = j.key AND json_typeof(j.v -> 'status') = 'string' "
+        "AND j.v ->> 'status' = 'queued'",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # Any constant works: it only has to be the same in every agentq process.

@@ -52,7 +52,8 @@ __all__ = [
 ]
 
 _MARKS = "agentq#marks"
-_RUNS_MARK = "runs_rare_status"
+# The second mark: the queued runs joined the index after the others.
+_RUNS_MARK = "runs_rare_status_2"
 #: Records read per query, and rare statuses written per commit, by :func:`backfill`.
 BACKFILL_CHUNK = 2000
 

@@ -4,7 +4,7 @@ A task's status is kept in the record's JSON, and also, when it is rare (none
 of :data:`~agentq.backends.base.COMMON_TASK_STATUSES`: dead, cancelled,
 awaiting approval, waiting, a retry scheduled, an outcome unknown), in the
 column ``rare_status`` that the record writes set (NULL otherwise); so do an
-open approval's and a parked or unsuccessful durable run's
+open approval's and a durable run's unless it succeeded
 (:func:`~agentq.backends.record_filters.rare_status`; NULL in every other
 table's records). A partial index of that column holds the few
 records an operator looks for among many finished ones. It costs the worker's
@@ -59,7 +59,8 @@ _FILL_RUNS = (
     f"UPDATE agentq_records SET rare_status = {_STATUS} WHERE tbl = 'runs' "
     f"AND json_valid(v) AND json_type(v, '$.status') = 'text' AND {_STATUS} IN ({_RUNS})"
 )
-_MARKS, _RUNS_MARK = "agentq#marks", "runs_rare_status"
+# The second mark: the queued runs joined the index after the others.
+_MARKS, _RUNS_MARK = "agentq#marks", "runs_rare_status_2"
 
 #: How a page of records is written here (:mod:`agentq.backends.record_pages`).
 DIALECT = PageDialect(
