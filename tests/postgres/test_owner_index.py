@@ -15,7 +15,8 @@ import pytest
 psycopg = pytest.importorskip("psycopg", reason="postgres: psycopg is not installed")
 
 from agentq.backends import encode_record, open_backend  # noqa: E402
-from agentq.backends.postgres.schema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
+from agentq.backends.postgres.schema import SCHEMA_VERSION  # noqa: E402
+from tests.postgres.old_schemas import schema_at  # noqa: E402
 from tests.postgres.plans import check_one_plan, listings_sent  # noqa: E402
 
 NOISE = 2000
@@ -70,13 +71,7 @@ def test_a_schema_of_version_3_gets_the_owners(postgres_url: str) -> None:
     assert SCHEMA_VERSION >= 4
     s = '"agentq"'
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {s}")
-        conn.execute(f"CREATE TABLE {s}.schema_version "
-                     "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
-        for number in (1, 2, 3):
-            for stmt in MIGRATIONS[number - 1]:
-                conn.execute(stmt.format(s=s))
-            conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES ({number})")
+        schema_at(conn, s, 3)
         for k, v, rare in (("t1", '{"status":"dead","created_by":"ann","a":"\\u0000"}', "dead"),
                            ("t2", '{"status":"succeeded","created_by":"ann"}', None),
                            ("t3", '{"status":"succeeded","created_by":3}', None),
@@ -136,13 +131,7 @@ def test_a_schema_of_version_6_gets_the_runs_owners(postgres_url: str) -> None:
     assert SCHEMA_VERSION >= 7
     s = '"agentq"'
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {s}")
-        conn.execute(f"CREATE TABLE {s}.schema_version "
-                     "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
-        for number in range(1, 7):
-            for stmt in MIGRATIONS[number - 1]:
-                conn.execute(stmt.format(s=s))
-            conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES ({number})")
+        schema_at(conn, s, 6)
         for tbl, k, v, owner in (
             ("runs", "r1", '{"status":"succeeded","owner":"ann","x":"\\u0000"}', None),
             ("runs", "r2", '{"status":"succeeded","owner":"bob","created_by":"ann"}', None),

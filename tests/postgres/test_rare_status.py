@@ -15,7 +15,8 @@ import pytest
 psycopg = pytest.importorskip("psycopg", reason="postgres: psycopg is not installed")
 
 from agentq.backends import encode_fields, encode_record, open_backend  # noqa: E402
-from agentq.backends.postgres.schema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
+from agentq.backends.postgres.schema import SCHEMA_VERSION  # noqa: E402
+from tests.postgres.old_schemas import schema_at  # noqa: E402
 from tests.postgres.plans import check_one_plan, listings_sent  # noqa: E402
 
 NOISE = 2000
@@ -102,12 +103,7 @@ def test_a_schema_of_version_1_is_brought_forward(postgres_url: str) -> None:
     assert SCHEMA_VERSION >= 2
     s = '"agentq"'
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {s}")
-        conn.execute(f"CREATE TABLE {s}.schema_version "
-                     "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
-        for stmt in MIGRATIONS[0]:
-            conn.execute(stmt.format(s=s))
-        conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES (1)")
+        schema_at(conn, s, 1)
         rows = [("tasks", "t1", '{"status":"dead","tool":"a","arg":"\\u0000"}'),
                 ("tasks", "t2", '{"status":"succeeded","tool":"a"}'),
                 ("tasks", "t3", '{"status":3}'),
@@ -156,13 +152,7 @@ def test_a_schema_of_version_4_gets_its_runs_into_the_index(postgres_url: str) -
     from the migrations."""
     s = '"agentq"'
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {s}")
-        conn.execute(f"CREATE TABLE {s}.schema_version "
-                     "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
-        for number in range(1, 5):
-            for stmt in MIGRATIONS[number - 1]:
-                conn.execute(stmt.format(s=s))
-            conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES ({number})")
+        schema_at(conn, s, 4)
         for row in (("runs", "r1", '{"status":"awaiting_approval","x":"\\u0000"}'),
                     ("runs", "r2", '{"status":"queued"}'), ("runs", "r3", '{"status":"failed"}'),
                     ("tasks", "t1", '{"status":"failed"}')):  # fmt: skip

@@ -11,21 +11,16 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 
 from agentq.backends import open_backend  # noqa: E402
-from agentq.backends.postgres.schema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
+from agentq.backends.postgres.schema import SCHEMA_VERSION  # noqa: E402
 from agentq.backends.tallies import Tally  # noqa: E402
+from tests.postgres.old_schemas import schema_at  # noqa: E402
 
 
 def test_a_schema_of_version_2_gets_the_tallies(postgres_url: str) -> None:
     assert SCHEMA_VERSION >= 3
     s = '"agentq"'
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {s}")
-        conn.execute(f"CREATE TABLE {s}.schema_version "
-                     "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
-        for number in (1, 2):
-            for stmt in MIGRATIONS[number - 1]:
-                conn.execute(stmt.format(s=s))
-            conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES ({number})")
+        schema_at(conn, s, 2)
         conn.execute(f"INSERT INTO {s}.records (tbl, k, v) VALUES ('tasks', 't1', "
                      """'{"status":"succeeded","finished_at":"2025-01-01T00:00:00+00:00"}')""")
     b = open_backend(postgres_url)

@@ -15,7 +15,8 @@ import pytest
 psycopg = pytest.importorskip("psycopg", reason="postgres: psycopg is not installed")
 
 from agentq.backends import encode_record, open_backend  # noqa: E402
-from agentq.backends.postgres.schema import MIGRATIONS, SCHEMA_VERSION  # noqa: E402
+from agentq.backends.postgres.schema import SCHEMA_VERSION  # noqa: E402
+from tests.postgres.old_schemas import schema_at  # noqa: E402
 from tests.postgres.plans import check_one_plan, listings_sent  # noqa: E402
 
 NOISE = 2000
@@ -67,13 +68,7 @@ def test_a_schema_of_version_5_gets_the_tools(postgres_url: str) -> None:
     assert SCHEMA_VERSION >= 6
     s = '"agentq"'
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {s}")
-        conn.execute(f"CREATE TABLE {s}.schema_version "
-                     "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
-        for number in range(1, 6):
-            for stmt in MIGRATIONS[number - 1]:
-                conn.execute(stmt.format(s=s))
-            conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES ({number})")
+        schema_at(conn, s, 5)
         for tbl, k, v in (("tasks", "t1", '{"status":"dead","tool":"refund","a":"\\u0000"}'),
                           ("tasks", "t2", '{"status":"succeeded","tool":"ship"}'),
                           ("tasks", "t3", '{"status":"succeeded","tool":3}'),

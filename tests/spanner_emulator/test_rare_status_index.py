@@ -14,6 +14,7 @@ from agentq import open_backend
 from agentq.backends import Backend
 
 from .fixtures import EmulatorDatabase
+from .snapshots import recording
 
 
 def _table(b: Any) -> str:
@@ -40,25 +41,7 @@ def test_a_listing_by_rare_status_walks_the_index(
         tx.put_record("tasks", f"t{i:03d}", {"status": "dead" if i % 50 == 7 else "succeeded"})
         for i in range(150)
     ])  # fmt: skip
-    sent: list[str] = []
-    real = b.database.snapshot
-
-    class Recording:
-        def __init__(self, inner: Any) -> None:
-            self._inner = inner
-
-        def __enter__(self) -> Recording:
-            self._snap = self._inner.__enter__()
-            return self
-
-        def __exit__(self, *exc: Any) -> Any:
-            return self._inner.__exit__(*exc)
-
-        def execute_sql(self, sql: str, *args: Any, **kwargs: Any) -> Any:
-            sent.append(sql)
-            return self._snap.execute_sql(sql, *args, **kwargs)
-
-    monkeypatch.setattr(b.database, "snapshot", lambda *a, **kw: Recording(real(*a, **kw)))
+    sent = recording(b, monkeypatch)
     listed = b.list_records("tasks", where={"status": ["dead"]}, limit=10)
     assert [k for k, _ in listed] == ["t007", "t057", "t107"]
     assert len(sent) == 1 and b.dialect.rare_index in sent[0] and "FORCE_INDEX" in sent[0]
