@@ -15,6 +15,7 @@ from agentq import open_backend
 from agentq.backends import Backend
 
 from .fixtures import EmulatorDatabase
+from .old_tables import create_old_records_table
 from .snapshots import recording
 
 
@@ -45,14 +46,7 @@ def test_a_database_made_before_the_owner_column_gets_it_on_init(
 ) -> None:
     old: Any = open_backend(emulator_database.direct_url)
     try:
-        kind = "varchar" if emulator_database.postgres else "STRING(MAX)"
-        key = "PRIMARY KEY (tbl, k))" if emulator_database.postgres else ") PRIMARY KEY (tbl, k)"
-        create = (
-            f"CREATE TABLE {old.dialect.records} (tbl {kind} NOT NULL, k {kind} NOT NULL, "
-            f"v {kind} NOT NULL, rare_status {kind}{', ' if emulator_database.postgres else ''}"
-            f"{key}"
-        )
-        old.database.update_ddl([create]).result(120)
+        create_old_records_table(old, emulator_database.postgres, ("rare_status",))
         assert old.rare_column is True and old.owner_column is False
         old.transact(lambda tx: [
             tx.put_record("tasks", "a", {"status": "dead", "created_by": "ann"}),
