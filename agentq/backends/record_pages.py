@@ -12,8 +12,8 @@ reads the records it returns, not the finished ones in between. Tasks filtered
 on their owners (``created_by``: an agent's own listing) walk the index of the
 owner column likewise (:mod:`agentq.backends.owners`), one walk per owner, or
 per owner and rare status when the statuses asked for are all rare. Tasks
-filtered on their tools, and on neither, walk the tool column's index
-(:mod:`agentq.backends.tool_column`), one walk per tool.
+filtered on their tools, and runs on their agents, and on neither, walk the
+tool column's index (:mod:`agentq.backends.tool_column`), one walk per name.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 from agentq.backends.base import RecordFilter
 from agentq.backends.owners import OWNER_FIELDS, owner_walks
 from agentq.backends.record_filters import check_record_filter, prefix_end, rare_statuses
-from agentq.backends.tool_column import TOOL_FIELD, tool_walks
+from agentq.backends.tool_column import TOOL_FIELDS, tool_walks
 
 __all__ = ["PageDialect", "filtered_page"]
 
@@ -100,7 +100,7 @@ def filtered_page(
     for name, values, missing in checked:
         if ((walks is not None and name == "status")
                 or (owners is not None and name == OWNER_FIELDS[table])
-                or (tools is not None and name == TOOL_FIELD)):  # fmt: skip
+                or (tools is not None and name == TOOL_FIELDS[table])):  # fmt: skip
             continue
         field = d.field(name)
         either = [f"{field} IN ({', '.join([m] * len(values))})"] if values else []

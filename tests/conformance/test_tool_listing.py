@@ -64,3 +64,77 @@ def test_a_listing_by_tool_follows_every_kind_of_write(harness: Harness) -> None
     assert _listed(b, ["refund"]) == ["t4"]
     b.transact(lambda tx: tx.put_record("tasks", "t1", {"status": "queued", "tool": "ship"}))
     assert _listed(b, ["ship"]) == ["t1", "t2"]  # a new record of the key: its own tool
+
+
+def _runs(b: Any, agents: list[Any], **kw: Any) -> list[str]:
+    where = {"agent": agents, **kw.pop("where", {})}
+    return [k for k, _ in b.list_records("runs", where=where, **kw)]
+
+
+def _run(status: str, agent: Any, owner: str = "ann", **more: Any) -> dict[str, Any]:
+    return {"status": status, "agent": agent, "owner": owner, "messages": [], **more}
+
+
+@pytest.mark.needs("state")
+def test_a_listing_of_an_agents_runs_follows_every_kind_of_write(harness: Harness) -> None:
+    """A durable run's agent (its ``agent``, set when it starts) is kept in the
+    tool column too (``GET /v1/runs?agent=...``, the console's and ``agentq
+    runs``' agent filter): whatever the path (the tool index, an owner's, the
+    rare statuses'), the listing says what the runs say, through each write a
+    run goes through (start, turns, parks, its end)."""
+    b = harness.backend
+
+    def start(tx: Any) -> None:
+        tx.put_record("runs", "r1", _run("queued", "helper"))
+        tx.insert_record("runs", "r2", _run("queued", "triage", owner="bob"))
+        tx.put_record("runs", "r3", encode_record(_run("queued", "helper", owner="bob")))
+        # A run's "tool" (no run has one) is not its agent.
+        tx.put_record("runs", "r4", encode_record(_run("queued", "helper", tool="triage")))
+        tx.put_record("runs", "r5", _run("queued", 7))  # not a string
+        tx.put_record("runs", "r6", {"status": "queued", "owner": "ann"})  # no agent
+        tx.put_record("tasks", "t1", {"status": "queued", "tool": "helper", "agent": "helper"})
+
+    b.transact(start)
+    assert _runs(b, ["helper"]) == ["r1", "r3", "r4"]
+    assert _runs(b, ["helper", "triage"], descending=True, limit=2) == ["r4", "r3"]
+    assert _runs(b, ["helper"], after="r3", descending=True) == ["r1"]
+    assert _runs(b, ["helper"], after="r1", limit=1) == ["r3"]
+    assert _runs(b, ["helper", None]) == ["r1", "r3", "r4", "r6"]
+    assert _runs(b, ["nobody"]) == [] and _runs(b, []) == []
+    assert _runs(b, ["triage"]) == ["r2"]
+    assert _runs(b, ["helper"], where={"owner": ["bob"]}) == ["r3"]
+    assert _runs(b, ["helper"], where={"status": ["queued"]}, descending=True) == [
+        "r4", "r3", "r1"]  # fmt: skip
+    assert [k for k, _ in b.list_records("tasks", where={"agent": ["helper"]})] == ["t1"]
+    assert [k for k, _ in b.list_records("runs", where={"tool": ["triage"]})] == ["r4"]
+
+    # Each turn writes the whole run again, with the agent it started with.
+    versions = b.read_records("runs", ["r1", "r2"])
+    b.transact(lambda tx: tx.replace_records("runs", [
+        ("r1", versions["r1"].version, _run("awaiting_tools", "helper", turn=1)),
+        ("r2", versions["r2"].version, _run("awaiting_approval", "triage", owner="bob")),
+    ]))  # fmt: skip
+    b.transact(lambda tx: tx.put_record("runs", "r3", encode_record(
+        _run("succeeded", "helper", owner="bob", output="done"))))  # fmt: skip
+    b.transact(lambda tx: tx.put_record("runs", "r4", _run("cancelled", "helper", tool="triage",
+                                                           error="cancelled")))  # fmt: skip
+    assert _runs(b, ["helper"]) == ["r1", "r3", "r4"]
+    assert _runs(b, ["helper"], where={"status": ["awaiting_tools", "awaiting_approval"]}) == [
+        "r1"]  # fmt: skip
+    assert _runs(b, ["helper", "triage"], where={"status": ["awaiting_approval"]}) == ["r2"]
+    assert _runs(b, ["helper"], where={"status": ["succeeded"]}) == ["r3"]
+    assert _runs(b, ["helper"], where={"status": ["cancelled"], "owner": ["ann"]}) == ["r4"]
+    assert _runs(b, ["helper"], where={"status": ["queued"]}) == []
+    assert _runs(b, ["helper"], where={"owner": ["ann", "bob"]}, descending=True) == [
+        "r4", "r3", "r1"]  # fmt: skip
+    # The next turn, then the end.
+    b.transact(lambda tx: tx.put_record("runs", "r1", _run("queued", "helper", turn=2)))
+    assert _runs(b, ["helper"], where={"status": ["queued"]}) == ["r1"]
+    b.transact(lambda tx: tx.put_record("runs", "r1", _run("succeeded", "helper", turn=2)))
+    assert _runs(b, ["helper"], where={"status": ["succeeded"]}, descending=True) == ["r3", "r1"]
+
+    b.transact(lambda tx: tx.delete_records("runs", ["r1", "r3"]))
+    assert _runs(b, ["helper"]) == ["r4"]
+    b.transact(lambda tx: tx.put_record("runs", "r1", _run("queued", "triage")))
+    assert _runs(b, ["triage"]) == ["r1", "r2"]  # a new record of the key: its own agent
+    assert _runs(b, ["helper"]) == ["r4"]

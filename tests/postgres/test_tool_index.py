@@ -4,7 +4,8 @@ filtered on a tool (``GET /v1/tasks?tool=refund``, the console's tool filter)
 walks the tool's index and reads no row it drops; before, it read every task
 and dropped the other tools' ("Rows Removed by Filter": the whole ledger). A
 database of version 5 is brought forward: the tools filled in from the
-records."""
+records. Schema version 9 does the same for a durable run's agent (``GET
+/v1/runs?agent=...``), and brings the runs of a database of version 8 forward."""
 
 from __future__ import annotations
 
@@ -87,4 +88,75 @@ def test_a_schema_of_version_5_gets_the_tools(postgres_url: str) -> None:
                              "ORDER BY k").fetchall()  # fmt: skip
         version = conn.execute(f"SELECT max(version) FROM {s}.schema_version").fetchone()
     assert tools == [("tasks", "t1", "refund"), ("tasks", "t2", "ship"), ("tasks", "t5", "refund")]
+    assert version == (SCHEMA_VERSION,)
+
+
+def test_an_agents_runs_listing_reads_no_row_it_drops(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``GET /v1/runs?agent=...`` (schema version 9): a run's agent is in the
+    tool column, so a listing of an agent's runs walks the tool index; before,
+    it read every run's conversation and dropped the other agents'. An owner's
+    or a rare status's index still serves the listings it narrows."""
+    sent = listings_sent(monkeypatch)
+    b = open_backend(postgres_url)
+    try:
+        b.transact(lambda tx: [tx.put_record("runs", f"r{i:06d}", {
+            "status": "succeeded", "agent": "helper" if i < 20 else "triage",
+            "owner": "ann" if i % 2 else "bob", "messages": [{"role": "user", "content": "x"}]})
+            for i in range(NOISE)])  # fmt: skip
+        b.transact(lambda tx: tx.put_record("runs", "r999999", {
+            "status": "awaiting_tools", "agent": "triage", "owner": "ann"}))  # fmt: skip
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute("ANALYZE agentq.records")
+            for options, found, index in (
+                # The console's runs page filtered on an agent: newest first.
+                ({"where": {"agent": ["helper"]}, "descending": True, "limit": 11}, 11,
+                 "records_tool"),
+                ({"where": {"agent": ["helper"]}, "descending": True, "after": "r000015",
+                  "limit": 11}, 11, "records_tool"),
+                ({"where": {"agent": ["helper", "void"], "status": ["succeeded"]},
+                  "limit": 101}, 20, "records_tool"),
+                ({"where": {"agent": ["nobody"]}, "descending": True, "limit": 101}, 0,
+                 "records_tool"),
+                ({"where": {"agent": ["triage"], "status": ["awaiting_tools"]}, "limit": 11}, 1,
+                 "records_rare_status"),
+            ):  # fmt: skip
+                sent.clear()
+                rows = b.list_records("runs", **options)
+                assert len(rows) == found, (options, rows)
+                assert all(v["agent"] == options["where"]["agent"][0] for _, v in rows)
+                check_one_plan(conn, sent, index, options)
+    finally:
+        b.close()
+
+
+def test_a_schema_of_version_8_gets_the_runs_agents(postgres_url: str) -> None:
+    assert SCHEMA_VERSION >= 9
+    s = '"agentq"'
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        schema_at(conn, s, 8)
+        for tbl, k, v, tool in (
+            ("runs", "r1", '{"status":"succeeded","agent":"helper","x":"\\u0000"}', None),
+            ("runs", "r2", '{"status":"succeeded","agent":"triage","tool":"helper"}', None),
+            ("runs", "r3", '{"status":"succeeded","agent":3}', None),
+            ("runs", "r4", '{"status":"succeeded"}', None),
+            ("tasks", "t1", '{"status":"succeeded","tool":"refund","agent":"helper"}', "refund"),
+        ):  # fmt: skip
+            conn.execute(f"INSERT INTO {s}.records (tbl, k, v, tool) VALUES (%s, %s, %s, %s)",
+                         (tbl, k, v, tool))  # fmt: skip
+    b = open_backend(postgres_url)
+    try:
+        assert [k for k, _ in b.list_records("runs", where={"agent": ["helper"]})] == ["r1"]
+        b.transact(lambda tx: tx.put_record("runs", "r5", {"agent": "helper"}))
+        assert [k for k, _ in b.list_records("runs", where={"agent": ["helper"]})] == ["r1", "r5"]
+        assert [k for k, _ in b.list_records("tasks", where={"tool": ["refund"]})] == ["t1"]
+    finally:
+        b.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        named = conn.execute(f"SELECT tbl, k, tool FROM {s}.records WHERE tool IS NOT NULL "
+                             "ORDER BY tbl, k").fetchall()  # fmt: skip
+        version = conn.execute(f"SELECT max(version) FROM {s}.schema_version").fetchone()
+    assert named == [("runs", "r1", "helper"), ("runs", "r2", "triage"), ("runs", "r5", "helper"),
+                     ("tasks", "t1", "refund")]  # fmt: skip
     assert version == (SCHEMA_VERSION,)

@@ -17,7 +17,7 @@ import os
 from typing import TYPE_CHECKING
 
 from agentq.backends.postgres.owners import OWNER_DDL, RUNS_OWNER_DDL
-from agentq.backends.postgres.tool_index import TOOL_DDL
+from agentq.backends.postgres.tool_index import RUNS_AGENT_DDL, TOOL_DDL
 from agentq.backends.postgres.totals import TOTALS_DDL
 from agentq.errors import BackendUnavailable, ConfigError
 
@@ -116,6 +116,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "WHERE tbl = 'runs' AND k = j.key AND json_typeof(j.v -> 'status') = 'string' "
         "AND j.v ->> 'status' = 'queued'",
     ),
+    # Issue 38 item 1: a durable run's agent in the tool column (the column
+    # named tool holds a run's agent), so a listing of an agent's runs walks
+    # the tool index, not every run's conversation.
+    RUNS_AGENT_DDL,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # Any constant works: it only has to be the same in every agentq process.

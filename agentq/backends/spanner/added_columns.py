@@ -25,6 +25,7 @@ class AddedColumns:
     _owner_column: bool | None = None
     _runs_owned: bool | None = None
     _tool_column: bool | None = None
+    _runs_named: bool | None = None
 
     def _backend(self) -> SpannerBackend:
         return cast("SpannerBackend", self)
@@ -46,8 +47,8 @@ class AddedColumns:
         self._runs_in_index = True
         owner_index.bring_forward(b, had[1])
         self._runs_owned = True
-        if not had[2]:
-            tool_index.backfill(b)
+        tool_index.bring_forward(b, had[2])
+        self._runs_named = True
         self._rare_column = self._owner_column = self._tool_column = True
 
     @property
@@ -83,8 +84,17 @@ class AddedColumns:
 
     @property
     def tool_column(self) -> bool:
-        """Whether tasks carry their tool and tool listings walk its index
-        (:mod:`.tool_index`); False until ``agentq init`` upgrades an old database."""
+        """Whether tasks carry their tool (and runs their agent) and tool listings
+        walk its index (:mod:`.tool_index`); False until ``agentq init`` upgrades
+        an old database."""
         if self._tool_column is None:
             self._tool_column = tool_index.has_column(self._backend()) is True
         return self._tool_column
+
+    @property
+    def runs_named(self) -> bool:
+        """Whether listings of an agent's runs may walk the tool index
+        (:func:`.tool_index.runs_named`)."""
+        if self._runs_named is None:
+            self._runs_named = tool_index.runs_named(self._backend())
+        return self._runs_named

@@ -28,7 +28,7 @@ __all__ = [
 RARE_COLUMN = "rare_status"
 #: The records table's column of the tasks' owners (:mod:`.owner_index`).
 OWNER_COLUMN = "owner"
-#: The records table's column of the tasks' tools (:mod:`.tool_index`).
+#: The records table's column of the tasks' tools and the runs' agents (:mod:`.tool_index`).
 TOOL_COLUMN = "tool"
 
 _GSQL_TYPES = {KeyType.INT: "INT64", KeyType.STR: "STRING(MAX)", KeyType.BYTES: "BYTES(MAX)"}
@@ -98,7 +98,7 @@ def tool_column_ddl(d: Dialect) -> str:
 
 
 def tool_index_ddl(d: Dialect) -> str:
-    """The index of the tasks that name a tool, by tool."""
+    """The index of the tasks that name a tool and the runs that name an agent, by name."""
     return (
         f"CREATE INDEX IF NOT EXISTS {d.tool_index} ON {d.records} ({TOOL_COLUMN}, tbl, k) "
         f"WHERE {TOOL_COLUMN} IS NOT NULL"

@@ -54,7 +54,7 @@ class Dialect:
 
     @property
     def tool_index(self) -> str:
-        """The records' index of the tasks' tools (:mod:`.tool_index`)."""
+        """The records' index of the tasks' tools and the runs' agents (:mod:`.tool_index`)."""
         return f"{self.records}_tool"
 
     def physical(self, queue: str) -> str:

@@ -27,7 +27,7 @@ from agentq.backends.tallies import (
     record_tally,
     tallies_from_records,
 )
-from agentq.backends.tool_column import TOOL_FIELD, tool_walks
+from agentq.backends.tool_column import TOOL_FIELDS, tool_walks
 from agentq.jsontext import decode
 
 if TYPE_CHECKING:
@@ -124,14 +124,19 @@ def list_records(
         for s in (walks if walks is not None else [None])
     ]
     # The tool index only when neither narrower one serves the listing.
-    tools = tool_walks(table, where) if backend.tool_column and not walked else None
+    # The runs' agents once init filled those stored before (:mod:`.tool_index`).
+    tools = (
+        tool_walks(table, where)
+        if backend.tool_column and (table != "runs" or backend.runs_named) and not walked
+        else None
+    )
     if tools is not None:
         walked, fixed = ["tool"], [(t,) for t in tools]
     if walked:
         filters = [f for f in filters if not (
             (walks is not None and f[0] == "status")
             or (owners is not None and f[0] == OWNER_FIELDS[table])
-            or (tools is not None and f[0] == TOOL_FIELD))]
+            or (tools is not None and f[0] == TOOL_FIELDS[table]))]
         if not fixed:
             return []  # no value asked for
     upper = prefix_end(prefix)
@@ -168,7 +173,7 @@ def list_records(
     if owners:
         out = [(k, v) for k, v in out if v.get(OWNER_FIELDS[table]) in owners]
     if tools:
-        out = [(k, v) for k, v in out if v.get(TOOL_FIELD) in tools]
+        out = [(k, v) for k, v in out if v.get(TOOL_FIELDS[table]) in tools]
     if after:
         out = [(k, v) for k, v in out if (k < after if descending else k > after)]
     return out if limit is None else out[:limit]

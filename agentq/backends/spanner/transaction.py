@@ -162,7 +162,7 @@ class SpannerTransaction(Transaction):
             columns, row = ("tbl", "k", "v"), (table, key, text)
         if self._backend.owner_column:  # the same owner at every write of a task
             columns, row = (*columns, OWNER_COLUMN), (*row, record_owner(table, stored))
-        if self._backend.tool_column:  # likewise its tool
+        if self._backend.tool_column:  # likewise its tool (a run's agent)
             columns, row = (*columns, TOOL_COLUMN), (*row, record_tool(table, stored))
         self._txn.insert_or_update(self._backend.dialect.records, columns=columns, values=[row])
         self._records[(table, key)] = stored
