@@ -40,7 +40,11 @@ machine's speed moves). Kinds:
 * ``status_running``: the same for running tasks, a status the index of rare
   statuses does not hold (none match: read from the unfinished work);
 * ``status_queued_oldest``: an admin's oldest-first page of queued tasks (the
-  agent's 20, behind every finished task in key order).
+  agent's 20, behind every finished task in key order);
+* ``runs_agent_none``, ``runs_agent_rare``: an admin's ``GET /v1/runs`` filtered
+  on an agent with no run, and on one with 20 runs, the oldest (with a runs
+  kind asked for, the database also holds as many finished runs of another
+  agent as tasks, each with a short conversation, written as a worker would).
 
 Prints per kind the median milliseconds at each size (min-max over the
 rounds' medians) and the median (and range) of the rounds' ratios large/small.
@@ -87,6 +91,8 @@ KINDS = {
     "tool_none": ("admin-bench-token-0123456789", {"tool": "request_shipping"}),
     "tool_oldest": ("admin-bench-token-0123456789", {"tool": "execute_refund",
                                                      "order": "oldest"}),
+    "runs_agent_none": ("admin-bench-token-0123456789", {"agent": "nobody"}),
+    "runs_agent_rare": ("admin-bench-token-0123456789", {"agent": "rare_agent"}),
 }
 
 
@@ -262,12 +268,13 @@ def _timed(client: httpx.Client, url: str, kind: str) -> tuple[float, int]:
         return took * 1000, len(json.loads(done.stdout)["tools"])
     page = {"overview": "/console/", "agent_overview": "/console/",
             "agent_console": "/console/tasks"}.get(kind)  # fmt: skip
-    path = page or "/v1/tasks"
+    listed = "runs" if kind.startswith("runs_") else "tasks"
+    path = page or f"/v1/{listed}"
     query = {} if page else {"limit": "10", **params}
     answer = client.get(path, params=query, headers={"Authorization": f"Bearer {token}"})
     took = time.perf_counter() - start
     answer.raise_for_status()
-    shown = len(answer.text) if page else len(answer.json()["tasks"])
+    shown = len(answer.text) if page else len(answer.json()[listed])
     return took * 1000, shown
 
 
@@ -322,6 +329,10 @@ def main() -> None:
                     _bulk_fill(urls[name], count, args.settle)
                 else:
                     _fill(urls[name], count, not args.queued)
+                if any(k.startswith("runs_") for k in kinds):
+                    from _runs_fill import fill_runs  # beside this script
+
+                    fill_runs(urls[name], count, OWN)
                 print(f"filled {name}: {count + OWN} tasks in {time.perf_counter() - start:.0f} s",
                       file=sys.stderr, flush=True)  # fmt: skip
                 servers[name] = _serve(folder, urls[name], tokens)
