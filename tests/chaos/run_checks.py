@@ -35,6 +35,9 @@ from tests.chaos.runs import Answered, StartedRun
 
 __all__ = ["RunsReport", "check_requests", "check_runs", "died_of_crashes"]
 
+#: How long before the model read a request its worker's kill may have come (s).
+_PID_SLACK = 1.0
+
 
 @dataclass
 class RunsReport:
@@ -189,14 +192,26 @@ def check_requests(
     r.model_requests = len(ours)
     r.model_answers = sum(a.status == 200 for a in ours)
     r.model_errors = dict(sorted(Counter(str(a.status) for a in ours if a.status != 200).items()))
-    killed_at: dict[int, float] = {pid: t for t, pid in kills}  # a pid dies once
+    # A pid names one process at a time only: a long run forks more processes
+    # than the kernel has pids (pid_max is often 32768; every PostgreSQL
+    # connection is a server process too), so a pid's kills are kept in order.
+    kills_of: dict[int, list[float]] = defaultdict(list)
+    for t, pid in sorted(kills):
+        kills_of[pid].append(t)
+
+    def killed_between(pid: int | None, lo: float, hi: float) -> float | None:
+        """When ``pid`` was killed from ``lo`` to ``hi`` (the first time), or None."""
+        return next((t for t in kills_of.get(pid or 0, ()) if lo <= t <= hi), None)
 
     def why_wasted(a: Answered, until: float) -> str | None:
         """What kept answer ``a`` from committing before its turn was asked again."""
-        # A pid dies once: killed before the turn was asked again, it never
-        # committed this answer (the model may even read a request a worker sent
-        # just before it died after the kill: the answer then goes nowhere).
-        if a.pid is not None and a.pid in killed_at and killed_at[a.pid] <= until:
+        # Killed after it asked and before the turn was asked again, the worker
+        # never committed this answer (the model may even read a request a
+        # worker sent just before it died after the kill: the answer then goes
+        # nowhere). A kill of its pid before it asked was of an earlier process
+        # that had the pid (the slack: the model stamps a request when it reads
+        # it, a moment after it was sent).
+        if killed_between(a.pid, a.asked_at - _PID_SLACK, until) is not None:
             return "kill"
         if any(pid == a.pid and _overlaps(lo, hi, a.asked_at, until) for pid, lo, hi in freezes):
             return "freeze"
@@ -234,7 +249,8 @@ def check_requests(
                     f"run {run_id}: turn {turn} asked again at +{again.at - a.at:.2f} s "
                     f"(worker {again.pid}) after worker {a.pid} got its answer, and nothing "
                     f"killed, froze or stopped that worker or the database in between "
-                    f"(worker {a.pid} killed at {killed_at.get(a.pid or 0)}, answer at {a.at})"
+                    f"(worker {a.pid} answered at {a.at}; its pid's kills: "
+                    f"{kills_of.get(a.pid or 0, [])})"
                 )
     r.repeats_explained = dict(sorted(explained.items()))
     disruptions = len(kills) + len(freezes) + len(outages)

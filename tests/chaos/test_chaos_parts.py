@@ -190,3 +190,24 @@ def test_a_committed_turn_asked_again_is_a_problem_unless_its_asker_was_killed()
     late = Answered(thread, 1, 1, 200, pid=13, asked_at=4.0, at=4.1)
     report, problems = check([first, turn2, late], [(1.5, 11)])
     assert report.out_of_order == 1 and any("after turn 2" in p for p in problems)
+
+
+def test_a_kill_of_the_askers_pid_counts_only_between_its_request_and_the_redo() -> None:
+    # A long run forks more processes than there are pids: pid 11 answered, was
+    # killed, and its pid went to another process killed minutes later. The
+    # turn asked again is explained by the first kill, whatever came after.
+    thread = "chaos-graph:lg00001"
+    first = Answered(thread, 1, 1, 200, pid=11, asked_at=100.0, at=100.1)
+    again = Answered(thread, 1, 1, 200, pid=12, asked_at=111.5, at=111.6)
+
+    def check(kills: list[tuple[float, int]]) -> tuple[Any, list[str]]:
+        report, problems = GraphsReport(), []
+        check_requests(report, {thread}, [first, again], kills, [], [], problems)
+        return report, problems
+
+    report, problems = check([(100.12, 11), (400.0, 11)])  # killed, then its pid reused
+    assert problems == [] and report.repeats_explained == {"kill": 1}
+    report, problems = check([(50.0, 11), (400.0, 11)])  # an earlier holder of the pid only
+    assert report.asked_again == 1 and any("its pid's kills: [50.0, 400.0]" in p for p in problems)
+    report, problems = check([(99.5, 11)])  # killed as it sent: the model read it after
+    assert problems == []
