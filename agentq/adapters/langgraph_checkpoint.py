@@ -62,6 +62,7 @@ from agentq.adapters.langgraph_records import (
     CHECKPOINTS,
     SEP,
     WRITES,
+    check_resume,
     checkpoint_key,
     config_of,
     copy_thread,
@@ -293,6 +294,7 @@ class AgentQSaver(ThreadedSaver):
         unsaved = self._work.take_unsaved(parent) if parent_id else {}
 
         def store(tx: Transaction) -> None:
+            check_resume(tx, thread_id)
             for work in unsaved.values():
                 self._do_staged(tx, work)
             tx.put_record(CHECKPOINTS, key, rec)
@@ -331,6 +333,7 @@ class AgentQSaver(ThreadedSaver):
             staged = []
 
         def store(tx: Transaction) -> None:
+            check_resume(tx, thread_id)
             if staged:
                 self._do_staged(tx, staged)
             for key, idx, rec in rows:

@@ -8,6 +8,9 @@ prune).
   key-range scan, LangGraph's checkpoint ids growing with time.
 * :data:`WRITES` (``lg_writes``): one record per pending write, keyed
   ``thread|namespace|checkpoint id|task id|index``.
+* :data:`RESUMES` (``lg_resumes``): one record per thread a continuation
+  resumed, keyed ``thread|``: the token of the resume that may write the
+  thread's checkpoints (:func:`claim_resume`, :func:`check_resume`).
 
 A whole-thread operation runs a batch per transaction over agentq's backend
 contract, so it runs on SQLite, PostgreSQL and Spanner unchanged.
@@ -15,20 +18,27 @@ contract, so it runs on SQLite, PostgreSQL and Spanner unchanged.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import quote
 
 from langchain_core.runnables import RunnableConfig
 
 from agentq.backends import Backend, Transaction
-from agentq.errors import ConfigError
+from agentq.errors import AgentQError, ConfigError
 
 __all__ = [
     "CHECKPOINTS",
+    "RESUMES",
+    "RESUMING",
     "SEP",
     "WRITES",
+    "ResumedElsewhere",
+    "check_resume",
     "checkpoint_key",
+    "claim_resume",
     "config_of",
     "copy_thread",
     "delete_checkpoints",
@@ -46,6 +56,12 @@ __all__ = [
 #: The record tables of the checkpointer.
 CHECKPOINTS = "lg_checkpoints"
 WRITES = "lg_writes"
+RESUMES = "lg_resumes"
+
+#: The resume this context runs, if any: (thread id, its token). Set by
+#: :func:`~agentq.adapters.langgraph_steps.resume_waiting` around the graph's
+#: run (LangGraph runs its nodes and background saves in copies of the context).
+RESUMING: ContextVar[tuple[str, str] | None] = ContextVar("agentq_langgraph_resuming", default=None)
 
 #: What separates the parts of a key.
 SEP = "|"
@@ -115,6 +131,40 @@ def scan(
         after = page[-1][0]
 
 
+class ResumedElsewhere(AgentQError):
+    """Another resume of the thread claimed it after this one did (a later
+    delivery of its continuation, which took over once this one's lease
+    lapsed): this one's writes are refused, so that the graph goes on along one
+    branch, and its nodes' tasks are enqueued once."""
+
+
+def claim_resume(backend: Backend, thread_id: str) -> str:
+    """Make this resume the one that may write ``thread_id``'s checkpoints
+    (taking it from any resume before it); returns its token. Claimed before
+    the graph's state is read: what an earlier resume wrote before losing it is
+    then what this one goes on from, never a sibling of it."""
+    token = secrets.token_hex(16)
+    backend.transact(lambda tx: tx.put_record(RESUMES, thread_prefix(thread_id),
+                                              {"token": token}))  # fmt: skip
+    return token
+
+
+def check_resume(tx: Transaction, thread_id: str) -> None:
+    """In a transaction writing ``thread_id``'s checkpoints or writes: raise
+    :class:`ResumedElsewhere` if this context resumes that thread and another
+    resume claimed it since (read in the transaction, so a claim and a write
+    cannot interleave)."""
+    resuming = RESUMING.get()
+    if resuming is None or resuming[0] != thread_id:
+        return
+    rec = tx.get_record(RESUMES, thread_prefix(thread_id))
+    if rec is None or rec.get("token") != resuming[1]:
+        raise ResumedElsewhere(
+            f"LangGraph thread {thread_id!r} was resumed by another delivery of its "
+            "continuation since this one began: this one writes nothing"
+        )
+
+
 def _deleter(table: str, keys: list[str]) -> Callable[[Transaction], list[str]]:
     return lambda tx: tx.delete_records(table, keys)
 
@@ -131,7 +181,7 @@ def delete_thread(backend: Backend, thread_id: str) -> None:
     """Delete every checkpoint and write of ``thread_id``, in every namespace
     (a batch per transaction: a put racing it may survive)."""
     prefix = thread_prefix(str(thread_id))
-    for table in (WRITES, CHECKPOINTS):
+    for table in (WRITES, CHECKPOINTS, RESUMES):
         while True:
             keys = [k for k, _ in backend.list_records(table, prefix, DELETE_BATCH)]
             if not keys:

@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ConfigDict
 
 from agentq.adapters.calls import outcome
+from agentq.adapters.langgraph_records import RESUMING, ResumedElsewhere, claim_resume
 from agentq.decision import Decision, EnqueueOptions
 from agentq.errors import ConfigError, ToolError
 from agentq.ledger import TaskInfo
@@ -64,7 +65,26 @@ def resume_waiting(rt: Runtime, graph: Any, args: ResumeArgs) -> dict[str, Any]:
     again. Any other thread whose node no longer waits is left alone. The tool
     can be enqueued by name, so nothing of ``args`` is trusted beyond naming the
     wait: the tasks must be the waiting node's own, and done; a thread is
-    carried on only if its history holds that wait."""
+    carried on only if its history holds that wait.
+
+    Two deliveries of one continuation may run at once (the first stalled past
+    its lease, the second took over): each claims the thread before reading it
+    (:func:`~agentq.adapters.langgraph_records.claim_resume`), and the writes of
+    the one that claimed first are refused from the other's claim on, so the
+    graph goes on along one branch and its next nodes' tasks are enqueued once.
+    The refused one returns ``skipped`` (its completion is stale anyway)."""
+    token = claim_resume(rt.backend, args.thread_id)
+    resuming = RESUMING.set((args.thread_id, token))
+    try:
+        return _resume(rt, graph, args)
+    except ResumedElsewhere:
+        return {"thread_id": args.thread_id, "skipped": "resumed by another delivery"}
+    finally:
+        RESUMING.reset(resuming)
+
+
+def _resume(rt: Runtime, graph: Any, args: ResumeArgs) -> dict[str, Any]:
+    """:func:`resume_waiting` once its thread is claimed."""
     from langgraph.types import Command
 
     config: RunnableConfig = {"configurable": {"thread_id": args.thread_id}}

@@ -113,3 +113,89 @@ def test_a_continuation_redelivered_after_its_worker_died_mid_resume_carries_the
     assert resume_waiting(rt, graph, args)["skipped"]  # once more: it ended, nothing runs
     assert resume_waiting(rt, graph, args.model_copy(update={"wait_id": "forged"}))["skipped"]
     assert len(refunds(rt)) == 1 and len(api.applied()) == 1
+
+
+def test_a_stale_resume_racing_the_redelivered_one_enqueues_nothing_twice(
+    rt: Runtime, api: DemoAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two deliveries of one continuation resume the graph at once: the first
+    worker stalls (frozen, or a pause past its lease) after it read the waiting
+    checkpoint, the continuation is redelivered, and the second worker resumes
+    the graph through its next node's refund. When the stale worker wakes and
+    goes on, nothing it writes may add a second refund for the same call (the
+    chaos run's ``enqueued_twice``: two tasks for one call, each charged)."""
+    import threading
+
+    saver = AgentQSaver(rt)
+
+    def refund(state: Ticket, config: RunnableConfig) -> Ticket:
+        step = saver.step(config)
+        step.enqueue("execute_refund", {"order_id": "R1", "amount": 30.0})
+        return {"outcomes": step.wait("resume_r")}
+
+    def second(state: Ticket, config: RunnableConfig) -> Ticket:
+        step = saver.step(config)
+        step.enqueue("execute_refund", {"order_id": "R2", "amount": 20.0})
+        return {"outcomes": step.wait("resume_r")}
+
+    builder = StateGraph(Ticket)
+    builder.add_node("refund", refund)
+    builder.add_node("second", second)
+    builder.add_edge(START, "refund")
+    builder.add_edge("refund", "second")
+    builder.add_edge("second", END)
+    graph = builder.compile(checkpointer=saver)
+    saver.serve(graph, "resume_r")
+    graph.invoke({"order_id": "R1"}, thread("t-race"))
+    rt.worker(queues=["payments"]).drain()  # R1; its continuation is sent
+    (continuation,) = [t for t in rt.tasks() if t.tool == "resume_r"]
+    args = ResumeArgs(**continuation.args)
+
+    stale = threading.local()  # its reads, in the stale worker's thread
+    read_it, go_on = threading.Event(), threading.Event()
+    get_tuple = AgentQSaver.get_tuple
+
+    def stalls_after_reading(self: AgentQSaver, config: Any) -> Any:
+        found = get_tuple(self, config)
+        reads = getattr(stale, "reads", None)
+        if reads is not None:
+            stale.reads = reads + 1
+            # The resume's own read of the waiting checkpoint (after the
+            # check's, in get_state): then it stalls.
+            if stale.reads == 2 and not read_it.is_set():
+                read_it.set()
+                assert go_on.wait(30)
+        return found
+
+    outcome: list[Any] = []
+
+    def stale_worker() -> None:
+        stale.reads = 0
+        try:
+            outcome.append(resume_waiting(rt, graph, args))
+        except BaseException as exc:  # reported below
+            outcome.append(exc)
+
+    monkeypatch.setattr(AgentQSaver, "get_tuple", stalls_after_reading)
+    t = threading.Thread(target=stale_worker)
+    t.start()
+    try:
+        assert read_it.wait(30)
+        assert resume_waiting(rt, graph, args)["resumed"] == args.wait_id  # the redelivery
+    finally:
+        go_on.set()
+        t.join(30)
+    assert not t.is_alive()
+    r2 = [r for r in refunds(rt) if r.args["order_id"] == "R2"]
+    assert len(r2) == 1, [(r.task_id, r.idempotency_key) for r in r2]
+    assert outcome == [{"thread_id": "t-race", "skipped": "resumed by another delivery"}]
+    # One branch: the waiting checkpoint has one child, and the thread waits in
+    # `second` for R2, whose continuation is the one sent.
+    history = list(graph.get_state_history(thread("t-race")))
+    parents = [h.parent_config["configurable"]["checkpoint_id"] for h in history
+               if h.parent_config is not None]  # fmt: skip
+    assert len(parents) == len(set(parents))
+    state = graph.get_state(thread("t-race"))
+    assert state.next == ("second",) and len(state.interrupts) == 1
+    assert len([t for t in rt.tasks() if t.tool == "resume_r"]) == 2  # R1's, R2's
+    assert len(refunds(rt)) == 2
