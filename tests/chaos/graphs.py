@@ -142,10 +142,13 @@ class GraphDriver(Retrying):
     _next_poll: float = 0.0
     _next_kill: float = 0.0
     _delay: dict[str, float] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
     _resumed_killed: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
+        # The workers' supervisor's lock: a start of either kind of process polls
+        # both kinds (Supervisor.process_lock).
+        self._lock = self.supervisor.process_lock
         self._ctx = multiprocessing.get_context("forkserver")
         self._graph = graph_of(self.rt)
 
@@ -156,8 +159,8 @@ class GraphDriver(Retrying):
     def _spawn(self, g: StartedGraph) -> None:
         proc = self._ctx.Process(target=starter, args=(*self.args, g.thread_id, g.input),
                                  daemon=True)  # fmt: skip
-        proc.start()
         with self._lock:
+            proc.start()
             g.proc, g.born = proc, time.monotonic()
         g.starts += 1
 

@@ -171,7 +171,9 @@ class Supervisor:
         preload = [m for f in frameworks for m in FRAMEWORK_PRELOAD[f]]
         self._ctx.set_forkserver_preload(["agentq.runtime", "agentq.executor", __name__, *preload])
         self._args = (db_url, api_url, kind, model_url)
-        self._lock = threading.Lock()
+        # Re-entrant, and shared with the LangGraph starters' driver (tests.chaos.graphs):
+        # see process_lock.
+        self._lock = threading.RLock()
         self._rng = random.Random(seed)
         self._procs: list[tuple[BaseProcess, float]] = []
         self._doomed: set[int] = set()  # pids already killed (not yet reaped)
@@ -190,6 +192,15 @@ class Supervisor:
                 self._procs.append(self._spawn())
         self._thread = threading.Thread(target=self._restart_loop, name="chaos-restarts")
         self._thread.start()
+
+    @property
+    def process_lock(self) -> threading.RLock:
+        """Held around every start, poll and join of the run's processes (these
+        workers and the LangGraph starters): ``Process.start`` polls every child
+        of this process (``multiprocessing.process._cleanup``), and a forkserver
+        child's exit status can be read once, so of two polls at once the second
+        reads EOF and reports exit code 255 for a process that exited normally."""
+        return self._lock
 
     def _spawn(self) -> tuple[BaseProcess, float]:
         proc = self._ctx.Process(target=serve, args=self._args, daemon=True)
