@@ -74,6 +74,7 @@ def build(saver: AgentQSaver, tmp: Path) -> Any:
         return {"outcomes": step.wait(RESUME_TOOL)}
 
     def report(state: Ticket) -> Ticket:
+        note(tmp, "report")
         result = state["outcomes"][0]["result"]
         return {"answer": f"Refunded {result['amount']} for order {state['order_id']}."}
 
@@ -98,19 +99,10 @@ def open_runtime(db: str, api_url: str) -> Runtime:
 def starter(db: str, api_url: str, tmp: Path) -> None:
     """What the user runs: start the ticket's graph, or carry on where it stopped."""
     with open_runtime(db, api_url) as rt:
-        graph = build(AgentQSaver(rt), tmp)
-        state = graph.get_state(THREAD)
-        if state.interrupts:
-            return  # waiting for its tasks: a worker resumes it
-        if state.values and not state.next and not state.tasks:
-            return  # it ended
-        # Never stored: start it. Else carry it on from its last checkpoint; its
-        # `next` may be empty then: a process that died after a node's writes and
-        # before its step's checkpoint leaves that node in `tasks`, its writes kept.
-        start = None if state.values else {"request": "refund order C3"}
-        # "sync": each step's checkpoint commits before the next step starts, so
-        # a step that committed is never run again after a crash.
-        graph.invoke(start, THREAD, durability="sync")
+        saver = AgentQSaver(rt)
+        # Start it if it has no checkpoint; else carry it on from its last one,
+        # unless it waits for its tasks, ended, or a worker carries it on.
+        saver.start_or_carry_on(build(saver, tmp), THREAD, {"request": "refund order C3"})
 
 
 def run_starter(db: str, api_url: str, tmp: Path, *, crash: bool = False) -> int:

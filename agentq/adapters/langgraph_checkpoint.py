@@ -76,6 +76,7 @@ from agentq.adapters.langgraph_records import (
     thread_prefix,
     write_key,
 )
+from agentq.adapters.langgraph_starts import start_or_carry_on
 from agentq.adapters.langgraph_steps import (
     GraphStep,
     ResumeArgs,
@@ -177,6 +178,13 @@ class AgentQSaver(ThreadedSaver):
             description="resumes a LangGraph thread whose node's agentq tasks are done "
             "(not offered to agents)", visible=False,
         )  # fmt: skip
+
+    def start_or_carry_on(self, graph: Any, config: RunnableConfig, input: Any) -> Any | None:
+        """What a user's process runs for a thread it may have run before: start it
+        with ``input``, carry it on from its last checkpoint, or leave it to the
+        worker that carries it on; returns ``graph.invoke``'s result, or None if
+        nothing ran (:func:`~agentq.adapters.langgraph_starts.start_or_carry_on`)."""
+        return start_or_carry_on(self.rt, graph, config, input)
 
     # -- reading ----------------------------------------------------------------
 

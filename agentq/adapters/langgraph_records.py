@@ -8,9 +8,10 @@ prune).
   key-range scan, LangGraph's checkpoint ids growing with time.
 * :data:`WRITES` (``lg_writes``): one record per pending write, keyed
   ``thread|namespace|checkpoint id|task id|index``.
-* :data:`RESUMES` (``lg_resumes``): one record per thread a continuation
-  resumed, keyed ``thread|``: the token of the resume that may write the
-  thread's checkpoints (:func:`claim_resume`, :func:`check_resume`).
+* :data:`RESUMES` (``lg_resumes``): one record per thread a continuation or a
+  starter resumed, keyed ``thread|``: the token of the resume that may write the
+  thread's checkpoints (:func:`claim_resume`, :func:`check_resume`) and, for a
+  continuation's, the wait it resumes (:func:`continuation_pending`).
 
 A whole-thread operation runs a batch per transaction over agentq's backend
 contract, so it runs on SQLite, PostgreSQL and Spanner unchanged.
@@ -28,6 +29,7 @@ from langchain_core.runnables import RunnableConfig
 
 from agentq.backends import Backend, Transaction
 from agentq.errors import AgentQError, ConfigError
+from agentq.ledger import TERMINAL, Tables
 
 __all__ = [
     "CHECKPOINTS",
@@ -40,6 +42,7 @@ __all__ = [
     "checkpoint_key",
     "claim_resume",
     "config_of",
+    "continuation_pending",
     "copy_thread",
     "delete_checkpoints",
     "delete_for_runs",
@@ -138,15 +141,32 @@ class ResumedElsewhere(AgentQError):
     branch, and its nodes' tasks are enqueued once."""
 
 
-def claim_resume(backend: Backend, thread_id: str) -> str:
+def claim_resume(backend: Backend, thread_id: str, wait_id: str | None = None) -> str:
     """Make this resume the one that may write ``thread_id``'s checkpoints
     (taking it from any resume before it); returns its token. Claimed before
     the graph's state is read: what an earlier resume wrote before losing it is
-    then what this one goes on from, never a sibling of it."""
+    then what this one goes on from, never a sibling of it. ``wait_id``: the
+    wait a continuation resumes (the idempotency key of its task), which a
+    starter reads to leave the thread to it (:func:`continuation_pending`)."""
     token = secrets.token_hex(16)
-    backend.transact(lambda tx: tx.put_record(RESUMES, thread_prefix(thread_id),
-                                              {"token": token}))  # fmt: skip
+    claim = {"token": token} if wait_id is None else {"token": token, "wait_id": wait_id}
+    backend.transact(lambda tx: tx.put_record(RESUMES, thread_prefix(thread_id), claim))
     return token
+
+
+def continuation_pending(backend: Backend, thread_id: str) -> bool:
+    """Whether the last resume of ``thread_id`` was a continuation whose task is
+    not done: a worker runs it, or will once its lease lapses, and carries the
+    graph on itself, so a user's process must not run the graph beside it."""
+    claim = backend.get_record(RESUMES, thread_prefix(thread_id))
+    wait_id = None if claim is None else claim.get("wait_id")
+    if not wait_id:
+        return False
+    key = backend.get_record(Tables.IDEMPOTENCY, str(wait_id))
+    task = None if key is None else backend.get_record(Tables.TASKS, str(key["task_id"]))
+    if task is None or (task.get("args") or {}).get("thread_id") != thread_id:
+        return False  # pruned (done long ago), or not this thread's
+    return task["status"] not in TERMINAL
 
 
 def check_resume(tx: Transaction, thread_id: str) -> None:

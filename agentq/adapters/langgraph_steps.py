@@ -73,7 +73,7 @@ def resume_waiting(rt: Runtime, graph: Any, args: ResumeArgs) -> dict[str, Any]:
     the one that claimed first are refused from the other's claim on, so the
     graph goes on along one branch and its next nodes' tasks are enqueued once.
     The refused one returns ``skipped`` (its completion is stale anyway)."""
-    token = claim_resume(rt.backend, args.thread_id)
+    token = claim_resume(rt.backend, args.thread_id, args.wait_id)
     resuming = RESUMING.set((args.thread_id, token))
     try:
         return _resume(rt, graph, args)

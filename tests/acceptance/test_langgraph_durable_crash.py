@@ -52,14 +52,11 @@ from chaos_graph import build
 
 THREAD = {"configurable": {"thread_id": "conv-7"}}
 with Runtime(sys.argv[1], tools=sys.argv[2], policies=sys.argv[3]) as rt:
-    graph = build(AgentQSaver(rt))
-    state = graph.get_state(THREAD)
-    # Neither waiting nor ended (an ended thread has neither next nor tasks):
-    # start it if it has no checkpoint, else carry it on from its last one.
-    if not state.interrupts and (state.next or state.tasks or not state.values):
-        start = None if state.values else {"messages": [
-            {"role": "user", "content": "Refund order o1: 40.00"}]}
-        graph.invoke(start, THREAD, durability="sync")
+    saver = AgentQSaver(rt)
+    graph = build(saver)
+    # Start it, or carry it on, unless it waits, ended or a worker carries it on.
+    saver.start_or_carry_on(graph, THREAD, {"messages": [
+        {"role": "user", "content": "Refund order o1: 40.00"}]})
     deadline = time.monotonic() + 120
     while (state := graph.get_state(THREAD)).next or state.tasks:
         assert time.monotonic() < deadline

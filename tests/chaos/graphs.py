@@ -54,12 +54,12 @@ def thread_config(thread_id: str) -> Any:
     return {"configurable": {"thread_id": thread_id}}
 
 
-def graph_of(rt: Runtime) -> Any:
-    """The chaos graph over a saver on ``rt``."""
+def graph_of(rt: Runtime, saver: Any = None) -> Any:
+    """The chaos graph over ``saver`` (else a new saver on ``rt``)."""
     from agentq.adapters.langgraph_checkpoint import AgentQSaver
     from tests.chaos.graph_tools.chaos_graph import build
 
-    return build(AgentQSaver(rt))
+    return build(saver or AgentQSaver(rt))
 
 
 def ended(state: Any) -> bool:
@@ -78,7 +78,8 @@ def owned_by_workers(values: dict[str, Any]) -> bool:
 def starter(db_url: str, api_url: str, kind: str, model_url: str, logs: str,
             thread_id: str, text: str) -> None:  # fmt: skip
     """A user's process: start ``thread_id`` with ``text``, or carry it on from its
-    last checkpoint if it never waited yet; exit when it waits or ends."""
+    last checkpoint (``AgentQSaver.start_or_carry_on``); exit when it waits, ends
+    or a worker's continuation carries it on."""
     from agentq import SystemClock
     from agentq.errors import BackendUnavailable, TransactionAborted
     from tests.chaos.workers import refund_bot_tools
@@ -89,13 +90,11 @@ def starter(db_url: str, api_url: str, kind: str, model_url: str, logs: str,
         tools.load_dir(GRAPH_TOOLS)
         with Runtime(db_url, tools=tools, policies=ROOT / "policies", clock=SystemClock(),
                      settings=worker_settings(api_url)) as rt:  # fmt: skip
-            graph = graph_of(rt)
-            state = graph.get_state(thread_config(thread_id))
-            if state.interrupts or owned_by_workers(state.values) or ended(state):
-                return
-            fresh = not state.values  # else: carry on from its last checkpoint
-            start = {"messages": [{"role": "user", "content": text}]} if fresh else None
-            graph.invoke(start, thread_config(thread_id), durability="sync")
+            from agentq.adapters.langgraph_checkpoint import AgentQSaver
+
+            saver = AgentQSaver(rt)
+            start = {"messages": [{"role": "user", "content": text}]}
+            saver.start_or_carry_on(graph_of(rt, saver), thread_config(thread_id), start)
     except (BackendUnavailable, TransactionAborted):
         sys.exit(UNAVAILABLE)
     except Exception:

@@ -29,6 +29,20 @@ class _Died(BaseException):
     """The starter's process dies (a SIGKILL, in-process)."""
 
 
+def _example(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``examples/langgraph_durable_refunds.py``, imported: its starter is the
+    one the docs show users."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lg_example", ROOT / "examples" /
+                                                  "langgraph_durable_refunds.py")  # fmt: skip
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "lg_example", example)  # its TypedDict's hints
+    spec.loader.exec_module(example)
+    return example
+
+
 def test_a_starter_killed_between_a_nodes_writes_and_its_checkpoint_carries_the_thread_on(
     db_url: str, api: DemoAPI, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -38,14 +52,7 @@ def test_a_starter_killed_between_a_nodes_writes_and_its_checkpoint_carries_the_
     writes): started again, it carries the thread on (``decide`` is not run
     again) rather than starting it over, which would ask the model again and
     enqueue a second refund."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("lg_example", ROOT / "examples" /
-                                                  "langgraph_durable_refunds.py")  # fmt: skip
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "lg_example", example)  # its TypedDict's hints
-    spec.loader.exec_module(example)
+    example = _example(monkeypatch)
     put = AgentQSaver.put
 
     def dies_after_decide(self: AgentQSaver, config: Any, checkpoint: Any, metadata: Any,
@@ -199,3 +206,53 @@ def test_a_stale_resume_racing_the_redelivered_one_enqueues_nothing_twice(
     assert state.next == ("second",) and len(state.interrupts) == 1
     assert len([t for t in rt.tasks() if t.tool == "resume_r"]) == 2  # R1's, R2's
     assert len(refunds(rt)) == 2
+
+
+def test_a_starter_restarted_while_a_worker_carries_the_graph_on_runs_no_node(
+    db_url: str, api: DemoAPI, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user restarts the example's starter while a worker resumes the graph:
+    the refund is charged, the continuation resumed the refund node and the
+    worker runs ``report`` (a model's turn, in the chaos run). The thread then
+    neither waits nor ended, as after a starter's crash; carrying it on beside
+    the worker would run ``report`` twice (the model asked twice, the thread
+    branched). The starter leaves it to the worker, and does nothing once the
+    graph ended."""
+    import threading
+
+    example = _example(monkeypatch)
+    example.starter(db_url, api.url, tmp_path)  # the graph waits for its refund's approval
+    in_report, go_on = threading.Event(), threading.Event()
+    note = example.note
+
+    def stalls_in_the_workers_report(tmp: Any, what: str) -> None:
+        note(tmp, what)
+        if what == "report" and not in_report.is_set():  # the first is the worker's
+            in_report.set()
+            assert go_on.wait(30)
+
+    monkeypatch.setattr(example, "note", stalls_in_the_workers_report)
+    with example.open_runtime(db_url, api.url) as rt:
+        graph = example.build(AgentQSaver(rt), tmp_path)
+        (approval,) = rt.approvals("pending")
+        rt.approve(approval.approval_id, by="ops-lead")
+        rt.worker(queues=["payments"]).drain()  # the refund; its continuation is sent
+        worker = threading.Thread(target=rt.worker(queues=["langgraph"]).drain)
+        worker.start()
+        try:
+            assert in_report.wait(30)
+            example.starter(db_url, api.url, tmp_path)  # the user starts it again
+        finally:
+            go_on.set()
+            worker.join(30)
+        assert not worker.is_alive()
+        example.starter(db_url, api.url, tmp_path)  # and again, once it ended
+        state = graph.get_state(example.THREAD)
+        assert state.next == () and state.values["answer"].startswith("Refunded 250.0")
+        ran = (tmp_path / "ran.txt").read_text().split()
+        assert (ran.count("model"), ran.count("refund"), ran.count("report")) == (1, 2, 1), ran
+        assert len(refunds(rt)) == 1 and len(api.applied()) == 1
+        history = list(graph.get_state_history(example.THREAD))
+        parents = [h.parent_config["configurable"]["checkpoint_id"] for h in history
+                   if h.parent_config is not None]  # fmt: skip
+        assert len(parents) == len(set(parents))  # one branch
