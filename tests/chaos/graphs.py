@@ -9,12 +9,14 @@ human decides them).
 
 :func:`starter` is what a user runs: a process (forked from the supervisor's
 forkserver) that starts the thread, or carries on one whose user's process died
-before its first wait, with ``durability="sync"``, and exits once the graph
-waits for its refunds (or ends). From then on the graph belongs to the workers:
-the continuation resumes it. :class:`GraphDriver` is the user side: it starts
-threads, SIGKILLs starters at random (and the model's hook kills those it
-answers), starts a dead starter's thread again (same thread id, same input) as
-a user would, and approves or rejects the large refunds after a while.
+mid-run (``AgentQSaver.start_or_carry_on``, ``durability="sync"``), and exits
+once the graph waits for its refunds (or ends). From then on the graph belongs
+to the workers: the continuation resumes it. :class:`GraphDriver` is the user
+side: it starts threads, SIGKILLs starters at random (and the model's hook
+kills those it answers), starts a dead starter's thread again (same thread id,
+same input) as a user would, now and then also one a worker carries on (an
+impatient user: the starter must leave it to the worker), and approves or
+rejects the large refunds after a while.
 """
 
 from __future__ import annotations
@@ -131,6 +133,8 @@ class GraphDriver(Retrying):
     approve_after: tuple[float, float] = (0.5, 3.0)
     kill_every: tuple[float, float] = (1.0, 4.0)
     approval_share: float = 0.35
+    #: The share of polls that start again a thread a worker carries on.
+    impatient_share: float = 0.1
     started: dict[str, StartedGraph] = field(default_factory=dict)
     starter_failures: list[str] = field(default_factory=list)
     unavailable: int = 0  # starters that met the database down
@@ -233,8 +237,9 @@ class GraphDriver(Retrying):
             g.rejected += not yes
 
     def poll(self, now: float, *, approve_now: bool = False) -> None:
-        """Reap starters, restart the threads whose user's process died before
-        their first wait, note those that ended, decide ripe approvals."""
+        """Reap starters, restart the threads whose user's process died mid-run
+        (and now and then one a worker carries on), note those that ended,
+        decide ripe approvals."""
         pending: dict[str, list[str]] = {}
         for a in self._retry(lambda: self.rt.approvals(ApprovalStatus.PENDING)):
             task = self._retry(lambda t=a.task_id: self.rt.task(t))
@@ -250,7 +255,9 @@ class GraphDriver(Retrying):
             if g.rejected and state.interrupts and g.thread_id not in pending:
                 g.final = "rejected"  # its continuation is cancelled: a human said no
                 continue
-            if g.proc is None and not state.interrupts and not owned_by_workers(state.values):
+            impatient = self.rng.random() < self.impatient_share
+            if g.proc is None and not state.interrupts and (
+                    impatient or not owned_by_workers(state.values)):  # fmt: skip
                 self._spawn(g)  # the user starts it again: same thread, same input
             if g.thread_id not in pending:
                 g.awaiting_since = None
