@@ -76,7 +76,7 @@ from agentq.adapters.langgraph_records import (
     thread_prefix,
     write_key,
 )
-from agentq.adapters.langgraph_starts import start_or_carry_on
+from agentq.adapters.langgraph_starts import astart_or_carry_on, start_or_carry_on
 from agentq.adapters.langgraph_steps import (
     GraphStep,
     ResumeArgs,
@@ -185,6 +185,10 @@ class AgentQSaver(ThreadedSaver):
         worker that carries it on; returns ``graph.invoke``'s result, or None if
         nothing ran (:func:`~agentq.adapters.langgraph_starts.start_or_carry_on`)."""
         return start_or_carry_on(self.rt, graph, config, input)
+
+    async def astart_or_carry_on(self, graph: Any, config: RunnableConfig, input: Any) -> Any:
+        """:meth:`start_or_carry_on` for an asyncio program (``ainvoke``)."""
+        return await astart_or_carry_on(self.rt, graph, config, input)
 
     # -- reading ----------------------------------------------------------------
 

@@ -15,7 +15,8 @@ two processes running the graph at once only the last to claim writes.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import asyncio
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
@@ -28,7 +29,7 @@ from agentq.adapters.langgraph_records import (
 )
 from agentq.runtime import Runtime
 
-__all__ = ["settled", "start_or_carry_on"]
+__all__ = ["astart_or_carry_on", "settled", "start_or_carry_on"]
 
 
 def settled(state: Any) -> bool:
@@ -42,33 +43,52 @@ def settled(state: Any) -> bool:
     return bool(state.interrupts) or ended
 
 
-def start_or_carry_on(
-    rt: Runtime,
-    graph: Any,
-    config: RunnableConfig,
-    input: Any,
-    *,
-    durability: Literal["sync", "async"] = "sync",
-) -> Any | None:
+def start_or_carry_on(rt: Runtime, graph: Any, config: RunnableConfig, input: Any) -> Any:
     """Start ``graph``'s thread (``config``'s ``thread_id``) with ``input`` if it
     has no checkpoint, or carry it on from its last one; returns what
     ``graph.invoke`` returned, or None if nothing ran: the thread waits, ended,
     a worker's continuation carries it on, or another process claimed it while
     this one ran (this one's writes were refused from then on).
 
-    ``durability="sync"`` (the default) commits each step's checkpoint before
-    the next step starts, so a step that committed is never run again."""
+    The graph runs with ``durability="sync"``: each step's checkpoint commits
+    before the next step starts, so a step that committed is never run again."""
     thread_id = thread_of(config)
     if settled(graph.get_state(config)) or continuation_pending(rt.backend, thread_id):
         return None
-    token = claim_resume(rt.backend, thread_id)
-    resuming = RESUMING.set((thread_id, token))
+    resuming = RESUMING.set((thread_id, claim_resume(rt.backend, thread_id)))
     try:
         state = graph.get_state(config)  # after the claim: nothing written since is lost
         if settled(state):
             return None
-        return graph.invoke(None if state.values else input, config, durability=durability)
+        return graph.invoke(_first(state, input), config, durability="sync")
     except ResumedElsewhere:
         return None
     finally:
         RESUMING.reset(resuming)
+
+
+async def astart_or_carry_on(rt: Runtime, graph: Any, config: RunnableConfig, input: Any) -> Any:
+    """:func:`start_or_carry_on` for an asyncio program (``aget_state``,
+    ``ainvoke``; agentq's reads and the claim on a thread)."""
+    thread_id = thread_of(config)
+    if settled(await graph.aget_state(config)):
+        return None
+    if await asyncio.to_thread(continuation_pending, rt.backend, thread_id):
+        return None
+    token = await asyncio.to_thread(claim_resume, rt.backend, thread_id)
+    resuming = RESUMING.set((thread_id, token))  # the saver's threads copy the context
+    try:
+        state = await graph.aget_state(config)
+        if settled(state):
+            return None
+        return await graph.ainvoke(_first(state, input), config, durability="sync")
+    except ResumedElsewhere:
+        return None
+    finally:
+        RESUMING.reset(resuming)
+
+
+def _first(state: Any, input: Any) -> Any:
+    """What to invoke a thread with: its input if it has no checkpoint, else
+    None (LangGraph then carries it on from its last checkpoint)."""
+    return None if state.values else input

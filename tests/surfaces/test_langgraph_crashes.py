@@ -208,20 +208,32 @@ def test_a_stale_resume_racing_the_redelivered_one_enqueues_nothing_twice(
     assert len(refunds(rt)) == 2
 
 
+@pytest.mark.parametrize("flavour", ["sync", "async"])
 def test_a_starter_restarted_while_a_worker_carries_the_graph_on_runs_no_node(
-    db_url: str, api: DemoAPI, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    db_url: str, api: DemoAPI, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, flavour: str
 ) -> None:
-    """The user restarts the example's starter while a worker resumes the graph:
-    the refund is charged, the continuation resumed the refund node and the
-    worker runs ``report`` (a model's turn, in the chaos run). The thread then
-    neither waits nor ended, as after a starter's crash; carrying it on beside
-    the worker would run ``report`` twice (the model asked twice, the thread
-    branched). The starter leaves it to the worker, and does nothing once the
-    graph ended."""
+    """The user restarts the example's starter (or its asyncio twin) while a
+    worker resumes the graph: the refund is charged, the continuation resumed
+    the refund node and the worker runs ``report`` (a model's turn, in the
+    chaos run). The thread then neither waits nor ended, as after a starter's
+    crash; carrying it on beside the worker would run ``report`` twice (the
+    model asked twice, the thread branched). The starter leaves it to the
+    worker, and does nothing once the graph ended."""
+    import asyncio
     import threading
 
     example = _example(monkeypatch)
-    example.starter(db_url, api.url, tmp_path)  # the graph waits for its refund's approval
+
+    def starter() -> None:
+        if flavour == "sync":
+            return example.starter(db_url, api.url, tmp_path)  # type: ignore[no-any-return]
+        with example.open_runtime(db_url, api.url) as rt:
+            saver = AgentQSaver(rt)
+            graph = example.build(saver, tmp_path)
+            start = {"request": "refund order C3"}
+            asyncio.run(saver.astart_or_carry_on(graph, example.THREAD, start))
+
+    starter()  # the graph waits for its refund's approval
     in_report, go_on = threading.Event(), threading.Event()
     note = example.note
 
@@ -241,17 +253,66 @@ def test_a_starter_restarted_while_a_worker_carries_the_graph_on_runs_no_node(
         worker.start()
         try:
             assert in_report.wait(30)
-            example.starter(db_url, api.url, tmp_path)  # the user starts it again
+            starter()  # the user starts it again
         finally:
             go_on.set()
             worker.join(30)
         assert not worker.is_alive()
-        example.starter(db_url, api.url, tmp_path)  # and again, once it ended
+        starter()  # and again, once it ended
         state = graph.get_state(example.THREAD)
         assert state.next == () and state.values["answer"].startswith("Refunded 250.0")
         ran = (tmp_path / "ran.txt").read_text().split()
         assert (ran.count("model"), ran.count("refund"), ran.count("report")) == (1, 2, 1), ran
         assert len(refunds(rt)) == 1 and len(api.applied()) == 1
+        history = list(graph.get_state_history(example.THREAD))
+        parents = [h.parent_config["configurable"]["checkpoint_id"] for h in history
+                   if h.parent_config is not None]  # fmt: skip
+        assert len(parents) == len(set(parents))  # one branch
+
+
+def test_of_two_starters_running_one_thread_at_once_only_the_last_to_claim_writes(
+    db_url: str, api: DemoAPI, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two of the user's processes start one thread at once (a double click,
+    a restart while the first still runs): the first stalls inside ``decide``,
+    the second runs the graph to its refund's wait. When the first goes on,
+    its writes are refused (the second claimed the thread after it): the
+    graph stays on one branch, with one refund."""
+    import threading
+
+    example = _example(monkeypatch)
+    in_decide, go_on = threading.Event(), threading.Event()
+    note = example.note
+
+    def first_decide_stalls(tmp: Any, what: str) -> None:
+        note(tmp, what)
+        if what == "model" and not in_decide.is_set():
+            in_decide.set()
+            assert go_on.wait(30)
+
+    monkeypatch.setattr(example, "note", first_decide_stalls)
+    failed: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            example.starter(db_url, api.url, tmp_path)
+        except BaseException as exc:  # reported below
+            failed.append(exc)
+
+    t = threading.Thread(target=first)
+    t.start()
+    try:
+        assert in_decide.wait(30)
+        example.starter(db_url, api.url, tmp_path)  # the second runs to the wait
+    finally:
+        go_on.set()
+        t.join(30)
+    assert not t.is_alive() and failed == []
+    with example.open_runtime(db_url, api.url) as rt:
+        graph = example.build(AgentQSaver(rt), tmp_path)
+        state = graph.get_state(example.THREAD)
+        assert state.next == ("refund",) and len(state.interrupts) == 1
+        assert len(refunds(rt)) == 1
         history = list(graph.get_state_history(example.THREAD))
         parents = [h.parent_config["configurable"]["checkpoint_id"] for h in history
                    if h.parent_config is not None]  # fmt: skip
