@@ -36,6 +36,7 @@ MODULE_PAGES = {
     "agentq.adapters.openai_agents_state": "adapters.md",
     "agentq.adapters.langgraph_checkpoint": "adapters.md",
     "agentq.adapters.langgraph_steps": "adapters.md",
+    "agentq.adapters.langgraph_starts": "adapters.md",
     "agentq.adapters.langgraph_records": "adapters.md",
     "agentq.adapters.langgraph_threaded": "adapters.md",
 }
