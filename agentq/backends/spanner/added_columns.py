@@ -36,8 +36,8 @@ class AddedColumns:
         b = self._backend()
         return (
             bool(self._rare_column) or rare_index.has_column(b) is not False,
-            bool(self._owner_column) or owner_index.has_column(b) is not False,
-            bool(self._tool_column) or tool_index.has_column(b) is not False,
+            bool(self._owner_column) or owner_index.OWNER.has_column(b) is not False,
+            bool(self._tool_column) or tool_index.TOOL.has_column(b) is not False,
         )
 
     def _fill_after_ddl(self, had: tuple[bool, bool, bool]) -> None:
@@ -45,9 +45,9 @@ class AddedColumns:
         b = self._backend()
         rare_index.bring_forward(b, had[0])
         self._runs_in_index = True
-        owner_index.bring_forward(b, had[1])
+        owner_index.OWNER.bring_forward(b, had[1])
         self._runs_owned = True
-        tool_index.bring_forward(b, had[2])
+        tool_index.TOOL.bring_forward(b, had[2])
         self._runs_named = True
         self._rare_column = self._owner_column = self._tool_column = True
 
@@ -71,15 +71,15 @@ class AddedColumns:
         """Whether tasks carry their owner and owner listings walk its indexes
         (:mod:`.owner_index`); False until ``agentq init`` upgrades an old database."""
         if self._owner_column is None:
-            self._owner_column = owner_index.has_column(self._backend()) is True
+            self._owner_column = owner_index.OWNER.has_column(self._backend()) is True
         return self._owner_column
 
     @property
     def runs_owned(self) -> bool:
         """Whether listings of an owner's runs may walk the owner index
-        (:func:`.owner_index.runs_owned`)."""
+        (:meth:`.name_columns.NameColumn.runs_filled`)."""
         if self._runs_owned is None:
-            self._runs_owned = owner_index.runs_owned(self._backend())
+            self._runs_owned = owner_index.OWNER.runs_filled(self._backend())
         return self._runs_owned
 
     @property
@@ -88,13 +88,13 @@ class AddedColumns:
         walk its index (:mod:`.tool_index`); False until ``agentq init`` upgrades
         an old database."""
         if self._tool_column is None:
-            self._tool_column = tool_index.has_column(self._backend()) is True
+            self._tool_column = tool_index.TOOL.has_column(self._backend()) is True
         return self._tool_column
 
     @property
     def runs_named(self) -> bool:
         """Whether listings of an agent's runs may walk the tool index
-        (:func:`.tool_index.runs_named`)."""
+        (:meth:`.name_columns.NameColumn.runs_filled`)."""
         if self._runs_named is None:
-            self._runs_named = tool_index.runs_named(self._backend())
+            self._runs_named = tool_index.TOOL.runs_filled(self._backend())
         return self._runs_named

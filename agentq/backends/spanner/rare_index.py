@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "backfill",
+    "bring_column_forward",
     "bring_forward",
     "chunks_where",
     "has_column",
@@ -93,13 +94,23 @@ def bring_forward(backend: SpannerBackend, had_column: bool) -> None:
     """After ``agentq init``'s DDL: the records stored before the column (if it
     was added just now) get it; the runs stored before they joined the index
     get theirs; then the runs' mark (:func:`runs_marked`)."""
+    bring_column_forward(backend, had_column, backfill, _RUNS_MARK)
+
+
+def bring_column_forward(
+    backend: SpannerBackend, had_column: bool, backfill: Callable[..., int], mark: str
+) -> None:
+    """After ``agentq init``'s DDL, for a column the runs joined late:
+    ``backfill(backend)`` if the column was added just now, else
+    ``backfill(backend, ("runs",))`` unless ``mark`` says it was done; then
+    ``mark``."""
     if not had_column:
         backfill(backend)
-    elif not runs_marked(backend):
+    elif not runs_marked(backend, mark):
         backfill(backend, ("runs",))
     else:
         return
-    mark_runs(backend)
+    mark_runs(backend, mark)
 
 
 def runs_in_index(backend: SpannerBackend) -> bool:

@@ -31,6 +31,7 @@ from agentq.backends.base import COMMON_TASK_STATUSES, OPEN_APPROVAL_STATUSES
 from agentq.backends.record_filters import RARE_RUN_STATUSES
 from agentq.backends.record_pages import PageDialect
 from agentq.backends.sqlite import totals
+from agentq.backends.sqlite.added_columns import ensure_column
 
 __all__ = ["DIALECT", "RARE_INDEX", "ensure_rare_status"]
 
@@ -60,7 +61,7 @@ _FILL_RUNS = (
     f"AND json_valid(v) AND json_type(v, '$.status') = 'text' AND {_STATUS} IN ({_RUNS})"
 )
 # The second mark: the queued runs joined the index after the others.
-_MARKS, _RUNS_MARK = "agentq#marks", "runs_rare_status_2"
+_RUNS_MARK = "runs_rare_status_2"
 
 #: How a page of records is written here (:mod:`agentq.backends.record_pages`).
 DIALECT = PageDialect(
@@ -72,39 +73,17 @@ DIALECT = PageDialect(
 )  # fmt: skip
 
 
-def _has_column(conn: sqlite3.Connection) -> bool:
-    return any(row[1] == "rare_status" for row in conn.execute("PRAGMA table_info(agentq_records)"))
-
-
-def _runs_marked(conn: sqlite3.Connection) -> bool:
-    found = conn.execute(
-        "SELECT 1 FROM agentq_records WHERE tbl = ? AND k = ?", (_MARKS, _RUNS_MARK)
-    ).fetchone()
-    return found is not None
-
-
 def ensure_rare_status(conn: sqlite3.Connection) -> None:
     """Give a database made before the rare-status column, before the runs'
     rare statuses or before the counts of :mod:`.totals` the column, its
     values, its index and the counts, in one write transaction (two processes
     opening it at once fill it once); a database that has them is only read."""
-    if _has_column(conn) and totals.counts_current(conn) and _runs_marked(conn):
+    added = ("ALTER TABLE agentq_records ADD COLUMN rare_status TEXT", _FILL)
+    if not ensure_column(conn, "rare_status", _RUNS_MARK, added, (_FILL_RUNS,),
+                         current=totals.counts_current, then=_index_and_counts):  # fmt: skip
         conn.execute(_INDEX)  # a no-op once built
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        if not _has_column(conn):
-            conn.execute("ALTER TABLE agentq_records ADD COLUMN rare_status TEXT")
-            conn.execute(_FILL)
-        elif not _runs_marked(conn):
-            conn.execute(_FILL_RUNS)
-        conn.execute(
-            "INSERT OR IGNORE INTO agentq_records (tbl, k, v) VALUES (?, ?, '1')",
-            (_MARKS, _RUNS_MARK),
-        )
-        conn.execute(_INDEX)
-        totals.ensure_counts(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+
+
+def _index_and_counts(conn: sqlite3.Connection) -> None:
+    conn.execute(_INDEX)
+    totals.ensure_counts(conn)

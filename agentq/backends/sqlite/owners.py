@@ -28,6 +28,7 @@ import sqlite3
 
 from agentq.backends.owners import OWNED_TABLES, OWNER_FIELDS
 from agentq.backends.record_filters import check_counted
+from agentq.backends.sqlite.added_columns import ensure_column, fill_from_records
 
 __all__ = ["OWNER_COUNT_SUFFIX", "OWNER_INDEX", "OWNER_RARE_INDEX", "ensure_owner",
            "owner_count"]  # fmt: skip
@@ -38,17 +39,12 @@ OWNER_COUNT_SUFFIX = "#owner"
 OWNER_INDEX = "agentq_records_owner"
 OWNER_RARE_INDEX = "agentq_records_owner_rare"
 
-_MARKS, _RUNS_MARK = "agentq#marks", "runs_owner"
+_RUNS_MARK = "runs_owner"
 
 
 def _fill(tables: tuple[str, ...]) -> list[str]:
     """Set the owner column of the records of ``tables`` from their records."""
-    out = []
-    for table in tables:
-        field = f"'$.{OWNER_FIELDS[table]}'"
-        out.append(f"UPDATE agentq_records SET owner = json_extract(v, {field}) "
-                   f"WHERE tbl = '{table}' AND json_valid(v) AND json_type(v, {field}) = 'text'")
-    return out
+    return fill_from_records("owner", OWNER_FIELDS, tables)
 
 
 _MIGRATION = ("ALTER TABLE agentq_records ADD COLUMN owner TEXT", *_fill(OWNED_TABLES))
@@ -69,10 +65,6 @@ _TOTALS = (
 )  # fmt: skip
 
 
-def _has_column(conn: sqlite3.Connection) -> bool:
-    return any(row[1] == "owner" for row in conn.execute("PRAGMA table_info(agentq_records)"))
-
-
 # The durable runs joined the column after the tasks: a database that had it
 # gets its runs' owners and their counts once, and this mark says so.
 _RUNS_LATE = (
@@ -83,34 +75,12 @@ _RUNS_LATE = (
 )
 
 
-def _runs_marked(conn: sqlite3.Connection) -> bool:
-    found = conn.execute(
-        "SELECT 1 FROM agentq_records WHERE tbl = ? AND k = ?", (_MARKS, _RUNS_MARK)
-    ).fetchone()
-    return found is not None
-
-
 def ensure_owner(conn: sqlite3.Connection) -> None:
     """Give a database without the owner column the column, its values, its
     indexes and the owners' totals, and one whose runs were stored before they
     joined the column their owners, in one write transaction (two processes
     opening it at once do it once); a database that has them is only read."""
-    if _has_column(conn) and _runs_marked(conn):
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        if not _has_column(conn):  # again, under the write lock
-            for statement in (*_MIGRATION, *_INDEXES, *_TOTALS):
-                conn.execute(statement)
-        elif not _runs_marked(conn):
-            for statement in _RUNS_LATE:
-                conn.execute(statement)
-        conn.execute("INSERT OR IGNORE INTO agentq_records (tbl, k, v) VALUES (?, ?, '1')",
-                     (_MARKS, _RUNS_MARK))  # fmt: skip
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+    ensure_column(conn, "owner", _RUNS_MARK, (*_MIGRATION, *_INDEXES, *_TOTALS), _RUNS_LATE)
 
 
 def owner_count(conn: sqlite3.Connection, table: str, owner: str) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from agentq.backends.sqlite.added_columns import ensure_column, fill_from_records
 from agentq.backends.tool_column import TOOL_FIELDS, TOOL_TABLES
 
 __all__ = ["TOOL_INDEX", "ensure_tool"]
@@ -24,39 +25,17 @@ __all__ = ["TOOL_INDEX", "ensure_tool"]
 #: The name of the tool column's index.
 TOOL_INDEX = "agentq_records_tool"
 
-_MARKS, _RUNS_MARK = "agentq#marks", "runs_agent"
-
-
-def _fill(tables: tuple[str, ...]) -> list[str]:
-    """Set the tool column of the records of ``tables`` from their records."""
-    out = []
-    for table in tables:
-        field = f"'$.{TOOL_FIELDS[table]}'"
-        out.append(f"UPDATE agentq_records SET tool = json_extract(v, {field}) "
-                   f"WHERE tbl = '{table}' AND json_valid(v) AND json_type(v, {field}) = 'text'")
-    return out
-
+_RUNS_MARK = "runs_agent"
 
 _MIGRATION = (
     "ALTER TABLE agentq_records ADD COLUMN tool TEXT",
-    *_fill(TOOL_TABLES),
+    *fill_from_records("tool", TOOL_FIELDS, TOOL_TABLES),
     f"CREATE INDEX IF NOT EXISTS {TOOL_INDEX} ON agentq_records (tool, tbl, k) "
     "WHERE tool IS NOT NULL",
 )
 # The durable runs joined the column after the tasks: a database that had it
 # gets its runs' agents once, and the mark says so.
-_RUNS_LATE = tuple(_fill(("runs",)))
-
-
-def _has_column(conn: sqlite3.Connection) -> bool:
-    return any(row[1] == "tool" for row in conn.execute("PRAGMA table_info(agentq_records)"))
-
-
-def _runs_marked(conn: sqlite3.Connection) -> bool:
-    found = conn.execute(
-        "SELECT 1 FROM agentq_records WHERE tbl = ? AND k = ?", (_MARKS, _RUNS_MARK)
-    ).fetchone()
-    return found is not None
+_RUNS_LATE = tuple(fill_from_records("tool", TOOL_FIELDS, ("runs",)))
 
 
 def ensure_tool(conn: sqlite3.Connection) -> None:
@@ -64,19 +43,4 @@ def ensure_tool(conn: sqlite3.Connection) -> None:
     index, and one whose runs were stored before they joined the column their
     agents, in one write transaction (two processes opening it at once do it
     once); a database that has them is only read."""
-    if _has_column(conn) and _runs_marked(conn):
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        if not _has_column(conn):  # again, under the write lock
-            for statement in _MIGRATION:
-                conn.execute(statement)
-        elif not _runs_marked(conn):
-            for statement in _RUNS_LATE:
-                conn.execute(statement)
-        conn.execute("INSERT OR IGNORE INTO agentq_records (tbl, k, v) VALUES (?, ?, '1')",
-                     (_MARKS, _RUNS_MARK))  # fmt: skip
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+    ensure_column(conn, "tool", _RUNS_MARK, _MIGRATION, _RUNS_LATE)
