@@ -27,6 +27,7 @@ from agentq.adapters.langgraph_records import (
     continuation_pending,
     thread_of,
 )
+from agentq.errors import ConfigError
 from agentq.runtime import Runtime
 
 __all__ = ["astart_or_carry_on", "settled", "start_or_carry_on"]
@@ -52,7 +53,7 @@ def start_or_carry_on(rt: Runtime, graph: Any, config: RunnableConfig, input: An
 
     The graph runs with ``durability="sync"``: each step's checkpoint commits
     before the next step starts, so a step that committed is never run again."""
-    thread_id = thread_of(config)
+    thread_id = _checked(rt, graph, config)
     if settled(graph.get_state(config)) or continuation_pending(rt.backend, thread_id):
         return None
     resuming = RESUMING.set((thread_id, claim_resume(rt.backend, thread_id)))
@@ -70,7 +71,7 @@ def start_or_carry_on(rt: Runtime, graph: Any, config: RunnableConfig, input: An
 async def astart_or_carry_on(rt: Runtime, graph: Any, config: RunnableConfig, input: Any) -> Any:
     """:func:`start_or_carry_on` for an asyncio program (``aget_state``,
     ``ainvoke``; agentq's reads and the claim on a thread)."""
-    thread_id = thread_of(config)
+    thread_id = _checked(rt, graph, config)
     if settled(await graph.aget_state(config)):
         return None
     if await asyncio.to_thread(continuation_pending, rt.backend, thread_id):
@@ -86,6 +87,17 @@ async def astart_or_carry_on(rt: Runtime, graph: Any, config: RunnableConfig, in
         return None
     finally:
         RESUMING.reset(resuming)
+
+
+def _checked(rt: Runtime, graph: Any, config: RunnableConfig) -> str:
+    """``config``'s thread id, once ``graph`` is known to keep its checkpoints
+    with an ``AgentQSaver`` on ``rt`` (whose writes the claim fences)."""
+    if getattr(getattr(graph, "checkpointer", None), "rt", None) is not rt:
+        raise ConfigError(
+            "start_or_carry_on runs a graph compiled with an AgentQSaver on the same "
+            "runtime (builder.compile(checkpointer=saver))"
+        )
+    return thread_of(config)
 
 
 def _first(state: Any, input: Any) -> Any:

@@ -317,3 +317,23 @@ def test_of_two_starters_running_one_thread_at_once_only_the_last_to_claim_write
         parents = [h.parent_config["configurable"]["checkpoint_id"] for h in history
                    if h.parent_config is not None]  # fmt: skip
         assert len(parents) == len(set(parents))  # one branch
+
+
+def test_a_starter_refuses_a_graph_not_checkpointed_by_its_saver(rt: Runtime) -> None:
+    """Only an ``AgentQSaver`` on the same runtime fences a start: a graph
+    compiled with another checkpointer (or none) is one clear ConfigError."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agentq.errors import ConfigError
+
+    builder = StateGraph(Ticket)
+    builder.add_node("note", lambda state: {"note": "ran"})
+    builder.add_edge(START, "note")
+    builder.add_edge("note", END)
+    saver = AgentQSaver(rt)
+    for graph in (builder.compile(checkpointer=InMemorySaver()), builder.compile()):
+        with pytest.raises(ConfigError, match="compiled with an AgentQSaver"):
+            saver.start_or_carry_on(graph, thread("t-other"), {"order_id": "X"})
+    graph = builder.compile(checkpointer=saver)
+    assert saver.start_or_carry_on(graph, thread("t-own"), {"order_id": "X"})["note"] == "ran"
+    assert saver.start_or_carry_on(graph, thread("t-own"), {"order_id": "X"}) is None  # ended
