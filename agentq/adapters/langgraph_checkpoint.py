@@ -179,7 +179,7 @@ class AgentQSaver(ThreadedSaver):
             "(not offered to agents)", visible=False,
         )  # fmt: skip
 
-    def start_or_carry_on(self, graph: Any, config: RunnableConfig, input: Any) -> Any | None:
+    def start_or_carry_on(self, graph: Any, config: RunnableConfig, input: Any) -> Any:
         """What a user's process runs for a thread it may have run before: start it
         with ``input``, carry it on from its last checkpoint, or leave it to the
         worker that carries it on; returns ``graph.invoke``'s result, or None if
