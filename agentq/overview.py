@@ -35,6 +35,7 @@ __all__ = [
     "open_approvals",
     "open_task_ids",
     "status_counts",
+    "task_queues",
     "tool_counts",
     "unfinished_tasks",
     "workers",
@@ -111,11 +112,17 @@ def open_task_ids(backend: Backend) -> set[str]:
     # The keys' records first: a held task sent meanwhile then has its message.
     for _, held in _scan(backend, Tables.ORDERING):
         ids.update(str(task_id) for task_id in held.get("pending") or ())
-    for name in backend.queues():
-        key = tuple((c.name, c.type.value) for c in backend.queue_spec(name).key)
-        if key == TASK_KEY:
-            ids.update(str(k[0]) for k in backend.message_keys(name))
+    for name in task_queues(backend):
+        ids.update(str(k[0]) for k in backend.message_keys(name))
     return ids
+
+
+def task_queues(backend: Backend) -> list[str]:
+    """The queues keyed as the runtime keys its tasks' messages (task id, attempt)."""
+    return [
+        name for name in backend.queues()
+        if tuple((c.name, c.type.value) for c in backend.queue_spec(name).key) == TASK_KEY
+    ]  # fmt: skip
 
 
 def unfinished_tasks(backend: Backend, owner: str | None = None) -> dict[str, dict[str, Any]]:

@@ -276,6 +276,14 @@ class Backend(Protocol):
         keys costs the messages, not the ledger."""
         ...
 
+    def message_count(self, queue: str, at_most: int) -> int:
+        """How many messages ``queue`` holds (ready, scheduled or leased), up to
+        ``at_most``: a listing's check that a backlog is too large to read by
+        key, without reading the keys. Its cost does not grow with a backlog
+        past ``at_most`` (PostgreSQL and Spanner count no further; SQLite
+        counts its B-tree's pages, not its rows)."""
+        ...
+
     def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
         """Read many records outside a transaction (strong read), with versions
         for :meth:`Transaction.replace_records`; missing keys are left out."""

@@ -6,6 +6,7 @@ back; the message keys are a queue's messages, leased or not."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -52,3 +53,22 @@ def test_message_keys_are_the_queues_messages(harness: Harness) -> None:
     assert sorted(b.message_keys(spec.name)) == [("m0",), ("m1",), ("m2",)]
     b.transact(lambda tx: tx.ack(spec.name, ("m1",)))
     assert sorted(b.message_keys(spec.name)) == [("m0",), ("m2",)]
+
+
+@pytest.mark.needs("state")
+def test_message_count_counts_no_further_than_asked(harness: Harness) -> None:
+    b = harness.backend
+    spec = QueueSpec.simple(harness.table("count"))
+    b.create_queue(spec)
+    assert b.message_count(spec.name, at_most=10) == 0
+    b.transact(lambda tx: [tx.send(spec.name, (f"m{i}",), b"x") for i in range(5)])
+    later = harness.clock.now() + timedelta(hours=1)
+    b.transact(lambda tx: tx.send(spec.name, ("later",), b"x", later))
+    assert b.message_count(spec.name, at_most=10) == 6  # ready and scheduled alike
+    assert [b.message_count(spec.name, at_most=n) for n in (0, 1, 4, 6, 7)] == [0, 1, 4, 6, 6]
+    assert b.message_count(spec.name, at_most=-3) == 0
+    leased = next(iter(b.stream(spec.name, 2)))
+    assert leased  # a batch of one or two (the Spanner stand-in picks)
+    assert b.message_count(spec.name, at_most=100) == 6  # leased ones still count
+    b.transact(lambda tx: tx.ack(spec.name, ("m1",)))
+    assert b.message_count(spec.name, at_most=100) == 5

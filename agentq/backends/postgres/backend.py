@@ -296,6 +296,17 @@ class PostgresBackend:
         )
         return [tuple(row) for row in rows]
 
+    def message_count(self, queue: str, at_most: int) -> int:
+        sql = self._queue_sql(queue)
+        bound = max(0, at_most)
+        rows = self._db.read(
+            lambda conn: conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {sql.table} LIMIT %s) AS m", (bound,)
+            ).fetchall(),
+            f"counting the messages of queue {queue!r}",
+        )
+        return int(rows[0][0])
+
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         return self._records.read_one(self._db, table, key)
 

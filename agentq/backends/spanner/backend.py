@@ -315,6 +315,9 @@ class SpannerBackend(AddedColumns):
     def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
         return records.message_keys(self, self.queue_spec(queue))
 
+    def message_count(self, queue: str, at_most: int) -> int:
+        return records.message_count(self, self.queue_spec(queue), at_most)
+
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         return records.get_record(self, table, key)
 

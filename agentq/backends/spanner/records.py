@@ -222,6 +222,20 @@ def message_keys(backend: SpannerBackend, spec: QueueSpec) -> list[tuple[Any, ..
     return [tuple(row) for row in rows]
 
 
+def message_count(backend: SpannerBackend, spec: QueueSpec, at_most: int) -> int:
+    """How many messages the queue ``spec`` holds, counted no further than ``at_most``."""
+    d = backend.dialect
+    bound = max(0, int(at_most))  # an integer literal: both dialects take it in LIMIT
+    with (
+        mapped_errors(f"counting the messages of queue {spec.name}", backend.endpoint),
+        backend.database.snapshot() as snap,
+    ):
+        rows = list(snap.execute_sql(
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM {d.queue_ident(spec.name)} LIMIT {bound}) AS m"
+        ))  # fmt: skip
+    return int(rows[0][0]) if rows else 0
+
+
 _TALLY_PAGE = 1000
 
 
