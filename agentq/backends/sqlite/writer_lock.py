@@ -36,7 +36,12 @@ __all__ = ["WriterLock"]
 log = logging.getLogger("agentq.sqlite")
 
 _FIRST_PAUSE = 0.00002
-_MAX_PAUSE = 0.001
+# The longest pause between tries. A durable commit holds the lock for about half
+# a millisecond; with pauses doubling up to 1 ms, a waiter woke a mean 0.2 ms (p90
+# 0.55 ms) after the release, the lock idle meanwhile. Capped at 0.2 ms: 0.15 ms
+# (p90 0.3 ms), and two busy workers ran 7 % more tasks/s (14 interleaved pairs);
+# a waiter then tries up to 5,000 times a second, each try one flock call.
+_MAX_PAUSE = 0.0002
 
 
 class WriterLock:
