@@ -120,6 +120,20 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # named tool holds a run's agent), so a listing of an agent's runs walks
     # the tool index, not every run's conversation.
     RUNS_AGENT_DDL,
+    # Issue 38 item 1: statistics on the record fields listings filter as JSON
+    # text (a task's status and kind: every task listing of the API asks for
+    # actions). Without them the planner takes each such filter to keep one row
+    # in 200, two of them one in 40,000: a page of queued actions during a
+    # backlog, where every record matches, was planned as a scan and sort of the
+    # whole ledger (270 ms at 100,000 tasks) instead of a walk of the key index
+    # that stops at the page's end (0.5 ms). Statistics on expressions came
+    # with PostgreSQL 14; an older server keeps its estimates. They are
+    # gathered by the next ANALYZE (autovacuum's, as the ledger grows).
+    (
+        "DO $do$ BEGIN IF current_setting('server_version_num')::int >= 140000 THEN "
+        "EXECUTE $st$CREATE STATISTICS {s}.records_fields ON ((v::json ->> 'status')), "
+        "((v::json ->> 'kind')) FROM {s}.records$st$; END IF; END $do$",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # Any constant works: it only has to be the same in every agentq process.
