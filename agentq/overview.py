@@ -103,16 +103,17 @@ def _age(now: datetime, stamp: Any) -> float | None:
         return None
 
 
-def open_task_ids(backend: Backend) -> set[str]:
+def open_task_ids(backend: Backend, queues: list[str] | None = None) -> set[str]:
     """The tasks that may be queued or running: those a task queue (keyed as
     the runtime keys them) holds a message for, and those held behind their
     ordering key, which have none until the tasks before them finish (the
-    keys' records: one per key with unfinished tasks, :mod:`agentq.ordering`)."""
+    keys' records: one per key with unfinished tasks, :mod:`agentq.ordering`).
+    ``queues``: the task queues, if the caller has them (:func:`task_queues`)."""
     ids: set[str] = set()
     # The keys' records first: a held task sent meanwhile then has its message.
     for _, held in _scan(backend, Tables.ORDERING):
         ids.update(str(task_id) for task_id in held.get("pending") or ())
-    for name in task_queues(backend):
+    for name in task_queues(backend) if queues is None else queues:
         ids.update(str(k[0]) for k in backend.message_keys(name))
     return ids
 

@@ -54,9 +54,10 @@ def open_candidates(
     if not statuses or not set(statuses) <= OPEN_STATUSES:
         return None
     most = int(_AT_MOST * backend.record_count(Tables.TASKS))
-    if _messages_exceed(backend, most):
+    queues = task_queues(backend)
+    if _messages_exceed(backend, queues, most):
         return None
-    ids = open_task_ids(backend)
+    ids = open_task_ids(backend, queues)
     if len(ids) > most:
         return None
     walks = owner_walks(Tables.TASKS, where)
@@ -66,11 +67,11 @@ def open_candidates(
     return sorted(ids)
 
 
-def _messages_exceed(backend: Backend, most: int) -> bool:
-    """Whether the task queues hold more than ``most`` messages, counting no
-    further than that."""
+def _messages_exceed(backend: Backend, queues: list[str], most: int) -> bool:
+    """Whether ``queues`` hold more than ``most`` messages, counting no further
+    than that."""
     left = most + 1
-    for name in task_queues(backend):
+    for name in queues:
         left -= backend.message_count(name, at_most=left)
         if left <= 0:
             return True
