@@ -59,13 +59,15 @@ def resume_waiting(rt: Runtime, graph: Any, args: ResumeArgs) -> dict[str, Any]:
         def resume_refund_graph(ctx: ToolContext, args: ResumeArgs) -> dict[str, Any]:
             return resume_waiting(ctx.runtime, build(AgentQSaver(ctx.runtime)), args)
 
-    A continuation redelivered after its worker died mid-resume (the waiting
-    node's writes stored, the graph neither waiting again nor ended) carries the
-    graph on from its last checkpoint (``invoke(None)``): the node is not run
-    again. Any other thread whose node no longer waits is left alone. The tool
-    can be enqueued by name, so nothing of ``args`` is trusted beyond naming the
-    wait: the tasks must be the waiting node's own, and done; a thread is
-    carried on only if its history holds that wait.
+    The graph runs with ``durability="sync"``: each step's checkpoint is stored
+    before the next step starts. A continuation redelivered after its worker
+    died mid-resume (the waiting node's writes stored, the graph neither waiting
+    again nor ended) carries the graph on from its last checkpoint
+    (``invoke(None)``): the node is not run again. Any other thread whose node
+    no longer waits is left alone. The tool can be enqueued by name, so nothing
+    of ``args`` is trusted beyond naming the wait: the tasks must be the waiting
+    node's own, and done; a thread is carried on only if its history holds that
+    wait.
 
     Two deliveries of one continuation may run at once (the first stalled past
     its lease, the second took over): each claims the thread before reading it
@@ -105,11 +107,17 @@ def _resume(rt: Runtime, graph: Any, args: ResumeArgs) -> dict[str, Any]:
     keys = [i.idempotency_key for i in infos]
     if keys != waiting[0].value.get("idempotency_keys") or not all(i.done for i in infos):
         raise ToolError(f"tasks {args.task_ids} are not the waiting node's, all done")
+    # durability="sync": each step's checkpoint commits before the next step
+    # starts. LangGraph's default ("async") stores it beside the next step: a
+    # worker dying between them left that step's enqueues stored under a task id
+    # made from a checkpoint never stored, and the redelivery made the checkpoint
+    # again under a new id, and the enqueues with it (one call, two tasks).
     if carry_on:
-        graph.invoke(None, config)
+        graph.invoke(None, config, durability="sync")
         return {"thread_id": args.thread_id, "carried_on": args.wait_id}
     outcomes = [outcome(i) for i in infos]
-    graph.invoke(Command(resume={waiting[0].id: {"outcomes": outcomes}}), config)
+    graph.invoke(Command(resume={waiting[0].id: {"outcomes": outcomes}}), config,
+                 durability="sync")  # fmt: skip
     return {"thread_id": args.thread_id, "resumed": args.wait_id}
 
 

@@ -337,3 +337,61 @@ def test_a_starter_refuses_a_graph_not_checkpointed_by_its_saver(rt: Runtime) ->
     graph = builder.compile(checkpointer=saver)
     assert saver.start_or_carry_on(graph, thread("t-own"), {"order_id": "X"})["note"] == "ran"
     assert saver.start_or_carry_on(graph, thread("t-own"), {"order_id": "X"}) is None  # ended
+
+
+def test_a_worker_dying_before_the_resumed_steps_checkpoint_enqueues_the_next_nodes_call_once(
+    rt: Runtime, api: DemoAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker resuming a graph dies after the resumed node's step ended and
+    before that step's checkpoint is stored (the chaos run's ``enqueued_twice``
+    on PostgreSQL: one refund call enqueued twice, each task charged). The
+    resume ran with LangGraph's default durability (``"async"``): the next node
+    started beside the checkpoint's write and stored its enqueue under a task
+    id made from a checkpoint that never was; the redelivered continuation made
+    that checkpoint again, under a new id, and the node's enqueue with it. Each
+    step's checkpoint now commits before the next step starts."""
+    saver = AgentQSaver(rt)
+
+    def refund(state: Ticket, config: RunnableConfig) -> Ticket:
+        step = saver.step(config)
+        step.enqueue("execute_refund", {"order_id": "S1", "amount": 30.0})
+        return {"outcomes": step.wait("resume_s")}
+
+    def second(state: Ticket, config: RunnableConfig) -> Ticket:
+        step = saver.step(config)
+        step.enqueue("execute_refund", {"order_id": "S2", "amount": 20.0})
+        return {"outcomes": step.wait("resume_s")}
+
+    builder = StateGraph(Ticket)
+    builder.add_node("refund", refund)
+    builder.add_node("second", second)
+    builder.add_edge(START, "refund")
+    builder.add_edge("refund", "second")
+    builder.add_edge("second", END)
+    graph = builder.compile(checkpointer=saver)
+    saver.serve(graph, "resume_s")
+    graph.invoke({"order_id": "S1"}, thread("t-async"))
+    rt.worker(queues=["payments"]).drain()  # S1; its continuation is sent
+    (continuation,) = [t for t in rt.tasks() if t.tool == "resume_s"]
+    args = ResumeArgs(**continuation.args)
+
+    put = AgentQSaver.put
+    dying = {"puts": 1}
+
+    def dies_storing_the_resumed_step(self: AgentQSaver, config: Any, checkpoint: Any,
+                                      metadata: Any, versions: Any) -> Any:  # fmt: skip
+        if dying["puts"]:
+            dying["puts"] -= 1
+            import time
+
+            time.sleep(0.2)  # a slow write, then the process dies
+            raise _Died
+        return put(self, config, checkpoint, metadata, versions)
+
+    with monkeypatch.context() as m, pytest.raises(_Died):
+        m.setattr(AgentQSaver, "put", dies_storing_the_resumed_step)
+        resume_waiting(rt, graph, args)
+    resume_waiting(rt, graph, args)  # the continuation, redelivered
+    s2 = [t for t in rt.tasks() if t.tool == "execute_refund" and t.args["order_id"] == "S2"]
+    assert len(s2) == 1, [t.task_id for t in s2]  # 2: the call enqueued twice
+    assert graph.get_state(thread("t-async")).interrupts  # waiting for S2, once
