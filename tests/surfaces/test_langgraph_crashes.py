@@ -43,6 +43,38 @@ def _example(monkeypatch: pytest.MonkeyPatch) -> Any:
     return example
 
 
+def _two_refunds(
+    rt: Runtime, prefix: str, resume_tool: str, thread_id: str
+) -> tuple[Any, ResumeArgs]:
+    """A graph whose node ``refund`` enqueues ``<prefix>1`` and waits, then
+    ``second`` enqueues ``<prefix>2`` and waits; its thread ``thread_id`` run to
+    the first wait, that refund executed: the graph and its continuation's args."""
+    saver = AgentQSaver(rt)
+
+    def refund(state: Ticket, config: RunnableConfig) -> Ticket:
+        step = saver.step(config)
+        step.enqueue("execute_refund", {"order_id": f"{prefix}1", "amount": 30.0})
+        return {"outcomes": step.wait(resume_tool)}
+
+    def second(state: Ticket, config: RunnableConfig) -> Ticket:
+        step = saver.step(config)
+        step.enqueue("execute_refund", {"order_id": f"{prefix}2", "amount": 20.0})
+        return {"outcomes": step.wait(resume_tool)}
+
+    builder = StateGraph(Ticket)
+    builder.add_node("refund", refund)
+    builder.add_node("second", second)
+    builder.add_edge(START, "refund")
+    builder.add_edge("refund", "second")
+    builder.add_edge("second", END)
+    graph = builder.compile(checkpointer=saver)
+    saver.serve(graph, resume_tool)
+    graph.invoke({"order_id": f"{prefix}1"}, thread(thread_id))
+    rt.worker(queues=["payments"]).drain()  # the first refund; its continuation is sent
+    (continuation,) = [t for t in rt.tasks() if t.tool == resume_tool]
+    return graph, ResumeArgs(**continuation.args)
+
+
 def test_a_starter_killed_between_a_nodes_writes_and_its_checkpoint_carries_the_thread_on(
     db_url: str, api: DemoAPI, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -133,30 +165,7 @@ def test_a_stale_resume_racing_the_redelivered_one_enqueues_nothing_twice(
     chaos run's ``enqueued_twice``: two tasks for one call, each charged)."""
     import threading
 
-    saver = AgentQSaver(rt)
-
-    def refund(state: Ticket, config: RunnableConfig) -> Ticket:
-        step = saver.step(config)
-        step.enqueue("execute_refund", {"order_id": "R1", "amount": 30.0})
-        return {"outcomes": step.wait("resume_r")}
-
-    def second(state: Ticket, config: RunnableConfig) -> Ticket:
-        step = saver.step(config)
-        step.enqueue("execute_refund", {"order_id": "R2", "amount": 20.0})
-        return {"outcomes": step.wait("resume_r")}
-
-    builder = StateGraph(Ticket)
-    builder.add_node("refund", refund)
-    builder.add_node("second", second)
-    builder.add_edge(START, "refund")
-    builder.add_edge("refund", "second")
-    builder.add_edge("second", END)
-    graph = builder.compile(checkpointer=saver)
-    saver.serve(graph, "resume_r")
-    graph.invoke({"order_id": "R1"}, thread("t-race"))
-    rt.worker(queues=["payments"]).drain()  # R1; its continuation is sent
-    (continuation,) = [t for t in rt.tasks() if t.tool == "resume_r"]
-    args = ResumeArgs(**continuation.args)
+    graph, args = _two_refunds(rt, "R", "resume_r", "t-race")
 
     stale = threading.local()  # its reads, in the stale worker's thread
     read_it, go_on = threading.Event(), threading.Event()
@@ -350,30 +359,7 @@ def test_a_worker_dying_before_the_resumed_steps_checkpoint_enqueues_the_next_no
     id made from a checkpoint that never was; the redelivered continuation made
     that checkpoint again, under a new id, and the node's enqueue with it. Each
     step's checkpoint now commits before the next step starts."""
-    saver = AgentQSaver(rt)
-
-    def refund(state: Ticket, config: RunnableConfig) -> Ticket:
-        step = saver.step(config)
-        step.enqueue("execute_refund", {"order_id": "S1", "amount": 30.0})
-        return {"outcomes": step.wait("resume_s")}
-
-    def second(state: Ticket, config: RunnableConfig) -> Ticket:
-        step = saver.step(config)
-        step.enqueue("execute_refund", {"order_id": "S2", "amount": 20.0})
-        return {"outcomes": step.wait("resume_s")}
-
-    builder = StateGraph(Ticket)
-    builder.add_node("refund", refund)
-    builder.add_node("second", second)
-    builder.add_edge(START, "refund")
-    builder.add_edge("refund", "second")
-    builder.add_edge("second", END)
-    graph = builder.compile(checkpointer=saver)
-    saver.serve(graph, "resume_s")
-    graph.invoke({"order_id": "S1"}, thread("t-async"))
-    rt.worker(queues=["payments"]).drain()  # S1; its continuation is sent
-    (continuation,) = [t for t in rt.tasks() if t.tool == "resume_s"]
-    args = ResumeArgs(**continuation.args)
+    graph, args = _two_refunds(rt, "S", "resume_s", "t-async")
 
     put = AgentQSaver.put
     dying = {"puts": 1}
@@ -382,9 +368,6 @@ def test_a_worker_dying_before_the_resumed_steps_checkpoint_enqueues_the_next_no
                                       metadata: Any, versions: Any) -> Any:  # fmt: skip
         if dying["puts"]:
             dying["puts"] -= 1
-            import time
-
-            time.sleep(0.2)  # a slow write, then the process dies
             raise _Died
         return put(self, config, checkpoint, metadata, versions)
 
