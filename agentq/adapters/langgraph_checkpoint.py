@@ -84,6 +84,7 @@ from agentq.adapters.langgraph_steps import (
     _Work,
     resume_waiting,
 )
+from agentq.adapters.langgraph_stored import StoredCheckpoints
 from agentq.adapters.langgraph_threaded import ThreadedSaver
 from agentq.backends import Transaction
 from agentq.decision import Decision
@@ -109,11 +110,22 @@ __all__ = [
 class AgentQSaver(ThreadedSaver):
     """LangGraph checkpoints and pending writes in agentq's database (module docs)."""
 
-    def __init__(self, rt: Runtime, *, serde: SerializerProtocol | None = None) -> None:
+    def __init__(
+        self,
+        rt: Runtime,
+        *,
+        serde: SerializerProtocol | None = None,
+        checkpoint_wait: float = 30.0,
+    ) -> None:
+        """``checkpoint_wait``: how many seconds a node's agentq work waits for
+        the checkpoint its step started from, which LangGraph's default
+        ``durability="async"`` may still be storing (:mod:`~agentq.adapters.langgraph_stored`)."""
         super().__init__(serde=serde)
         self.rt = rt
+        self.checkpoint_wait = checkpoint_wait
         # What the nodes staged that is not done yet (langgraph_steps.StagedNodeWork).
         self._work = StagedNodeWork()
+        self._stored = StoredCheckpoints()
 
     # -- a node's agentq work ---------------------------------------------------
 
@@ -317,7 +329,9 @@ class AgentQSaver(ThreadedSaver):
             for task_id, work in unsaved.items():
                 self._work.writes_started(parent, task_id)
                 self._work.writes_ended(parent, task_id, work)
+            self._stored.ended((thread_id, ns, checkpoint["id"]), stored=False)
             raise
+        self._stored.ended((thread_id, ns, checkpoint["id"]), stored=True)
         return config_of(thread_id, ns, checkpoint["id"])
 
     def put_writes(
@@ -361,6 +375,13 @@ class AgentQSaver(ThreadedSaver):
         self._work.writes_started(parent, task_id)
         unsaved = staged
         try:
+            # Not before the checkpoint they belong to (durability="async"):
+            # marked in flight meanwhile, so the next step's put waits for them.
+            key = checkpoint_key(thread_id, ns, checkpoint_id)
+            self._stored.wait_for(
+                parent, lambda: self.rt.backend.get_record(CHECKPOINTS, key) is not None,
+                self.checkpoint_wait,
+            )  # fmt: skip
             self.rt.backend.transact(store)
             unsaved = []
         finally:
