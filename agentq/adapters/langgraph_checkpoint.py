@@ -191,16 +191,21 @@ class AgentQSaver(ThreadedSaver):
             "(not offered to agents)", visible=False,
         )  # fmt: skip
 
-    def start_or_carry_on(self, graph: Any, config: RunnableConfig, input: Any) -> Any:
+    def start_or_carry_on(
+        self, graph: Any, config: RunnableConfig, input: Any, *, durability: str = "sync"
+    ) -> Any:
         """What a user's process runs for a thread it may have run before: start it
         with ``input``, carry it on from its last checkpoint, or leave it to the
         worker that carries it on; returns ``graph.invoke``'s result, or None if
-        nothing ran (:func:`~agentq.adapters.langgraph_starts.start_or_carry_on`)."""
-        return start_or_carry_on(self.rt, graph, config, input)
+        nothing ran (:func:`~agentq.adapters.langgraph_starts.start_or_carry_on`,
+        which says what ``durability`` changes)."""
+        return start_or_carry_on(self.rt, graph, config, input, durability=durability)
 
-    async def astart_or_carry_on(self, graph: Any, config: RunnableConfig, input: Any) -> Any:
+    async def astart_or_carry_on(
+        self, graph: Any, config: RunnableConfig, input: Any, *, durability: str = "sync"
+    ) -> Any:
         """:meth:`start_or_carry_on` for an asyncio program (``ainvoke``)."""
-        return await astart_or_carry_on(self.rt, graph, config, input)
+        return await astart_or_carry_on(self.rt, graph, config, input, durability=durability)
 
     # -- reading ----------------------------------------------------------------
 

@@ -44,16 +44,22 @@ def settled(state: Any) -> bool:
     return bool(state.interrupts) or ended
 
 
-def start_or_carry_on(rt: Runtime, graph: Any, config: RunnableConfig, input: Any) -> Any:
+def start_or_carry_on(
+    rt: Runtime, graph: Any, config: RunnableConfig, input: Any, *, durability: str = "sync"
+) -> Any:
     """Start ``graph``'s thread (``config``'s ``thread_id``) with ``input`` if it
     has no checkpoint, or carry it on from its last one; returns what
     ``graph.invoke`` returned, or None if nothing ran: the thread waits, ended,
     a worker's continuation carries it on, or another process claimed it while
     this one ran (this one's writes were refused from then on).
 
-    The graph runs with ``durability="sync"``: each step's checkpoint commits
-    before the next step starts, so a step that committed is never run again."""
-    thread_id = _checked(rt, graph, config)
+    The graph runs with ``durability="sync"`` unless told otherwise: each step's
+    checkpoint commits before the next step starts, so a step that committed is
+    never run again and a node's agentq work never waits for one. ``"async"``
+    (LangGraph's default) stores each in the background; a node's agentq work
+    then waits for its step's (:mod:`~agentq.adapters.langgraph_stored`).
+    ``"exit"`` is refused (:class:`~agentq.errors.ConfigError`)."""
+    thread_id = _checked(rt, graph, config, durability)
     if settled(graph.get_state(config)) or continuation_pending(rt.backend, thread_id):
         return None
     resuming = RESUMING.set((thread_id, claim_resume(rt.backend, thread_id)))
@@ -61,17 +67,19 @@ def start_or_carry_on(rt: Runtime, graph: Any, config: RunnableConfig, input: An
         state = graph.get_state(config)  # after the claim: nothing written since is lost
         if settled(state):
             return None
-        return graph.invoke(_first(state, input), config, durability="sync")
+        return graph.invoke(_first(state, input), config, durability=durability)
     except ResumedElsewhere:
         return None
     finally:
         RESUMING.reset(resuming)
 
 
-async def astart_or_carry_on(rt: Runtime, graph: Any, config: RunnableConfig, input: Any) -> Any:
+async def astart_or_carry_on(
+    rt: Runtime, graph: Any, config: RunnableConfig, input: Any, *, durability: str = "sync"
+) -> Any:
     """:func:`start_or_carry_on` for an asyncio program (``aget_state``,
     ``ainvoke``; agentq's reads and the claim on a thread)."""
-    thread_id = _checked(rt, graph, config)
+    thread_id = _checked(rt, graph, config, durability)
     if settled(await graph.aget_state(config)):
         return None
     if await asyncio.to_thread(continuation_pending, rt.backend, thread_id):
@@ -82,22 +90,31 @@ async def astart_or_carry_on(rt: Runtime, graph: Any, config: RunnableConfig, in
         state = await graph.aget_state(config)
         if settled(state):
             return None
-        return await graph.ainvoke(_first(state, input), config, durability="sync")
+        return await graph.ainvoke(_first(state, input), config, durability=durability)
     except ResumedElsewhere:
         return None
     finally:
         RESUMING.reset(resuming)
 
 
-def _checked(rt: Runtime, graph: Any, config: RunnableConfig) -> str:
+def _checked(rt: Runtime, graph: Any, config: RunnableConfig, durability: str) -> str:
     """``config``'s thread id, once ``graph`` is known to keep its checkpoints
-    with an ``AgentQSaver`` on ``rt`` (whose writes the claim fences)."""
+    with an ``AgentQSaver`` on ``rt`` (whose writes the claim fences) and
+    ``durability`` to store each step before the graph exits."""
+    if durability not in _DURABILITIES:
+        raise ConfigError(
+            f"durability {durability!r}: 'sync' or 'async' ('exit' stores no step "
+            "before the graph exits, and a node's agentq work would go with them)"
+        )
     if getattr(getattr(graph, "checkpointer", None), "rt", None) is not rt:
         raise ConfigError(
             "start_or_carry_on runs a graph compiled with an AgentQSaver on the same "
             "runtime (builder.compile(checkpointer=saver))"
         )
     return thread_of(config)
+
+
+_DURABILITIES = ("sync", "async")
 
 
 def _first(state: Any, input: Any) -> Any:

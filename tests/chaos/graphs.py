@@ -9,7 +9,8 @@ human decides them).
 
 :func:`starter` is what a user runs: a process (forked from the supervisor's
 forkserver) that starts the thread, or carries on one whose user's process died
-mid-run (``AgentQSaver.start_or_carry_on``, ``durability="sync"``), and exits
+mid-run (``AgentQSaver.start_or_carry_on``; half the threads at
+``durability="sync"``, half at LangGraph's default, ``"async"``), and exits
 once the graph waits for its refunds (or ends). From then on the graph belongs
 to the workers: the continuation resumes it. :class:`GraphDriver` is the user
 side: it starts threads, SIGKILLs starters at random (and the model's hook
@@ -72,6 +73,14 @@ def ended(state: Any) -> bool:
     return bool(state.values) and not state.next and not state.tasks
 
 
+def durability_of(thread_id: str) -> str:
+    """How the thread's starter stores its steps: half the threads at LangGraph's
+    default (``"async"``: a node's agentq work waits for its step's checkpoint,
+    stored in the background, which a kill may cut short), half ``"sync"``; a
+    thread's restarts store them as its first start did."""
+    return "async" if sum(map(ord, thread_id)) % 2 else "sync"
+
+
 def owned_by_workers(values: dict[str, Any]) -> bool:
     """The graph got past a wait (a tool message): the workers carry it on."""
     return any(m.get("role") == "tool" for m in values.get("messages", []))
@@ -96,7 +105,8 @@ def starter(db_url: str, api_url: str, kind: str, model_url: str, logs: str,
 
             saver = AgentQSaver(rt)
             start = {"messages": [{"role": "user", "content": text}]}
-            saver.start_or_carry_on(graph_of(rt, saver), thread_config(thread_id), start)
+            saver.start_or_carry_on(graph_of(rt, saver), thread_config(thread_id), start,
+                                    durability=durability_of(thread_id))  # fmt: skip
     except (BackendUnavailable, TransactionAborted):
         sys.exit(UNAVAILABLE)
     except Exception:

@@ -22,7 +22,7 @@ from langgraph.graph import END, START, StateGraph
 from agentq import Runtime
 from agentq.adapters.langgraph_checkpoint import AgentQSaver
 from agentq.adapters.langgraph_records import check_resume
-from agentq.errors import AgentQError
+from agentq.errors import AgentQError, ConfigError
 from tests.surfaces.test_langgraph_checkpoint import Ticket, refunds, thread
 
 
@@ -163,3 +163,28 @@ def test_a_nodes_work_waiting_for_a_checkpoint_whose_put_failed_is_not_done(
     graph.invoke(None, thread("t-async-3"))
     assert ran == ["look_up", "refund", "refund"]
     assert [t.args["order_id"] for t in refunds(rt)] == ["A3"]
+
+
+@pytest.mark.parametrize("durability", ["exit", "later"])
+def test_a_starter_refuses_a_durability_that_stores_no_step_before_the_graph_exits(
+    rt: Runtime, durability: str
+) -> None:
+    saver = AgentQSaver(rt)
+    graph = _look_up_then_refund(saver, [])
+    with pytest.raises(ConfigError, match=f"durability '{durability}': 'sync' or 'async'"):
+        saver.start_or_carry_on(graph, thread("t-exit"), {"order_id": "X"},
+                                durability=durability)  # fmt: skip
+    assert refunds(rt) == []
+
+
+def test_a_starter_at_the_default_durability_of_langgraph_enqueues_once(rt: Runtime) -> None:
+    """``start_or_carry_on(..., durability="async")``: the thread runs to its end,
+    its refund enqueued once; started again, nothing runs."""
+    saver = AgentQSaver(rt)
+    ran: list[str] = []
+    graph = _look_up_then_refund(saver, ran)
+    config = thread("t-async-start")
+    assert saver.start_or_carry_on(graph, config, {"order_id": "A4"}, durability="async")
+    assert saver.start_or_carry_on(graph, config, {"order_id": "A4"}, durability="async") is None
+    assert ran == ["look_up", "refund"]
+    assert [t.args["order_id"] for t in refunds(rt)] == ["A4"]
