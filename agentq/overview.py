@@ -103,18 +103,23 @@ def _age(now: datetime, stamp: Any) -> float | None:
         return None
 
 
-def open_task_ids(backend: Backend, queues: list[str] | None = None) -> set[str]:
+def open_task_ids(
+    backend: Backend, queues: list[str] | None = None, *, running: bool = False
+) -> set[str]:
     """The tasks that may be queued or running: those a task queue (keyed as
     the runtime keys them) holds a message for, and those held behind their
     ordering key, which have none until the tasks before them finish (the
     keys' records: one per key with unfinished tasks, :mod:`agentq.ordering`).
-    ``queues``: the task queues, if the caller has them (:func:`task_queues`)."""
+    ``queues``: the task queues, if the caller has them (:func:`task_queues`).
+    With ``running``, only those that may be running: their message was
+    delivered (a held task's was not; :meth:`~agentq.backends.Backend.message_keys`)."""
     ids: set[str] = set()
-    # The keys' records first: a held task sent meanwhile then has its message.
-    for _, held in _scan(backend, Tables.ORDERING):
-        ids.update(str(task_id) for task_id in held.get("pending") or ())
+    if not running:
+        # The keys' records first: a held task sent meanwhile then has its message.
+        for _, held in _scan(backend, Tables.ORDERING):
+            ids.update(str(task_id) for task_id in held.get("pending") or ())
     for name in task_queues(backend) if queues is None else queues:
-        ids.update(str(k[0]) for k in backend.message_keys(name))
+        ids.update(str(k[0]) for k in backend.message_keys(name, delivered=running))
     return ids
 
 

@@ -270,18 +270,25 @@ class Backend(Protocol):
         went (merged into others)."""
         ...
 
-    def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
+    def message_keys(self, queue: str, *, delivered: bool = False) -> list[tuple[Any, ...]]:
         """The keys of every message in ``queue`` (ready, scheduled or leased), in
         no particular order. The queue holds only unfinished work: reading its
-        keys costs the messages, not the ledger."""
+        keys costs the messages, not the ledger.
+
+        With ``delivered``, the keys of the messages leased at least once (their
+        lease may have expired since): a task can be running only once its
+        message was. SQLite and PostgreSQL find them without returning the
+        others; Spanner keeps its leases to itself and returns every key."""
         ...
 
-    def message_count(self, queue: str, at_most: int) -> int:
+    def message_count(self, queue: str, at_most: int, *, delivered: bool = False) -> int:
         """How many messages ``queue`` holds (ready, scheduled or leased), up to
         ``at_most``: a listing's check that a backlog is too large to read by
         key, without reading the keys. Its cost does not grow with a backlog
         past ``at_most`` (PostgreSQL and Spanner count no further; SQLite
-        counts its B-tree's pages, not its rows)."""
+        counts its B-tree's pages, not its rows). With ``delivered``, the
+        messages :meth:`message_keys` would return with it (SQLite and
+        PostgreSQL then step through the queue's rows to find them)."""
         ...
 
     def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:

@@ -20,6 +20,13 @@ A backlog is told by counting the task queues' messages no further than the
 share of the ledger that decides (:meth:`~agentq.backends.Backend.message_count`)
 before any key is read: reading every key of a 100,000-message backlog to find
 that it is one cost 50 ms on SQLite, most of a page that then walks the ledger.
+
+A page of running tasks only counts and reads the keys of the messages
+delivered at least once: a task is running only once its message was, and in
+a backlog those are the few the workers hold (or held, and died). A page of
+them at 100,000 queued walked the ledger: 81 ms on SQLite, 194 ms on
+PostgreSQL. Spanner's queues do not tell which messages were delivered: there
+it is as for queued tasks.
 """
 
 from __future__ import annotations
@@ -55,9 +62,11 @@ def open_candidates(
         return None
     most = int(_AT_MOST * backend.record_count(Tables.TASKS))
     queues = task_queues(backend)
-    if _messages_exceed(backend, queues, most):
+    # A running task's message was delivered: in a backlog those are few.
+    running = set(statuses) == {"running"}
+    if _messages_exceed(backend, queues, most, running):
         return None
-    ids = open_task_ids(backend, queues)
+    ids = open_task_ids(backend, queues, running=running)
     if len(ids) > most:
         return None
     walks = owner_walks(Tables.TASKS, where)
@@ -67,12 +76,12 @@ def open_candidates(
     return sorted(ids)
 
 
-def _messages_exceed(backend: Backend, queues: list[str], most: int) -> bool:
-    """Whether ``queues`` hold more than ``most`` messages, counting no further
-    than that."""
+def _messages_exceed(backend: Backend, queues: list[str], most: int, delivered: bool) -> bool:
+    """Whether ``queues`` hold more than ``most`` messages (``delivered`` ones),
+    counting no further than that."""
     left = most + 1
     for name in queues:
-        left -= backend.message_count(name, at_most=left)
+        left -= backend.message_count(name, at_most=left, delivered=delivered)
         if left <= 0:
             return True
     return False

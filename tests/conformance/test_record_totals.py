@@ -72,3 +72,34 @@ def test_message_count_counts_no_further_than_asked(harness: Harness) -> None:
     assert b.message_count(spec.name, at_most=100) == 6  # leased ones still count
     b.transact(lambda tx: tx.ack(spec.name, ("m1",)))
     assert b.message_count(spec.name, at_most=100) == 5
+
+
+@pytest.mark.needs("state")
+def test_delivered_message_keys_are_those_leased_at_least_once(harness: Harness) -> None:
+    """``message_keys(delivered=True)``: the messages leased at least once, their
+    lease expired or not (a task can be running only then), never one still
+    waiting for its first delivery; Spanner, whose queues keep their leases to
+    themselves, returns every key."""
+    b = harness.backend
+    spec = QueueSpec.simple(harness.table("delivered"))
+    b.create_queue(spec)
+    b.transact(lambda tx: [tx.send(spec.name, (f"m{i}",), b"x") for i in range(4)])
+    later = harness.clock.now() + timedelta(hours=1)
+    b.transact(lambda tx: tx.send(spec.name, ("later",), b"x", later))
+    every = {("m0",), ("m1",), ("m2",), ("m3",), ("later",)}
+    spanner = harness.kind.startswith("spanner")
+    assert set(b.message_keys(spec.name, delivered=True)) == (every if spanner else set())
+    assert b.message_count(spec.name, at_most=10, delivered=True) == (5 if spanner else 0)
+    leased = {tuple(m.key) for m in next(iter(b.stream(spec.name, 2)))}
+    assert leased and leased <= every - {("later",)}
+    delivered = set(b.message_keys(spec.name, delivered=True))
+    assert delivered == (every if spanner else leased)
+    assert [b.message_count(spec.name, at_most=n, delivered=True) for n in (0, 1, 10)] == (
+        [0, 1, 5] if spanner else [0, 1, len(leased)]
+    )
+    harness.clock.advance(timedelta(minutes=30))  # the leases expired: still delivered
+    assert set(b.message_keys(spec.name, delivered=True)) == delivered
+    gone = sorted(leased)[0]
+    b.transact(lambda tx: tx.ack(spec.name, gone))
+    assert set(b.message_keys(spec.name, delivered=True)) == delivered - {gone}
+    assert set(b.message_keys(spec.name)) == every - {gone}

@@ -288,20 +288,22 @@ class PostgresBackend:
             lambda conn: tallies.fold(conn, self.schema), "folding the tallies of finished tasks"
         )
 
-    def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
+    def message_keys(self, queue: str, *, delivered: bool = False) -> list[tuple[Any, ...]]:
         sql = self._queue_sql(queue)
+        only = " WHERE agentq_lease_expiry IS NOT NULL" if delivered else ""
         rows = self._db.read(
-            lambda conn: conn.execute(f"SELECT {sql.key_list} FROM {sql.table}").fetchall(),
+            lambda conn: conn.execute(f"SELECT {sql.key_list} FROM {sql.table}{only}").fetchall(),
             f"reading the keys of queue {queue!r}",
         )
         return [tuple(row) for row in rows]
 
-    def message_count(self, queue: str, at_most: int) -> int:
+    def message_count(self, queue: str, at_most: int, *, delivered: bool = False) -> int:
         sql = self._queue_sql(queue)
         bound = max(0, at_most)
+        only = " WHERE agentq_lease_expiry IS NOT NULL" if delivered else ""
         rows = self._db.read(
             lambda conn: conn.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM {sql.table} LIMIT %s) AS m", (bound,)
+                f"SELECT count(*) FROM (SELECT 1 FROM {sql.table}{only} LIMIT %s) AS m", (bound,)
             ).fetchall(),
             f"counting the messages of queue {queue!r}",
         )

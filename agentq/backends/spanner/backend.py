@@ -312,10 +312,12 @@ class SpannerBackend(AddedColumns):
     def compact_tallies(self, before_minute: int) -> int:
         return records.compact_tallies(self, before_minute)
 
-    def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
+    def message_keys(self, queue: str, *, delivered: bool = False) -> list[tuple[Any, ...]]:
+        # Spanner's queues keep their leases to themselves: every key, delivered or not.
         return records.message_keys(self, self.queue_spec(queue))
 
-    def message_count(self, queue: str, at_most: int) -> int:
+    def message_count(self, queue: str, at_most: int, *, delivered: bool = False) -> int:
+        # As message_keys: every message counts as delivered.
         return records.message_count(self, self.queue_spec(queue), at_most)
 
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:

@@ -291,22 +291,30 @@ class SQLiteBackend:
     def compact_tallies(self, before_minute: int) -> int:
         return 0  # one row per minute, owner, outcome and bucket already (an upsert)
 
-    def message_keys(self, queue: str) -> list[tuple[Any, ...]]:
+    def message_keys(self, queue: str, *, delivered: bool = False) -> list[tuple[Any, ...]]:
         sql = self._queue_sql(queue)
+        only = " WHERE agentq_lease_expiry IS NOT NULL" if delivered else ""
         rows = self._db.read(
-            lambda conn: conn.execute(f'SELECT {sql.key_list} FROM "{sql.spec.name}"').fetchall()
+            lambda conn: conn.execute(
+                f'SELECT {sql.key_list} FROM "{sql.spec.name}"{only}'
+            ).fetchall()
         )
         return [tuple(row) for row in rows]
 
-    def message_count(self, queue: str, at_most: int) -> int:
+    def message_count(self, queue: str, at_most: int, *, delivered: bool = False) -> int:
         # A bare count(*) counts a B-tree's pages, not its rows (SQLite's own
         # shortcut): 0.02 ms at 100,000 messages, where counting up to a bound
         # steps through every row up to it (0.3 ms for 25,000).
         sql = self._queue_sql(queue)
-        row = self._db.read(
-            lambda conn: conn.execute(f'SELECT count(*) FROM "{sql.spec.name}"').fetchone()
-        )
-        return min(int(row[0]), max(0, at_most))
+        bound = max(0, at_most)
+        query = (
+            f'SELECT count(*) FROM (SELECT 1 FROM "{sql.spec.name}" '
+            "WHERE agentq_lease_expiry IS NOT NULL LIMIT ?)"
+            if delivered else f'SELECT count(*) FROM "{sql.spec.name}"'
+        )  # fmt: skip
+        params = (bound,) if delivered else ()
+        row = self._db.read(lambda conn: conn.execute(query, params).fetchone())
+        return min(int(row[0]), bound)
 
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         return self._db.read(lambda conn: records.get_record(conn, table, key))
