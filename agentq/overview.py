@@ -142,7 +142,13 @@ def unfinished_tasks(backend: Backend, owner: str | None = None) -> dict[str, di
     if owner is not None:
         where[OWNER_FIELD] = [owner]
     out = dict(_scan(backend, Tables.TASKS, where))
-    wanted = sorted(open_task_ids(backend) - out.keys())
+    out.update(_open_records(backend, sorted(open_task_ids(backend) - out.keys()), owner))
+    return out
+
+
+def _open_records(backend: Backend, wanted: list[str], owner: str | None) -> dict[str, Any]:
+    """The records of ``wanted`` that are queued or running (and ``owner``'s)."""
+    out: dict[str, Any] = {}
     for first in range(0, len(wanted), _IN_CHUNK):
         found = backend.read_records(Tables.TASKS, wanted[first : first + _IN_CHUNK])
         out.update((k, r.value) for k, r in found.items() if r.value.get("status") in _OPEN
@@ -156,15 +162,38 @@ def status_counts(backend: Backend, owner: str | None = None) -> dict[str, int]:
     as the ledger's total less those. With ``owner``, only the tasks it
     created (``created_by``), their total the backend's count of the owner's
     (:meth:`~agentq.backends.Backend.record_count`): what is read grows with the
-    unfinished work and the owner's rare tasks, not with its finished ones."""
-    tasks = unfinished_tasks(backend, owner)
-    counts: dict[str, int] = {}
-    for rec in tasks.values():
+    unfinished work and the owner's rare tasks, not with its finished ones.
+
+    Without ``owner``, a queued task whose message no worker has leased yet is
+    counted by its message's key, its record not read: such a task is queued
+    (it is running only once a worker claimed it, after leasing its message; it
+    succeeds only from running, and its completion removes the message), unless
+    its status is rare, and the rare ones are read. So in a backlog only the
+    records of the rare tasks and of the messages the workers leased are read
+    (:meth:`~agentq.backends.Backend.message_keys` with ``delivered``)."""
+    if owner is not None:
+        tasks = unfinished_tasks(backend, owner)
+        return _counted(tasks.values(), backend.record_count(Tables.TASKS, owner=owner), 0)
+    rare = dict(_scan(backend, Tables.TASKS, {"status": list(RARE_TASK_STATUSES)}))
+    queues = task_queues(backend)
+    delivered = open_task_ids(backend, queues, running=True) - rare.keys()
+    undelivered = open_task_ids(backend, queues) - rare.keys() - delivered
+    read = _open_records(backend, sorted(delivered), None)
+    return _counted([*rare.values(), *read.values()], backend.record_count(Tables.TASKS),
+                    len(undelivered))  # fmt: skip
+
+
+def _counted(tasks: Any, total: int, queued: int) -> dict[str, int]:
+    """Counts by status of the records ``tasks`` and of ``queued`` tasks more;
+    the rest of ``total`` succeeded."""
+    counts: dict[str, int] = {"queued": queued} if queued else {}
+    seen = queued
+    for rec in tasks:
         status = str(rec.get("status"))
         counts[status] = counts.get(status, 0) + 1
-    rest = backend.record_count(Tables.TASKS, owner=owner) - len(tasks)
-    if rest > 0:
-        counts["succeeded"] = counts.get("succeeded", 0) + rest
+        seen += 1
+    if total - seen > 0:
+        counts["succeeded"] = counts.get("succeeded", 0) + total - seen
     return dict(sorted(counts.items()))
 
 
