@@ -307,6 +307,23 @@ class AgentQSaver(ThreadedSaver):
         ``config``'s ``checkpoint_id``; returns the config that names it."""
         thread_id = thread_of(config)
         ns = str(config["configurable"].get("checkpoint_ns", ""))
+        stored = (thread_id, ns, str(checkpoint["id"]))
+        try:
+            self._store(config, checkpoint, metadata, thread_id, ns)
+        except BaseException:
+            self._stored.ended(stored, stored=False)  # its nodes' work gives up at once
+            raise
+        self._stored.ended(stored, stored=True)
+        return config_of(thread_id, ns, checkpoint["id"])
+
+    def _store(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        thread_id: str,
+        ns: str,
+    ) -> None:
         full = get_checkpoint_metadata(config, metadata)
         run_id = full.get("run_id")
         rec = {
@@ -334,10 +351,7 @@ class AgentQSaver(ThreadedSaver):
             for task_id, work in unsaved.items():
                 self._work.writes_started(parent, task_id)
                 self._work.writes_ended(parent, task_id, work)
-            self._stored.ended((thread_id, ns, checkpoint["id"]), stored=False)
             raise
-        self._stored.ended((thread_id, ns, checkpoint["id"]), stored=True)
-        return config_of(thread_id, ns, checkpoint["id"])
 
     def put_writes(
         self,

@@ -21,7 +21,6 @@ from langgraph.graph import END, START, StateGraph
 
 from agentq import Runtime
 from agentq.adapters.langgraph_checkpoint import AgentQSaver
-from agentq.adapters.langgraph_records import check_resume
 from agentq.errors import AgentQError, ConfigError
 from tests.surfaces.test_langgraph_checkpoint import Ticket, refunds, thread
 
@@ -120,29 +119,27 @@ def test_a_node_in_an_async_graph_enqueues_once_its_steps_checkpoint_is_stored(
 def test_a_nodes_work_waiting_for_a_checkpoint_whose_put_failed_is_not_done(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The background put of the checkpoint after ``look_up`` fails (the
-    database refused it) while ``refund``'s writes wait for it: they give up at
+    """The background put of the checkpoint after ``look_up`` fails (its value
+    cannot be stored) while ``refund``'s writes wait for it: they give up at
     once, without the refund, rather than after ``checkpoint_wait``; carried on,
     the graph enqueues it once."""
     saver = AgentQSaver(rt, checkpoint_wait=20.0)  # no wait at all if it works
     ran: list[str] = []
     graph = _look_up_then_refund(saver, ran)
-    putting = threading.local()
-    put, put_writes = AgentQSaver.put, AgentQSaver.put_writes
+    doomed: list[Any] = []  # the checkpoint whose put fails (in whichever thread)
+    put, put_writes, dump = AgentQSaver.put, AgentQSaver.put_writes, AgentQSaver._dump
     refused: list[BaseException] = []
 
-    def refused_in_look_ups_step(self: AgentQSaver, config: Any, checkpoint: Any,
-                                 metadata: Any, versions: Any) -> Any:  # fmt: skip
-        putting.step = metadata.get("step")
-        try:
-            return put(self, config, checkpoint, metadata, versions)
-        finally:
-            putting.step = None
+    def fails_for_look_ups_step(self: AgentQSaver, config: Any, checkpoint: Any,
+                                metadata: Any, versions: Any) -> Any:  # fmt: skip
+        if metadata.get("step") == 1:
+            doomed.append(checkpoint)
+        return put(self, config, checkpoint, metadata, versions)
 
-    def refuses(tx: Any, thread_id: str) -> None:
-        if getattr(putting, "step", None) == 1:
+    def unstorable(self: AgentQSaver, value: Any) -> Any:
+        if any(value is c for c in doomed):
             raise RuntimeError("the database refused the checkpoint")
-        check_resume(tx, thread_id)
+        return dump(self, value)
 
     def records_refusal(self: AgentQSaver, config: Any, writes: Any, task_id: str,
                         task_path: str = "") -> None:  # fmt: skip
@@ -153,9 +150,9 @@ def test_a_nodes_work_waiting_for_a_checkpoint_whose_put_failed_is_not_done(
             raise
 
     with monkeypatch.context() as m:
-        m.setattr(AgentQSaver, "put", refused_in_look_ups_step)
+        m.setattr(AgentQSaver, "put", fails_for_look_ups_step)
+        m.setattr(AgentQSaver, "_dump", unstorable)
         m.setattr(AgentQSaver, "put_writes", records_refusal)
-        m.setattr("agentq.adapters.langgraph_checkpoint.check_resume", refuses)
         with pytest.raises((RuntimeError, AgentQError)):
             graph.invoke({"order_id": "A3"}, thread("t-async-3"))
     assert [type(e).__name__ for e in refused] == ["CheckpointNotStored"]

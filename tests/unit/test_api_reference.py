@@ -39,6 +39,7 @@ MODULE_PAGES = {
     "agentq.adapters.langgraph_starts": "adapters.md",
     "agentq.adapters.langgraph_records": "adapters.md",
     "agentq.adapters.langgraph_threaded": "adapters.md",
+    "agentq.adapters.langgraph_stored": "adapters.md",
 }
 
 
