@@ -120,6 +120,8 @@ class AgentQSaver(ThreadedSaver):
         """``checkpoint_wait``: how many seconds a node's agentq work waits for
         the checkpoint its step started from, which LangGraph's default
         ``durability="async"`` may still be storing (:mod:`~agentq.adapters.langgraph_stored`)."""
+        if not 0 < checkpoint_wait < float("inf"):
+            raise ConfigError(f"checkpoint_wait {checkpoint_wait!r}: a number of seconds above 0")
         super().__init__(serde=serde)
         self.rt = rt
         self.checkpoint_wait = checkpoint_wait

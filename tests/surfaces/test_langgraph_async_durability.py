@@ -185,3 +185,9 @@ def test_a_starter_at_the_default_durability_of_langgraph_enqueues_once(rt: Runt
     assert saver.start_or_carry_on(graph, config, {"order_id": "A4"}, durability="async") is None
     assert ran == ["look_up", "refund"]
     assert [t.args["order_id"] for t in refunds(rt)] == ["A4"]
+
+
+@pytest.mark.parametrize("wait", [0, -1.0, float("nan"), float("inf")])
+def test_a_saver_refuses_a_checkpoint_wait_that_is_not_a_time(rt: Runtime, wait: float) -> None:
+    with pytest.raises(ConfigError, match=r"checkpoint_wait .*: a number of seconds above 0"):
+        AgentQSaver(rt, checkpoint_wait=wait)
