@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agentq.backends import Backend
+from agentq.backends import Backend, BacklogGroup
 from agentq.backends.base import COMMON_TASK_STATUSES, OPEN_APPROVAL_STATUSES, RecordFilter
 from agentq.backends.owners import OWNER_FIELD
 from agentq.envelope import TASK_KEY
@@ -30,6 +30,7 @@ __all__ = [
     "LIVE_SECONDS",
     "ToolCounts",
     "WorkerInfo",
+    "backlog",
     "dead_letter_count",
     "finished_counts",
     "open_approvals",
@@ -113,14 +114,17 @@ def open_task_ids(
     ``queues``: the task queues, if the caller has them (:func:`task_queues`).
     With ``running``, only those that may be running: their message was
     delivered (a held task's was not; :meth:`~agentq.backends.Backend.message_keys`)."""
-    ids: set[str] = set()
-    if not running:
-        # The keys' records first: a held task sent meanwhile then has its message.
-        for _, held in _scan(backend, Tables.ORDERING):
-            ids.update(str(task_id) for task_id in held.get("pending") or ())
+    # The keys' records first: a held task sent meanwhile then has its message.
+    ids = set() if running else _held_ids(backend)
     for name in task_queues(backend) if queues is None else queues:
         ids.update(str(k[0]) for k in backend.message_keys(name, delivered=running))
     return ids
+
+
+def _held_ids(backend: Backend) -> set[str]:
+    """The tasks held behind their ordering keys (no message yet)."""
+    return {str(task_id) for _, held in _scan(backend, Tables.ORDERING)
+            for task_id in held.get("pending") or ()}  # fmt: skip
 
 
 def task_queues(backend: Backend) -> list[str]:
@@ -137,13 +141,43 @@ def unfinished_tasks(backend: Backend, owner: str | None = None) -> dict[str, di
     ordering key holds back, read by key), by task id: every task that is not
     succeeded, and no succeeded one. With ``owner``, only the tasks it created
     (its rare ones through the index of owners and rare statuses:
-    :mod:`agentq.backends.owners`)."""
+    :mod:`agentq.backends.owners`). Reads every queued record: the counts
+    read :func:`backlog` instead."""
+    out = _rare(backend, owner)
+    out.update(_open_records(backend, sorted(open_task_ids(backend) - out.keys()), owner))
+    return out
+
+
+def _rare(backend: Backend, owner: str | None) -> dict[str, dict[str, Any]]:
     where: dict[str, list[str | None]] = {"status": list(RARE_TASK_STATUSES)}
     if owner is not None:
         where[OWNER_FIELD] = [owner]
-    out = dict(_scan(backend, Tables.TASKS, where))
-    out.update(_open_records(backend, sorted(open_task_ids(backend) - out.keys()), owner))
-    return out
+    return dict(_scan(backend, Tables.TASKS, where))
+
+
+def backlog(
+    backend: Backend, owner: str | None = None, *, oldest: bool = True
+) -> tuple[dict[str, dict[str, Any]], list[BacklogGroup]]:
+    """The unfinished tasks (``owner``'s, if given) as :func:`unfinished_tasks`
+    finds them, without reading the backlog: the records of the rare tasks, of
+    those whose messages were leased and of those held behind their ordering
+    keys, and the tasks whose messages no worker has leased, counted by tool
+    in the database (:meth:`~agentq.backends.Backend.undelivered_backlog`:
+    queued, each of them; with ``oldest``, the oldest's creation time too).
+    What is read grows with the tasks the workers hold,
+    the rare ones and the held ones, not with a backlog.
+
+    A snapshot taken in steps, never a lock: the held tasks and the groups are
+    read before the leased messages, so a task sent or leased meanwhile may be
+    counted twice for a moment, never left out."""
+    records = _rare(backend, owner)
+    queues = task_queues(backend)
+    held = _held_ids(backend)
+    groups = [g for name in queues
+              for g in backend.undelivered_backlog(name, owner=owner, oldest=oldest)]  # fmt: skip
+    leased = open_task_ids(backend, queues, running=True)
+    records.update(_open_records(backend, sorted((held | leased) - records.keys()), owner))
+    return records, groups
 
 
 def _open_records(backend: Backend, wanted: list[str], owner: str | None) -> dict[str, Any]:
@@ -162,19 +196,21 @@ def status_counts(backend: Backend, owner: str | None = None) -> dict[str, int]:
     as the ledger's total less those. With ``owner``, only the tasks it
     created (``created_by``), their total the backend's count of the owner's
     (:meth:`~agentq.backends.Backend.record_count`): what is read grows with the
-    unfinished work and the owner's rare tasks, not with its finished ones.
+    unfinished work the workers hold and the rare tasks, not with a backlog or
+    the finished tasks.
 
-    Without ``owner``, a queued task whose message no worker has leased yet is
-    counted by its message's key, its record not read: such a task is queued
-    (it is running only once a worker claimed it, after leasing its message; it
-    succeeds only from running, and its completion removes the message), unless
-    its status is rare, and the rare ones are read. So in a backlog only the
-    records of the rare tasks and of the messages the workers leased are read
-    (:meth:`~agentq.backends.Backend.message_keys` with ``delivered``)."""
+    A queued task whose message no worker has leased yet is counted without
+    its record being read: such a task is queued (it is running only once a
+    worker claimed it, after leasing its message; it succeeds only from
+    running, and its completion removes the message), unless its status is
+    rare, and the rare ones are read. Without ``owner``, by its message's key
+    (:meth:`~agentq.backends.Backend.message_keys` with ``delivered``); with
+    one, by the database's count of the owner's (:func:`backlog`)."""
     if owner is not None:
-        tasks = unfinished_tasks(backend, owner)
-        return _counted(tasks.values(), backend.record_count(Tables.TASKS, owner=owner), 0)
-    rare = dict(_scan(backend, Tables.TASKS, {"status": list(RARE_TASK_STATUSES)}))
+        tasks, groups = backlog(backend, owner, oldest=False)
+        return _counted(tasks.values(), backend.record_count(Tables.TASKS, owner=owner),
+                        sum(g.count for g in groups))  # fmt: skip
+    rare = _rare(backend, None)
     queues = task_queues(backend)
     delivered = open_task_ids(backend, queues, running=True) - rare.keys()
     undelivered = open_task_ids(backend, queues) - rare.keys() - delivered
@@ -198,9 +234,11 @@ def _counted(tasks: Any, total: int, queued: int) -> dict[str, int]:
 
 
 def tool_counts(backend: Backend, now: datetime) -> list[ToolCounts]:
-    """Per-tool counts of the ledger, sorted by tool name."""
+    """Per-tool counts of the unfinished and rare tasks, sorted by tool name
+    (from :func:`backlog`: a backlog's tasks counted in the database)."""
     out: dict[str, ToolCounts] = {}
-    for rec in unfinished_tasks(backend).values():
+    records, groups = backlog(backend)
+    for rec in records.values():
         status = str(rec.get("status"))
         column = _COUNTED.get(status)
         if column is None:
@@ -208,12 +246,20 @@ def tool_counts(backend: Backend, now: datetime) -> list[ToolCounts]:
         counts = out.setdefault(str(rec.get("tool")), ToolCounts(str(rec.get("tool"))))
         setattr(counts, column, getattr(counts, column) + 1)
         if status in _UNFINISHED:
-            age = _age(now, rec.get("created_at"))
-            if age is not None:
-                counts.oldest_unfinished_s = max(counts.oldest_unfinished_s or 0.0, age)
-                if status == "awaiting_approval":
-                    counts.oldest_approval_s = max(counts.oldest_approval_s or 0.0, age)
+            _older(counts, _age(now, rec.get("created_at")), status == "awaiting_approval")
+    for group in groups:
+        counts = out.setdefault(str(group.tool), ToolCounts(str(group.tool)))
+        counts.queued += group.count
+        _older(counts, _age(now, group.oldest_created_at), False)
     return [out[name] for name in sorted(out)]
+
+
+def _older(counts: ToolCounts, age: float | None, approval: bool) -> None:
+    """Keep ``age`` as the oldest unfinished (and approval's) if it is older."""
+    if age is not None:
+        counts.oldest_unfinished_s = max(counts.oldest_unfinished_s or 0.0, age)
+        if approval:
+            counts.oldest_approval_s = max(counts.oldest_approval_s or 0.0, age)
 
 
 def finished_counts(backend: Backend) -> dict[str, int]:

@@ -15,6 +15,7 @@ from typing import Any
 from agentq.backends.base import (
     LEASE_SECONDS,
     Backend,
+    BacklogGroup,
     EncodedFields,
     EncodedRecord,
     LeaseClaim,
@@ -33,6 +34,7 @@ from agentq.errors import ConfigError, MissingExtra
 __all__ = [
     "LEASE_SECONDS",
     "Backend",
+    "BacklogGroup",
     "EncodedFields",
     "EncodedRecord",
     "LeaseClaim",

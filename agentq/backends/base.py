@@ -32,6 +32,7 @@ from typing import Any, Protocol, TypeVar
 from agentq.backends.notify import RecordTopic, Wake
 from agentq.backends.queue_values import (
     LEASE_SECONDS,
+    BacklogGroup,
     Message,
     QueueStats,
     RedeliveryPolicy,
@@ -60,6 +61,7 @@ __all__ = [
     "LEASE_SECONDS",
     "OPEN_APPROVAL_STATUSES",
     "Backend",
+    "BacklogGroup",
     "EncodedFields",
     "EncodedRecord",
     "LeaseClaim",
@@ -289,6 +291,21 @@ class Backend(Protocol):
         counts its B-tree's pages, not its rows). With ``delivered``, the
         messages :meth:`message_keys` would return with it (SQLite and
         PostgreSQL then step through the queue's rows to find them)."""
+        ...
+
+    def undelivered_backlog(
+        self, queue: str, *, owner: str | None = None, oldest: bool = True
+    ) -> list[BacklogGroup]:
+        """The tasks whose messages in the task queue ``queue`` (keyed by task id
+        first, as the runtime keys its tasks' messages) no worker has leased yet
+        and whose records are in no rare status, counted by tool in the
+        database, with the oldest one's ``created_at``: in a backlog such a task
+        is queued (it runs only once its message was leased), so an overview
+        counts it without reading its record. With ``owner``, only the tasks it
+        created (the owner column). Without ``oldest``, the counts alone
+        (``oldest_created_at`` None): no record's JSON is read. A message whose
+        task has no record is left out. Spanner keeps its leases to itself (every message counts as
+        delivered, :meth:`message_keys`) and returns no group."""
         ...
 
     def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:

@@ -97,6 +97,18 @@ class QueueStats:
 
 
 @dataclass(frozen=True)
+class BacklogGroup:
+    """The tasks of one tool waiting in a task queue with their messages not yet
+    leased by any worker (:meth:`~agentq.backends.Backend.undelivered_backlog`):
+    how many, and the ``created_at`` (ISO text, as the records hold it) of the
+    oldest. ``tool`` is None for a record that names none."""
+
+    tool: str | None
+    count: int
+    oldest_created_at: str | None
+
+
+@dataclass(frozen=True)
 class RedeliveryPolicy:
     """When a message whose lease expired becomes ready again.
 

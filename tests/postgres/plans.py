@@ -22,14 +22,16 @@ def removed(plan: Any) -> int:
     return own + sum(removed(v) for v in plan.values() if isinstance(v, list | dict))
 
 
-def listings_sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    """The listings' queries (``SELECT k, v ...``) and parameters, as sent from
-    now on (to explain them afterwards)."""
+def listings_sent(
+    monkeypatch: pytest.MonkeyPatch, start: str = "SELECT k, v"
+) -> list[tuple[str, Any]]:
+    """The listings' queries (those that ``start`` so: ``SELECT k, v ...``) and
+    parameters, as sent from now on (to explain them afterwards)."""
     sent: list[tuple[str, Any]] = []
     execute = psycopg.Connection.execute
 
     def spy(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-        if isinstance(query, str) and query.lstrip().startswith("SELECT k, v"):
+        if isinstance(query, str) and query.lstrip().startswith(start):
             sent.append((query, params))
         return execute(self, query, params, **kw)
 

@@ -59,13 +59,66 @@ def test_in_a_backlog_the_counts_read_the_rare_and_the_leased_tasks_only(rt: Run
         assert counter.read == 5, counter.read
 
 
-def test_an_owners_counts_and_the_per_tool_counts_agree_with_the_ledger(rt: Runtime) -> None:
-    """The owner's counts and the per-tool figures still read the records of
-    the queued tasks (an owner and a tool are in the record): the same figures."""
-    _backlog(rt, 5)
+def _by_bob(rt: Runtime) -> list[str]:
+    """Three of bob's tasks queued in the backlog, a second apart, due in an
+    hour (so a worker's lease passes them by)."""
+    return [_enqueue(rt, "bill", f"bob{n}", by="bob", delay=3600) for n in range(3)]
+
+
+def _tool_figures(rt: Runtime) -> dict[str, tuple[int, ...]]:
+    """The per-tool figures from a read of the whole ledger (the oracle): queued,
+    running, waiting, and the age of the oldest unfinished task in seconds."""
+    now = rt.clock.now()
+    out: dict[str, list[int]] = {}
+    for t in rt.tasks():
+        if t.status.value not in ("queued", "running", "waiting"):
+            continue
+        row = out.setdefault(t.tool, [0, 0, 0, 0])
+        row[("queued", "running", "waiting").index(t.status.value)] += 1
+        row[3] = max(row[3], round((now - t.created_at).total_seconds()))
+    return {tool: tuple(row) for tool, row in sorted(out.items())}
+
+
+def test_in_a_backlog_the_per_tool_figures_read_the_rare_leased_and_held_tasks_only(
+    rt: Runtime,
+) -> None:
+    """``agentq inspect``'s figures per tool: the tasks no worker has leased are
+    counted by tool in the database (their oldest's age too), only the others'
+    records read. Before, every unfinished task's record was read (51)."""
+    _enqueue(rt, "ship", "first", delay=3600)  # never leased: the oldest of ship
+    _by_bob(rt)
+    _backlog(rt, 40)
+    rt.clock.advance(30)
+    expected = _tool_figures(rt)
+    # The oldest of each tool is one of those due in an hour: counted in the database.
+    assert expected == {"bill": (6, 0, 1, 42), "ship": (42, 2, 0, 43)}, expected
+    counter = RecordCounter(rt.backend)
+    found = overview.tool_counts(counter, rt.clock.now())  # type: ignore[arg-type]
+    assert {c.tool: (c.queued, c.running, c.waiting, round(c.oldest_unfinished_s or 0))
+            for c in found} == expected  # fmt: skip
+    if not rt.backend.url.startswith("spanner"):  # its queues do not tell leased ones
+        # The waiting task, the ordering key's record, its two held tasks and
+        # the three leased messages' tasks.
+        assert counter.read == 7, counter.read
+
+
+def test_in_a_backlog_an_owners_counts_read_its_rare_leased_and_held_tasks_only(
+    rt: Runtime,
+) -> None:
+    """An agent's own overview: its tasks no worker has leased are counted in
+    the database (the owner column), only its others' records read. Before,
+    every unfinished task's record was read, everyone's (49)."""
+    _by_bob(rt)
+    _backlog(rt, 40)
     tasks = rt.tasks()
-    assert overview.status_counts(rt.backend, owner="local") == dict(sorted(Counter(
-        t.status.value for t in tasks if t.created_by == "local").items()))  # fmt: skip
-    by_tool = {c.tool: (c.queued, c.running, c.waiting) for c in
-               overview.tool_counts(rt.backend, rt.clock.now())}  # fmt: skip
-    assert by_tool == {"bill": (3, 0, 1), "ship": (6, 2, 0)}
+    counter = RecordCounter(rt.backend)
+    for owner in ("local", "bob"):
+        expected = dict(sorted(Counter(
+            t.status.value for t in tasks if t.created_by == owner).items()))  # fmt: skip
+        assert overview.status_counts(counter, owner=owner) == expected  # type: ignore[arg-type]
+    assert expected == {"queued": 3}
+    if not rt.backend.url.startswith("spanner"):
+        # For each owner, the ordering key's record, its two held tasks and the
+        # three leased (read by key, then kept if they are the owner's: local's);
+        # and local's waiting task, through the index of owners.
+        assert counter.read == 13, counter.read

@@ -10,7 +10,9 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from agentq.backends.backlog_sql import backlog_groups, backlog_params, backlog_sql
 from agentq.backends.base import (
+    BacklogGroup,
     LeaseClaim,
     Message,
     QueueStats,
@@ -308,6 +310,19 @@ class PostgresBackend:
             f"counting the messages of queue {queue!r}",
         )
         return int(rows[0][0])
+
+    def undelivered_backlog(
+        self, queue: str, *, owner: str | None = None, oldest: bool = True
+    ) -> list[BacklogGroup]:
+        sql = self._queue_sql(queue)
+        created_at = "(r.v::json ->> 'created_at') COLLATE \"C\"" if oldest else None
+        query = backlog_sql(sql.table, f'"{sql.spec.key[0].name}"', self._records.table,
+                            created_at=created_at, mark="%s", owner=owner is not None,
+                            join="JOIN")  # fmt: skip
+        params = backlog_params(owner)
+        rows = self._db.read(lambda conn: conn.execute(query, params).fetchall(),
+                             f"counting the backlog of queue {queue!r}")  # fmt: skip
+        return backlog_groups(rows)
 
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         return self._records.read_one(self._db, table, key)

@@ -59,6 +59,7 @@ from typing import Any, TypeVar
 
 from agentq.backends.base import (
     LEASE_SECONDS,
+    BacklogGroup,
     QueueStats,
     RecordFilter,
     RedeliveryPolicy,
@@ -319,6 +320,12 @@ class SpannerBackend(AddedColumns):
     def message_count(self, queue: str, at_most: int, *, delivered: bool = False) -> int:
         # As message_keys: every message counts as delivered.
         return records.message_count(self, self.queue_spec(queue), at_most)
+
+    def undelivered_backlog(
+        self, queue: str, *, owner: str | None = None, oldest: bool = True
+    ) -> list[BacklogGroup]:
+        self.queue_spec(queue)  # an unknown queue is refused, as on the others
+        return []  # as message_keys: every message counts as delivered
 
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         return records.get_record(self, table, key)

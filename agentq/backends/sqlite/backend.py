@@ -12,8 +12,10 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
+from agentq.backends.backlog_sql import backlog_groups, backlog_params, backlog_sql
 from agentq.backends.base import (
     LEASE_SECONDS,
+    BacklogGroup,
     Message,
     QueueStats,
     RecordFilter,
@@ -315,6 +317,16 @@ class SQLiteBackend:
         params = (bound,) if delivered else ()
         row = self._db.read(lambda conn: conn.execute(query, params).fetchone())
         return min(int(row[0]), bound)
+
+    def undelivered_backlog(
+        self, queue: str, *, owner: str | None = None, oldest: bool = True
+    ) -> list[BacklogGroup]:
+        spec = self._queue_sql(queue).spec
+        query = backlog_sql(f'"{spec.name}"', f'"{spec.key[0].name}"', "agentq_records",
+                            created_at="json_extract(r.v, '$.created_at')" if oldest else None,
+                            mark="?", owner=owner is not None, join="CROSS JOIN")  # fmt: skip
+        params = backlog_params(owner)
+        return backlog_groups(self._db.read(lambda conn: conn.execute(query, params).fetchall()))
 
     def get_record(self, table: str, key: str) -> dict[str, Any] | None:
         return self._db.read(lambda conn: records.get_record(conn, table, key))
