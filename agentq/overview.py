@@ -7,10 +7,14 @@ lock), and never from the finished tasks (issue 38 item 1): the unfinished and
 rare tasks are those in the index of rare statuses (waiting, awaiting approval,
 a retry scheduled, an outcome unknown, dead, cancelled: read through it) and
 those a task queue holds a message for or an ordering key holds back (queued,
-running: their records read by key); the finished ones are counted by the backend's totals
+running); the finished ones are counted by the backend's totals
 (:meth:`~agentq.backends.Backend.record_count`, kept on insert and delete),
-less the others. What is read grows with the unfinished and rare tasks, not
-with the ledger.
+less the others. Of the queued and running ones, those whose messages no
+worker has leased are counted without their records being read (queued, each
+of them: by their messages' keys, or in the database by :func:`backlog`), and
+only the others' records are read by key. What is read grows with the work
+the workers hold and the rare and held tasks, not with a backlog's records or
+the ledger.
 """
 
 from __future__ import annotations
