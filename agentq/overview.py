@@ -168,8 +168,8 @@ def backlog(
     keys, and the tasks whose messages no worker has leased, counted by tool
     in the database (:meth:`~agentq.backends.Backend.undelivered_backlog`:
     queued, each of them; with ``oldest``, the oldest's creation time too).
-    What is read grows with the tasks the workers hold,
-    the rare ones and the held ones, not with a backlog.
+    What is read grows with the tasks the workers hold, the rare ones and the
+    held ones, not with a backlog.
 
     A snapshot taken in steps, never a lock: the held tasks and the groups are
     read before the leased messages, so a task sent or leased meanwhile may be

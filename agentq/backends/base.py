@@ -304,8 +304,9 @@ class Backend(Protocol):
         counts it without reading its record. With ``owner``, only the tasks it
         created (the owner column). Without ``oldest``, the counts alone
         (``oldest_created_at`` None): no record's JSON is read. A message whose
-        task has no record is left out. Spanner keeps its leases to itself (every message counts as
-        delivered, :meth:`message_keys`) and returns no group."""
+        task has no record is left out. Spanner keeps its leases to itself
+        (every message counts as delivered, :meth:`message_keys`) and returns
+        no group."""
         ...
 
     def read_records(self, table: str, keys: Sequence[str]) -> dict[str, StoredRecord]:
